@@ -1,0 +1,158 @@
+"""The primitive table over an array namespace ``xp`` (NumPy, or anything NumPy-like such as CuPy).
+
+``make_table(xp, ...)`` returns ``{primitive name: function}`` for
+:mod:`plugtorch.core.primitives`. Each function is a thin call into ``xp``; the
+core has already promoted dtypes and normalised axes. ``out=...`` on ufuncs makes
+them return arrays (not scalars) for 0-d inputs, as the contract requires.
+"""
+from __future__ import annotations
+
+import numpy
+
+
+def make_dtype_maps(xp):
+    from plugtorch.core import dtypes as D
+    names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+    to_native = {getattr(D, n if n != "bool" else "bool_"): xp.dtype(n) for n in names}
+    from_native = {v: k for k, v in to_native.items()}
+    return to_native, from_native
+
+
+def make_table(xp, to_host, from_host_array):
+    """The primitive table for array namespace ``xp``.
+
+    to_host(x) -> numpy.ndarray; from_host_array(numpy_array) -> native array.
+    """
+    to_native, _ = make_dtype_maps(xp)
+    asarray = xp.asarray
+
+    def nd(x):
+        # Reductions over every axis return scalars in NumPy; the contract wants arrays.
+        return x if type(x) is xp.ndarray else asarray(x)
+
+    def quiet(fn):
+        def call(*args):
+            with numpy.errstate(all="ignore"):
+                return fn(*args, out=...)
+        return call
+
+    def binary(fn):
+        return lambda x, y: fn(x, y, out=...)
+
+    def unary(fn):
+        return lambda x: fn(x, out=...)
+
+    def cast(x, dtype):
+        return x.astype(to_native[dtype], copy=False)
+
+    def from_host(obj, dtype):
+        if isinstance(obj, xp.ndarray):
+            return obj if dtype is None else obj.astype(to_native[dtype], copy=False)
+        host = numpy.asarray(obj, dtype=None if dtype is None else numpy.dtype(dtype.name))
+        return from_host_array(host)
+
+    def gather(x, axis, index):
+        return xp.take_along_axis(x, index, axis=axis)
+
+    def scatter_add(x, axis, index, src):
+        out = x.copy()
+        # Build full index grids so repeated indices accumulate (add.at semantics).
+        grids = list(xp.indices(index.shape, sparse=True))
+        grids[axis] = index
+        _add_at(out, tuple(grids), src)
+        return out
+
+    def _add_at(out, index, values):
+        if hasattr(xp, "add") and hasattr(xp.add, "at"):
+            xp.add.at(out, index, values)
+        else:  # cupy spells it scatter_add
+            xp.scatter_add(out, index, values)
+
+    def index_add(x, index, values):
+        out = x.copy()
+        if all(not hasattr(k, "dtype") for k in index):
+            out[index] += values  # basic index: no repeats possible, a plain view update
+        else:
+            _add_at(out, index, values)
+        return out
+
+    def setitem(x, index, value):
+        x[index] = value
+
+    def windows(x, window, strides):
+        n = len(window)
+        lead = x.shape[:-n]
+        spatial = x.shape[-n:]
+        counts = tuple((s - w) // st + 1 for s, w, st in zip(spatial, window, strides))
+        shape = lead + counts + tuple(window)
+        xs = x.strides
+        new_strides = xs[:-n] + tuple(xs[-n + i] * strides[i] for i in range(n)) + xs[-n:]
+        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=new_strides)
+
+    def pad(x, widths, value):
+        return xp.pad(x, widths, mode="constant", constant_values=value)
+
+    def contiguous(x):
+        return x if x.flags.c_contiguous else xp.ascontiguousarray(x)
+
+    def sum_(x, axes, keepdims, dtype):
+        return nd(xp.sum(x, axis=axes, keepdims=keepdims, dtype=to_native[dtype]))
+
+    def prod(x, axes, keepdims, dtype):
+        return nd(xp.prod(x, axis=axes, keepdims=keepdims, dtype=to_native[dtype]))
+
+    def max_(x, axes, keepdims):
+        return nd(xp.max(x, axis=axes, keepdims=keepdims))
+
+    def min_(x, axes, keepdims):
+        return nd(xp.min(x, axis=axes, keepdims=keepdims))
+
+    def argmax(x, axis, keepdims):
+        return nd(xp.argmax(x, axis=axis, keepdims=keepdims)).astype(xp.int64, copy=False)
+
+    def argmin(x, axis, keepdims):
+        return nd(xp.argmin(x, axis=axis, keepdims=keepdims)).astype(xp.int64, copy=False)
+
+    def cumsum(x, axis, dtype):
+        return xp.cumsum(x, axis=axis, dtype=to_native[dtype])
+
+    def arange(start, stop, step, dtype):
+        return xp.arange(start, stop, step, dtype=to_native[dtype])
+
+    def where(cond, x, y):
+        return nd(xp.where(cond, x, y))
+
+    return {
+        "neg": unary(xp.negative), "exp": quiet(xp.exp), "log": quiet(xp.log),
+        "log1p": quiet(xp.log1p), "expm1": quiet(xp.expm1), "sqrt": quiet(xp.sqrt),
+        "abs": unary(xp.abs), "sign": unary(xp.sign), "sin": unary(xp.sin), "cos": unary(xp.cos),
+        "tanh": unary(xp.tanh), "floor": unary(xp.floor), "ceil": unary(xp.ceil),
+        "round": unary(xp.rint), "isnan": unary(xp.isnan), "isinf": unary(xp.isinf),
+        "logical_not": unary(xp.logical_not),
+        "add": binary(xp.add), "sub": binary(xp.subtract), "mul": binary(xp.multiply),
+        "div": quiet(xp.true_divide), "pow": quiet(xp.power), "maximum": binary(xp.maximum),
+        "minimum": binary(xp.minimum), "remainder": quiet(xp.remainder),
+        "floor_divide": quiet(xp.floor_divide),
+        "eq": binary(xp.equal), "ne": binary(xp.not_equal), "lt": binary(xp.less),
+        "le": binary(xp.less_equal), "gt": binary(xp.greater), "ge": binary(xp.greater_equal),
+        "logical_and": binary(xp.logical_and), "logical_or": binary(xp.logical_or),
+        "where": where,
+        "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
+        "cumsum": cumsum,
+        "matmul": binary(xp.matmul),
+        "reshape": lambda x, shape: x.reshape(shape),
+        "permute": lambda x, axes: x.transpose(axes),
+        "broadcast_to": xp.broadcast_to,
+        "getitem": lambda x, index: nd(x[index]),
+        "setitem": setitem, "index_add": index_add, "gather": gather, "scatter_add": scatter_add,
+        "concatenate": lambda xs, axis: xp.concatenate(xs, axis=axis),
+        "pad": pad, "windows": windows,
+        "copy": lambda x: x.copy(), "contiguous": contiguous,
+        "cast": cast,
+        "zeros": lambda shape, dtype: xp.zeros(shape, dtype=to_native[dtype]),
+        "full": lambda shape, value, dtype: xp.full(shape, value, dtype=to_native[dtype]),
+        "arange": arange,
+        "eye": lambda n, m, dtype: xp.eye(n, m, dtype=to_native[dtype]),
+        "from_host": from_host,
+        "to_host": to_host,
+    }

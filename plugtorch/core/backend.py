@@ -1,0 +1,63 @@
+"""What a backend is: a table of primitives plus a little metadata."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .errors import MissingKernelError
+
+
+class KernelTable(dict):
+    """op name -> kernel for one backend. A miss raises a readable error, never a KeyError."""
+
+    __slots__ = ("backend_name", "registry")
+
+    def __init__(self, backend_name: str, registry):
+        super().__init__()
+        self.backend_name = backend_name
+        self.registry = registry
+
+    def __missing__(self, op_name: str):
+        raise MissingKernelError(op_name, self.backend_name, self.registry.plugin_names())
+
+
+class Backend:
+    """A compute backend, as a plugin declares it.
+
+    name:        the key users pass to ``plugtorch.use`` and ``device=`` ("numpy").
+    primitives:  primitive name -> function on native arrays (see ``core.primitives``).
+    dtype_of:    native array -> plugtorch dtype.
+    is_native:   obj -> bool, whether ``obj`` is one of this backend's arrays.
+    aliases:     other names for it (the NumPy backend answers to "cpu").
+    available:   False when it cannot run here; ``unavailable_reason`` then says why.
+    device_index: native array -> device ordinal, or None for a single-device backend.
+    array_module: the array namespace (``numpy``, ``cupy``), for plugins that want it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        primitives: Mapping[str, Callable],
+        dtype_of: Callable[[Any], Any],
+        is_native: Callable[[Any], bool],
+        *,
+        aliases: tuple[str, ...] = (),
+        available: bool = True,
+        unavailable_reason: str = "",
+        device_index: Callable[[Any], int | None] | None = None,
+        array_module: Any = None,
+    ):
+        self.name = name
+        self.primitives = dict(primitives)
+        self.dtype_of = dtype_of
+        self.is_native = is_native
+        self.aliases = tuple(aliases)
+        self.available = available
+        self.unavailable_reason = unavailable_reason
+        self.device_index = device_index
+        self.array_module = array_module
+        self.plugin = None  # set by the registry: the plugin that registered it
+        self.kernels: KernelTable | None = None  # filled by the registry
+
+    def __repr__(self) -> str:
+        state = "available" if self.available else f"unavailable: {self.unavailable_reason}"
+        return f"<plugtorch backend {self.name!r} ({state}) from plugin {self.plugin!r}>"

@@ -1,0 +1,115 @@
+"""Devices and backend selection: ``PLUGTORCH_BACKEND``, ``use()``, ``backend()`` and ``device=``.
+
+A device names a backend and, for multi-device backends, an ordinal: ``numpy``,
+``cupy:0``. Aliases come from the backends themselves (the NumPy backend answers
+to ``cpu``), so the core knows no backend by name.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+from .errors import BackendUnavailableError
+
+
+class Device:
+    __slots__ = ("type", "index")
+
+    def __init__(self, type: str, index: int | None = None):
+        if index is None and isinstance(type, str) and ":" in type:
+            type, _, idx = type.partition(":")
+            index = int(idx)
+        self.type = type
+        self.index = index
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}'" + ("" if self.index is None else f", index={self.index}") + ")"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = Device(other)
+        if not isinstance(other, Device):
+            return NotImplemented
+        from .plugins import get_registry
+        reg = get_registry()
+        same_type = reg.resolve_name(self.type) == reg.resolve_name(other.type)
+        return same_type and (self.index is None or other.index is None or self.index == other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+
+class _Selection(threading.local):
+    stack: list | None = None
+
+
+_selection = _Selection()
+_global_default: str | None = None
+
+
+def describe_backends() -> str:
+    from .plugins import get_registry
+    reg = get_registry()
+    ok = [n for n, b in reg.backends.items() if b.available]
+    bad = [f"{n}: {b.unavailable_reason}" for n, b in reg.backends.items() if not b.available]
+    text = f"Available backends: {', '.join(ok) or '(none)'}"
+    if bad:
+        text += ". Unavailable: " + "; ".join(bad)
+    return text + f". Loaded plugins: {', '.join(reg.plugin_names())}."
+
+
+def get_backend(name):
+    """The Backend object for a name, alias, ``Device`` or "name:index" string."""
+    from .plugins import get_registry
+    if isinstance(name, Device):
+        name = name.type
+    elif not isinstance(name, str):
+        raise TypeError(f"expected a backend name or device, got {type(name).__name__}")
+    reg = get_registry()
+    key = reg.resolve_name(name.partition(":")[0])
+    b = reg.backends.get(key)
+    if b is None:
+        raise BackendUnavailableError(f"unknown backend '{name}'. {describe_backends()}")
+    if not b.available:
+        raise BackendUnavailableError(
+            f"backend '{key}' is unavailable: {b.unavailable_reason}. {describe_backends()}"
+        )
+    return b
+
+
+def default_backend():
+    stack = _selection.stack
+    if stack:
+        return stack[-1]
+    global _global_default
+    if _global_default is None:
+        _global_default = os.environ.get("PLUGTORCH_BACKEND", "numpy")
+    return get_backend(_global_default)
+
+
+def use(name: str) -> None:
+    """Make ``name`` the default backend for new tensors (process-wide)."""
+    global _global_default
+    get_backend(name)  # fail now, with the list of what is available
+    _global_default = name
+
+
+def current_backend() -> str:
+    return default_backend().name
+
+
+@contextlib.contextmanager
+def backend(name: str):
+    """``with plugtorch.backend("numpy"):`` — the default backend for new tensors in this block (this thread)."""
+    b = get_backend(name)
+    if _selection.stack is None:
+        _selection.stack = []
+    _selection.stack.append(b)
+    try:
+        yield b
+    finally:
+        _selection.stack.pop()

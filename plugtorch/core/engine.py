@@ -1,0 +1,154 @@
+"""The backward pass: an iterative walk of the graph in dependency order.
+
+No recursion anywhere, so a chain of 100,000 ops backprops fine. Gradients that
+meet at a node are summed before the node runs (each node runs once), and each
+node's saved values are dropped after it runs unless ``retain_graph`` is set.
+"""
+from __future__ import annotations
+
+from .graph import AccumulateGrad, _FREED_MSG
+from .grad_mode import _state as _grad_state
+from . import anomaly
+
+
+def _collect(roots):
+    """Number of incoming edges per reachable node, and each node's parents."""
+    deps: dict = {}
+    parents: dict = {}
+    seen = set(roots)
+    stack = list(seen)
+    while stack:
+        node = stack.pop()
+        for child in node.next:
+            if child is None:
+                continue
+            deps[child] = deps.get(child, 0) + 1
+            parents.setdefault(child, []).append(node)
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return deps, parents
+
+
+def _needed(targets, parents):
+    """Nodes from which some target is reachable: the only ones autograd.grad must run."""
+    needed = set(targets)
+    stack = list(targets)
+    while stack:
+        for p in parents.get(stack.pop(), ()):
+            if p not in needed:
+                needed.add(p)
+                stack.append(p)
+    return needed
+
+
+def _fit_to_input(node, i, g):
+    """Make a rule's gradient match its input's shape and dtype, or say which rule is wrong."""
+    shape, dtype = node.meta[i]
+    if g.shape != shape:
+        from .ops.shape import sum_to
+        try:
+            g = sum_to(g, shape)
+        except ValueError:
+            raise RuntimeError(
+                f"Function {node.name}Backward returned an invalid gradient at index {i} - got "
+                f"{list(g.shape)} but expected shape compatible with {list(shape)}"
+            ) from None
+    if g.dtype is not dtype and dtype.is_floating_point:
+        g = g.to(dtype)
+    return g
+
+
+def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
+                 capture=None, accumulate: bool = True):
+    """Propagate ``root_grads`` from the ``roots`` nodes.
+
+    capture: nodes whose incoming gradient is returned (autograd.grad); when given,
+    only nodes leading to them run and leaves are not accumulated into.
+    """
+    deps, parents = _collect(roots)
+    pending: dict = {}
+    for node, g in zip(roots, root_grads):
+        pending[node] = pending[node] + g if node in pending else g
+    needed = _needed(capture, parents) if capture is not None else None
+    captured: dict = {}
+    ready = [n for n in dict.fromkeys(roots) if deps.get(n, 0) == 0]
+    check_nan = anomaly.is_enabled()
+
+    prev_mode = _grad_state.enabled
+    _grad_state.enabled = create_graph
+    try:
+        while ready:
+            node = ready.pop()
+            g = pending.pop(node, None)
+            if g is not None and node.pre_hooks:
+                for hook in list(node.pre_hooks.values()):
+                    out = hook(g)
+                    if out is not None:
+                        g = out
+            if capture is not None and node in capture:
+                captured[node] = g
+            if type(node) is AccumulateGrad:
+                if g is not None and accumulate:
+                    _accumulate(node.variable, g, create_graph)
+                continue
+            run = g is not None and (needed is None or node in needed)
+            if run:
+                if node.released:
+                    raise RuntimeError(_FREED_MSG)
+                if node.versions is not None:
+                    _check_versions(node)
+                grads = node.rule(node, g)
+                if not isinstance(grads, tuple):
+                    grads = (grads,)
+                if len(grads) != len(node.next):
+                    raise RuntimeError(
+                        f"function {node.name}Backward returned an incorrect number of gradients "
+                        f"(expected {len(node.next)}, got {len(grads)})"
+                    )
+                if check_nan:
+                    anomaly.check_grads(node, grads)
+                if not retain_graph:
+                    node.saved = None
+                    node.output = None
+                    node.released = True
+            for i, child in enumerate(node.next):
+                if child is None:
+                    continue
+                if run:
+                    gi = grads[i]
+                    if gi is not None:
+                        if gi.shape != node.meta[i][0] or gi.dtype is not node.meta[i][1]:
+                            gi = _fit_to_input(node, i, gi)
+                        prev = pending.get(child)
+                        pending[child] = gi if prev is None else prev + gi
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    ready.append(child)
+    finally:
+        _grad_state.enabled = prev_mode
+    return captured
+
+
+def _check_versions(node):
+    for i, (t, v) in enumerate(zip(node.saved, node.versions)):
+        if t is not None and t._vc[0] != v:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t.dtype.name} {list(t.shape)}], which is input {i} of "
+                f"{node.name}Backward, is at version {t._vc[0]}; expected version {v} instead. "
+                "Hint: enable anomaly detection to find the operation that failed to compute its "
+                "gradient, with plugtorch.autograd.set_detect_anomaly(True)."
+            )
+
+
+def _accumulate(leaf, g, create_graph):
+    if not create_graph:
+        g = g.detach()
+    if leaf.grad is None:
+        # Own the memory: the same gradient tensor can reach several leaves (a + b),
+        # and optimizers update .grad in place.
+        leaf.grad = g if create_graph else g.clone()
+    else:
+        leaf.grad = leaf.grad + g

@@ -1,0 +1,74 @@
+"""Autograd graph nodes.
+
+A :class:`Node` is recorded by each differentiable op whose inputs need grad. It
+keeps only what the op's derivative rule reads (saved inputs and/or output, plus
+the input shapes and dtypes) and the edges to the nodes of its inputs. Leaves that
+require grad get an :class:`AccumulateGrad` node, created on first use.
+"""
+from __future__ import annotations
+
+_FREED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+class Node:
+    __slots__ = ("name", "rule", "next", "meta", "saved", "versions", "output", "attrs",
+                 "pre_hooks", "released", "trace", "__weakref__")
+
+    def __init__(self, name, rule, next_, meta, saved, output, attrs):
+        self.name = name
+        self.rule = rule
+        self.next = next_          # per input: Node, AccumulateGrad or None
+        self.meta = meta           # per input: (shape, dtype)
+        self.saved = saved         # tuple of input tensors the rule reads, or None
+        self.versions = None       # their version counters at save time
+        self.output = output       # the output tensor, when the rule reads it
+        self.attrs = attrs         # the op's non-tensor arguments
+        self.pre_hooks = None
+        self.released = False
+        self.trace = None          # creation stack, under detect_anomaly
+
+    # -- what derivative rules see -------------------------------------------------
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        return tuple(n is not None for n in self.next)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self.released:
+            raise RuntimeError(_FREED_MSG)
+        return self.saved
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+    def name_(self) -> str:
+        return f"{self.name}Backward"
+
+    @property
+    def next_functions(self):
+        return tuple((n, 0) for n in self.next)
+
+
+class AccumulateGrad:
+    """The graph node of a leaf tensor that requires grad: sums gradients into ``.grad``."""
+
+    __slots__ = ("variable", "pre_hooks", "__weakref__")
+    name = "AccumulateGrad"
+    next = ()
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.pre_hooks = None
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
+
+    @property
+    def next_functions(self):
+        return ()

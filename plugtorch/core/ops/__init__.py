@@ -1,0 +1,9 @@
+"""The core's op library, written against backend primitives and each other."""
+from . import activation, creation, elementwise, index, linalg, reduce, shape
+
+MODULES = (elementwise, reduce, shape, index, linalg, activation)
+
+
+def all_opdefs():
+    for m in MODULES:
+        yield from m.OPS

@@ -1,0 +1,165 @@
+"""Indexing: ``x[...]``, gather and scatter_add, each differentiable."""
+from __future__ import annotations
+
+import builtins
+
+from ..dispatch import record, wrap, same_backend
+from ..dtypes import bool_, int64
+from ..grad_mode import _state as _grad
+from ..registry import OpDef
+from ..tensor import Tensor, _wrap_dim
+
+OPS: list[OpDef] = []
+
+
+def _native_index(x, key):
+    """Turn a user index into the backend's form; returns (index tuple, whether it is basic)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    b = x._backend
+    out, basic = [], True
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, slice):
+            if isinstance(k, slice):
+                k = slice(*(int(v) if isinstance(v, Tensor) else v for v in (k.start, k.stop, k.step)))
+                if k.step is not None and k.step <= 0:
+                    raise ValueError("step must be greater than zero")
+            out.append(k)
+        elif isinstance(k, builtins.bool):
+            raise IndexError("indexing with a Python bool is not supported; use a bool tensor mask")
+        elif isinstance(k, builtins.int):
+            out.append(k)
+        else:
+            if not isinstance(k, Tensor):
+                from .creation import tensor
+                k = tensor(k, device=b.name)
+            if k._backend is not b:
+                raise IndexError(
+                    f"indices are on backend '{k._backend.name}' but the indexed tensor is on "
+                    f"'{b.name}'; move the indices with .to('{b.name}')"
+                )
+            if k.dtype is not bool_ and k.dtype.is_floating_point:
+                raise IndexError(
+                    "tensors used as indices must be long, int, byte or bool tensors, got "
+                    f"{k.dtype.name}"
+                )
+            if k.dtype is not bool_ and k.dtype is not int64:
+                k = k.to(int64)
+            if k.ndim == 0 and k.dtype is int64:
+                out.append(int(k.item()))
+                continue
+            out.append(k._data)
+            basic = False
+    _check_ints(x, out)
+    return tuple(out), basic
+
+
+def _check_ints(x, index):
+    """Bounds-check plain integer indices so the error names the dimension, as torch's does."""
+    shape = x._data.shape
+    consumed = builtins.sum(1 for k in index if k is not None and k is not Ellipsis)
+    dim = 0
+    for k in index:
+        if k is Ellipsis:
+            dim += len(shape) - consumed
+            continue
+        if k is None:
+            continue
+        if dim >= len(shape):
+            raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+        if isinstance(k, builtins.int) and not -shape[dim] <= k < shape[dim]:
+            raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {shape[dim]}")
+        dim += getattr(k, "ndim", 1) if hasattr(k, "dtype") and str(k.dtype) == "bool" else 1
+
+
+def _getitem_rule(ctx, g):
+    index, _ = ctx.attrs
+    return _index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], index)
+
+
+def getitem(x, key):
+    index, basic = _native_index(x, key)
+    b = x._backend
+    out = wrap(b.kernels["getitem"](x._data, index), b)
+    if basic:
+        out._vc = x._vc  # a view
+    if x.requires_grad and _grad.enabled:
+        record(out, "getitem", _getitem_rule, (x,), attrs=(index, basic))
+    return out
+
+
+OPS.append(OpDef("getitem", derivative=_getitem_rule, doc="x[index]: slices, ints, None, ..., int and bool tensors."))
+
+
+def _index_put_zeros_rule(ctx, g):
+    return getitem_native(g, ctx.attrs)
+
+
+def getitem_native(x, index):
+    b = x._backend
+    out = wrap(b.kernels["getitem"](x._data, index), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "getitem", _getitem_rule, (x,), attrs=(index, False))
+    return out
+
+
+def _index_put_zeros(g, shape, dtype, index):
+    """zeros(shape) with ``g`` added at ``index`` (repeated indices accumulate)."""
+    b = g._backend
+    zeros = b.kernels["zeros"](shape, dtype)
+    g = g if g.dtype is dtype else g.to(dtype)
+    out = wrap(b.kernels["index_add"](zeros, index, g._data), b)
+    if g.requires_grad and _grad.enabled:
+        record(out, "index_put_zeros", _index_put_zeros_rule, (g,), attrs=index)
+    return out
+
+
+OPS.append(OpDef("index_put_zeros", derivative=_index_put_zeros_rule,
+                 doc="The adjoint of getitem: scatter a gradient into zeros."))
+
+
+def _check_gather(op, x, dim, index):
+    if not isinstance(index, Tensor) or index.dtype is not int64:
+        raise RuntimeError(f"{op}(): Expected dtype int64 for index")
+    if index.ndim != x.ndim:
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as input tensor")
+    return _wrap_dim(dim, x.ndim)
+
+
+def _gather_rule(ctx, g):
+    dim, index = ctx.attrs
+    from .creation import zeros_like
+    shape, dtype = ctx.meta[0]
+    base = wrap(g._backend.kernels["zeros"](shape, dtype), g._backend)
+    return scatter_add(base, dim, index, g)
+
+
+def gather(x, dim, index):
+    d = _check_gather("gather", x, dim, index)
+    b = same_backend("gather", (x, index))
+    out = wrap(b.kernels["gather"](x._data, d, index._data), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "gather", _gather_rule, (x,), attrs=(d, index))
+    return out
+
+
+OPS.append(OpDef("gather", derivative=_gather_rule, doc="Values along dim at index (take_along_axis)."))
+
+
+def _scatter_add_rule(ctx, g):
+    dim, index = ctx.attrs
+    return g, gather(g, dim, index)
+
+
+def scatter_add(x, dim, index, src):
+    d = _check_gather("scatter_add", x, dim, index)
+    b = same_backend("scatter_add", (x, index, src))
+    if src.dtype is not x.dtype:
+        src = src.to(x.dtype)
+    out = wrap(b.kernels["scatter_add"](x._data, d, index._data, src._data), b)
+    if _grad.enabled and (x.requires_grad or src.requires_grad):
+        record(out, "scatter_add", _scatter_add_rule, (x, src), attrs=(d, index))
+    return out
+
+
+OPS.append(OpDef("scatter_add", derivative=_scatter_add_rule, doc="x with src added at index along dim."))

@@ -1,0 +1,80 @@
+"""Matrix products, with torch.matmul's rank rules built on one batched primitive."""
+from __future__ import annotations
+
+from ..dispatch import record, wrap
+from ..errors import BackendMismatchError
+from ..grad_mode import _state as _grad
+from ..registry import OpDef
+
+OPS: list[OpDef] = []
+
+
+def _matmul_rule(ctx, g):
+    a, b = ctx.saved
+    ga = g @ b.mT if ctx.next[0] is not None else None  # the engine sums broadcast batch dims
+    gb = a.mT @ g if ctx.next[1] is not None else None
+    return ga, gb
+
+
+def _mm(a, b):
+    """The primitive: both at least 2-D, broadcastable batch dims."""
+    sa, sb = a._data.shape, b._data.shape
+    if sa[-1] != sb[-2]:
+        if len(sa) == 2 and len(sb) == 2:
+            raise RuntimeError(
+                f"mat1 and mat2 shapes cannot be multiplied ({sa[0]}x{sa[1]} and {sb[0]}x{sb[1]})"
+            )
+        raise RuntimeError(
+            f"matmul: Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{', '.join(map(str, sb[:-2]))}{', ' if len(sb) > 2 else ''}{sa[-1]}] but got: {list(sb)}."
+            f" (shapes {list(sa)} @ {list(sb)})"
+        )
+    bk = a._backend
+    out = wrap(bk.kernels["matmul"](a._data, b._data), bk)
+    if _grad.enabled and (a.requires_grad or b.requires_grad):
+        record(out, "matmul", _matmul_rule, (a, b), saved=(a, b))
+    return out
+
+
+OPS.append(OpDef("matmul", derivative=_matmul_rule, save=("inputs",), doc="Batched matrix product."))
+
+
+def matmul(a, b):
+    if b._backend is not a._backend:
+        raise BackendMismatchError("matmul", a._backend.name, b._backend.name)
+    if a.dtype is not b.dtype:
+        raise RuntimeError(
+            f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}"
+        )
+    na, nb = a.ndim, b.ndim
+    if na == 0 or nb == 0:
+        raise RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D"
+        )
+    if na >= 2 and nb >= 2:
+        return _mm(a, b)
+    if na == 1 and nb == 1:
+        if a.shape[0] != b.shape[0]:
+            raise RuntimeError(
+                f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to "
+                "have the same number of elements, but got "
+                f"{a.shape[0]} and {b.shape[0]} elements respectively"
+            )
+        return _mm(a.reshape(1, -1), b.reshape(-1, 1)).reshape(())
+    if na == 1:
+        return _mm(a.unsqueeze(0), b).squeeze(-2)
+    return _mm(a, b.unsqueeze(-1)).squeeze(-1)
+
+
+def mm(a, b):
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError(f"mm: expected 2D tensors, got {a.ndim}D and {b.ndim}D")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor and batch2 must be a 3D tensor (got {a.ndim}D and {b.ndim}D)")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"batch1 and batch2 must have same number of batches, got {a.shape[0]} and {b.shape[0]}")
+    return matmul(a, b)

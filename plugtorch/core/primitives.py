@@ -1,0 +1,99 @@
+"""The backend contract: the closed set of forward primitives a backend provides.
+
+Every primitive is a pure function on the backend's *native* arrays (the one
+exception, ``setitem``, is documented as mutating). The core guarantees the
+preconditions listed here (dtypes already promoted, axes normalised to
+non-negative ints, shapes already checked), so a backend can be a thin table
+over its array library. Results must be native arrays — never host scalars —
+whose dtype is the one stated.
+
+A backend that lacks a primitive still loads; calling an op that needs it
+raises an error naming the op, the backend and the loaded plugins.
+
+Notation: ``x``, ``y``, ``cond`` are native arrays; ``s`` may be a native array
+of the same dtype as ``x`` *or* a Python scalar, in which case the result keeps
+``x``'s dtype (NumPy 2 / array-API "weak scalar" rules); ``dtype`` is a
+:class:`plugtorch.dtype`; ``gen`` is a native random generator made by
+``generator``.
+"""
+from __future__ import annotations
+
+# name -> "signature: meaning". The keys are the contract; the text is the doc.
+PRIMITIVES: dict[str, str] = {
+    # elementwise unary: same dtype out (floating ops only receive floating input)
+    "neg": "neg(x): -x",
+    "exp": "exp(x): e**x",
+    "log": "log(x): natural log; log(0) = -inf, log(<0) = nan, no warnings",
+    "log1p": "log1p(x): log(1 + x)",
+    "expm1": "expm1(x): e**x - 1",
+    "sqrt": "sqrt(x): square root; sqrt(<0) = nan, no warnings",
+    "abs": "abs(x): |x|",
+    "sign": "sign(x): -1, 0 or 1 in x's dtype",
+    "sin": "sin(x)",
+    "cos": "cos(x)",
+    "tanh": "tanh(x)",
+    "floor": "floor(x)",
+    "ceil": "ceil(x)",
+    "round": "round(x): round half to even",
+    "isnan": "isnan(x) -> bool",
+    "isinf": "isinf(x) -> bool",
+    "logical_not": "logical_not(x) -> bool",
+    # elementwise binary (broadcasting)
+    "add": "add(x, s)", "sub": "sub(x, s)", "mul": "mul(x, s)",
+    "div": "div(x, s): true division of floating x; x/0 = ±inf or nan, no warnings",
+    "pow": "pow(x, s): x**s; 0**negative = inf, no warnings",
+    "maximum": "maximum(x, s): elementwise max, nan-propagating",
+    "minimum": "minimum(x, s): elementwise min, nan-propagating",
+    "remainder": "remainder(x, s): Python-style modulus (sign of divisor)",
+    "floor_divide": "floor_divide(x, s)",
+    "eq": "eq(x, s) -> bool", "ne": "ne(x, s) -> bool", "lt": "lt(x, s) -> bool",
+    "le": "le(x, s) -> bool", "gt": "gt(x, s) -> bool", "ge": "ge(x, s) -> bool",
+    "logical_and": "logical_and(x, y) -> bool", "logical_or": "logical_or(x, y) -> bool",
+    "where": "where(cond, x, y): cond is bool; x and y arrays of one dtype (or Python scalars)",
+    # reductions; axes is a tuple of non-negative ints or None for all
+    "sum": "sum(x, axes, keepdims, dtype): dtype is the result dtype",
+    "prod": "prod(x, axes, keepdims, dtype)",
+    "max": "max(x, axes, keepdims): values only; x is non-empty along axes",
+    "min": "min(x, axes, keepdims)",
+    "argmax": "argmax(x, axis, keepdims) -> int64; axis an int or None (flattened); first occurrence",
+    "argmin": "argmin(x, axis, keepdims) -> int64",
+    "cumsum": "cumsum(x, axis, dtype)",
+    # linear algebra
+    "matmul": "matmul(x, y): x and y have ndim >= 2 and broadcastable batch dims",
+    # movement and indexing
+    "reshape": "reshape(x, shape): shape fully known (no -1)",
+    "permute": "permute(x, axes)",
+    "broadcast_to": "broadcast_to(x, shape): may return a read-only view",
+    "getitem": ("getitem(x, index): index is a tuple of int, slice, None, Ellipsis, native int64 "
+                "arrays and native bool arrays, NumPy semantics"),
+    "setitem": "setitem(x, index, s): writes s into x[index] IN PLACE and returns None",
+    "index_add": ("index_add(x, index, values): a new array equal to x with values added at "
+                  "x[index]; repeated indices accumulate"),
+    "gather": "gather(x, axis, index): take_along_axis; index is int64 of x's ndim",
+    "scatter_add": "scatter_add(x, axis, index, src): new array, x with src added at index along axis",
+    "concatenate": "concatenate(xs, axis): xs a sequence of arrays of one dtype",
+    "pad": "pad(x, widths, value): widths is ((before, after), ...) per axis, constant padding",
+    "windows": ("windows(x, window, strides): sliding-window VIEW over the last len(window) axes, "
+                "shape (*lead, *n_windows, *window)"),
+    "copy": "copy(x): a contiguous copy that owns its memory",
+    "contiguous": "contiguous(x): x itself if already contiguous, else a contiguous copy",
+    # dtype, creation, host transfer
+    "cast": "cast(x, dtype)",
+    "zeros": "zeros(shape, dtype)",
+    "full": "full(shape, value, dtype)",
+    "arange": "arange(start, stop, step, dtype)",
+    "eye": "eye(n, m, dtype)",
+    "from_host": ("from_host(obj, dtype): obj is a NumPy array, a nested list or a number; dtype "
+                  "a plugtorch dtype or None to keep obj's dtype"),
+    "to_host": "to_host(x) -> numpy.ndarray (a host copy or view; the caller treats it read-only)",
+    # random numbers (explicit generator state, so results are reproducible)
+    "generator": "generator(seed) -> a native random generator",
+    "generator_get_state": "generator_get_state(gen) -> a JSON-serialisable state",
+    "generator_set_state": "generator_set_state(gen, state)",
+    "uniform": "uniform(gen, shape, low, high, dtype)",
+    "normal": "normal(gen, shape, mean, std, dtype)",
+    "randint": "randint(gen, low, high, shape, dtype): integers in [low, high)",
+    "permutation": "permutation(gen, n) -> int64 permutation of range(n)",
+}
+
+PRIMITIVE_NAMES = frozenset(PRIMITIVES)

@@ -1,0 +1,261 @@
+"""The Tensor: a backend array, its backend, dtype, and autograd state.
+
+Ops live in ``core.ops``; they are attached as methods in ``core.tensor_methods``
+so this module stays about what a tensor *is*.
+"""
+from __future__ import annotations
+
+import weakref
+
+from . import dispatch
+from .device import Device
+from .grad_mode import _state as _grad_state
+
+
+class Tensor:
+    __slots__ = ("_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn", "_vc",
+                 "_accum", "_retains_grad", "__weakref__")
+
+    # Tensor(...) as a constructor behaves like plugtorch.tensor(...).
+    def __new__(cls, data=None, *, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import tensor
+        t = tensor([] if data is None else data, dtype=dtype, device=device,
+                   requires_grad=requires_grad)
+        if cls is not Tensor:
+            t = t._as_subclass(cls)
+        return t
+
+    def _as_subclass(self, cls):
+        t = object.__new__(cls)
+        for slot in Tensor.__slots__[:-1]:
+            setattr(t, slot, getattr(self, slot))
+        return t
+
+    # -- metadata ---------------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        s = self._data.shape
+        if dim is None:
+            return Size(s)
+        return s[_wrap_dim(dim, len(s), "size")]
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._data.shape:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def device(self) -> Device:
+        b = self._backend
+        return Device(b.name, b.device_index(self._data) if b.device_index else None)
+
+    @property
+    def backend(self) -> str:
+        return self._backend.name
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"Tensor.data must be set to a Tensor, got {type(other).__name__}")
+        self._data, self._backend, self.dtype = other._data, other._backend, other.dtype
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    # -- host transfer (explicit) ------------------------------------------------
+    def numpy(self, *, force: bool = False):
+        if self.requires_grad and _grad_state.enabled and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+            )
+        return self._backend.kernels["to_host"](self._data)
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
+            )
+        return self._backend.kernels["to_host"](self._data).reshape(()).item()
+
+    def tolist(self):
+        return self._backend.kernels["to_host"](self._data).tolist()
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous (shape {list(self.shape)})"
+            )
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.detach().numpy()
+        return a.astype(dtype) if dtype is not None else a
+
+    def __repr__(self) -> str:
+        from .printing import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return format(self.item(), spec)
+        return repr(self)
+
+    # -- autograd -----------------------------------------------------------------
+    def requires_grad_(self, requires_grad: bool = True):
+        if not self.is_leaf:
+            if not requires_grad:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use a "
+                    "computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach()."
+                )
+            return self
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self):
+        t = dispatch.wrap(self._data, self._backend)
+        t._vc = self._vc  # a detached tensor shares storage, hence the version counter
+        return t
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self):
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.is_leaf or self._retains_grad:
+            return
+        self._retains_grad = True
+        ref = weakref.ref(self)
+
+        def _retain(g):
+            t = ref()
+            if t is not None:
+                g = g.detach()
+                t.grad = g.clone() if t.grad is None else t.grad + g
+        self._add_hook(self.grad_fn, _retain)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a replacement."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node = self.grad_fn if self.grad_fn is not None else dispatch.edge(self)
+        return self._add_hook(node, hook)
+
+    @staticmethod
+    def _add_hook(node, hook):
+        if node.pre_hooks is None:
+            node.pre_hooks = {}
+        handle = RemovableHandle(node.pre_hooks)
+        node.pre_hooks[handle.id] = hook
+        return handle
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from ..autograd.functional import backward
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+
+class Size(tuple):
+    """torch.Size: a tuple of ints with a torch-like repr."""
+
+    def __repr__(self) -> str:
+        return f"plugtorch.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class RemovableHandle:
+    _next_id = 0
+
+    def __init__(self, hooks: dict):
+        self._hooks = weakref.ref(hooks) if not isinstance(hooks, dict) else hooks
+        RemovableHandle._next_id += 1
+        self.id = RemovableHandle._next_id
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
+    return dim + n if dim < 0 else dim
+
+
+dispatch.Tensor = Tensor

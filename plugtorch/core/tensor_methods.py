@@ -1,0 +1,110 @@
+"""Tensor methods and operators, bound to the op functions in ``core.ops``.
+
+Kept apart from ``tensor.py`` so the class there reads as what a tensor is, and
+this file as the (long, flat) list of what it can do.
+"""
+from __future__ import annotations
+
+from .ops import creation, elementwise as ew, index, linalg, reduce, shape, activation
+from .tensor import Tensor
+
+
+def _binop(fn):
+    def method(self, other):
+        return fn(self, other)
+    return method
+
+
+def _rbinop(fn):
+    def method(self, other):
+        return fn(other, self)
+    return method
+
+
+T = Tensor
+T.__add__ = T.__radd__ = _binop(ew.add)
+T.__sub__ = _binop(ew.sub)
+T.__rsub__ = lambda self, other: ew._rsub(self, other)
+T.__mul__ = T.__rmul__ = _binop(ew.mul)
+T.__truediv__ = _binop(ew.div)
+T.__rtruediv__ = lambda self, other: ew._rdiv(self, other)
+T.__floordiv__ = _binop(ew.floor_divide)
+T.__rfloordiv__ = lambda self, other: ew.floor_divide(self._full_like_scalar(other), self)
+T.__mod__ = _binop(ew.remainder)
+T.__pow__ = _binop(ew.pow)
+T.__rpow__ = lambda self, other: ew._rpow(self, other)
+T.__matmul__ = _binop(linalg.matmul)
+T.__rmatmul__ = _rbinop(linalg.matmul)
+T.__neg__ = ew.neg
+T.__pos__ = lambda self: self
+T.__abs__ = ew.abs
+T.__invert__ = ew.logical_not
+T.__and__ = _binop(ew.logical_and)
+T.__or__ = _binop(ew.logical_or)
+T.__eq__ = _binop(ew.eq)
+T.__ne__ = _binop(ew.ne)
+T.__lt__ = _binop(ew.lt)
+T.__le__ = _binop(ew.le)
+T.__gt__ = _binop(ew.gt)
+T.__ge__ = _binop(ew.ge)
+T.__getitem__ = index.getitem
+
+for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "floor_divide",
+              "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+              "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "sign", "sin", "cos",
+              "tanh", "floor", "ceil", "round", "isnan", "isinf", "isfinite", "logical_not",
+              "reciprocal", "square", "clamp", "clip"):
+    setattr(T, _name, getattr(ew, _name))
+T.multiply, T.divide, T.subtract, T.negative, T.true_divide = ew.mul, ew.div, ew.sub, ew.neg, ew.div
+T.greater, T.less, T.greater_equal, T.less_equal, T.not_equal = ew.gt, ew.lt, ew.ge, ew.le, ew.ne
+T.where = lambda self, condition, other: ew.where(condition, self, other)
+T.relu, T.sigmoid = activation.relu, activation.sigmoid
+T.softmax, T.log_softmax = activation.softmax, activation.log_softmax
+
+for _name in ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "logsumexp"):
+    setattr(T, _name, getattr(reduce, _name))
+
+for _name in ("reshape", "view", "permute", "transpose", "swapaxes", "swapdims", "squeeze",
+              "unsqueeze", "flatten", "unflatten", "expand", "expand_as", "broadcast_to", "to",
+              "clone", "contiguous", "t"):
+    setattr(T, _name, getattr(shape, _name))
+T.view_as = lambda self, other: shape.reshape(self, other.shape)
+T.reshape_as = T.view_as
+T.T = property(lambda self: shape.permute(self, tuple(range(self.ndim - 1, -1, -1))))
+T.mT = property(lambda self: shape.transpose(self, -2, -1))
+T.matmul, T.mm, T.bmm = linalg.matmul, linalg.mm, linalg.bmm
+T.gather, T.scatter_add = index.gather, index.scatter_add
+T.cpu = lambda self: shape.to(self, "cpu")
+T.float = lambda self: shape.cast(self, _dt("float32"))
+T.double = lambda self: shape.cast(self, _dt("float64"))
+T.long = lambda self: shape.cast(self, _dt("int64"))
+T.int = lambda self: shape.cast(self, _dt("int32"))
+T.bool = lambda self: shape.cast(self, _dt("bool"))
+T.half = lambda self: shape.cast(self, _dt("float16"))
+T.type_as = lambda self, other: shape.cast(self, other.dtype)
+
+
+def _dt(name):
+    from .dtypes import dtype_from_name
+    return dtype_from_name(name)
+
+
+def _full_like_scalar(self, value):
+    """A 0-d tensor holding a Python number on this tensor's backend, in the number's own dtype."""
+    from .dtypes import _scalar_dtype
+    b = self._backend
+    from .dispatch import wrap
+    return wrap(b.kernels["full"]((), value, _scalar_dtype(value)), b)
+
+
+def _tensor_like(self, data):
+    return creation.tensor(data, device=self._backend.name)
+
+
+T._full_like_scalar = _full_like_scalar
+T._tensor_like = _tensor_like
+T.new_tensor = lambda self, data, dtype=None: creation.tensor(data, dtype=dtype or self.dtype, device=self._backend.name)
+T.new_zeros = lambda self, *size, dtype=None: creation.zeros(*size, dtype=dtype or self.dtype, device=self._backend.name)
+T.new_ones = lambda self, *size, dtype=None: creation.ones(*size, dtype=dtype or self.dtype, device=self._backend.name)
+T.new_full = lambda self, size, fill_value, dtype=None: creation.full(size, fill_value, dtype=dtype or self.dtype, device=self._backend.name)
+T.new_empty = T.new_zeros
