@@ -49,6 +49,8 @@ def record(out, name, rule, inputs, saved=None, save_output=False, attrs=None):
                 saved, out if save_output else None, attrs)
     if saved is not None:
         node.versions = tuple([t._vc[0] if t is not None else None for t in saved])
+    if save_output:
+        node.versions = (node.versions or ()) + (out._vc[0],)
     if anomaly._state.enabled:
         node.trace = anomaly.creation_trace()
     out.grad_fn = node

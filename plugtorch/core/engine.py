@@ -91,6 +91,9 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
             if type(node) is AccumulateGrad:
                 if g is not None and accumulate:
                     _accumulate(node.variable, g, create_graph)
+                    if node.post_hooks:
+                        for hook in list(node.post_hooks.values()):
+                            hook(node.variable)
                 continue
             run = g is not None and (needed is None or node in needed)
             if run:
@@ -132,11 +135,13 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
 
 
 def _check_versions(node):
-    for i, (t, v) in enumerate(zip(node.saved, node.versions)):
+    tensors = (node.saved or ()) + ((node.output,) if node.output is not None else ())
+    for i, (t, v) in enumerate(zip(tensors, node.versions)):
         if t is not None and t._vc[0] != v:
+            what = "the output" if t is node.output else f"input {i}"
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{t.dtype.name} {list(t.shape)}], which is input {i} of "
+                f"inplace operation: [{t.dtype.name} {list(t.shape)}], which is {what} of "
                 f"{node.name}Backward, is at version {t._vc[0]}; expected version {v} instead. "
                 "Hint: enable anomaly detection to find the operation that failed to compute its "
                 "gradient, with plugtorch.autograd.set_detect_anomaly(True)."

@@ -58,13 +58,14 @@ class Node:
 class AccumulateGrad:
     """The graph node of a leaf tensor that requires grad: sums gradients into ``.grad``."""
 
-    __slots__ = ("variable", "pre_hooks", "__weakref__")
+    __slots__ = ("variable", "pre_hooks", "post_hooks", "__weakref__")
     name = "AccumulateGrad"
     next = ()
 
     def __init__(self, variable):
         self.variable = variable
         self.pre_hooks = None
+        self.post_hooks = None  # called with the tensor after .grad is updated (DDP uses them)
 
     def __repr__(self) -> str:
         return "<AccumulateGrad>"

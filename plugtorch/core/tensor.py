@@ -205,6 +205,19 @@ class Tensor:
         node = self.grad_fn if self.grad_fn is not None else dispatch.edge(self)
         return self._add_hook(node, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after a backward pass has accumulated into this leaf's ``.grad``."""
+        if not self.is_leaf:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node = dispatch.edge(self)
+        if node.post_hooks is None:
+            node.post_hooks = {}
+        handle = RemovableHandle(node.post_hooks)
+        node.post_hooks[handle.id] = hook
+        return handle
+
     @staticmethod
     def _add_hook(node, hook):
         if node.pre_hooks is None:

@@ -5,7 +5,7 @@ this file as the (long, flat) list of what it can do.
 """
 from __future__ import annotations
 
-from .ops import creation, elementwise as ew, index, linalg, reduce, shape, activation
+from .ops import activation, creation, elementwise as ew, index, inplace, linalg, reduce, shape
 from .tensor import Tensor
 
 
@@ -108,3 +108,28 @@ T.new_zeros = lambda self, *size, dtype=None: creation.zeros(*size, dtype=dtype 
 T.new_ones = lambda self, *size, dtype=None: creation.ones(*size, dtype=dtype or self.dtype, device=self._backend.name)
 T.new_full = lambda self, size, fill_value, dtype=None: creation.full(size, fill_value, dtype=dtype or self.dtype, device=self._backend.name)
 T.new_empty = T.new_zeros
+
+
+# -- alpha forms and in-place variants ------------------------------------------------
+
+def add(input, other, *, alpha=1):
+    return ew.add(input, other if alpha == 1 else other * alpha)
+
+
+def sub(input, other, *, alpha=1):
+    return ew.sub(input, other if alpha == 1 else other * alpha)
+
+
+T.add, T.sub, T.subtract = add, sub, sub
+for _name, _fn in (("add_", add), ("sub_", sub), ("mul_", ew.mul), ("div_", ew.div),
+                   ("pow_", ew.pow), ("clamp_", ew.clamp), ("clip_", ew.clamp), ("neg_", ew.neg),
+                   ("exp_", ew.exp), ("log_", ew.log), ("sqrt_", ew.sqrt), ("abs_", ew.abs),
+                   ("tanh_", ew.tanh), ("sigmoid_", activation.sigmoid), ("relu_", activation.relu),
+                   ("maximum_", ew.maximum), ("minimum_", ew.minimum), ("floor_", ew.floor),
+                   ("ceil_", ew.ceil), ("round_", ew.round), ("sign_", ew.sign),
+                   ("reciprocal_", ew.reciprocal), ("square_", ew.square)):
+    setattr(T, _name, inplace.inplace(_fn, _name))
+T.multiply_, T.divide_, T.subtract_ = T.mul_, T.div_, T.sub_
+T.copy_, T.zero_, T.fill_ = inplace.copy_, inplace.zero_, inplace.fill_
+T.__setitem__ = inplace.setitem
+T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, T.div_

@@ -1,7 +1,7 @@
 """The core's op library, written against backend primitives and each other."""
-from . import activation, creation, elementwise, index, linalg, reduce, shape
+from . import activation, creation, elementwise, index, inplace, linalg, reduce, shape
 
-MODULES = (elementwise, reduce, shape, index, linalg, activation)
+MODULES = (elementwise, reduce, shape, index, inplace, linalg, activation)
 
 
 def all_opdefs():

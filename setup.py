@@ -1,0 +1,12 @@
+"""Package discovery only; all metadata lives in pyproject.toml.
+
+The built-in backend plugins live in backends/ and install as the
+``plugtorch_backends`` package, so every subpackage is found automatically.
+"""
+from setuptools import find_packages, setup
+
+core = find_packages(include=["plugtorch", "plugtorch.*"])
+backends = ["plugtorch_backends" + p[len("backends"):]
+            for p in find_packages(include=["backends", "backends.*"])]
+
+setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"})

@@ -1,0 +1,39 @@
+"""Shared test fixtures: backends to parametrise over, the optional torch oracle, data root."""
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+import plugtorch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def available_backends() -> list[str]:
+    reg = plugtorch.get_registry()
+    return [name for name, b in reg.backends.items() if b.available]
+
+
+def pytest_generate_tests(metafunc):
+    # Any test taking a ``backend`` argument runs once per available backend.
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", available_backends())
+
+
+@pytest.fixture
+def torch():
+    """PyTorch, the reference oracle; tests using it skip (saying why) where it is not installed."""
+    return pytest.importorskip("torch", reason="PyTorch (the reference oracle) is not installed; "
+                                               "`pip install torch==2.13.0` to run this comparison")
+
+
+@pytest.fixture
+def data_root() -> pathlib.Path:
+    """The data root holding mnist/ (and fashion-mnist/ where installed)."""
+    env = os.environ.get("PLUGTORCH_DATA")
+    root = pathlib.Path(env) if env else ROOT.parent / "shared" / "data"
+    if not (root / "mnist").is_dir():
+        pytest.skip(f"MNIST files not found under {root}; set PLUGTORCH_DATA to a data root holding mnist/")
+    return root
