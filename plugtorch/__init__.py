@@ -15,6 +15,7 @@ from .core.errors import (BackendMismatchError, BackendUnavailableError, Missing
                           PluginError)
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.ops.activation import log_softmax, relu, sigmoid, softmax
+from .core.ops.conv import adaptive_avg_pool2d, avg_pool2d, conv2d, max_pool2d
 from .core.ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,
                                 full_like, linspace, ones, ones_like, rand, rand_like, randint,
                                 randn, randn_like, randperm, tensor, zeros, zeros_like)

@@ -79,15 +79,17 @@ def make_table(xp, to_host, from_host_array):
     def setitem(x, index, value):
         x[index] = value
 
-    def windows(x, window, strides):
+    def windows(x, window, strides, dilation):
         n = len(window)
         lead = x.shape[:-n]
         spatial = x.shape[-n:]
-        counts = tuple((s - w) // st + 1 for s, w, st in zip(spatial, window, strides))
+        counts = tuple((s - d * (w - 1) - 1) // st + 1
+                       for s, w, st, d in zip(spatial, window, strides, dilation))
         shape = lead + counts + tuple(window)
         xs = x.strides
-        new_strides = xs[:-n] + tuple(xs[-n + i] * strides[i] for i in range(n)) + xs[-n:]
-        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=new_strides)
+        new_strides = (xs[:-n] + tuple(xs[-n + i] * strides[i] for i in range(n))
+                       + tuple(xs[-n + i] * dilation[i] for i in range(n)))
+        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=new_strides, writeable=False)
 
     def pad(x, widths, value):
         return xp.pad(x, widths, mode="constant", constant_values=value)

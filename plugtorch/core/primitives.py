@@ -73,8 +73,8 @@ PRIMITIVES: dict[str, str] = {
     "scatter_add": "scatter_add(x, axis, index, src): new array, x with src added at index along axis",
     "concatenate": "concatenate(xs, axis): xs a sequence of arrays of one dtype",
     "pad": "pad(x, widths, value): widths is ((before, after), ...) per axis, constant padding",
-    "windows": ("windows(x, window, strides): sliding-window VIEW over the last len(window) axes, "
-                "shape (*lead, *n_windows, *window)"),
+    "windows": ("windows(x, window, strides, dilation): sliding-window VIEW over the last "
+                "len(window) axes, shape (*lead, *n_windows, *window); n = (size - d*(w-1) - 1)//s + 1"),
     "copy": "copy(x): a contiguous copy that owns its memory",
     "contiguous": "contiguous(x): x itself if already contiguous, else a contiguous copy",
     # dtype, creation, host transfer

@@ -1,7 +1,7 @@
 """The core's op library, written against backend primitives and each other."""
-from . import activation, creation, elementwise, index, inplace, linalg, reduce, shape
+from . import activation, conv, creation, elementwise, index, inplace, linalg, reduce, shape
 
-MODULES = (elementwise, reduce, shape, index, inplace, linalg, activation)
+MODULES = (elementwise, reduce, shape, index, inplace, linalg, activation, conv)
 
 
 def all_opdefs():

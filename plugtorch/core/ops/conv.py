@@ -1,0 +1,320 @@
+"""conv2d and 2-D pooling, built on the strided-window primitive (im2col style).
+
+``windows(x)`` views every (kh, kw) patch of the last two axes without copying;
+a convolution is then one batched matmul over (channels x kh x kw). The
+window op's adjoint, ``fold``, sums patch gradients back into place with one
+slice-add per kernel offset, and is itself differentiable (its derivative is the
+window op again), so double backward through conv2d works.
+"""
+from __future__ import annotations
+
+from ..dispatch import record, wrap
+from ..grad_mode import _state as _grad
+from ..registry import OpDef
+from ..tensor import Tensor
+
+OPS: list[OpDef] = []
+
+
+def _pair(v, name):
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2 or not all(isinstance(i, int) for i in v):
+        raise ValueError(f"{name} must be an int or a pair of ints, got {v!r}")
+    return v
+
+
+def _out_size(size, k, s, p, d, ceil_mode=False):
+    span = size + 2 * p - d * (k - 1) - 1
+    if ceil_mode:
+        out = -(-span // s) + 1
+        # torch: the last window must start inside the input or left padding
+        if (out - 1) * s >= size + p:
+            out -= 1
+        return out
+    return span // s + 1
+
+
+# -- the window view and its adjoint ---------------------------------------------------
+
+def _windows_rule(ctx, g):
+    shape = ctx.meta[0][0]
+    window, strides, dilation = ctx.attrs
+    return fold(g, shape, window, strides, dilation)
+
+
+def windows(x, window, strides, dilation=(1, 1)):
+    """A view of shape (..., OH, OW, kh, kw) over the last two axes of ``x``."""
+    b = x._backend
+    out = wrap(b.kernels["windows"](x._data, tuple(window), tuple(strides), tuple(dilation)), b)
+    out._vc = x._vc
+    if x.requires_grad and _grad.enabled:
+        record(out, "windows", _windows_rule, (x,), attrs=(tuple(window), tuple(strides), tuple(dilation)))
+    return out
+
+
+OPS.append(OpDef("windows", derivative=_windows_rule,
+                 doc="Sliding (kh, kw) windows over the last two axes, as a view."))
+
+
+def _fold_rule(ctx, g):
+    return windows(g, *ctx.attrs)
+
+
+def fold(cols, shape, window, strides, dilation=(1, 1)):
+    """The adjoint of ``windows``: sum each patch of ``cols`` back into an array of ``shape``."""
+    b = cols._backend
+    k = b.kernels
+    kh, kw = window
+    sh, sw = strides
+    dh, dw = dilation
+    oh, ow = cols._data.shape[-4], cols._data.shape[-3]
+    acc = k["zeros"](tuple(shape), cols.dtype)
+    lead = (Ellipsis,)
+    for i in range(kh):
+        rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+        for j in range(kw):
+            idx = lead + (rows, slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+            patch = k["getitem"](cols._data, lead + (slice(None), slice(None), i, j))
+            k["setitem"](acc, idx, k["add"](k["getitem"](acc, idx), patch))
+    out = wrap(acc, b)
+    if cols.requires_grad and _grad.enabled:
+        record(out, "fold", _fold_rule, (cols,), attrs=(tuple(window), tuple(strides), tuple(dilation)))
+    return out
+
+
+OPS.append(OpDef("fold", derivative=_fold_rule, doc="Sum sliding-window patches back into place (col2im)."))
+
+
+def _pad_rule(ctx, g):
+    (ph, pw), _ = ctx.attrs
+    h, w = g.shape[-2], g.shape[-1]
+    return g[..., ph:h - ph if ph else h, pw:w - pw if pw else w]
+
+
+def pad2d(x, padding, value=0.0):
+    """Pad the last two axes by (ph, pw) on each side with a constant."""
+    ph, pw = padding
+    if ph == 0 and pw == 0:
+        return x
+    b = x._backend
+    widths = ((0, 0),) * (x.ndim - 2) + ((ph, ph), (pw, pw))
+    out = wrap(b.kernels["pad"](x._data, widths, value), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "pad2d", _pad_rule, (x,), attrs=((ph, pw), value))
+    return out
+
+
+OPS.append(OpDef("pad2d", derivative=_pad_rule, doc="Constant padding of the last two axes."))
+
+
+# -- convolution -------------------------------------------------------------------------
+
+def _batched(op, x, expected_ndim=4):
+    if x.ndim == expected_ndim:
+        return x, False
+    if x.ndim == expected_ndim - 1:
+        return x.unsqueeze(0), True
+    raise RuntimeError(
+        f"Expected 3D (unbatched) or 4D (batched) input to {op}, but got input of size: {list(x.shape)}"
+    )
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation with torch.nn.functional.conv2d's arguments and semantics."""
+    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
+        raise TypeError("conv2d(): input and weight must be Tensors")
+    x, unbatched = _batched("conv2d", input)
+    if weight.ndim != 4:
+        raise RuntimeError(f"conv2d: weight must be 4-D (out_channels, in_channels/groups, kH, kW), "
+                           f"got size {list(weight.shape)}")
+    sh, sw = _pair(stride, "stride")
+    dh, dw = _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            ph = pw = 0
+        elif padding == "same":
+            if (sh, sw) != (1, 1):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            kh_, kw_ = weight.shape[2], weight.shape[3]
+            tot_h, tot_w = dh * (kh_ - 1), dw * (kw_ - 1)
+            if tot_h % 2 or tot_w % 2:
+                x = _pad_asym(x, tot_h, tot_w)
+                ph = pw = 0
+            else:
+                ph, pw = tot_h // 2, tot_w // 2
+        else:
+            raise ValueError(f"Invalid padding string '{padding}'; expected 'valid' or 'same'")
+    else:
+        ph, pw = _pair(padding, "padding")
+    if min(sh, sw) <= 0 or min(dh, dw) <= 0 or min(ph, pw) < 0:
+        raise RuntimeError(f"conv2d: non-positive stride/dilation or negative padding is not supported "
+                           f"(stride={stride}, padding={padding}, dilation={dilation})")
+    n, c, h, w = x.shape
+    o, cg, kh, kw = weight.shape
+    if groups <= 0 or c % groups or o % groups:
+        raise RuntimeError(f"conv2d: groups={groups} must divide in_channels={c} and out_channels={o}")
+    if cg * groups != c:
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
+            f"to have {cg * groups} channels, but got {c} channels instead"
+        )
+    if h + 2 * ph < dh * (kh - 1) + 1 or w + 2 * pw < dw * (kw - 1) + 1:
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({h + 2 * ph} x {w + 2 * pw}). Kernel size: "
+            f"({dh * (kh - 1) + 1} x {dw * (kw - 1) + 1}). Kernel size can't be greater than actual input size"
+        )
+    if x.dtype is not weight.dtype:
+        raise RuntimeError(f"conv2d: input type ({x.dtype.name}) and weight type ({weight.dtype.name}) "
+                           "should be the same")
+    cols = windows(pad2d(x, (ph, pw)), (kh, kw), (sh, sw), (dh, dw))  # (N, C, OH, OW, kh, kw)
+    oh, ow = cols.shape[2], cols.shape[3]
+    g = groups
+    # (N, G, C/G, OH, OW, kh, kw) -> (G, N*OH*OW, C/G*kh*kw): one batched matmul per group
+    cols = cols.reshape(n, g, cg, oh, ow, kh, kw).permute(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(g, n * oh * ow, cg * kh * kw)
+    wmat = weight.reshape(g, o // g, cg * kh * kw).transpose(1, 2)  # (G, K, O/G)
+    out = cols @ wmat                                                  # (G, N*OH*OW, O/G)
+    out = out.reshape(g, n, oh, ow, o // g).permute(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
+    if bias is not None:
+        if bias.shape != (o,):
+            raise RuntimeError(f"conv2d: bias must have shape [{o}], got {list(bias.shape)}")
+        out = out + bias.reshape(1, o, 1, 1)
+    return out.squeeze(0) if unbatched else out
+
+
+def _pad_asym(x, tot_h, tot_w):
+    """'same' padding with an odd total: the extra row/column goes at the end, as torch does."""
+    b = x._backend
+    widths = ((0, 0),) * (x.ndim - 2) + ((tot_h // 2, tot_h - tot_h // 2), (tot_w // 2, tot_w - tot_w // 2))
+    out = wrap(b.kernels["pad"](x._data, widths, 0.0), b)
+    if x.requires_grad and _grad.enabled:
+        top, left = tot_h // 2, tot_w // 2
+        h, w = x.shape[-2], x.shape[-1]
+        record(out, "pad2d", lambda ctx, g: g[..., top:top + h, left:left + w], (x,))
+    return out
+
+
+# -- pooling ------------------------------------------------------------------------------
+
+def _pool_geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode):
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(stride if stride not in (None, ()) else (kh, kw), "stride")
+    ph, pw = _pair(padding, "padding")
+    dh, dw = _pair(dilation, "dilation")
+    if ph > kh // 2 or pw > kw // 2:
+        raise RuntimeError(f"{op}: pad should be at most half of effective kernel size, but got "
+                           f"pad={max(ph, pw)}, kernel_size={max(kh, kw)}")
+    h, w = x.shape[-2], x.shape[-1]
+    oh = _out_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = _out_size(w, kw, sw, pw, dw, ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise RuntimeError(f"{op}: Given input size: ({x.shape[-3]}x{h}x{w}). Calculated output size: "
+                           f"({x.shape[-3]}x{oh}x{ow}). Output size is too small")
+    # extra bottom/right padding so ceil_mode windows exist
+    eh = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph))
+    ew = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw))
+    return (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow), (eh, ew)
+
+
+def _pad_pool(x, pads, extra, value):
+    (ph, pw), (eh, ew) = pads, extra
+    if not (ph or pw or eh or ew):
+        return x
+    b = x._backend
+    widths = ((0, 0),) * (x.ndim - 2) + ((ph, ph + eh), (pw, pw + ew))
+    out = wrap(b.kernels["pad"](x._data, widths, value), b)
+    if x.requires_grad and _grad.enabled:
+        h, w = x.shape[-2], x.shape[-1]
+        record(out, "pad2d", lambda ctx, g: g[..., ph:ph + h, pw:pw + w], (x,))
+    return out
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    x, unbatched = _batched("max_pool2d", input)
+    k, s, p, d, (oh, ow), extra = _pool_geometry("max_pool2d", x, kernel_size, stride, padding,
+                                                 dilation, ceil_mode)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"max_pool2d: expected a floating point input, got {x.dtype.name}")
+    cols = windows(_pad_pool(x, p, extra, float("-inf")), k, s, d)
+    n, c = x.shape[0], x.shape[1]
+    flat = cols.reshape(n, c, oh, ow, k[0] * k[1])
+    idx = flat.argmax(-1, keepdim=True)      # the first maximum gets the gradient, as in torch
+    out = flat.gather(-1, idx).squeeze(-1)
+    if return_indices:
+        indices = _flat_indices(idx.squeeze(-1), x, k, s, p, d, oh, ow)
+        if unbatched:
+            return out.squeeze(0), indices.squeeze(0)
+        return out, indices
+    return out.squeeze(0) if unbatched else out
+
+
+def _flat_indices(win_idx, x, k, s, p, d, oh, ow):
+    """Window-relative argmax -> index into the flattened (H*W) input plane (torch's convention)."""
+    from .creation import arange
+    dev = x._backend.name
+    r = win_idx // k[1]
+    q = win_idx - r * k[1]
+    rows = arange(oh, device=dev).reshape(oh, 1) * s[0] - p[0] + r * d[0]
+    cols = arange(ow, device=dev).reshape(1, ow) * s[1] - p[1] + q * d[1]
+    return rows * x.shape[-1] + cols
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    x, unbatched = _batched("avg_pool2d", input)
+    k, s, p, d, (oh, ow), extra = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding, 1,
+                                                 ceil_mode)
+    x = x if x.dtype.is_floating_point else x.to(_default_float())
+    cols = windows(_pad_pool(x, p, extra, 0.0), k, s, d)
+    total = cols.sum((-2, -1))
+    if divisor_override:
+        out = total / divisor_override
+    elif count_include_pad and not any(extra):
+        out = total / (k[0] * k[1])
+    else:
+        # Divide each window by how many of its cells are real (or real+padding) input.
+        from .creation import ones
+        h, w = x.shape[-2], x.shape[-1]
+        mask = ones(1, 1, h, w, dtype=x.dtype, device=x._backend.name)
+        if count_include_pad:
+            # padding counts, the ceil_mode overhang does not
+            mask = _pad_pool(mask, p, (0, 0), 1.0)
+            mask = _pad_pool(mask, (0, 0), extra, 0.0)
+        else:
+            mask = _pad_pool(mask, p, extra, 0.0)
+        counts = windows(mask, k, s, d).sum((-2, -1))
+        out = total / counts
+    return out.squeeze(0) if unbatched else out
+
+
+def adaptive_avg_pool2d(input, output_size):
+    x, unbatched = _batched("adaptive_avg_pool2d", input)
+    oh, ow = _pair(output_size, "output_size") if output_size is not None else x.shape[-2:]
+    oh = x.shape[-2] if oh is None else oh
+    ow = x.shape[-1] if ow is None else ow
+    h, w = x.shape[-2], x.shape[-1]
+    if h % oh == 0 and w % ow == 0:
+        out = avg_pool2d(x, (h // oh, w // ow), (h // oh, w // ow))
+    else:
+        # torch's adaptive windows: start = floor(i*H/OH), end = ceil((i+1)*H/OH)
+        from .shape import cat
+        rows = []
+        for i in range(oh):
+            r0, r1 = (i * h) // oh, -(-((i + 1) * h) // oh)
+            cols = []
+            for j in range(ow):
+                c0, c1 = (j * w) // ow, -(-((j + 1) * w) // ow)
+                cols.append(x[..., r0:r1, c0:c1].mean((-2, -1), keepdim=True))
+            rows.append(cat(cols, -1))
+        out = cat(rows, -2)
+    return out.squeeze(0) if unbatched else out
+
+
+def _default_float():
+    from ..dtypes import get_default_dtype
+    return get_default_dtype()
