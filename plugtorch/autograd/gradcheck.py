@@ -31,16 +31,17 @@ def _numerical_jacobian(fn, inputs, i, eps):
     n = x.numel()
     cols = []
     positions = arange(n, device=x.device)
-    with no_grad():
-        for j in range(n):
+    # Grad mode stays on: gradgradcheck's function itself calls autograd.grad.
+    for j in range(n):
+        with no_grad():
             delta = ((positions == j).to(x.dtype) * eps).reshape(x.shape)
-            plus = list(inputs)
-            minus = list(inputs)
-            plus[i] = x.detach() + delta
-            minus[i] = x.detach() - delta
-            f_plus = _flat(_outputs(fn, plus))
-            f_minus = _flat(_outputs(fn, minus))
-            cols.append((f_plus - f_minus) / (2 * eps))
+            x_plus, x_minus = x.detach() + delta, x.detach() - delta
+        plus, minus = list(inputs), list(inputs)
+        plus[i] = x_plus.requires_grad_(x.requires_grad)
+        minus[i] = x_minus.requires_grad_(x.requires_grad)
+        f_plus = _flat(_outputs(fn, plus)).detach()
+        f_minus = _flat(_outputs(fn, minus)).detach()
+        cols.append((f_plus - f_minus) / (2 * eps))
     return cols  # cols[j][k] = d out_k / d x_j
 
 
