@@ -1,0 +1,38 @@
+"""Small plugins the core tests register at run time (each one a plain module-like object)."""
+from __future__ import annotations
+
+import types
+
+from plugtorch.core.backend import Backend
+from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+from plugtorch_backends.numpy_backend import make_backend, make_primitives
+
+_counter = [0]
+
+
+def plugin(register, contract=CONTRACT_VERSION, name=None):
+    """A plugin object whose hook calls ``register(registrar)``."""
+    _counter[0] += 1
+    mod = types.ModuleType(name or f"test_plugin_{_counter[0]}")
+    if contract is not None:
+        mod.PLUGTORCH_CONTRACT = contract
+
+    @hookimpl
+    def plugtorch_register(registrar):
+        register(registrar)
+
+    mod.plugtorch_register = plugtorch_register
+    return mod
+
+
+def numpy_clone_backend(name: str) -> Backend:
+    """A second backend over NumPy, with no aliases and none of the fused kernels."""
+    return make_backend(name=name, aliases=())
+
+
+def unavailable_backend(name: str, why: str) -> Backend:
+    return Backend(name=name, primitives={}, dtype_of=lambda a: None, is_native=lambda o: False,
+                   available=False, unavailable_reason=why)
+
+
+__all__ = ["plugin", "numpy_clone_backend", "unavailable_backend", "make_primitives"]
