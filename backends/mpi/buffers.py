@@ -1,0 +1,84 @@
+"""How a tensor's memory reaches MPI: its own array, or a host staging copy.
+
+Host (NumPy) arrays go to MPI as they are (a contiguous copy only when the tensor is
+a strided view). Device arrays (a CuPy backend) go directly when the MPI library is
+CUDA-aware, and are otherwise staged through host memory and copied back; which one
+is decided by :func:`cuda_aware`, never assumed. Only this module touches backend
+arrays; everything above it works with tensors.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def cuda_aware(comm) -> bool:
+    """Whether the MPI library accepts device (CUDA) buffers.
+
+    PLUGTORCH_MPI_CUDA_AWARE=0/1 overrides. Otherwise ask the library: MPI-4.1's
+    MPIX_Query_cuda_support where mpi4py exposes it, else the MPI memory-allocation
+    kinds the communicator reports (MPI 4.1+/5.0 list e.g. "cuda:device").
+    """
+    forced = os.environ.get("PLUGTORCH_MPI_CUDA_AWARE")
+    if forced in ("0", "1"):
+        return forced == "1"
+    from mpi4py import MPI
+    query = getattr(MPI, "Query_cuda_support", None)
+    if query is not None:
+        try:
+            return bool(query())
+        except NotImplementedError:
+            pass
+    info = comm.Get_info()
+    try:
+        kinds = info.Get("mpi_memory_alloc_kinds") or ""
+    finally:
+        info.Free()
+    return "cuda" in kinds
+
+
+class Buffer:
+    """One tensor as an MPI buffer; ``store()`` makes what MPI wrote the tensor's value."""
+
+    __slots__ = ("tensor", "array", "staged", "copied")
+
+    def __init__(self, tensor, device_direct: bool):
+        data = tensor._data
+        kernels = tensor._backend.kernels
+        self.tensor = tensor
+        self.staged = not isinstance(data, np.ndarray) and not device_direct
+        if self.staged:
+            self.array = np.ascontiguousarray(kernels["to_host"](data))
+        else:
+            self.array = kernels["contiguous"](data)
+        self.copied = self.array is not data
+
+    def empty_like(self, leading: int):
+        """A scratch array of ``leading`` copies of this buffer, on the same side of the wire."""
+        shape = (leading,) + tuple(self.array.shape)
+        if self.staged:
+            return np.empty(shape, dtype=self.array.dtype)
+        return self.tensor._backend.kernels["zeros"](shape, self.tensor.dtype)
+
+    def store(self) -> None:
+        """Make what MPI wrote into this buffer the tensor's value."""
+        if self.copied:
+            write(self.tensor, self.array, self.staged)
+        else:
+            bump_version(self.tensor)
+
+
+def write(tensor, array, from_host: bool) -> None:
+    """Copy ``array`` (a host array if ``from_host``, else a backend array) into ``tensor``."""
+    kernels = tensor._backend.kernels
+    if from_host:
+        array = kernels["from_host"](array, tensor.dtype)
+    kernels["setitem"](tensor._data, (Ellipsis,), array)
+    bump_version(tensor)
+
+
+def bump_version(tensor) -> None:
+    # A collective is an in-place op: bump the version counter as every in-place op
+    # does, so a backward that saved the old value fails loudly instead of silently.
+    tensor._vc[0] += 1
