@@ -34,6 +34,7 @@ from .core.plugins import get_registry, list_plugins, register_plugin
 from .core.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .core.tensor import Size, Tensor
 from . import autograd
+from . import nn
 from . import distributed
 
 __version__ = "0.1.0"

@@ -1,0 +1,10 @@
+"""``plugtorch.nn``: modules, layers, losses, initialisation and the functional API.
+
+Written against the public tensor API only, so every layer runs on every backend.
+"""
+from .parameter import Buffer, Parameter
+from .modules import *  # noqa: F401,F403
+from .modules import __all__ as _modules_all
+from . import functional, init, utils
+
+__all__ = ["Buffer", "Parameter", "functional", "init", "utils"] + _modules_all

@@ -1,0 +1,96 @@
+"""``Conv2d``: a learnable 2-D cross-correlation over (N, C, H, W) inputs."""
+from __future__ import annotations
+
+import math
+
+import plugtorch
+from .. import functional as F, init
+from ..parameter import Parameter
+from .module import Module
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+class Conv2d(Module):
+    """Weight (out_channels, in_channels / groups, kH, kW); torch's default initialisation
+    (``kaiming_uniform_(a=sqrt(5))`` weight, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)))."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None, generator=None):
+        super().__init__()
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise ValueError(
+                f"Conv2d: padding_mode={padding_mode!r} is not supported by plugtorch; use 'zeros'"
+            )
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(
+                    f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}"
+                )
+            if padding == "same" and any(s != 1 for s in _pair(stride)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(kernel_size)
+        self.stride = _pair(stride)
+        self.padding = padding if isinstance(padding, str) else _pair(padding)
+        self.dilation = _pair(dilation)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        kh, kw = self.kernel_size
+        self.weight = Parameter(plugtorch.empty(out_channels, in_channels // groups, kh, kw,
+                                                device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(plugtorch.empty(out_channels, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters(generator)
+
+    def reset_parameters(self, generator=None) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5), generator=generator)
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound, generator=generator)
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise RuntimeError(
+                f"{self._get_name()}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape "
+                f"{list(input.shape)}"
+            )
+        c = input.shape[-3]
+        if c != self.in_channels:
+            raise RuntimeError(
+                f"{self._get_name()}(in_channels={self.in_channels}): expected input with "
+                f"{self.in_channels} channels at dim {input.ndim - 3}, got {c} (input shape "
+                f"{list(input.shape)})"
+            )
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else \
+                f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s

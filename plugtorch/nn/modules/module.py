@@ -1,0 +1,554 @@
+"""``Module``: the base class of layers and models.
+
+A module owns three ordered name -> value tables, filled by attribute assignment:
+parameters (``Parameter``), buffers (tensors saved in ``state_dict`` but not
+trained, e.g. BatchNorm's running statistics) and sub-modules. Everything else
+(traversal, ``state_dict``, device moves, train/eval) walks those tables.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict, namedtuple
+
+from ...core.grad_mode import no_grad
+from ...core.tensor import RemovableHandle, Tensor
+from ..parameter import Buffer, Parameter
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _addindent(s: str, spaces: int) -> str:
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+def _typename(value) -> str:
+    if isinstance(value, Tensor):
+        return f"plugtorch.Tensor ({value.dtype.name})"
+    return type(value).__name__
+
+
+def _add_hook(hooks: dict, hook, prepend: bool) -> RemovableHandle:
+    handle = RemovableHandle(hooks)
+    if prepend:
+        rest = list(hooks.items())
+        hooks.clear()
+        hooks[handle.id] = hook
+        hooks.update(rest)
+    else:
+        hooks[handle.id] = hook
+    return handle
+
+
+class Module:
+    """Base class for all neural network modules; subclasses define ``forward``."""
+
+    training: bool
+    _version = 1
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got unexpected arguments; Module.__init__ takes none "
+                "(call super().__init__() without arguments)"
+            )
+        setattr_ = object.__setattr__
+        setattr_(self, "training", True)
+        setattr_(self, "_parameters", {})
+        setattr_(self, "_buffers", {})
+        setattr_(self, "_non_persistent_buffers_set", set())
+        setattr_(self, "_modules", {})
+        setattr_(self, "_forward_pre_hooks", {})
+        setattr_(self, "_forward_pre_hooks_with_kwargs", set())
+        setattr_(self, "_forward_hooks", {})
+        setattr_(self, "_forward_hooks_with_kwargs", set())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
+
+    # -- calling ---------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
+        for hid, hook in list(self._forward_pre_hooks.items()):
+            if hid in self._forward_pre_hooks_with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError(
+                            "forward pre-hook registered with with_kwargs=True must return None or "
+                            f"a tuple of (new_args, new_kwargs), but got {result!r}"
+                        )
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hid, hook in list(self._forward_hooks.items()):
+            if hid in self._forward_hooks_with_kwargs:
+                result = hook(self, args, kwargs, output)
+            else:
+                result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` (or ``(module, args, kwargs)``) runs before ``forward``.
+
+        It may return replacement args (a tuple, or a single value that is wrapped in
+        one); with ``with_kwargs=True`` it returns ``(args, kwargs)``.
+        """
+        handle = _add_hook(self._forward_pre_hooks, hook, prepend)
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs.add(handle.id)
+        return handle
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) runs after
+        ``forward``; a non-None return value replaces the output."""
+        handle = _add_hook(self._forward_hooks, hook, prepend)
+        if with_kwargs:
+            self._forward_hooks_with_kwargs.add(handle.id)
+        return handle
+
+    # -- registration ------------------------------------------------------------------
+    def _check_name(self, kind: str, name) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+
+    def register_parameter(self, name: str, param) -> None:
+        self._check_name("parameter", name)
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                "(plugtorch.nn.Parameter or None required)"
+            )
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(
+                f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
+                "created explicitly; to express '{name}' as a function of another Tensor, compute "
+                "the value in the forward() method."
+            )
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        self._check_name("buffer", name)
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                "(plugtorch Tensor or None required)"
+            )
+        if isinstance(tensor, Buffer):
+            persistent = tensor.persistent
+            tensor = tensor.detach()
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name: str, module) -> None:
+        self._check_name("module", name)
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            t = d.get(table)
+            if t is not None and name in t:
+                return t[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+
+        def remove_from(*tables):
+            for t in tables:
+                if name in t:
+                    if isinstance(t, set):
+                        t.discard(name)
+                    else:
+                        del t[name]
+
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            remove_from(d, self._buffers, self._modules, self._non_persistent_buffers_set)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                    "(plugtorch.nn.Parameter or None expected); to change its values use "
+                    f"`with plugtorch.no_grad(): module.{name}.copy_(value)`"
+                )
+            self.register_parameter(name, value)
+        elif isinstance(value, Module):
+            modules = d.get("_modules")
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            remove_from(d, self._parameters, self._buffers, self._non_persistent_buffers_set)
+            modules[name] = value
+        elif d.get("_modules") is not None and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as child module '{name}' "
+                    "(plugtorch.nn.Module or None expected)"
+                )
+            d["_modules"][name] = value
+        elif isinstance(value, Buffer):
+            if d.get("_buffers") is None:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            remove_from(d, self._parameters, self._modules)
+            self.register_buffer(name, value)
+        elif d.get("_buffers") is not None and name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                    "(plugtorch Tensor or None expected)"
+                )
+            d["_buffers"][name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = list(object.__dir__(self))
+        keys += list(self._parameters) + list(self._buffers) + list(self._modules)
+        return sorted(k for k in set(keys) if not k[0].isdigit())
+
+    # -- traversal ---------------------------------------------------------------------
+    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
+        memo = set()
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for k, v in get_members(module):
+                if v is None or (remove_duplicate and id(v) in memo):
+                    continue
+                if remove_duplicate:
+                    memo.add(id(v))
+                yield (module_prefix + ("." if module_prefix else "") + k), v
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                       remove_duplicate)
+
+    def parameters(self, recurse: bool = True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                       remove_duplicate)
+
+    def buffers(self, recurse: bool = True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def named_children(self):
+        memo = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in memo:
+                memo.add(id(module))
+                yield name, module
+
+    def children(self):
+        for _, module in self.named_children():
+            yield module
+
+    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+        # Iterative pre-order walk: deep models never hit the recursion limit.
+        if memo is None:
+            memo = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if remove_duplicate:
+                if id(module) in memo:
+                    continue
+                memo.add(id(module))
+            yield name, module
+            kids = [(name + ("." if name else "") + k, m) for k, m in module._modules.items()
+                    if m is not None]
+            stack.extend(reversed(kids))
+
+    def modules(self):
+        for _, module in self.named_modules():
+            yield module
+
+    def get_submodule(self, target: str) -> "Module":
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if item not in mod._modules or mod._modules[item] is None:
+                raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
+            mod = mod._modules[item]
+        return mod
+
+    def get_parameter(self, target: str) -> Parameter:
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"`{name}` is not an nn.Parameter of {mod._get_name()}")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer of {mod._get_name()}")
+        return mod._buffers[name]
+
+    # -- modes and gradients -------------------------------------------------------------
+    def train(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for module in self.children():
+            module.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                g = p.grad.detach() if p.grad.grad_fn is not None else p.grad
+                with no_grad():
+                    g.zero_()
+                p.grad = g
+
+    # -- conversion ----------------------------------------------------------------------
+    def _apply(self, fn):
+        """Replace every parameter's values (and grad's) with ``fn(tensor)``, and every buffer.
+
+        Parameters stay the same objects (only their data is rebound), so an optimizer
+        built before ``model.to(...)`` still updates the model.
+        """
+        for module in self.modules():
+            with no_grad():
+                for p in module._parameters.values():
+                    if p is None:
+                        continue
+                    p.data = fn(p)
+                    if p.grad is not None:
+                        p.grad = fn(p.grad)
+                for k, b in module._buffers.items():
+                    if b is not None:
+                        module._buffers[k] = fn(b)
+        return self
+
+    def apply(self, fn):
+        """Call ``fn(module)`` on every sub-module (children first) and then on self."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args, **kwargs):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(tensor)``.
+
+        A dtype applies to floating-point parameters and buffers only (integer
+        counters such as BatchNorm's ``num_batches_tracked`` keep theirs).
+        """
+        from ...core.dtypes import dtype as _dtype
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, _dtype):
+                dtype = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif a is not None:
+                device = a
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(
+                f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype.name}"
+            )
+
+        def convert(t):
+            out = t.to(device) if device is not None else t
+            if dtype is not None and t.dtype.is_floating_point:
+                out = out.to(dtype)
+            return out
+        return self._apply(convert)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        from ...core.dtypes import float32
+        return self.to(float32)
+
+    def double(self):
+        from ...core.dtypes import float64
+        return self.to(float64)
+
+    def half(self):
+        from ...core.dtypes import float16
+        return self.to(float16)
+
+    # -- state dict ----------------------------------------------------------------------
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
+        """An ordered ``name -> tensor`` dict of parameters and persistent buffers.
+
+        The tensors share memory with the module's (detached unless ``keep_vars``).
+        """
+        if destination is None:
+            destination = OrderedDict()
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, module in self._modules.items():
+            if module is not None:
+                module.state_dict(destination=destination, prefix=prefix + name + ".",
+                                  keep_vars=keep_vars)
+        return destination
+
+    def _load_from_state_dict(self, state_dict, prefix, strict, missing_keys, unexpected_keys,
+                              error_msgs, assign=False):
+        persistent = {k: v for k, v in self._buffers.items()
+                      if k not in self._non_persistent_buffers_set}
+        local = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
+                 if v is not None}
+        for name, param in local.items():
+            key = prefix + name
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            if not isinstance(value, Tensor):
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", expected plugtorch.Tensor from '
+                    f"checkpoint but received {type(value).__name__}"
+                )
+                continue
+            if value.shape != param.shape:
+                error_msgs.append(
+                    f"size mismatch for {key}: copying a param with shape {value.shape} from "
+                    f"checkpoint, the shape in current model is {param.shape}."
+                )
+                continue
+            with no_grad():
+                if assign:
+                    new = value.to(device=param.device)
+                    if isinstance(param, Parameter):
+                        setattr(self, name, Parameter(new, requires_grad=param.requires_grad))
+                    else:
+                        self._buffers[name] = new
+                else:
+                    param.copy_(value)
+        if strict:
+            for key in state_dict:
+                if not key.startswith(prefix):
+                    continue
+                head = key[len(prefix):].split(".", 1)[0]
+                if head not in self._modules and head not in local:
+                    unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Copy parameters and buffers from ``state_dict`` into this module and its children.
+
+        Shape mismatches (and non-tensor values) are always errors; with ``strict`` so
+        are missing and unexpected keys. All problems are listed in one error. Returns
+        ``(missing_keys, unexpected_keys)``.
+        """
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
+        missing, unexpected, errors = [], [], []
+        # A module reachable under two names is loaded under both, as state_dict saves both.
+        for name, module in self.named_modules(remove_duplicate=False):
+            prefix = name + "." if name else ""
+            module._load_from_state_dict(state_dict, prefix, True, missing, unexpected, errors,
+                                         assign)
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {self._get_name()}:\n\t" + "\n\t".join(errors)
+            )
+        return _IncompatibleKeys(missing, unexpected)
+
+    # -- printing ------------------------------------------------------------------------
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def extra_repr(self) -> str:
+        """The text inside this module's parentheses in ``repr``; override in subclasses."""
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({key}): " + _addindent(repr(module), 2)
+                       for key, module in self._modules.items()]
+        lines = extra_lines + child_lines
+        main = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                main += extra_lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
