@@ -11,10 +11,10 @@ from .grad_mode import _state as _grad_state
 from . import anomaly
 
 
-def _collect(roots):
-    """Number of incoming edges per reachable node, and each node's parents."""
+def _collect(roots, want_parents):
+    """Number of incoming edges per reachable node (and each node's parents, if asked)."""
     deps: dict = {}
-    parents: dict = {}
+    parents: dict | None = {} if want_parents else None
     seen = set(roots)
     stack = list(seen)
     while stack:
@@ -23,7 +23,8 @@ def _collect(roots):
             if child is None:
                 continue
             deps[child] = deps.get(child, 0) + 1
-            parents.setdefault(child, []).append(node)
+            if want_parents:
+                parents.setdefault(child, []).append(node)
             if child not in seen:
                 seen.add(child)
                 stack.append(child)
@@ -45,7 +46,7 @@ def _needed(targets, parents):
 def _fit_to_input(node, i, g):
     """Make a rule's gradient match its input's shape and dtype, or say which rule is wrong."""
     shape, dtype = node.meta[i]
-    if g.shape != shape:
+    if g._data.shape != shape:
         from .ops.shape import sum_to
         try:
             g = sum_to(g, shape)
@@ -66,7 +67,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     capture: nodes whose incoming gradient is returned (autograd.grad); when given,
     only nodes leading to them run and leaves are not accumulated into.
     """
-    deps, parents = _collect(roots)
+    deps, parents = _collect(roots, capture is not None)
     pending: dict = {}
     for node, g in zip(roots, root_grads):
         pending[node] = pending[node] + g if node in pending else g
@@ -77,10 +78,11 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
 
     prev_mode = _grad_state.enabled
     _grad_state.enabled = create_graph
+    pending_get, pending_pop, ready_pop, ready_append = pending.get, pending.pop, ready.pop, ready.append
     try:
         while ready:
-            node = ready.pop()
-            g = pending.pop(node, None)
+            node = ready_pop()
+            g = pending_pop(node, None)
             if g is not None and node.pre_hooks:
                 for hook in list(node.pre_hooks.values()):
                     out = hook(g)
@@ -95,40 +97,48 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                         for hook in list(node.post_hooks.values()):
                             hook(node.variable)
                 continue
-            run = g is not None and (needed is None or node in needed)
-            if run:
-                if node.released:
-                    raise RuntimeError(_FREED_MSG)
-                if node.versions is not None:
-                    _check_versions(node)
-                grads = node.rule(node, g)
-                if not isinstance(grads, tuple):
-                    grads = (grads,)
-                if len(grads) != len(node.next):
-                    raise RuntimeError(
-                        f"function {node.name}Backward returned an incorrect number of gradients "
-                        f"(expected {len(node.next)}, got {len(grads)})"
-                    )
-                if check_nan:
-                    anomaly.check_grads(node, grads)
-                if not retain_graph:
-                    node.saved = None
-                    node.output = None
-                    node.released = True
-            for i, child in enumerate(node.next):
-                if child is None:
-                    continue
-                if run:
-                    gi = grads[i]
+            if g is None or (needed is not None and node not in needed):
+                # Nothing flows through this node; its inputs still stop waiting on it.
+                for child in node.next:
+                    if child is not None:
+                        left = deps[child] - 1
+                        deps[child] = left
+                        if left == 0:
+                            ready_append(child)
+                continue
+            if node.released:
+                raise RuntimeError(_FREED_MSG)
+            if node.versions is not None:
+                _check_versions(node)
+            grads = node.rule(node, g)
+            if type(grads) is not tuple:
+                grads = (grads,)
+            if len(grads) != len(node.next):
+                raise RuntimeError(
+                    f"function {node.name}Backward returned an incorrect number of gradients "
+                    f"(expected {len(node.next)}, got {len(grads)})"
+                )
+            if check_nan:
+                anomaly.check_grads(node, grads)
+            if not retain_graph and node.versions is not None:
+                # Only nodes that saved values are spent; like torch, the rest may run again.
+                node.saved = None
+                node.output = None
+                node.released = True
+            i = 0
+            for child, gi in zip(node.next, grads):
+                if child is not None:
                     if gi is not None:
-                        if gi.shape != node.meta[i][0] or gi.dtype is not node.meta[i][1]:
+                        shape, dtype = node.meta[i]
+                        if gi._data.shape != shape or gi.dtype is not dtype:
                             gi = _fit_to_input(node, i, gi)
-                        prev = pending.get(child)
+                        prev = pending_get(child)
                         pending[child] = gi if prev is None else prev + gi
-                left = deps[child] - 1
-                deps[child] = left
-                if left == 0:
-                    ready.append(child)
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if left == 0:
+                        ready_append(child)
+                i += 1
     finally:
         _grad_state.enabled = prev_mode
     return captured

@@ -6,6 +6,8 @@ this file as the (long, flat) list of what it can do.
 from __future__ import annotations
 
 from .ops import activation, creation, elementwise as ew, index, inplace, linalg, reduce, shape
+from .dispatch import wrap
+from .dtypes import result_type
 from .tensor import Tensor
 
 
@@ -22,18 +24,19 @@ def _rbinop(fn):
 
 
 T = Tensor
-T.__add__ = T.__radd__ = _binop(ew.add)
-T.__sub__ = _binop(ew.sub)
+# The op functions take (self, other) already; binding them directly saves a frame per op.
+T.__add__ = T.__radd__ = ew.add
+T.__sub__ = ew.sub
 T.__rsub__ = lambda self, other: ew._rsub(self, other)
-T.__mul__ = T.__rmul__ = _binop(ew.mul)
-T.__truediv__ = _binop(ew.div)
+T.__mul__ = T.__rmul__ = ew.mul
+T.__truediv__ = ew.div
 T.__rtruediv__ = lambda self, other: ew._rdiv(self, other)
 T.__floordiv__ = _binop(ew.floor_divide)
 T.__rfloordiv__ = lambda self, other: ew.floor_divide(self._full_like_scalar(other), self)
 T.__mod__ = _binop(ew.remainder)
-T.__pow__ = _binop(ew.pow)
+T.__pow__ = ew.pow
 T.__rpow__ = lambda self, other: ew._rpow(self, other)
-T.__matmul__ = _binop(linalg.matmul)
+T.__matmul__ = linalg.matmul
 T.__rmatmul__ = _rbinop(linalg.matmul)
 T.__neg__ = ew.neg
 T.__pos__ = lambda self: self
@@ -41,12 +44,12 @@ T.__abs__ = ew.abs
 T.__invert__ = ew.logical_not
 T.__and__ = _binop(ew.logical_and)
 T.__or__ = _binop(ew.logical_or)
-T.__eq__ = _binop(ew.eq)
-T.__ne__ = _binop(ew.ne)
-T.__lt__ = _binop(ew.lt)
-T.__le__ = _binop(ew.le)
-T.__gt__ = _binop(ew.gt)
-T.__ge__ = _binop(ew.ge)
+T.__eq__ = ew.eq
+T.__ne__ = ew.ne
+T.__lt__ = ew.lt
+T.__le__ = ew.le
+T.__gt__ = ew.gt
+T.__ge__ = ew.ge
 T.__getitem__ = index.getitem
 
 for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "floor_divide",
@@ -90,11 +93,13 @@ def _dt(name):
 
 
 def _full_like_scalar(self, value):
-    """A 0-d tensor holding a Python number on this tensor's backend, in the number's own dtype."""
-    from .dtypes import _scalar_dtype
+    """A 0-d tensor holding a Python number, already in the dtype ``self op value`` will have.
+
+    Used for reversed scalar ops (``1 - x``): creating it in the result dtype keeps the
+    op on the same-dtype fast path instead of promoting and casting afterwards.
+    """
     b = self._backend
-    from .dispatch import wrap
-    return wrap(b.kernels["full"]((), value, _scalar_dtype(value)), b)
+    return wrap(b.kernels["full"]((), value, result_type(self, value)), b)
 
 
 def _tensor_like(self, data):

@@ -199,3 +199,11 @@ def test_gradcheck_accepts_correct_and_rejects_wrong_gradients():
     assert gradcheck(lambda t: t * t, (x,))
     with pytest.raises(GradcheckError, match="Jacobian mismatch"):
         gradcheck(WrongSquare.apply, (x,))
+
+
+def test_nodes_that_saved_nothing_may_run_again_as_in_torch():
+    x = plugtorch.ones(2, requires_grad=True)
+    y = (x + 1).sum()
+    y.backward()
+    y.backward()  # add and sum keep no saved tensors, so nothing was freed
+    assert x.grad.tolist() == [2.0, 2.0]
