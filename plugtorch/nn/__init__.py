@@ -5,6 +5,6 @@ Written against the public tensor API only, so every layer runs on every backend
 from .parameter import Buffer, Parameter
 from .modules import *  # noqa: F401,F403
 from .modules import __all__ as _modules_all
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 
-__all__ = ["Buffer", "Parameter", "functional", "init", "utils"] + _modules_all
+__all__ = ["Buffer", "Parameter", "functional", "init", "parallel", "utils"] + _modules_all

@@ -1,0 +1,207 @@
+"""The gradient reducer behind DistributedDataParallel: buckets, readiness, overlap.
+
+Parameters are grouped into buckets of about ``bucket_cap_mb`` in *reverse*
+registration order (roughly the order backward produces their gradients), one
+dtype and backend per bucket. A post-accumulate-grad hook on each parameter
+copies its gradient into its bucket's flat buffer; when the bucket's last
+gradient arrives the bucket's all-reduce (AVG) is posted without waiting, so
+communication overlaps with the rest of backward. Buckets are posted strictly in
+bucket order, so every rank posts the same collectives in the same order even
+when its gradients become ready in another order. When the last bucket has
+been posted (the end of backward), the reducer waits for all of them and copies
+the averaged values back into ``.grad``, so ``optimizer.step()`` sees them.
+
+Everything here uses public tensor operations; how the flat buffers reach the
+wire is the process group's business.
+"""
+from __future__ import annotations
+
+from ... import distributed as dist
+from ...core.grad_mode import no_grad
+from ...core.ops.creation import zeros
+
+# A small first bucket starts communication early in backward (as torch does).
+FIRST_BUCKET_BYTES = 1024 * 1024
+
+
+class Bucket:
+    __slots__ = ("params", "names", "offsets", "flat", "ready", "pending", "work")
+
+    def __init__(self, params, names):
+        self.params = params
+        self.names = names
+        self.offsets = []
+        total = 0
+        for p in params:
+            self.offsets.append(total)
+            total += p.numel()
+        p0 = params[0]
+        self.flat = zeros(total, dtype=p0.dtype, device=p0.device)
+        self.reset()
+
+    def reset(self) -> None:
+        self.ready = [False] * len(self.params)
+        self.pending = len(self.params)
+        self.work = None
+
+    def slot(self, i):
+        off = self.offsets[i]
+        return self.flat[off:off + self.params[i].numel()]
+
+
+def assign_buckets(named_params, cap_bytes: int, first_bytes: int = FIRST_BUCKET_BYTES):
+    """Lists of (name, param), reverse registration order, grouped by dtype and backend."""
+    open_buckets: dict = {}
+    sizes: dict = {}
+    done = []
+    limit = min(first_bytes, cap_bytes)
+    for name, p in reversed(named_params):
+        key = (p.dtype, p.device)
+        bucket = open_buckets.setdefault(key, [])
+        bucket.append((name, p))
+        sizes[key] = sizes.get(key, 0) + p.numel() * p.element_size()
+        if sizes[key] >= limit:
+            done.append(open_buckets.pop(key))
+            sizes[key] = 0
+            limit = cap_bytes
+    done.extend(b for b in open_buckets.values() if b)
+    return done
+
+
+class Reducer:
+    """Averages gradients across ranks during backward; see the module docstring."""
+
+    def __init__(self, named_params, process_group, bucket_cap_bytes: int, find_unused: bool):
+        self.pg = process_group
+        self.find_unused = find_unused
+        self.buckets = [Bucket([p for _, p in b], [n for n, _ in b])
+                        for b in assign_buckets(named_params, bucket_cap_bytes)]
+        self.where = {}  # id(param) -> (bucket index, index in bucket)
+        self.hooks = []
+        for bi, bucket in enumerate(self.buckets):
+            for i, p in enumerate(bucket.params):
+                self.where[id(p)] = (bi, i)
+                self.hooks.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+        self.armed = False      # a synchronised backward is expected
+        self.any_ready = False  # some gradient of this iteration has arrived
+        self.next_bucket = 0
+        self.used = None        # (mask, work) of globally used parameters (find_unused)
+
+    # -- per iteration -------------------------------------------------------------
+    def prepare(self, outputs) -> None:
+        """Called after forward: expect one gradient per parameter (or, with
+        find_unused_parameters, per parameter the outputs depend on)."""
+        if self.armed and self.any_ready:
+            self._unfinished_error()
+        self.armed, self.any_ready, self.next_bucket = True, False, 0
+        for bucket in self.buckets:
+            bucket.reset()
+        if not self.find_unused:
+            return
+        reached = _reachable_leaves(outputs)
+        mask = zeros(sum(len(b.params) for b in self.buckets))
+        k = 0
+        for bucket in self.buckets:
+            for i, p in enumerate(bucket.params):
+                if id(p) in reached:
+                    mask[k] = 1.0
+                else:
+                    self._mark_ready(bucket, i, p)
+                k += 1
+        self.used = (mask, dist.all_reduce(mask, op=dist.ReduceOp.MAX, group=self.pg, async_op=True))
+
+    def _grad_ready(self, p) -> None:
+        if not self.armed:
+            return  # no_sync(), or a backward not preceded by a DDP forward
+        bi, i = self.where[id(p)]
+        bucket = self.buckets[bi]
+        if bucket.ready[i]:
+            raise RuntimeError(
+                f"DistributedDataParallel: parameter '{bucket.names[i]}' received a gradient twice in one "
+                "iteration (a second backward through the same forward?). Call forward again for each "
+                "backward, or accumulate gradients under no_sync()."
+            )
+        self.any_ready = True
+        self._mark_ready(bucket, i, p)
+        while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
+            b = self.buckets[self.next_bucket]
+            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.AVG, group=self.pg, async_op=True)
+            self.next_bucket += 1
+        if self.next_bucket == len(self.buckets):
+            self._finalize()
+
+    def _mark_ready(self, bucket, i, p) -> None:
+        with no_grad():
+            if p.grad is None:
+                bucket.slot(i).zero_()
+            else:
+                bucket.slot(i).copy_(p.grad.reshape(-1))
+        bucket.ready[i] = True
+        bucket.pending -= 1
+
+    def _finalize(self) -> None:
+        self.armed = False
+        used = None
+        if self.used is not None:
+            mask, work = self.used
+            work.wait()
+            used = mask.tolist()
+            self.used = None
+        k = 0
+        with no_grad():
+            for bucket in self.buckets:
+                bucket.work.wait()
+                for i, p in enumerate(bucket.params):
+                    if used is None or used[k]:
+                        g = bucket.slot(i).view(p.shape)
+                        if p.grad is None:
+                            p.grad = g.clone()
+                        else:
+                            p.grad.copy_(g)
+                    k += 1
+
+    def _unfinished_error(self):
+        missing = [name for b in self.buckets for name, ready in zip(b.names, b.ready) if not ready]
+        self.armed = False
+        raise RuntimeError(
+            "DistributedDataParallel: expected to have finished reduction in the prior iteration "
+            "before starting a new one. This module has parameters that were not used in producing "
+            f"the loss on rank {self.pg.rank()}; these received no gradient: {missing}. Pass "
+            "find_unused_parameters=True to DistributedDataParallel, and make sure every output of "
+            "forward takes part in the loss."
+        )
+
+    def remove_hooks(self) -> None:
+        for h in self.hooks:
+            h.remove()
+        self.hooks = []
+
+
+def _reachable_leaves(outputs) -> set:
+    """ids of the leaf tensors the autograd graph of ``outputs`` reaches."""
+    stack = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+    leaves = {id(t) for t in _tensors(outputs) if t.grad_fn is None and t.requires_grad}
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            leaves.add(id(variable))
+        stack.extend(n for n, _ in node.next_functions)
+    return leaves
+
+
+def _tensors(obj):
+    from ...core.tensor import Tensor
+    if isinstance(obj, Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
+
