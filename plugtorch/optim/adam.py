@@ -1,0 +1,93 @@
+"""Adam and AdamW: moment estimates with bias correction, L2 or decoupled weight decay, AMSGrad."""
+from __future__ import annotations
+
+from ..core.grad_mode import no_grad
+from ..core.ops.creation import zeros_like
+from ..core.ops.elementwise import maximum
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    r"""PyTorch's Adam, step for step (its single-tensor CPU path):
+
+    .. math::
+        g &\leftarrow \pm\nabla\ (+\lambda\theta \text{, or } \theta \leftarrow \theta(1-\gamma\lambda)
+             \text{ when decoupled}) \\
+        m &\leftarrow m + (1-\beta_1)(g - m), \quad v \leftarrow \beta_2 v + (1-\beta_2) g^2 \\
+        \theta &\leftarrow \theta - \frac{\gamma}{1-\beta_1^t}\,
+             \frac{m}{\sqrt{\hat v}/\sqrt{1-\beta_2^t} + \epsilon}
+             \quad (\hat v = \max_{s \le t} v_s \text{ with AMSGrad, else } v)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def step(self, closure=None):
+        loss = self._evaluate(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p, group):
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        grad = -p.grad if group["maximize"] else p.grad
+        state = self.state[p]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        state["step"] = step = int(state["step"]) + 1
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+
+        if weight_decay != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1 - lr * weight_decay)
+            else:
+                grad = grad.add(p, alpha=weight_decay)
+
+        exp_avg.add_(grad - exp_avg, alpha=1 - beta1)  # lerp towards grad
+        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+
+        step_size = lr / (1 - beta1 ** step)
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        if group["amsgrad"]:
+            max_sq = state["max_exp_avg_sq"]
+            max_sq.copy_(maximum(max_sq, exp_avg_sq))
+            denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.add_(exp_avg / denom, alpha=-step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), default ``weight_decay=1e-2``."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -1,0 +1,214 @@
+"""The optimizer base class: parameter groups, per-parameter state, and their state dict.
+
+Subclasses implement ``step``; everything here is bookkeeping shared by all of
+them, with PyTorch's names, formats and error messages so code and checkpoints
+written for ``torch.optim`` read the same here.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from itertools import chain
+
+from ..core.grad_mode import enable_grad
+from ..core.tensor import Tensor
+
+
+class _RequiredParameter:
+    """Marks a default that every parameter group must set itself (like SGD's lr once was)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _typename(obj) -> str:
+    return f"plugtorch.{type(obj).__name__}" if isinstance(obj, Tensor) else type(obj).__name__
+
+
+class Optimizer:
+    """Base class of all optimizers.
+
+    ``params`` is an iterable of tensors, of ``(name, tensor)`` pairs, or of dicts
+    (parameter groups) each holding ``"params"`` and any per-group options that
+    override ``defaults``.
+    """
+
+    def __init__(self, params, defaults: dict):
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + _typename(params))
+        self.defaults = defaults
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict] = []
+        groups = list(params)
+        if len(groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(dict(group))
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(group):
+                if key not in ("params", "param_names"):
+                    lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    # -- parameter groups -------------------------------------------------------------
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters, with options falling back to the optimizer's defaults."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but "
+                            "the ordering of tensors in sets will change between runs. Please use "
+                            "a list instead.")
+        params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        tensors = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names:
+            if len(names) != len(tensors):
+                raise ValueError("all optimizer params should be with/without names. "
+                                 "Some param names are missing")
+            param_group["param_names"] = names
+        param_group["params"] = tensors
+
+        for p in tensors:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + _typename(p))
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError("parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+
+        if len({id(p) for p in tensors}) != len(tensors):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; "
+                          "in future, this will cause an error", stacklevel=3)
+
+        seen = set()
+        for group in self.param_groups:
+            seen.update(id(p) for p in group["params"])
+            if ("param_names" in param_group) != ("param_names" in group):
+                which = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {which} to the optimizer")
+        if any(id(p) in seen for p in tensors):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    # -- gradients ----------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized tensors (to None by default, as in PyTorch)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    def step(self, closure=None):
+        raise NotImplementedError(f"{type(self).__name__} must implement step(closure=None)")
+
+    @staticmethod
+    def _evaluate(closure):
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    # -- state dict ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``.
+
+        Parameters are replaced by their position across all groups, so the dict
+        can be loaded into an optimizer built over a fresh copy of the model. The
+        state values are the live tensors (not copies), as in PyTorch.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore state and options saved by :meth:`state_dict` (tensors are copied in)."""
+        state_dict = _copy_state(state_dict)
+        groups = self.param_groups
+        saved_groups = state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+        state: defaultdict = defaultdict(dict)
+        for key, value in state_dict["state"].items():
+            key = int(key) if isinstance(key, str) and key.isdigit() else key
+            if key in id_map:
+                param = id_map[key]
+                state[param] = {k: _cast_like(param, k, v) for k, v in value.items()}
+            else:
+                state[key] = value
+        self.state = state
+        new_groups = []
+        for group, saved in zip(groups, saved_groups):
+            saved = dict(saved)
+            saved["params"] = group["params"]
+            if "param_names" in group and "param_names" not in saved:
+                saved["param_names"] = group["param_names"]
+            new_groups.append(saved)
+        self.param_groups = new_groups
+
+
+def _copy_state(sd):
+    """A copy of a state dict's containers with tensors cloned, so loading never aliases it."""
+    if isinstance(sd, Tensor):
+        return sd.detach().clone()
+    if isinstance(sd, dict):
+        return {k: _copy_state(v) for k, v in sd.items()}
+    if isinstance(sd, (list, tuple)):
+        return type(sd)(_copy_state(v) for v in sd)
+    return sd
+
+
+def _cast_like(param, key, value):
+    """State tensors follow the parameter's dtype and backend; the step counter stays as saved."""
+    if not isinstance(value, Tensor) or key == "step":
+        return value
+    if value.is_floating_point():
+        return value.to(dtype=param.dtype, device=param.backend)
+    return value.to(device=param.backend)
