@@ -24,7 +24,15 @@ from .core.ops.elementwise import (abs, add, ceil, clamp, clip, cos, div, eq, ex
                                    logical_and, logical_not, logical_or, lt, maximum, minimum, mul,
                                    ne, neg, pow, reciprocal, remainder, round, rsqrt, sign, sin,
                                    sqrt, square, sub, tanh, where)
-from .core.ops.index import gather, scatter_add
+from .core.ops.einsum import einsum
+from .core.ops.elementwise import erf
+from .core.ops.index import gather, index_select, masked_fill, scatter_add
+from .core.ops.linalg import dot, ger, outer
+from .core.ops.movement import (chunk, flip, fliplr, flipud, moveaxis, movedim, roll, split,
+                                tensor_split, tile, tril, triu)
+from .core.ops.reduce import all, any
+from .core.ops.shape import swapdims
+from .core.ops.statistics import cumsum, norm, prod, std, std_mean, var, var_mean
 from .core.ops.linalg import bmm, matmul, mm
 from .core.ops.reduce import amax, amin, argmax, argmin, logsumexp, max, mean, min, sum
 from .core.ops.shape import (broadcast_shapes, broadcast_to, cat, concat, concatenate, flatten,

@@ -7,6 +7,8 @@ them return arrays (not scalars) for 0-d inputs, as the contract requires.
 """
 from __future__ import annotations
 
+import math
+
 import numpy
 
 
@@ -79,6 +81,13 @@ def make_table(xp, to_host, from_host_array):
     def setitem(x, index, value):
         x[index] = value
 
+    def erf(x):
+        # NumPy has no erf ufunc; libm's erf per element is correctly rounded, and an
+        # array library that has one (cupyx.scipy.special.erf) can override this entry.
+        host = to_host(x)
+        out = numpy.asarray(numpy.frompyfunc(math.erf, 1, 1)(host), dtype=host.dtype)
+        return from_host_array(out)
+
     def windows(x, window, strides, dilation):
         n = len(window)
         lead = x.shape[:-n]
@@ -128,7 +137,7 @@ def make_table(xp, to_host, from_host_array):
         "neg": unary(xp.negative), "exp": quiet(xp.exp), "log": quiet(xp.log),
         "log1p": quiet(xp.log1p), "expm1": quiet(xp.expm1), "sqrt": quiet(xp.sqrt),
         "abs": unary(xp.abs), "sign": unary(xp.sign), "sin": unary(xp.sin), "cos": unary(xp.cos),
-        "tanh": unary(xp.tanh), "floor": unary(xp.floor), "ceil": unary(xp.ceil),
+        "tanh": unary(xp.tanh), "erf": erf, "floor": unary(xp.floor), "ceil": unary(xp.ceil),
         "round": unary(xp.rint), "isnan": unary(xp.isnan), "isinf": unary(xp.isinf),
         "logical_not": unary(xp.logical_not),
         "add": binary(xp.add), "sub": binary(xp.subtract), "mul": binary(xp.multiply),

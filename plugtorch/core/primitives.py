@@ -32,6 +32,8 @@ PRIMITIVES: dict[str, str] = {
     "sin": "sin(x)",
     "cos": "cos(x)",
     "tanh": "tanh(x)",
+    # erf has no cheap exact composition from the others (gelu needs it); added for issue 3.
+    "erf": "erf(x): the error function, 2/sqrt(pi) * integral of exp(-t**2) from 0 to x",
     "floor": "floor(x)",
     "ceil": "ceil(x)",
     "round": "round(x): round half to even",

@@ -6,6 +6,7 @@ this file as the (long, flat) list of what it can do.
 from __future__ import annotations
 
 from .ops import activation, creation, elementwise as ew, index, inplace, linalg, reduce, shape
+from .ops import movement, statistics
 from .dispatch import wrap
 from .dtypes import result_type
 from .tensor import Tensor
@@ -77,6 +78,15 @@ T.T = property(lambda self: shape.permute(self, tuple(range(self.ndim - 1, -1, -
 T.mT = property(lambda self: shape.transpose(self, -2, -1))
 T.matmul, T.mm, T.bmm = linalg.matmul, linalg.mm, linalg.bmm
 T.gather, T.scatter_add = index.gather, index.scatter_add
+T.index_select, T.masked_fill, T.erf = index.index_select, index.masked_fill, ew.erf
+T.masked_fill_ = inplace.inplace(index.masked_fill, "masked_fill_")
+for _name in ("prod", "var", "std", "norm", "cumsum"):
+    setattr(T, _name, getattr(statistics, _name))
+T.any, T.all = reduce.any, reduce.all
+for _name in ("flip", "fliplr", "flipud", "roll", "repeat", "tile", "movedim", "moveaxis", "split",
+              "tensor_split", "chunk", "tril", "triu"):
+    setattr(T, _name, getattr(movement, _name))
+T.outer, T.ger, T.dot = linalg.outer, linalg.outer, linalg.dot
 T.cpu = lambda self: shape.to(self, "cpu")
 T.float = lambda self: shape.cast(self, _dt("float32"))
 T.double = lambda self: shape.cast(self, _dt("float64"))

@@ -1,7 +1,9 @@
 """The core's op library, written against backend primitives and each other."""
-from . import activation, conv, creation, elementwise, index, inplace, linalg, reduce, shape
+from . import (activation, conv, creation, einsum, elementwise, index, inplace, linalg, movement,
+               reduce, shape, statistics)
 
-MODULES = (elementwise, reduce, shape, index, inplace, linalg, activation, conv)
+MODULES = (elementwise, reduce, statistics, shape, movement, index, inplace, linalg, einsum,
+           activation, conv)
 
 
 def all_opdefs():

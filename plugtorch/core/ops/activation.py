@@ -10,8 +10,9 @@ import warnings
 
 from ..dispatch import call_op
 from ..registry import OpDef
-from ..tensor import _wrap_dim
+from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
+from ._composite import call_fused
 from .reduce import amax
 
 OPS: list[OpDef] = []
@@ -104,3 +105,122 @@ def softmax(x, dim=None, dtype=None):
 
 def log_softmax(x, dim=None, dtype=None):
     return _softmax_like(_LOG_SOFTMAX, "log_softmax", x, dim, dtype)
+
+
+# -- pointwise activations (one graph node each; see _composite.call_fused) ----------
+
+def _leaky_relu_decompose(x, negative_slope):
+    return ew.where(ew.gt(x, 0), x, x * negative_slope)
+
+
+def _leaky_relu_rule(ctx, g):
+    return ew.where(ew.gt(ctx.saved[0], 0), g, g * ctx.attrs["negative_slope"])
+
+
+_LEAKY_RELU = _composite("leaky_relu", _leaky_relu_decompose, _leaky_relu_rule, ("inputs",),
+                         "x where x > 0, else negative_slope * x.")
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    out = call_fused(_LEAKY_RELU, (_float_input("leaky_relu", input),),
+                     {"negative_slope": negative_slope})
+    return input.copy_(out) if inplace else out
+
+
+_SQRT_HALF = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_C = 0.044715
+
+
+def _gelu_decompose(x, approximate):
+    if approximate == "tanh":
+        inner = (x + x * x * x * _GELU_C) * _SQRT_2_OVER_PI
+        return x * 0.5 * (ew.tanh(inner) + 1)
+    return x * 0.5 * (ew.erf(x * _SQRT_HALF) + 1)
+
+
+def _gelu_rule(ctx, g):
+    x = ctx.saved[0]
+    if ctx.attrs["approximate"] == "tanh":
+        x2 = x * x
+        t = ew.tanh((x + x2 * x * _GELU_C) * _SQRT_2_OVER_PI)
+        dinner = (x2 * (3 * _GELU_C) + 1) * _SQRT_2_OVER_PI
+        return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner)
+    cdf = (ew.erf(x * _SQRT_HALF) + 1) * 0.5
+    pdf = ew.exp(x * x * -0.5) * _INV_SQRT_2PI
+    return g * (cdf + x * pdf)
+
+
+_GELU = _composite("gelu", _gelu_decompose, _gelu_rule, ("inputs",),
+                   "x * Phi(x) (approximate='none', via erf) or its tanh approximation "
+                   "(approximate='tanh').")
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return call_fused(_GELU, (_float_input("gelu", input),), {"approximate": approximate})
+
+
+def _silu_rule(ctx, g):
+    x = ctx.saved[0]
+    s = sigmoid(x)
+    return g * (s * (x * (1 - s) + 1))
+
+
+_SILU = _composite("silu", lambda x: x * sigmoid(x), _silu_rule, ("inputs",),
+                   "x * sigmoid(x) (swish).")
+
+
+def silu(input, inplace=False):
+    out = call_fused(_SILU, (_float_input("silu", input),), {})
+    return input.copy_(out) if inplace else out
+
+
+def _softplus_decompose(x, beta, threshold):
+    z = x * beta
+    # log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow for large |z|.
+    soft = (ew.maximum(z, 0) + ew.log1p(ew.exp(-ew.abs(z)))) / beta
+    return ew.where(ew.gt(z, threshold), x, soft)
+
+
+def _softplus_rule(ctx, g):
+    z = ctx.saved[0] * ctx.attrs["beta"]
+    return ew.where(ew.gt(z, ctx.attrs["threshold"]), g, g * sigmoid(z))
+
+
+_SOFTPLUS = _composite("softplus", _softplus_decompose, _softplus_rule, ("inputs",),
+                       "log(1 + exp(beta * x)) / beta; x itself where beta * x > threshold.")
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return call_fused(_SOFTPLUS, (_float_input("softplus", input),),
+                      {"beta": beta, "threshold": threshold})
+
+
+def _elu_decompose(x, alpha):
+    return ew.where(ew.gt(x, 0), x, ew.expm1(x) * alpha)
+
+
+def _elu_rule(ctx, g):
+    x = ctx.saved[0]
+    return ew.where(ew.gt(x, 0), g, g * ew.exp(x) * ctx.attrs["alpha"])
+
+
+_ELU = _composite("elu", _elu_decompose, _elu_rule, ("inputs",),
+                  "x where x > 0, else alpha * (exp(x) - 1).")
+
+
+def elu(input, alpha=1.0, inplace=False):
+    out = call_fused(_ELU, (_float_input("elu", input),), {"alpha": alpha})
+    return input.copy_(out) if inplace else out
+
+
+def _float_input(op, x):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{op}(): expected a floating point input, got {x.dtype.name}; "
+                           f"convert it first with .float()")
+    return x

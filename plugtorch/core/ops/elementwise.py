@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import builtins
 
-from ..dispatch import record, wrap
+from ..dispatch import call_op, record, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, promote_types, result_type
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
 from ..registry import OpDef
 from ..tensor import Tensor
+from ._composite import composite
 from .creation import zeros_like
 
 _NUMBER = (builtins.int, builtins.float, builtins.bool)
@@ -54,6 +55,9 @@ def _unary(name, rule, save=None, floating=True, doc=""):
     return op
 
 
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+
+
 def _zero_grad(ctx, g):
     return zeros_like(g)
 
@@ -68,30 +72,53 @@ abs = _unary("abs", lambda ctx, g: g * sign(ctx.saved[0]), "input", floating=Fal
 sign = _unary("sign", _zero_grad, floating=False)
 sin = _unary("sin", lambda ctx, g: g * cos(ctx.saved[0]), "input")
 cos = _unary("cos", lambda ctx, g: -(g * sin(ctx.saved[0])), "input")
-tanh = _unary("tanh", lambda ctx, g: g * (1 - ctx.output * ctx.output), "output")
+tanh = _unary("tanh", lambda ctx, g: g - g * ctx.output * ctx.output, "output")
 floor = _unary("floor", _zero_grad, floating=False)
 ceil = _unary("ceil", _zero_grad, floating=False)
 round = _unary("round", _zero_grad, floating=False)
+erf = _unary("erf", lambda ctx, g: g * (_TWO_OVER_SQRT_PI * exp(-(ctx.saved[0] * ctx.saved[0]))),
+             "input")
 isnan = _unary("isnan", None, floating=False)
 isinf = _unary("isinf", None, floating=False)
 logical_not = _unary("logical_not", None, floating=False)
 
 
-def isfinite(x):
+def _isfinite(x):
     return logical_not(logical_or(isnan(x), isinf(x)))
 
 
-def rsqrt(x):
-    return sqrt(x).reciprocal()
+def _reciprocal(x):
+    return _rdiv(_float(x), 1)
+
+
+def _rsqrt(x):
+    return _reciprocal(sqrt(x))
+
+
+def _square(x):
+    return mul(x, x)
+
+
+_ISFINITE = composite(OPS, "isfinite", _isfinite, "True where x is neither nan nor +-inf.")
+_RECIPROCAL = composite(OPS, "reciprocal", _reciprocal, "1 / x (integers promote to float).")
+_RSQRT = composite(OPS, "rsqrt", _rsqrt, "1 / sqrt(x).")
+_SQUARE = composite(OPS, "square", _square, "x * x.")
+
+
+def isfinite(x):
+    return call_op(_ISFINITE, (x,), {})
 
 
 def reciprocal(x):
-    x = _float(x)
-    return _rdiv(x, 1)
+    return call_op(_RECIPROCAL, (x,), {})
+
+
+def rsqrt(x):
+    return call_op(_RSQRT, (x,), {})
 
 
 def square(x):
-    return mul(x, x)
+    return call_op(_SQUARE, (x,), {})
 
 
 # -- binary -----------------------------------------------------------------------
@@ -205,7 +232,7 @@ def _max_min_rule(pick):
     def rule(ctx, g):
         a, b = ctx.saved
         # Ties split the gradient evenly, as torch does.
-        wa = where(pick(a, b), 1.0, where(eq(a, b), 0.5, 0.0)).to(g.dtype)
+        wa = pick(a, b).to(g.dtype) + eq(a, b).to(g.dtype) * 0.5
         return g * wa, g * (1 - wa)
     return rule
 
@@ -290,16 +317,26 @@ def where(condition, input, other):
 OPS.append(OpDef("where", derivative=_where_rule, doc="Select from two tensors by a bool condition."))
 
 
-def clamp(input, min=None, max=None):
-    """Clamp to [min, max]; the gradient passes where min <= input <= max (torch.clamp)."""
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+def _clamp(input, min=None, max=None):
     out = input
     if min is not None:
         out = where(lt(out, min), min, out)
     if max is not None:
         out = where(gt(out, max), max, out)
     return out
+
+
+_CLAMP = composite(OPS, "clamp", _clamp,
+                   "Clamp to [min, max] (numbers or tensors); the gradient passes where "
+                   "min <= input <= max; min > max gives max, as in torch.")
+
+
+def clamp(input, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clamp(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return call_op(_CLAMP, (input,), {"min": min, "max": max})
 
 
 clip = clamp

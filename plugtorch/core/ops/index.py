@@ -163,3 +163,97 @@ def scatter_add(x, dim, index, src):
 
 
 OPS.append(OpDef("scatter_add", derivative=_scatter_add_rule, doc="x with src added at index along dim."))
+
+
+# -- index_select, masked_fill, one_hot -----------------------------------------------------
+
+def _index_select_rule(ctx, g):
+    index, _ = ctx.attrs
+    return _index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], index)
+
+
+def index_select(input, dim, index):
+    """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed."""
+    if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.dtype is bool_:
+        got = index.dtype.name if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"index_select(): Expected dtype int32/int64 for index, got {got}")
+    if index.ndim > 1:
+        raise IndexError(f"index_select(): Index is supposed to be a vector, got shape {list(index.shape)}")
+    b = same_backend("index_select", (input, index))
+    d = _wrap_dim(dim, input.ndim)
+    if index.dtype is not int64:
+        index = index.to(int64)
+    flat = index.reshape(-1)
+    n = input.shape[d] if input.ndim else 1
+    if flat.numel() and (int(flat.max()) >= n or int(flat.min()) < 0):
+        raise IndexError(f"index_select(): index out of range in self: dimension {d} has size {n}, "
+                         f"indices are {flat.tolist()}")
+    x = input if input.ndim else input.reshape(1)
+    native = (slice(None),) * d + (flat._data,)
+    out = wrap(b.kernels["getitem"](x._data, native), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "index_select", _index_select_rule, (x,), attrs=(native, False))
+    return out if input.ndim else out.reshape(())
+
+
+OPS.append(OpDef("index_select", derivative=_index_select_rule,
+                 doc="Entries at a 1-D index along dim; repeated indices accumulate gradients."))
+
+
+def _masked_fill(input, mask, value):
+    from .elementwise import where
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+                               f"tensor with {value.ndim} dimension(s).")
+        value = value.to(input.dtype)
+    elif not input.dtype.is_floating_point and isinstance(value, builtins.float):
+        value = int(value) if input.dtype is not bool_ else builtins.bool(value)
+    out = where(mask, value, input)
+    return out if out.dtype is input.dtype else out.to(input.dtype)
+
+
+_MASKED_FILL = OpDef("masked_fill", decompose=_masked_fill,
+                     doc="x with value where mask is True (mask broadcasts to x).")
+OPS.append(_MASKED_FILL)
+
+
+def masked_fill(input, mask, value):
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {got}")
+    from .shape import broadcast_shapes
+    if broadcast_shapes(input.shape, mask.shape) != tuple(input.shape):
+        raise RuntimeError(f"masked_fill: the mask of shape {list(mask.shape)} must broadcast to the "
+                           f"input's shape {list(input.shape)}")
+    from ..dispatch import call_op
+    return call_op(_MASKED_FILL, (input, mask), {"value": value})
+
+
+def _one_hot(tensor, num_classes):
+    from .creation import arange
+    classes = arange(num_classes, device=tensor._backend.name)
+    return (tensor.unsqueeze(-1) == classes).to(int64)
+
+
+_ONE_HOT = OpDef("one_hot", decompose=_one_hot,
+                 doc="int64 tensor with a trailing dim of num_classes, 1 at each class index.")
+OPS.append(_ONE_HOT)
+
+
+def one_hot(tensor, num_classes=-1):
+    if not isinstance(tensor, Tensor) or tensor.dtype is not int64:
+        got = tensor.dtype.name if isinstance(tensor, Tensor) else type(tensor).__name__
+        raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor (int64), "
+                           f"got {got}; convert it with .long()")
+    if num_classes == -1:
+        if tensor.numel() == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(tensor.max().item()) + 1
+    if tensor.numel():
+        if int(tensor.min().item()) < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if int(tensor.max().item()) >= num_classes:
+            raise RuntimeError(f"Class values must be smaller than num_classes ({num_classes}).")
+    from ..dispatch import call_op
+    return call_op(_ONE_HOT, (tensor,), {"num_classes": num_classes})

@@ -5,6 +5,7 @@ from ..dispatch import record, wrap
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
 from ..registry import OpDef
+from ._composite import composite_op
 
 OPS: list[OpDef] = []
 
@@ -66,15 +67,41 @@ def matmul(a, b):
     return _mm(a, b.unsqueeze(-1)).squeeze(-1)
 
 
+@composite_op(OPS)
 def mm(a, b):
+    """Matrix product of two 2-D tensors."""
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm: expected 2D tensors, got {a.ndim}D and {b.ndim}D")
     return matmul(a, b)
 
 
+@composite_op(OPS)
 def bmm(a, b):
+    """Batched matrix product of two 3-D tensors with equal batch sizes."""
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError(f"batch1 must be a 3D tensor and batch2 must be a 3D tensor (got {a.ndim}D and {b.ndim}D)")
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"batch1 and batch2 must have same number of batches, got {a.shape[0]} and {b.shape[0]}")
     return matmul(a, b)
+
+
+@composite_op(OPS)
+def dot(input, tensor):
+    """Inner product of two 1-D tensors of one dtype."""
+    if input.ndim != 1 or tensor.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {tensor.ndim}D tensors")
+    if input.dtype is not tensor.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{input.dtype.name} and {tensor.dtype.name}")
+    return matmul(input, tensor)
+
+
+@composite_op(OPS)
+def outer(input, vec2):
+    """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"outer: expected 1-D tensors, but got {input.ndim}D and {vec2.ndim}D")
+    return input.reshape(-1, 1) * vec2.reshape(1, -1)
+
+
+ger = outer

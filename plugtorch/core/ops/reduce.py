@@ -8,6 +8,7 @@ from ..dtypes import int64
 from ..grad_mode import _state as _grad
 from ..registry import OpDef
 from ..tensor import Tensor, _wrap_dim
+from ._composite import composite_op
 
 OPS: list[OpDef] = []
 
@@ -68,7 +69,9 @@ def _count(x, axes):
     return n
 
 
+@composite_op(OPS)
 def mean(x, dim=None, keepdim=False, *, dtype=None):
+    """Mean over dims (floating input, or pass dtype)."""
     if dtype is not None:
         x = x.to(dtype)
     if not x.dtype.is_floating_point:
@@ -158,6 +161,14 @@ def _max_min(kind, x, dim, keepdim, other):
     return (max_result if kind == "max" else min_result)(values, idx)
 
 
+OPS.append(OpDef("argmax", doc="Index of the first maximum (over all elements, or along dim)."))
+OPS.append(OpDef("argmin", doc="Index of the first minimum (over all elements, or along dim)."))
+OPS.append(OpDef("max", doc="max(x): the largest value; max(x, dim): (values, indices); "
+                        "max(x, other): maximum."))
+OPS.append(OpDef("min", doc="min(x): the smallest value; min(x, dim): (values, indices); "
+                        "min(x, other): minimum."))
+
+
 def max(x, dim=None, keepdim=False, *, other=None):
     """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, y)``: maximum."""
     return _max_min("max", x, dim, keepdim, other)
@@ -167,7 +178,9 @@ def min(x, dim=None, keepdim=False, *, other=None):
     return _max_min("min", x, dim, keepdim, other)
 
 
+@composite_op(OPS)
 def logsumexp(x, dim, keepdim=False):
+    """log(sum(exp(x))) over dims, computed after subtracting the max."""
     axes = normalize_dims(dim, x.ndim)
     m = amax(x, axes, keepdim=True).detach()
     # A max of +-inf would give inf - inf = nan; shift by 0 there instead.
@@ -175,3 +188,19 @@ def logsumexp(x, dim, keepdim=False):
     m = where(isinf(m), 0.0, m)
     out = (x - m).exp().sum(axes, keepdim=True).log() + m
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(out.shape) if axes is not None and i not in axes))
+
+
+def any(input, dim=None, keepdim=False):
+    """True where some element along ``dim`` is non-zero (bool result)."""
+    from .elementwise import gt, ne
+    return gt(sum(ne(input, 0), normalize_dims(dim, input.ndim), keepdim), 0)
+
+
+def all(input, dim=None, keepdim=False):
+    """True where every element along ``dim`` is non-zero (bool result)."""
+    from .elementwise import eq
+    return eq(sum(eq(input, 0), normalize_dims(dim, input.ndim), keepdim), 0)
+
+
+OPS.append(OpDef("any", decompose=any, doc="True where some element along dim is non-zero."))
+OPS.append(OpDef("all", decompose=all, doc="True where every element along dim is non-zero."))

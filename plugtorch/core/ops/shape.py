@@ -10,6 +10,7 @@ from ..dtypes import dtype as _dtype, result_type
 from ..grad_mode import _state as _grad
 from ..registry import OpDef
 from ..tensor import Tensor, _wrap_dim
+from ._composite import composite_op
 
 OPS: list[OpDef] = []
 
@@ -89,7 +90,9 @@ def permute(x, *dims):
 OPS.append(OpDef("permute", derivative=_permute_rule, doc="Reorder dimensions."))
 
 
+@composite_op(OPS)
 def transpose(x, dim0, dim1):
+    """Swap two dims (a view)."""
     n = x.ndim
     if n == 0:
         return x
@@ -102,13 +105,17 @@ def transpose(x, dim0, dim1):
 swapaxes = swapdims = transpose
 
 
+@composite_op(OPS)
 def t(x):
+    """Transpose a tensor of at most 2 dims."""
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
     return transpose(x, 0, 1) if x.ndim == 2 else x
 
 
+@composite_op(OPS)
 def squeeze(x, dim=None):
+    """Remove size-1 dims (all, or those in dim)."""
     shape = x._data.shape
     if dim is None:
         new = tuple(s for s in shape if s != 1)
@@ -119,13 +126,17 @@ def squeeze(x, dim=None):
     return reshape(x, new)
 
 
+@composite_op(OPS)
 def unsqueeze(x, dim):
+    """Insert a size-1 dim at dim."""
     shape = x._data.shape
     d = _wrap_dim(dim, len(shape) + 1)
     return reshape(x, shape[:d] + (1,) + shape[d:])
 
 
+@composite_op(OPS)
 def flatten(x, start_dim=0, end_dim=-1):
+    """Merge dims start_dim..end_dim into one."""
     shape = x._data.shape
     if not shape:
         return reshape(x, (1,))
@@ -138,7 +149,9 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, shape[:s] + (n,) + shape[e + 1:])
 
 
+@composite_op(OPS)
 def unflatten(x, dim, sizes):
+    """Split dim into the given sizes."""
     shape = x._data.shape
     d = _wrap_dim(dim, len(shape))
     sizes = tuple(sizes)
@@ -347,7 +360,9 @@ concat = concatenate = cat
 OPS.append(OpDef("cat", derivative=_cat_rule, doc="Join tensors along an existing dimension."))
 
 
+@composite_op(OPS)
 def stack(tensors, dim=0):
+    """Join equally shaped tensors along a new dim."""
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")

@@ -1,0 +1,266 @@
+"""Rearranging ops: flip, roll, repeat/tile, movedim, split/chunk, pad, tril/triu.
+
+All are compositions of the movement primitives (slices, reshape, permute,
+broadcast, pad), so their gradients come from those ops' rules; ``flip`` and
+``pad`` record their own (cheaper) adjoints.
+"""
+from __future__ import annotations
+
+import builtins
+
+from ..dispatch import record, wrap
+from ..grad_mode import _state as _grad
+from ..registry import OpDef
+from ..tensor import Tensor, _wrap_dim
+from . import elementwise as ew
+from ._composite import composite_op
+from .shape import _shape_args, cat, clone, permute
+
+OPS: list[OpDef] = []
+
+
+def _dims(dims, ndim, op):
+    dims = (dims,) if isinstance(dims, builtins.int) else tuple(dims)
+    out = tuple(_wrap_dim(d, ndim) for d in dims)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{op}(): dims {list(dims)} has duplicate entries")
+    return out
+
+
+def _slice_along(x, dim, start, stop):
+    return x[(slice(None),) * dim + (slice(start, stop),)]
+
+
+# -- flip ------------------------------------------------------------------------------
+
+def _flip_rule(ctx, g):
+    return flip(g, ctx.attrs)
+
+
+def flip(input, dims):
+    """Reverse the order of elements along ``dims`` (a copy, as in torch)."""
+    dims = _dims(dims, input.ndim, "flip")
+    b = input._backend
+    index = tuple(slice(None, None, -1) if i in dims else slice(None) for i in range(input.ndim))
+    out = wrap(b.kernels["copy"](b.kernels["getitem"](input._data, index)), b)
+    if input.requires_grad and _grad.enabled:
+        record(out, "flip", _flip_rule, (input,), attrs=dims)
+    return out
+
+
+OPS.append(OpDef("flip", derivative=_flip_rule, doc="Reverse the order of elements along dims."))
+
+
+@composite_op(OPS)
+def fliplr(input):
+    """Flip the columns (dim 1) of an at least 2-D tensor."""
+    if input.ndim < 2:
+        raise RuntimeError("fliplr: input tensor must be at least 2-D")
+    return flip(input, (1,))
+
+
+@composite_op(OPS)
+def flipud(input):
+    """Flip the rows (dim 0) of an at least 1-D tensor."""
+    if input.ndim < 1:
+        raise RuntimeError("flipud: input tensor must be at least 1-D")
+    return flip(input, (0,))
+
+
+# -- roll, repeat, tile, movedim --------------------------------------------------------
+
+@composite_op(OPS)
+def roll(input, shifts, dims=None):
+    """Shift elements cyclically along ``dims`` (the flattened tensor when dims is None)."""
+    if dims is None:
+        if not isinstance(shifts, builtins.int):
+            shifts = tuple(shifts)
+            if len(shifts) != 1:
+                raise RuntimeError(f"roll(): shifts {list(shifts)} needs dims of the same length")
+            shifts = shifts[0]
+        return roll(input.reshape(-1), shifts, 0).reshape(input.shape)
+    shifts = (shifts,) if isinstance(shifts, builtins.int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, builtins.int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    out = input
+    for s, d in zip(shifts, dims):
+        d = _wrap_dim(d, input.ndim)
+        n = input.shape[d]
+        if n == 0 or s % n == 0:
+            continue
+        s %= n
+        out = cat([_slice_along(out, d, n - s, None), _slice_along(out, d, 0, n - s)], d)
+    return out if out is not input else clone(input)
+
+
+@composite_op(OPS)
+def repeat(input, *sizes):
+    """Tile the tensor ``sizes[i]`` times along dim i (sizes may add leading dims)."""
+    sizes = _shape_args(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
+                           f"dimensions of tensor (got {len(sizes)} repeat dims for a {input.ndim}-D tensor)")
+    if any(r < 0 for r in sizes):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: repeats {list(sizes)}")
+    shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    interleaved, expanded, final = [], [], []
+    for r, s in zip(sizes, shape):
+        interleaved += [1, s]
+        expanded += [r, s]
+        final.append(r * s)
+    # clone: the result owns its memory even where the reshape could stay a broadcast view
+    return clone(input.reshape(interleaved).expand(expanded).reshape(final))
+
+
+@composite_op(OPS)
+def tile(input, dims):
+    """Repeat the tensor along each dim; ``dims`` shorter than ndim is padded with leading 1s."""
+    dims = tuple(dims) if not isinstance(dims, builtins.int) else (dims,)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+@composite_op(OPS)
+def movedim(input, source, destination):
+    """Move dims ``source`` to positions ``destination``; the others keep their order."""
+    n = input.ndim
+    src = (source,) if isinstance(source, builtins.int) else tuple(source)
+    dst = (destination,) if isinstance(destination, builtins.int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({list(src)} dims) should contain "
+            f"the same number of dims as destination ({list(dst)} dims)")
+    src, dst = _dims(src, n, "movedim"), _dims(dst, n, "movedim")
+    order = [d for d in range(n) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, order)
+
+
+moveaxis = movedim
+
+
+# -- split, chunk -----------------------------------------------------------------------
+
+@composite_op(OPS)
+def split(tensor, split_size_or_sections, dim=0):
+    """Views of consecutive pieces along ``dim``: equal pieces of a size, or a list of sizes."""
+    d = _wrap_dim(dim, tensor.ndim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, builtins.int):
+        size = split_size_or_sections
+        if size < 0 or (size == 0 and n != 0):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n} (split_size={size})")
+        if n == 0:
+            return (_slice_along(tensor, d, 0, 0),)
+        sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if builtins.sum(sizes) != n or any(s < 0 for s in sizes):
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                f"dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(_slice_along(tensor, d, start, start + s))
+        start += s
+    return tuple(out)
+
+
+@composite_op(OPS)
+def tensor_split(input, indices_or_sections, dim=0):
+    """Split into n nearly equal pieces (the first n % size one larger) or at the given indices."""
+    d = _wrap_dim(dim, input.ndim)
+    n = input.shape[d]
+    if isinstance(indices_or_sections, builtins.int):
+        k = indices_or_sections
+        if k <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        bounds = [builtins.sum(sizes[:i]) for i in range(1, k)]
+    else:
+        bounds = [int(i) for i in indices_or_sections]
+    edges = [0] + bounds + [n]
+    return tuple(_slice_along(input, d, min(a, n), min(max(a, b), n)) for a, b in zip(edges, edges[1:]))
+
+
+@composite_op(OPS)
+def chunk(input, chunks, dim=0):
+    """Split into ``chunks`` views of ceil(size / chunks) along ``dim`` (the last may be smaller)."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = _wrap_dim(dim, input.ndim)
+    n = input.shape[d]
+    return split(input, -(-n // chunks), d) if n else split(input, 0, d) * chunks
+
+
+# -- pad --------------------------------------------------------------------------------
+
+def _pad_rule(ctx, g):
+    widths = ctx.attrs
+    return g[tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(widths))]
+
+
+def pad(input, pad, mode="constant", value=None):
+    """torch.nn.functional.pad, constant mode: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...).
+
+    Negative widths crop, as in torch.
+    """
+    if mode != "constant":
+        raise NotImplementedError(f"pad(): mode {mode!r} is not supported; only mode='constant' is")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2:
+        raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)} values {list(pad)}")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length too large: {len(pad)} values for a {input.ndim}-D input "
+                           f"(at most 2 per dimension)")
+    widths = [(0, 0)] * input.ndim
+    for i in range(len(pad) // 2):
+        widths[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    x = input
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        crop = tuple(slice(-min(lo, 0), x.shape[i] + min(hi, 0)) for i, (lo, hi) in enumerate(widths))
+        for i, (lo, hi) in enumerate(widths):
+            if x.shape[i] - max(-lo, 0) - max(-hi, 0) < 0:
+                raise RuntimeError(f"pad(): negative padding {list(pad)} removes more than the "
+                                   f"{x.shape[i]} elements of dimension {i}")
+        x = x[crop]
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    widths = tuple(widths)
+    if not any(lo or hi for lo, hi in widths):
+        return x if x is not input else clone(input)
+    b = x._backend
+    out = wrap(b.kernels["pad"](x._data, widths, 0 if value is None else value), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "pad", _pad_rule, (x,), attrs=widths)
+    return out
+
+
+OPS.append(OpDef("pad", derivative=_pad_rule,
+                 doc="Constant padding of trailing dims (torch.nn.functional.pad); negative widths crop."))
+
+
+# -- tril, triu -------------------------------------------------------------------------
+
+def _band(op, input, diagonal, lower):
+    if input.ndim < 2:
+        raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got {input.ndim}")
+    from .creation import arange, zeros_like
+    n, m = input.shape[-2], input.shape[-1]
+    dev = input._backend.name
+    offset = arange(m, device=dev).reshape(1, m) - arange(n, device=dev).reshape(n, 1)
+    keep = ew.le(offset, diagonal) if lower else ew.ge(offset, diagonal)
+    return ew.where(keep, input, zeros_like(input))
+
+
+@composite_op(OPS)
+def tril(input, diagonal=0):
+    """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
+    return _band("tril", input, diagonal, True)
+
+
+@composite_op(OPS)
+def triu(input, diagonal=0):
+    """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
+    return _band("triu", input, diagonal, False)

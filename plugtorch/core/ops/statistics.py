@@ -1,0 +1,219 @@
+"""Reductions beyond sum and max: prod, var/std, norm, cumsum.
+
+prod and cumsum run their backend primitive and carry their own derivative;
+var/std are compositions autograd differentiates; norm runs as one fused step
+whose derivative picks PyTorch's subgradient at zero.
+"""
+from __future__ import annotations
+
+import math
+
+from ..dispatch import call_op, record, wrap
+from ..dtypes import int64
+from ..grad_mode import _state as _grad
+from ..registry import OpDef
+from ..tensor import Tensor, _wrap_dim
+from . import elementwise as ew
+from ._composite import call_fused, composite
+from .reduce import _count, _kept_shape, amax, amin, normalize_dims
+from .reduce import sum as _sum
+
+OPS: list[OpDef] = []
+
+
+def _tensor_arg(op, x):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def _accumulate_dtype(x, dtype):
+    """torch's rule for sum-like reductions: integers and bool accumulate in int64."""
+    if dtype is not None:
+        return dtype
+    return x.dtype if x.dtype.is_floating_point else int64
+
+
+# -- prod ------------------------------------------------------------------------------
+
+def _prod_rule(ctx, g):
+    x = ctx.saved[0]
+    axes, keepdim = ctx.attrs
+    if not keepdim:
+        g = g.reshape(_kept_shape(ctx.meta[0][0], axes))
+    # d prod / d x_i is the product of the other entries. Dividing the product by x_i
+    # fails at zeros, so count them: with one zero only that entry has a gradient.
+    zero = ew.eq(x, 0)
+    nonzero = ew.where(zero, 1.0, x)
+    others = prod(nonzero, axes, keepdim=True)
+    n_zero = _sum(zero, axes, keepdim=True)
+    grad = ew.where(ew.eq(n_zero, 0), others / nonzero,
+                    ew.where(ew.logical_and(ew.eq(n_zero, 1), zero), others, 0.0))
+    return g * grad
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """Product over ``dim`` (an int, a tuple, or None for all); integers give int64."""
+    x = _tensor_arg("prod", input)
+    out_dtype = _accumulate_dtype(x, dtype)
+    if x.dtype is not out_dtype:
+        x = x.to(out_dtype)
+    axes = normalize_dims(dim, x.ndim)
+    b = x._backend
+    out = wrap(b.kernels["prod"](x._data, axes, keepdim, out_dtype), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "prod", _prod_rule, (x,), saved=(x,), attrs=(axes, keepdim))
+    return out
+
+
+OPS.append(OpDef("prod", derivative=_prod_rule, save=("inputs",),
+                 doc="Product over dims; the gradient is exact at zeros."))
+
+
+# -- cumsum ----------------------------------------------------------------------------
+
+def _cumsum_rule(ctx, g):
+    from .movement import flip
+    d = ctx.attrs
+    return flip(cumsum(flip(g, (d,)), d), (d,))
+
+
+def cumsum(input, dim, *, dtype=None):
+    x = _tensor_arg("cumsum", input)
+    out_dtype = _accumulate_dtype(x, dtype)
+    if x.dtype is not out_dtype:
+        x = x.to(out_dtype)
+    d = _wrap_dim(dim, x.ndim)
+    b = x._backend
+    data = x._data if x.ndim else b.kernels["reshape"](x._data, (1,))
+    data = b.kernels["cumsum"](data, d, out_dtype)
+    out = wrap(data if x.ndim else b.kernels["reshape"](data, ()), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "cumsum", _cumsum_rule if x.ndim else (lambda ctx, g: g), (x,), attrs=d)
+    return out
+
+
+OPS.append(OpDef("cumsum", derivative=_cumsum_rule, doc="Running sum along dim."))
+
+
+# -- var / std -------------------------------------------------------------------------
+
+def _correction(op, dim, unbiased, correction):
+    if isinstance(dim, bool):  # the legacy var(input, unbiased) form
+        dim, unbiased = None, dim
+    if correction is not None and unbiased is not None:
+        raise RuntimeError(f"{op}: cannot specify both 'unbiased' and 'correction'; use correction")
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    return dim, correction
+
+
+def _var_decompose(x, axes, correction, keepdim):
+    d = x - x.mean(axes, keepdim=True)
+    # torch divides by max(0, N - correction): inf or nan when that is 0, never negative.
+    return _sum(d * d, axes, keepdim) / max(0, _count(x, axes) - correction)
+
+
+_VAR = composite(OPS, "var", _var_decompose,
+                 "Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0).")
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x = _floating("var", input)
+    dim, correction = _correction("var", dim, unbiased, correction)
+    return call_op(_VAR, (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
+                                "keepdim": keepdim})
+
+
+_STD = composite(OPS, "std", lambda x, axes, correction, keepdim:
+                 ew.sqrt(var(x, axes, keepdim=keepdim, correction=correction)),
+                 "Standard deviation: sqrt(var) with the same arguments.")
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x = _floating("std", input)
+    dim, correction = _correction("std", dim, unbiased, correction)
+    return call_op(_STD, (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
+                                "keepdim": keepdim})
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x = _floating("var_mean", input)
+    dim, correction = _correction("var_mean", dim, unbiased, correction)
+    axes = normalize_dims(dim, x.ndim)
+    return var(x, axes, keepdim=keepdim, correction=correction), x.mean(axes, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x = _floating("std_mean", input)
+    dim, correction = _correction("std_mean", dim, unbiased, correction)
+    axes = normalize_dims(dim, x.ndim)
+    return std(x, axes, keepdim=keepdim, correction=correction), x.mean(axes, keepdim)
+
+
+def _floating(op, x):
+    x = _tensor_arg(op, x)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{op}(): std and var only support floating point and complex dtypes, "
+                           f"got {x.dtype.name}; convert the input with .float()")
+    return x
+
+
+# -- norm ------------------------------------------------------------------------------
+
+def _norm_decompose(x, p, axes, keepdim):
+    a = ew.abs(x)
+    if p == math.inf:
+        return amax(a, axes, keepdim)
+    if p == -math.inf:
+        return amin(a, axes, keepdim)
+    if p == 0:
+        return _sum(ew.ne(x, 0).to(x.dtype), axes, keepdim)
+    if p == 1:
+        return _sum(a, axes, keepdim)
+    if p == 2:
+        return ew.sqrt(_sum(x * x, axes, keepdim))
+    return ew.pow(_sum(ew.pow(a, p), axes, keepdim), 1.0 / p)
+
+
+def _norm_rule(ctx, g):
+    x, out = ctx.saved[0], ctx.output
+    p, axes, keepdim = ctx.attrs["p"], ctx.attrs["axes"], ctx.attrs["keepdim"]
+    if not keepdim:
+        kept = _kept_shape(ctx.meta[0][0], axes)
+        g, out = g.reshape(kept), out.reshape(kept)
+    if p == 0:
+        return ew.mul(x, 0.0)
+    if p == 1:
+        return g * ew.sign(x)
+    if p in (math.inf, -math.inf):
+        # ties share the gradient evenly, as for amax
+        mask = ew.eq(ew.abs(x), out).to(x.dtype)
+        return g * ew.sign(x) * mask / _sum(mask, axes, keepdim=True)
+    # torch's subgradient at a zero norm is 0; a safe denominator keeps double backward finite
+    zero = ew.eq(out, 0)
+    safe = ew.where(zero, 1.0, out)
+    if p == 2:
+        return ew.where(zero, 0.0, g * x / safe)
+    a = ew.abs(x)
+    return ew.where(zero, 0.0, g * ew.sign(x) * ew.pow(a / safe, p - 1))
+
+
+_NORM = composite(OPS, "norm", _norm_decompose,
+                  "Vector p-norm over dims: p = 2 ('fro'), 1, inf, -inf, 0 or any other number.",
+                  _norm_rule, ("inputs", "output"))
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    x = _tensor_arg("norm", input)
+    if dtype is not None:
+        x = x.to(dtype)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"norm(): input dtype should be either floating point or complex. Got "
+                           f"{x.dtype.name} instead; convert the input with .float()")
+    if p is None or p == "fro":
+        p = 2
+    elif isinstance(p, str):
+        raise RuntimeError(f"norm(): p={p!r} is not supported; use a number, inf, -inf or 'fro'")
+    return call_fused(_NORM, (x,), {"p": float(p), "axes": normalize_dims(dim, x.ndim),
+                                    "keepdim": keepdim})
