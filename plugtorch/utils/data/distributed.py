@@ -1,0 +1,64 @@
+"""``DistributedSampler``: each rank iterates over its own share of a dataset.
+
+All ranks shuffle with the same seed (``seed + epoch``), pad (or drop) the index
+list to a multiple of the world size, and take every ``num_replicas``-th index
+starting at their rank, so the shares are disjoint and of equal length and
+together cover the dataset once per epoch (torch.utils.data.DistributedSampler).
+"""
+from __future__ import annotations
+
+import math
+
+from ... import distributed as dist
+from ...core.ops.creation import randperm
+from ...core.random import Generator
+from .sampler import Sampler
+
+
+class DistributedSampler(Sampler):
+    def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+        if num_replicas is None or rank is None:
+            if not dist.is_initialized():
+                raise RuntimeError("DistributedSampler needs num_replicas and rank, or an initialised "
+                                   "process group: call plugtorch.distributed.init() first")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
+        self.dataset = dataset
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.drop_last = drop_last
+        self.shuffle = shuffle
+        self.seed = seed
+        n = len(dataset)
+        if drop_last and n % num_replicas:
+            self.num_samples = math.ceil((n - num_replicas) / num_replicas)
+        else:
+            self.num_samples = math.ceil(n / num_replicas)
+        self.total_size = self.num_samples * num_replicas
+
+    def __iter__(self):
+        n = len(self.dataset)
+        if self.shuffle:
+            g = Generator()
+            g.manual_seed(self.seed + self.epoch)
+            indices = randperm(n, generator=g).tolist()
+        else:
+            indices = list(range(n))
+        if self.drop_last:
+            indices = indices[:self.total_size]
+        else:
+            padding = self.total_size - len(indices)
+            if padding:
+                indices += (indices * math.ceil(padding / len(indices)))[:padding]
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``__iter__`` use a new shuffle (the same one on every rank)."""
+        self.epoch = epoch

@@ -1,0 +1,116 @@
+"""Samplers: the order in which a DataLoader visits indices, and how it groups them."""
+from __future__ import annotations
+
+from ...core.ops.creation import randint, randperm
+from ...core.random import Generator
+
+
+class Sampler:
+    """An iterable over dataset indices (or over lists of them, for a batch sampler)."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+
+class SequentialSampler(Sampler):
+    """0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+def _fresh_generator(generator):
+    """``generator`` itself, or a new one seeded from the default generator (as torch does)."""
+    if generator is not None:
+        return generator
+    seed = int(randint(0, 2 ** 62, ()).item())
+    return Generator().manual_seed(seed)
+
+
+class RandomSampler(Sampler):
+    """A random permutation each pass (or ``num_samples`` draws with replacement).
+
+    With a seeded ``generator`` the sequence of epochs is reproducible, and the
+    generator's state (``get_state()``) is what a checkpoint saves to resume it.
+    """
+
+    def __init__(self, data_source, replacement: bool = False, num_samples=None, generator=None):
+        if not isinstance(replacement, bool):
+            raise TypeError("replacement should be a boolean value, but got "
+                            f"replacement={replacement}")
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n = len(self.data_source)
+        gen = _fresh_generator(self.generator)
+        if self.replacement:
+            yield from randint(0, n, (self.num_samples,), generator=gen).tolist()
+            return
+        for _ in range(self.num_samples // n):
+            yield from randperm(n, generator=gen).tolist()
+        yield from randperm(n, generator=gen).tolist()[:self.num_samples % n]
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices, in a random order each pass."""
+
+    def __init__(self, indices, generator=None):
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self):
+        for i in randperm(len(self.indices), generator=_fresh_generator(self.generator)).tolist():
+            yield self.indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class BatchSampler(Sampler):
+    """Group the indices of ``sampler`` into lists of ``batch_size`` (the last may be short)."""
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError("batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self):
+        batch = []
+        for idx in self.sampler:
+            batch.append(idx)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
