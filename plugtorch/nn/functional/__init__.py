@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ...core.ops.conv import adaptive_avg_pool2d, avg_pool2d, conv2d, max_pool2d
-from .activation import (gelu, leaky_relu, log_softmax, relu, relu_, sigmoid, silu, softmax,
-                         tanh)
+from .activation import (elu, gelu, leaky_relu, log_softmax, relu, relu_, sigmoid, silu, softmax,
+                         softplus, tanh)
 from .dropout import dropout, dropout1d, dropout2d
 from .linear import embedding, linear
 from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss,
@@ -13,7 +13,7 @@ from .normalization import batch_norm, layer_norm
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout", "dropout1d",
-    "dropout2d", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
+    "dropout2d", "elu", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
     "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "relu", "relu_", "sigmoid", "silu",
-    "softmax", "tanh",
+    "softmax", "softplus", "tanh",
 ]

@@ -1,5 +1,6 @@
 """The layer classes of ``plugtorch.nn``, one concept per module file."""
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from .activation import (ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus,
+                         Tanh)
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv2d
@@ -24,6 +25,7 @@ __all__ = [
     "Dropout",
     "Dropout1d",
     "Dropout2d",
+    "ELU",
     "Embedding",
     "Flatten",
     "GELU",
@@ -44,6 +46,7 @@ __all__ = [
     "SiLU",
     "Sigmoid",
     "Softmax",
+    "Softplus",
     "Tanh",
     "Unflatten",
 ]
