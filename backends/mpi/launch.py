@@ -7,7 +7,6 @@ through mpi4py is also accepted.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import warnings
@@ -38,7 +37,11 @@ class MPIProvider:
     name = "mpi"
 
     def available(self) -> bool:
-        return importlib.util.find_spec("mpi4py") is not None
+        try:
+            import mpi4py  # noqa: F401  (the package only: this does not initialise MPI)
+        except ImportError:
+            return False
+        return True
 
     def unavailable_reason(self) -> str:
         if not self.available():

@@ -1,0 +1,149 @@
+"""plugtorch.distributed, DDP and the MPI plugin under ``mpiexec``.
+
+Each test launches ``mpiexec -n N python mpi_scripts/<script>`` in a subprocess with
+a timeout. A failed assert on any rank aborts the job (the plugin's excepthook), so
+the launcher's exit status is the verdict, and the output is shown on failure.
+These run in the normal ``python -m pytest`` command; ``-m mpi`` selects just them.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+SCRIPTS = pathlib.Path(__file__).parent / "mpi_scripts"
+MPIEXEC = shutil.which("mpiexec") or shutil.which("mpirun")
+
+try:
+    import mpi4py  # noqa: F401  (only to know whether to skip; does not initialise MPI)
+    HAVE_MPI4PY = True
+except ImportError:
+    HAVE_MPI4PY = False
+
+
+
+def needs_mpi(test):
+    """Mark a test that launches mpiexec: selectable with -m mpi, skipped (saying why) without MPI."""
+    test = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH: pip install mpich mpi4py")(test)
+    test = pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed: pip install mpi4py")(test)
+    return pytest.mark.mpi(test)
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
+                        "PLUGTORCH_DISTRIBUTED_DEBUG")}
+    # 2 cores shared by up to 4 ranks: one BLAS thread each.
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", **extra)
+    return env
+
+
+def launch(nprocs, script, *args, timeout=60, env=None):
+    """Run ``script`` on ``nprocs`` ranks (0: plain python, no launcher); returns the result."""
+    cmd = [sys.executable, str(SCRIPTS / script), *map(str, args)]
+    if nprocs:
+        cmd = [MPIEXEC, "-n", str(nprocs)] + cmd
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env or _env(), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(cmd)} hung for {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def check(result, expected_lines: int):
+    assert result.returncode == 0, (f"{' '.join(result.args)} exited {result.returncode}\n"
+                                    f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+    assert result.stdout.count(" ok on rank ") == expected_lines, result.stdout
+
+
+@needs_mpi
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_collectives(nprocs):
+    check(launch(nprocs, "collectives.py"), nprocs)
+
+
+@pytest.fixture(scope="module")
+def single_process_params(tmp_path_factory):
+    out = tmp_path_factory.mktemp("equivalence") / "n1.npz"
+    result = launch(0, "train_mlp.py", out)
+    assert result.returncode == 0, result.stderr
+    return dict(np.load(out))
+
+
+@needs_mpi
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_ddp_training_matches_one_process(nprocs, single_process_params, tmp_path):
+    """The property users rely on: 50 SGD steps of an MLP with the global batch split over N
+    ranks end with the parameters of one process (float32 reduction-order error only)."""
+    out = tmp_path / f"n{nprocs}.npz"
+    result = launch(nprocs, "train_mlp.py", out)
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    params = np.load(out)
+    assert set(params) == set(single_process_params)
+    worst = max(float(np.abs(params[k] - single_process_params[k]).max()) for k in params)
+    assert worst <= 1e-5, f"max abs parameter difference {worst:g} after 50 steps on {nprocs} ranks"
+
+
+@needs_mpi
+def test_ddp_behaviours():
+    check(launch(2, "ddp_features.py"), 2)
+
+
+@needs_mpi
+def test_a_failing_rank_ends_the_job_promptly():
+    start = time.monotonic()
+    result = launch(2, "fault.py", timeout=30)
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert elapsed < 30
+    assert "ValueError: injected failure on rank 1 at step 20" in result.stderr, result.stderr
+    assert "uncaught ValueError on rank 1 of 2" in result.stderr
+    assert "outlived" not in result.stdout
+
+
+@needs_mpi
+def test_debug_mode_detects_mismatched_collectives():
+    check(launch(2, "debug_mismatch.py", env=_env(PLUGTORCH_DISTRIBUTED_DEBUG="1")), 2)
+
+
+def _plain_python(code: str, **env):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=_env(**env), timeout=60)
+
+
+def test_plugin_import_does_not_start_mpi():
+    """A plain single-process run loads the MPI plugin but never imports mpi4py.MPI."""
+    result = _plain_python(
+        "import sys, plugtorch, plugtorch.distributed as d\n"
+        "assert 'mpi' in plugtorch.list_plugins(), plugtorch.list_plugins()\n"
+        "d.init()\n"
+        "assert d.get_backend() == 'single' and d.get_world_size() == 1\n"
+        "assert 'mpi4py.MPI' not in sys.modules\n")
+    assert result.returncode == 0, result.stderr
+
+
+def test_launched_without_mpi4py_falls_back_with_a_warning():
+    result = _plain_python(
+        "import sys, warnings; sys.modules['mpi4py'] = None\n"
+        "import plugtorch.distributed as d\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always'); d.init()\n"
+        "assert d.get_world_size() == 1\n"
+        "assert any('mpi4py is not installed' in str(x.message) for x in w), [str(x.message) for x in w]\n"
+        "d.destroy_process_group()\n"
+        "try: d.init_process_group('mpi')\n"
+        "except RuntimeError as e: assert 'mpi4py is not installed' in str(e), e\n"
+        "else: raise AssertionError('backend=mpi without mpi4py must fail')\n",
+        PMI_SIZE="2", PMI_RANK="0")
+    assert result.returncode == 0, result.stderr
