@@ -1,10 +1,11 @@
 """Datasets, samplers and the DataLoader, with ``torch.utils.data``'s names and behaviour."""
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
+from .distributed import DistributedSampler
 from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler)
 
-__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "RandomSampler", "Sampler",
+__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "RandomSampler", "Sampler",
            "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
            "default_collate", "default_convert", "random_split"]
