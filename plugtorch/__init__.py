@@ -44,6 +44,8 @@ from .core.tensor import Size, Tensor
 from . import autograd
 from . import nn
 from . import distributed
+from . import optim, utils
+from .serialization import load, save
 
 __version__ = "0.1.0"
 
