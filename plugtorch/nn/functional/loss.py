@@ -8,6 +8,8 @@ from __future__ import annotations
 import warnings
 
 import plugtorch
+from ...core.ops import activation as _act
+from ...autograd.function import Function
 from ...core.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -216,12 +218,32 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
             "binary_cross_entropy: all elements of input should be between 0 and 1; apply "
             "sigmoid first, or use binary_cross_entropy_with_logits on the raw scores"
         )
-    log_p = plugtorch.clamp(plugtorch.log(input), min=-100.0)
-    log_q = plugtorch.clamp(plugtorch.log(1 - input), min=-100.0)
-    loss = -(target * log_p + (1 - target) * log_q)
+    loss = _BinaryCrossEntropy.apply(input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
+
+
+class _BinaryCrossEntropy(Function):
+    """Elementwise BCE with torch's derivative, which stays finite at p = 0 and p = 1
+    (differentiating the clamped logs would give 0/0 there)."""
+
+    @staticmethod
+    def forward(ctx, p, t):
+        ctx.save_for_backward(p, t)
+        log_p = plugtorch.clamp(plugtorch.log(p), min=-100.0)
+        log_q = plugtorch.clamp(plugtorch.log(1 - p), min=-100.0)
+        return -(t * log_p + (1 - t) * log_q)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, t = ctx.saved_tensors
+        grad_p = grad_t = None
+        if ctx.needs_input_grad[0]:
+            grad_p = g * (p - t) / plugtorch.clamp((1 - p) * p, min=1e-12)
+        if ctx.needs_input_grad[1]:
+            grad_t = g * (plugtorch.log(1 - p) - plugtorch.log(p))  # unclamped, as torch's
+        return grad_p, grad_t
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
@@ -236,8 +258,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(
             f"Target size ({target.shape}) must be the same as input size ({input.shape})"
         )
-    # softplus(-x) = -log σ(x) = max(-x, 0) + log1p(exp(-|x|))
-    sp_neg = plugtorch.clamp(-input, min=0.0) + plugtorch.log1p(plugtorch.exp(-plugtorch.abs(input)))
+    # -log σ(x) = softplus(-x), computed without overflow and with the exact derivative -σ(-x)
+    sp_neg = _act.softplus(-input)
     if pos_weight is not None:
         log_weight = (pos_weight - 1) * target + 1
         loss = (1 - target) * input + log_weight * sp_neg
