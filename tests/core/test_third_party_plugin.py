@@ -1,0 +1,62 @@
+"""A plugin shipped as its own pip package is discovered and used like the built-ins."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "third_party_plugin"
+
+
+@pytest.fixture(scope="module")
+def installed_example(tmp_path_factory) -> pathlib.Path:
+    target = tmp_path_factory.mktemp("site")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--target", str(target), str(EXAMPLE)],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        pytest.fail(f"pip could not install the example plugin:\n{r.stderr}")
+    return target
+
+
+def run_with(site: pathlib.Path, code: str, **env):
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+            **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full,
+                          timeout=120)
+
+
+def test_installed_plugin_is_discovered_through_its_entry_point(installed_example):
+    r = run_with(installed_example, """
+import plugtorch
+reg = plugtorch.get_registry()
+print(reg.ops["softsign"].plugin, reg.kernel_owner("softsign", "numpy"), "softsign" in plugtorch.list_plugins())
+""")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["softsign", "softsign", "True"]
+
+
+def test_installed_plugin_op_runs_its_kernel_and_differentiates(installed_example):
+    r = run_with(installed_example, """
+import plugtorch
+from plugtorch_softsign import softsign
+from plugtorch.autograd import gradcheck
+x = plugtorch.tensor([-2.0, 0.5, 3.0], dtype=plugtorch.float64, requires_grad=True)
+y = softsign(x)
+print(y.grad_fn.name, [round(v, 6) for v in y.tolist()])
+print(gradcheck(softsign, (x,)))
+""")
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    assert first == "softsign [-0.666667, 0.333333, 0.75]"  # the fused kernel ran and recorded the op
+    assert second == "True"
+
+
+def test_autoload_off_skips_installed_plugins(installed_example):
+    r = run_with(installed_example, "import plugtorch; print('softsign' in plugtorch.get_registry().ops)",
+                 PLUGTORCH_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
