@@ -195,6 +195,16 @@ def test_hook_ordering_prepend_and_kwargs():
     assert order == ["kw", "b", "a"]
 
 
+def test_always_call_hook_runs_when_forward_raises():
+    seen = []
+    lin = nn.Linear(2, 2)
+    lin.register_forward_hook(lambda m, a, o: seen.append(("always", o)), always_call=True)
+    lin.register_forward_hook(lambda m, a, o: seen.append(("normal", o)))
+    with pytest.raises(RuntimeError, match="in_features=2"):
+        lin(plugtorch.zeros(1, 3))
+    assert seen == [("always", None)]
+
+
 def test_forward_hook_sees_input_and_output_of_each_layer():
     net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
     shapes = []

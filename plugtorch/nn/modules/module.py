@@ -70,6 +70,7 @@ class Module:
         setattr_(self, "_forward_pre_hooks_with_kwargs", set())
         setattr_(self, "_forward_hooks", {})
         setattr_(self, "_forward_hooks_with_kwargs", set())
+        setattr_(self, "_forward_hooks_always_called", set())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(
@@ -94,15 +95,27 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
+        try:
+            output = self.forward(*args, **kwargs)
+        except Exception:
+            # hooks registered with always_call=True still run (their errors are dropped)
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid in self._forward_hooks_always_called:
+                    try:
+                        self._run_forward_hook(hid, hook, args, kwargs, None)
+                    except Exception:
+                        pass
+            raise
         for hid, hook in list(self._forward_hooks.items()):
-            if hid in self._forward_hooks_with_kwargs:
-                result = hook(self, args, kwargs, output)
-            else:
-                result = hook(self, args, output)
+            result = self._run_forward_hook(hid, hook, args, kwargs, output)
             if result is not None:
                 output = result
         return output
+
+    def _run_forward_hook(self, hid, hook, args, kwargs, output):
+        if hid in self._forward_hooks_with_kwargs:
+            return hook(self, args, kwargs, output)
+        return hook(self, args, output)
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args)`` (or ``(module, args, kwargs)``) runs before ``forward``.
@@ -115,12 +128,15 @@ class Module:
             self._forward_pre_hooks_with_kwargs.add(handle.id)
         return handle
 
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) runs after
-        ``forward``; a non-None return value replaces the output."""
+        ``forward``; a non-None return value replaces the output. With ``always_call`` it
+        also runs (with output None) when ``forward`` raises."""
         handle = _add_hook(self._forward_hooks, hook, prepend)
         if with_kwargs:
             self._forward_hooks_with_kwargs.add(handle.id)
+        if always_call:
+            self._forward_hooks_always_called.add(handle.id)
         return handle
 
     # -- registration ------------------------------------------------------------------
@@ -426,6 +442,10 @@ class Module:
 
     def cpu(self):
         return self.to("cpu")
+
+    def cuda(self, device=None):
+        """Move to the backend that answers to "cuda" (e.g. CuPy), like torch's ``cuda()``."""
+        return self.to("cuda" if device is None else f"cuda:{int(device)}")
 
     def float(self):
         from ...core.dtypes import float32

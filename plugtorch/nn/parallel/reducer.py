@@ -4,12 +4,12 @@ Parameters are grouped into buckets of about ``bucket_cap_mb`` in *reverse*
 registration order (roughly the order backward produces their gradients), one
 dtype and backend per bucket. A post-accumulate-grad hook on each parameter
 copies its gradient into its bucket's flat buffer; when the bucket's last
-gradient arrives the bucket's all-reduce (AVG) is posted without waiting, so
+gradient arrives the bucket's all-reduce (SUM) is posted without waiting, so
 communication overlaps with the rest of backward. Buckets are posted strictly in
 bucket order, so every rank posts the same collectives in the same order even
 when its gradients become ready in another order. When the last bucket has
-been posted (the end of backward), the reducer waits for all of them and copies
-the averaged values back into ``.grad``, so ``optimizer.step()`` sees them.
+been posted (the end of backward), the reducer waits for all of them and writes
+sum / world_size into ``.grad``, so ``optimizer.step()`` sees the average.
 
 Everything here uses public tensor operations; how the flat buffers reach the
 wire is the process group's business.
@@ -25,28 +25,27 @@ FIRST_BUCKET_BYTES = 1024 * 1024
 
 
 class Bucket:
-    __slots__ = ("params", "names", "offsets", "flat", "ready", "pending", "work")
+    """A flat buffer holding the gradients of ``params``, and each one's view of it."""
 
-    def __init__(self, params, names):
+    __slots__ = ("params", "names", "flat", "views", "ready", "pending", "work")
+
+    def __init__(self, params, names, allocate: bool = True):
         self.params = params
         self.names = names
-        self.offsets = []
-        total = 0
-        for p in params:
-            self.offsets.append(total)
-            total += p.numel()
-        p0 = params[0]
-        self.flat = zeros(total, dtype=p0.dtype, device=p0.device)
+        self.flat = self.views = None
+        if allocate:
+            p0 = params[0]
+            self.flat = zeros(sum(p.numel() for p in params), dtype=p0.dtype, device=p0.device)
+            self.views, off = [], 0
+            for p in params:
+                self.views.append(self.flat[off:off + p.numel()].view(p.shape))
+                off += p.numel()
         self.reset()
 
     def reset(self) -> None:
         self.ready = [False] * len(self.params)
         self.pending = len(self.params)
         self.work = None
-
-    def slot(self, i):
-        off = self.offsets[i]
-        return self.flat[off:off + self.params[i].numel()]
 
 
 def assign_buckets(named_params, cap_bytes: int, first_bytes: int = FIRST_BUCKET_BYTES):
@@ -74,7 +73,9 @@ class Reducer:
     def __init__(self, named_params, process_group, bucket_cap_bytes: int, find_unused: bool):
         self.pg = process_group
         self.find_unused = find_unused
-        self.buckets = [Bucket([p for _, p in b], [n for n, _ in b])
+        # One process has nothing to average: the buckets are planned but never filled.
+        self.active = process_group.size() > 1
+        self.buckets = [Bucket([p for _, p in b], [n for n, _ in b], allocate=self.active)
                         for b in assign_buckets(named_params, bucket_cap_bytes)]
         self.where = {}  # id(param) -> (bucket index, index in bucket)
         self.hooks = []
@@ -91,6 +92,8 @@ class Reducer:
     def prepare(self, outputs) -> None:
         """Called after forward: expect one gradient per parameter (or, with
         find_unused_parameters, per parameter the outputs depend on)."""
+        if not self.active:
+            return
         if self.armed and self.any_ready:
             self._unfinished_error()
         self.armed, self.any_ready, self.next_bucket = True, False, 0
@@ -125,7 +128,7 @@ class Reducer:
         self._mark_ready(bucket, i, p)
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             b = self.buckets[self.next_bucket]
-            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.AVG, group=self.pg, async_op=True)
+            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, group=self.pg, async_op=True)
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
             self._finalize()
@@ -133,9 +136,9 @@ class Reducer:
     def _mark_ready(self, bucket, i, p) -> None:
         with no_grad():
             if p.grad is None:
-                bucket.slot(i).zero_()
+                bucket.views[i].zero_()
             else:
-                bucket.slot(i).copy_(p.grad.reshape(-1))
+                bucket.views[i].copy_(p.grad)
         bucket.ready[i] = True
         bucket.pending -= 1
 
@@ -148,16 +151,14 @@ class Reducer:
             used = mask.tolist()
             self.used = None
         k = 0
+        scale = 1.0 / self.pg.size()
         with no_grad():
             for bucket in self.buckets:
                 bucket.work.wait()
-                for i, p in enumerate(bucket.params):
+                for view, p in zip(bucket.views, bucket.params):
                     if used is None or used[k]:
-                        g = bucket.slot(i).view(p.shape)
-                        if p.grad is None:
-                            p.grad = g.clone()
-                        else:
-                            p.grad.copy_(g)
+                        # the sum becomes the average in the same pass that writes .grad
+                        p.grad = view * scale
                     k += 1
 
     def _unfinished_error(self):
