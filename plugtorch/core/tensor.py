@@ -139,6 +139,21 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
+    def __deepcopy__(self, memo):
+        # copy.deepcopy(model) must copy the data, not try to pickle the backend object.
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                               "the deepcopy protocol at the moment")
+        from .ops.shape import clone
+        t = clone(self.detach())
+        t.requires_grad = self.requires_grad
+        if self.grad is not None:
+            t.grad = clone(self.grad.detach())
+        memo[id(self)] = t
+        return t
+
     def __array__(self, dtype=None, copy=None):
         a = self.detach().numpy()
         return a.astype(dtype) if dtype is not None else a

@@ -292,3 +292,20 @@ def test_deepcopy_gives_independent_parameters():
     with plugtorch.no_grad():
         twin.weight.add_(1.0)
     assert twin.weight.tolist() != lin.weight.tolist()
+
+
+def test_deepcopy_of_a_model_with_buffers():
+    # Needed Tensor.__deepcopy__ in core: plain tensors used to fail with
+    # "cannot pickle 'module' object" (the backend object).
+    import copy
+    bn = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    bn(plugtorch.randn(4, 2))
+    twin = copy.deepcopy(bn)
+    for (name, a), (_, b) in zip(bn.state_dict().items(), twin.state_dict().items()):
+        assert a.tolist() == b.tolist() and a.dtype is b.dtype, name
+    twin[1].running_mean.add_(1.0)
+    assert twin[1].running_mean.tolist() != bn[1].running_mean.tolist()
+    assert twin[1].num_batches_tracked.item() == 1
+    x = plugtorch.randn(3, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(x * 2)
