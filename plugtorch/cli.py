@@ -1,0 +1,73 @@
+"""The ``plugtorch`` command line (``plugtorch train ...`` or ``python -m plugtorch train ...``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .datasets import ChecksumError, DatasetNotFoundError, IDXFormatError
+
+
+def _positive(kind):
+    def parse(text):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .train import DATASETS, MODELS, OPTIMIZERS, SCHEDULES
+    parser = argparse.ArgumentParser(prog="plugtorch", description=(
+        "plugtorch: a PyTorch-compatible framework whose ops dispatch through plugins."))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    t = sub.add_parser("train", help="train an MLP or a CNN on MNIST / Fashion-MNIST",
+                       description="Train a classifier and report its test accuracy. Under "
+                                   "mpirun/mpiexec the ranks train one model data-parallel.")
+    t.add_argument("--dataset", choices=sorted(DATASETS), default="mnist")
+    t.add_argument("--model", choices=sorted(MODELS), default="mlp",
+                   help="mlp: 784-128-10; cnn: conv16-pool-conv32-pool-fc128-dropout-fc10")
+    t.add_argument("--epochs", type=_positive(int), default=5)
+    t.add_argument("--batch-size", type=_positive(int), default=128,
+                   help="global batch size (split across ranks)")
+    t.add_argument("--lr", type=_positive(float), default=1e-3)
+    t.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
+    t.add_argument("--lr-schedule", choices=SCHEDULES, default="constant",
+                   help="per-epoch learning-rate schedule")
+    t.add_argument("--backend", default=None,
+                   help="backend for the model and batches (default: PLUGTORCH_BACKEND or numpy)")
+    t.add_argument("--data-dir", default=None,
+                   help="data root holding mnist/ and fashion-mnist/ (default: $PLUGTORCH_DATA, "
+                        "else ~/.cache/plugtorch; /usr/share/datasets is searched too)")
+    t.add_argument("--no-download", dest="download", action="store_false",
+                   help="never download missing dataset files")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--checkpoint", metavar="PATH", default=None,
+                   help="write a checkpoint here after every epoch")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from --checkpoint if it exists")
+    t.add_argument("--metrics-json", metavar="PATH", default=None,
+                   help="write the final metrics (accuracy, losses, throughput, ...) as JSON")
+    t.add_argument("--limit-train", type=_positive(int), default=None, metavar="N",
+                   help="train on the first N samples only")
+    t.add_argument("--limit-test", type=_positive(int), default=None, metavar="N",
+                   help="evaluate on the first N samples only")
+    t.add_argument("--quiet", action="store_true",
+                   help="print only the final accuracy (no progress bar or epoch lines)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "train":
+        from .train import TrainConfig, train
+        options = {k: v for k, v in vars(args).items() if k != "command"}
+        try:
+            train(TrainConfig(**options))
+        except (DatasetNotFoundError, ChecksumError, IDXFormatError, ValueError) as e:
+            print(f"plugtorch train: error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("\nplugtorch train: interrupted", file=sys.stderr)
+            return 130
+    return 0
