@@ -37,12 +37,15 @@ def _float(x: Tensor) -> Tensor:
 
 # -- unary ------------------------------------------------------------------------
 
-def _unary(name, rule, save=None, floating=True, doc=""):
+def _unary(name, rule, save=None, floating=True, doc="", int_identity=False):
     def op(x):
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-        if floating and not x.dtype.is_floating_point:
-            x = x.to(get_default_dtype())
+        if not x.dtype.is_floating_point:
+            if floating:
+                x = x.to(get_default_dtype())
+            elif int_identity:
+                return x.clone()  # integers are already whole: torch returns them unchanged
         b = x._backend
         out = wrap(b.kernels[name](x._data), b)
         if rule is not None and x.requires_grad and _grad.enabled:
@@ -73,9 +76,9 @@ sign = _unary("sign", _zero_grad, floating=False)
 sin = _unary("sin", lambda ctx, g: g * cos(ctx.saved[0]), "input")
 cos = _unary("cos", lambda ctx, g: -(g * sin(ctx.saved[0])), "input")
 tanh = _unary("tanh", lambda ctx, g: g - g * ctx.output * ctx.output, "output")
-floor = _unary("floor", _zero_grad, floating=False)
-ceil = _unary("ceil", _zero_grad, floating=False)
-round = _unary("round", _zero_grad, floating=False)
+floor = _unary("floor", _zero_grad, floating=False, int_identity=True)
+ceil = _unary("ceil", _zero_grad, floating=False, int_identity=True)
+round = _unary("round", _zero_grad, floating=False, int_identity=True)
 erf = _unary("erf", lambda ctx, g: g * (_TWO_OVER_SQRT_PI * exp(-(ctx.saved[0] * ctx.saved[0]))),
              "input")
 isnan = _unary("isnan", None, floating=False)
@@ -160,7 +163,10 @@ def _binary(name, rule, rule_scalar, save=False, floating=False, differentiable=
             if floating and not a.dtype.is_floating_point:
                 a, b = a.to(get_default_dtype()), b.to(get_default_dtype())
             bk = a._backend
-            out = wrap(bk.kernels[name](a._data, b._data), bk)
+            try:
+                out = wrap(bk.kernels[name](a._data, b._data), bk)
+            except ValueError:
+                raise _broadcast_error(a.shape, b.shape) from None
             if differentiable and _grad.enabled and (a.requires_grad or b.requires_grad):
                 record(out, name, rule, (a, b), saved=(a, b) if save else None)
             return out
@@ -247,7 +253,9 @@ def _remainder_rule(ctx, g):
 
 
 remainder = _binary("remainder", _remainder_rule, lambda ctx, g: g, save=True)
-floor_divide = _binary("floor_divide", None, None, differentiable=False)
+# torch gives floor_divide a zero gradient (it stays in the graph) rather than none
+floor_divide = _binary("floor_divide", lambda ctx, g: (zeros_like(g), zeros_like(g)),
+                       lambda ctx, g: zeros_like(g))
 eq = _binary("eq", None, None, differentiable=False)
 ne = _binary("ne", None, None, differentiable=False)
 lt = _binary("lt", None, None, differentiable=False)
@@ -256,6 +264,18 @@ gt = _binary("gt", None, None, differentiable=False)
 ge = _binary("ge", None, None, differentiable=False)
 logical_and = _binary("logical_and", None, None, differentiable=False)
 logical_or = _binary("logical_or", None, None, differentiable=False)
+
+
+def _broadcast_error(sa, sb):
+    """torch's message for shapes that do not broadcast, naming the first clashing dim."""
+    n = builtins.max(len(sa), len(sb))
+    pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    for d in range(n - 1, -1, -1):
+        if pa[d] != pb[d] and 1 not in (pa[d], pb[d]):
+            return RuntimeError(
+                f"The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) at "
+                f"non-singleton dimension {d} (shapes {list(sa)} and {list(sb)} do not broadcast)")
+    return RuntimeError(f"shapes {list(sa)} and {list(sb)} do not broadcast")
 
 
 def _rsub(x, s):
@@ -303,7 +323,12 @@ def where(condition, input, other):
     tensors = tuple(t for t in (input, other) if isinstance(t, Tensor))
     da = input._data if ta else input
     db = other._data if tb else other
-    out = wrap(bk.kernels["where"](condition._data, da, db), bk)
+    try:
+        out = wrap(bk.kernels["where"](condition._data, da, db), bk)
+    except ValueError:
+        from .shape import broadcast_shapes
+        broadcast_shapes(*(t.shape for t in (condition, input, other) if isinstance(t, Tensor)))
+        raise
     if len(tensors) and _grad.enabled and any(t.requires_grad for t in tensors):
         if ta and tb:
             record(out, "where", _where_rule, (input, other), attrs=condition)

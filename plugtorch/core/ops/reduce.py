@@ -1,6 +1,7 @@
 """Reductions: sum, mean, max/min (values, indices), argmax/argmin, and friends."""
 from __future__ import annotations
 
+import builtins
 from collections import namedtuple
 
 from ..dispatch import record, wrap
@@ -97,7 +98,7 @@ def _extreme_rule(ctx, g):
 
 def _extreme(kind, x, dim, keepdim):
     axes = normalize_dims(dim, x.ndim)
-    if x.numel() == 0 and (axes is None or any(x.shape[a] == 0 for a in axes)):
+    if x.numel() == 0 and (axes is None or builtins.any(x.shape[a] == 0 for a in axes)):
         raise IndexError(
             f"{kind}(): Expected reduction dim to be specified for input.numel() == 0. "
             "Specify the reduction dim with the 'dim' argument."
@@ -105,7 +106,13 @@ def _extreme(kind, x, dim, keepdim):
             f"{kind}(): Expected reduction dim {axes[0]} to have non-zero size."
         )
     b = x._backend
-    out = wrap(b.kernels[kind[1:]](x._data, axes, keepdim), b)
+    if x.numel() == 0:
+        # reducing non-empty dims of an empty tensor: an empty result (the primitive may not allow it)
+        shape = _kept_shape(x.shape, axes) if keepdim else tuple(
+            s for i, s in enumerate(x.shape) if i not in axes)
+        out = wrap(b.kernels["zeros"](shape, x.dtype), b)
+    else:
+        out = wrap(b.kernels[kind[1:]](x._data, axes, keepdim), b)
     if x.requires_grad and _grad.enabled:
         record(out, kind, _extreme_rule, (x,), saved=(x,), save_output=True, attrs=(axes, keepdim))
     return out
@@ -124,10 +131,16 @@ OPS.append(OpDef("amin", derivative=_extreme_rule, save=("inputs", "output"), do
 
 
 def _arg(kind, x, dim, keepdim):
-    if x.numel() == 0:
-        raise IndexError(f"{kind}(): Expected reduction dim to be specified for input.numel() == 0.")
     axis = None if dim is None else _wrap_dim(dim, x.ndim) if x.ndim else None
     b = x._backend
+    if x.numel() == 0:
+        if axis is None:
+            raise IndexError(f"{kind}(): Expected reduction dim to be specified for input.numel() == 0.")
+        if x.shape[axis] == 0:
+            raise IndexError(f"{kind}(): Expected reduction dim {axis} to have non-zero size.")
+        shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape)) if keepdim else tuple(
+            s for i, s in enumerate(x.shape) if i != axis)
+        return wrap(b.kernels["zeros"](shape, int64), b)
     return wrap(b.kernels[kind](x._data, axis, keepdim if axis is not None else False), b)
 
 

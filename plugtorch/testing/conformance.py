@@ -1,0 +1,128 @@
+"""The conformance suite as pytest tests, over every registered op and every backend.
+
+Import it into a test module to run it (plugtorch's own tests/conformance does)::
+
+    from plugtorch.testing.conformance import *  # noqa: F401,F403
+
+Ops, samples and backends are read from the registry when the module is imported,
+so register a plugin (entry point, ``PLUGTORCH_PLUGINS`` or ``register_plugin`` in a
+conftest) before that. ``PLUGTORCH_CONFORMANCE_BACKENDS=name,name`` restricts the
+backends; by default each available backend runs twice: as registered, and as its
+``<name>_bare`` twin without fused kernels (so the core decompositions are checked).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import plugtorch
+
+from . import kit
+from .backends import SUFFIX, bare_backend, conformance_backends, remove_backend
+from .sample import Sample, samples_for
+
+__all__ = ["conformance_backend", "reference_torch", "test_op_has_samples", "test_forward",
+           "test_float32", "test_gradcheck", "test_gradgradcheck"]
+
+# gradgradcheck costs (inputs + outputs) double-backward passes per element; keep it to small samples
+GRADGRAD_MAX_NUMEL = 24
+
+
+def _collect():
+    reg = plugtorch.get_registry()
+    items, errors = {}, {}
+    for name in sorted(reg.ops):
+        try:
+            items[name] = samples_for(reg.ops[name])
+        except Exception as e:  # noqa: BLE001 - reported by test_op_has_samples, naming the op
+            items[name], errors[name] = [], e
+    return items, errors
+
+
+_ITEMS, _ERRORS = _collect()
+_env = os.environ.get("PLUGTORCH_CONFORMANCE_BACKENDS", "")
+_BACKENDS = [b.strip() for b in _env.split(",") if b.strip()] or conformance_backends()
+
+
+def _floating(s: Sample) -> bool:
+    return any(a.dtype.kind == "f" for a in s.arrays())
+
+
+def _params(pred, first_only=False):
+    out = []
+    for op, items in _ITEMS.items():
+        for i, s in enumerate(items):
+            if isinstance(s, Sample) and pred(s):
+                out.append(pytest.param(op, i, id=f"{op}-{i}-{s.label()}"))
+                if first_only:
+                    break
+    return out
+
+
+def _sample(op, index):
+    return plugtorch.get_registry().ops[op], _ITEMS[op][index]
+
+
+@pytest.fixture(scope="module", params=_BACKENDS)
+def conformance_backend(request):
+    """A backend to run the checks on; ``<name>_bare`` twins are registered for the module's duration."""
+    name = request.param
+    created = name.endswith(SUFFIX) and name not in plugtorch.get_registry().backends
+    if created:
+        bare_backend(name[:-len(SUFFIX)])
+    yield name
+    if created:
+        remove_backend(name)
+
+
+@pytest.fixture(scope="session")
+def reference_torch():
+    """PyTorch as the oracle, or None where it is not installed (NumPy references still run)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _no_reference():
+    pytest.skip("no reference for this sample: PyTorch is not installed and the sample has no "
+                "NumPy ref; `pip install torch` to run it")
+
+
+@pytest.mark.parametrize("op", sorted(_ITEMS))
+def test_op_has_samples(op):
+    if op in _ERRORS:
+        raise kit.ConformanceError(f"op '{op}': building its samples failed: {_ERRORS[op]!r}") from _ERRORS[op]
+    kit.check_coverage(plugtorch.get_registry().ops[op], _ITEMS[op])
+
+
+@pytest.mark.parametrize("op,index", _params(lambda s: True))
+def test_forward(op, index, conformance_backend, reference_torch):
+    opdef, sample = _sample(op, index)
+    if not kit.check_forward(opdef, sample, conformance_backend, reference_torch):
+        _no_reference()
+
+
+@pytest.mark.parametrize("op,index", _params(lambda s: s.raises is None and _floating(s)))
+def test_float32(op, index, conformance_backend, reference_torch):
+    opdef, sample = _sample(op, index)
+    kit.check_float32(opdef, sample, conformance_backend, reference_torch)
+
+
+@pytest.mark.parametrize("op,index", _params(lambda s: s.grad and s.raises is None and _floating(s)))
+def test_gradcheck(op, index, conformance_backend, reference_torch):
+    opdef, sample = _sample(op, index)
+    kit.check_gradcheck(opdef, sample, conformance_backend, reference_torch)
+
+
+def _gradgrad_ok(s):
+    return (s.grad and s.gradgrad and s.raises is None and _floating(s)
+            and sum(a.size for a in s.arrays()) <= GRADGRAD_MAX_NUMEL and not s.empty)
+
+
+@pytest.mark.parametrize("op,index", _params(_gradgrad_ok, first_only=True))
+def test_gradgradcheck(op, index, conformance_backend):
+    opdef, sample = _sample(op, index)
+    kit.check_gradgradcheck(opdef, sample, conformance_backend)

@@ -1,0 +1,305 @@
+"""The conformance checks, one function per property, on any backend.
+
+Each ``check_*`` takes an op name, one :class:`Sample`, a backend name and (optionally)
+the torch module, and raises ``AssertionError`` naming the op, the sample and the
+backend when the property fails. :mod:`plugtorch.testing.conformance` turns them
+into pytest tests over every registered op and every backend; they are plain
+functions so other harnesses can call them too.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+import plugtorch
+from plugtorch.core.dispatch import call_op
+
+from .sample import Sample, Waiver, is_torch, samples_for
+
+
+class ConformanceError(AssertionError):
+    pass
+
+
+# -- calling an op on plugtorch and on torch ------------------------------------------------
+
+def _default_call(opdef, kwargs):
+    name = opdef.name
+
+    def call(m, *xs):
+        fn = getattr(m, name, None)
+        if fn is None and is_torch(m):
+            fn = getattr(m.nn.functional, name, None)
+        if fn is not None:
+            return fn(*xs, **kwargs)
+        if xs and hasattr(xs[0], name):
+            return getattr(xs[0], name)(*xs[1:], **kwargs)
+        if is_torch(m):
+            return NotImplemented  # torch has no such op: compare with the NumPy reference only
+        return call_op(opdef, tuple(xs), kwargs)
+    return call
+
+
+def _caller(opdef, sample: Sample, torch_side: bool):
+    if torch_side and sample.torch_call is not None:
+        return sample.torch_call
+    if sample.call is not None:
+        return sample.call
+    return _default_call(opdef, sample.kwargs)
+
+
+def _convert(sample, make, float_dtype):
+    """Inputs for one side: arrays made into tensors by ``make(array, dtype, index)``."""
+    out = []
+    for i, v in enumerate(sample.inputs):
+        if isinstance(v, np.ndarray):
+            out.append(make(v, float_dtype if v.dtype.kind == "f" else None, i))
+        elif isinstance(v, (list, tuple)) and any(isinstance(a, np.ndarray) for a in v):
+            out.append(type(v)(make(a, float_dtype if a.dtype.kind == "f" else None, None)
+                               if isinstance(a, np.ndarray) else a for a in v))
+        else:
+            out.append(v)
+    return out
+
+
+def _grad_positions(sample):
+    if sample.grad_inputs is not None:
+        return tuple(sample.grad_inputs)
+    return tuple(i for i, v in enumerate(sample.inputs)
+                 if isinstance(v, np.ndarray) and v.dtype.kind == "f")
+
+
+def pt_inputs(sample, backend, float_dtype="float64", requires_grad=False):
+    want = set(_grad_positions(sample)) if requires_grad else set()
+    dt = getattr(plugtorch, float_dtype)
+
+    def make(a, dtype, i):
+        t = plugtorch.tensor(a, dtype=dt if dtype else None, device=backend)
+        if i in want:
+            t.requires_grad_(True)
+        return t
+    return _convert(sample, make, float_dtype)
+
+
+def torch_inputs(torch, sample, float_dtype="float64", requires_grad=False):
+    want = set(_grad_positions(sample)) if requires_grad else set()
+    dt = getattr(torch, float_dtype)
+
+    def make(a, dtype, i):
+        t = torch.tensor(a, dtype=dt if dtype else None)
+        if i in want:
+            t.requires_grad_(True)
+        return t
+    return _convert(sample, make, float_dtype)
+
+
+def flat_outputs(out) -> list:
+    """Tensors (or numbers) of a result that may be a tensor, a tuple or a named tuple."""
+    if isinstance(out, (list, tuple)):
+        items = []
+        for o in out:
+            items.extend(flat_outputs(o))
+        return items
+    return [out]
+
+
+def _host(v):
+    if hasattr(v, "detach"):
+        return np.asarray(v.detach().cpu().numpy() if hasattr(v, "cpu") else v.detach().numpy())
+    return np.asarray(v)
+
+
+def _dtype_name(v) -> str:
+    d = getattr(v, "dtype", None)
+    return str(d).split(".")[-1] if d is not None else type(v).__name__
+
+
+def _where(op, sample, backend):
+    return f"op '{op}', sample [{sample.label()}], backend '{backend}'"
+
+
+def _compare(actual, expected, sample, what, check_dtype=True, atol=None, rtol=None):
+    atol = sample.atol if atol is None else atol
+    rtol = sample.rtol if rtol is None else rtol
+    a_list, e_list = flat_outputs(actual), flat_outputs(expected)
+    if len(a_list) != len(e_list):
+        raise ConformanceError(f"{what}: {len(a_list)} outputs, the reference gives {len(e_list)}")
+    for k, (a, e) in enumerate(zip(a_list, e_list)):
+        ah, eh = _host(a), _host(e)
+        if ah.shape != eh.shape:
+            raise ConformanceError(f"{what}: output {k} has shape {list(ah.shape)}, "
+                                   f"the reference {list(eh.shape)}")
+        if check_dtype and hasattr(e, "dtype") and _dtype_name(a) != _dtype_name(e):
+            raise ConformanceError(f"{what}: output {k} has dtype {_dtype_name(a)}, "
+                                   f"the reference {_dtype_name(e)}")
+        if ah.dtype.kind in "fc" or eh.dtype.kind in "fc":
+            if ah.dtype.itemsize < 8 or eh.dtype.itemsize < 8:  # a float32/float16 result
+                precision = 1e-3 if min(ah.dtype.itemsize, eh.dtype.itemsize) < 4 else 1e-5
+                atol, rtol = max(atol, precision), max(rtol, precision)
+            ok = np.allclose(ah.astype(np.float64), eh.astype(np.float64),
+                             atol=atol, rtol=rtol, equal_nan=True)
+        else:
+            ok = np.array_equal(ah, eh)
+        if not ok:
+            diff = np.abs(ah.astype(np.float64) - eh.astype(np.float64))
+            raise ConformanceError(
+                f"{what}: output {k} differs from the reference (max |diff| = {np.nanmax(diff) if diff.size else 0:.3g})\n"
+                f"got:\n{ah}\nexpected:\n{eh}")
+
+
+def _compare_requires_grad(actual, expected, what):
+    """With differentiable inputs, an output tracks gradients exactly where torch's does."""
+    for k, (a, e) in enumerate(zip(flat_outputs(actual), flat_outputs(expected))):
+        ra, re = bool(getattr(a, "requires_grad", False)), bool(getattr(e, "requires_grad", False))
+        if ra != re:
+            raise ConformanceError(f"{what}: output {k} has requires_grad={ra}, torch's has {re} "
+                                   "(with inputs that require grad)")
+
+
+def _expect_raise(fn, exc, what):
+    try:
+        fn()
+    except exc as e:
+        if not str(e):
+            raise ConformanceError(f"{what}: raised {type(e).__name__} with an empty message") from e
+        return e
+    except Exception as e:  # noqa: BLE001 - report which error it was instead
+        raise ConformanceError(f"{what}: expected {exc.__name__}, got {type(e).__name__}: {e}") from e
+    raise ConformanceError(f"{what}: expected {exc.__name__} for these invalid inputs, nothing was raised")
+
+
+# -- the checks ----------------------------------------------------------------------------
+
+def check_forward(opdef, sample: Sample, backend: str, torch=None):
+    """Values, shapes and dtypes against torch (if given) and the NumPy reference (if any)."""
+    what = _where(opdef.name, sample, backend)
+    call = _caller(opdef, sample, False)
+    if sample.raises is not None:
+        _expect_raise(lambda: call(plugtorch, *pt_inputs(sample, backend)), sample.raises, what)
+        if torch is not None:
+            tcall = _caller(opdef, sample, True)
+            try:
+                tcall(torch, *torch_inputs(torch, sample))
+            except Exception:  # noqa: BLE001 - any error agrees with the sample
+                return "raises as torch does"
+            raise ConformanceError(f"{what}: the sample says these inputs are invalid, but torch "
+                                   "accepts them; fix the sample or the op")
+        return "raises"
+    track = bool(_grad_positions(sample))
+    out = call(plugtorch, *pt_inputs(sample, backend, requires_grad=track))
+    compared = []
+    if torch is not None:
+        expected = _caller(opdef, sample, True)(torch, *torch_inputs(torch, sample, requires_grad=track))
+        if expected is not NotImplemented:
+            _compare(out, expected, sample, what + " vs torch")
+            _compare_requires_grad(out, expected, what)
+            compared.append("torch")
+    if sample.ref is not None:
+        expected = sample.ref(*sample.inputs)
+        _compare(out, expected, sample, what + " vs NumPy reference", check_dtype=False)
+        compared.append("numpy")
+    return compared
+
+
+def check_float32(opdef, sample: Sample, backend: str, torch=None):
+    """float32 inputs: result dtypes as torch's (or: no float64 appears), values to float32 accuracy."""
+    what = _where(opdef.name, sample, backend) + " in float32"
+    out = _caller(opdef, sample, False)(plugtorch, *pt_inputs(sample, backend, "float32"))
+    if torch is not None:
+        expected = _caller(opdef, sample, True)(torch, *torch_inputs(torch, sample, "float32"))
+        if expected is not NotImplemented:
+            _compare(out, expected, sample, what + " vs torch", atol=1e-4, rtol=1e-4)
+            return "torch"
+    for k, o in enumerate(flat_outputs(out)):
+        if _dtype_name(o) == "float64":
+            raise ConformanceError(f"{what}: output {k} is float64 although every input is float32 or integer")
+    return "dtype"
+
+
+def _diff_fn(opdef, sample, backend, inputs):
+    """fn(*differentiable tensors) -> floating outputs, rebuilding the full argument list."""
+    call = _caller(opdef, sample, False)
+    positions = _grad_positions(sample)
+
+    def fn(*diff):
+        args = list(inputs)
+        for p, t in zip(positions, diff):
+            args[p] = t
+        outs = [o for o in flat_outputs(call(plugtorch, *args))
+                if isinstance(o, plugtorch.Tensor) and o.dtype.is_floating_point]
+        return tuple(outs)
+    return fn, [inputs[p] for p in positions]
+
+
+def check_gradcheck(opdef, sample: Sample, backend: str, torch=None):
+    """Finite differences in float64; the gradient for a fixed cotangent against torch's."""
+    what = _where(opdef.name, sample, backend)
+    inputs = pt_inputs(sample, backend, requires_grad=True)
+    fn, diff = _diff_fn(opdef, sample, backend, inputs)
+    outs = fn(*diff)
+    if not outs or not any(o.requires_grad for o in outs):
+        raise ConformanceError(f"{what}: no floating output requires grad, although the sample marks "
+                               "the op differentiable (set grad=False if it is not)")
+    plugtorch.autograd.gradcheck(fn, diff, eps=1e-6, atol=1e-5, rtol=1e-3)
+    if torch is None:
+        return "gradcheck"
+    rng = np.random.default_rng(zlib.crc32(opdef.name.encode()))
+    cots = [rng.standard_normal(tuple(o.shape)) for o in outs]
+    live = [i for i, o in enumerate(outs) if o.requires_grad]
+    got = plugtorch.autograd.grad([outs[i] for i in live], diff,
+                                  [plugtorch.tensor(cots[i], device=backend) for i in live],
+                                  allow_unused=True)
+    t_in = torch_inputs(torch, sample, requires_grad=True)
+    t_call = _caller(opdef, sample, True)
+    t_out = t_call(torch, *t_in)
+    if t_out is NotImplemented:
+        return "gradcheck"
+    t_outs = [o for o in flat_outputs(t_out) if hasattr(o, "dtype") and o.dtype.is_floating_point]
+    t_diff = [t_in[p] for p in _grad_positions(sample)]
+    pairs = [(t_outs[i], torch.tensor(cots[i])) for i in live if t_outs[i].requires_grad]
+    expected = torch.autograd.grad([p[0] for p in pairs], t_diff, [p[1] for p in pairs],
+                                   allow_unused=True) if pairs else [None] * len(t_diff)
+    for k, (g, e) in enumerate(zip(got, expected)):
+        gh = np.zeros(diff[k].shape) if g is None else _host(g)
+        eh = np.zeros(tuple(t_diff[k].shape)) if e is None else _host(e)
+        if gh.shape != eh.shape or not np.allclose(gh, eh, atol=1e-7, rtol=1e-6, equal_nan=True):
+            raise ConformanceError(f"{what}: gradient of input {k} differs from torch's\n"
+                                   f"got:\n{gh}\nexpected:\n{eh}")
+    return "gradcheck+torch"
+
+
+def check_gradgradcheck(opdef, sample: Sample, backend: str):
+    """Second derivatives by finite differences of the first (double backward)."""
+    inputs = pt_inputs(sample, backend, requires_grad=True)
+    fn, diff = _diff_fn(opdef, sample, backend, inputs)
+    outs = fn(*diff)
+    rng = np.random.default_rng(zlib.crc32(opdef.name.encode()) + 1)
+    gos = tuple(plugtorch.tensor(rng.standard_normal(tuple(o.shape)), device=backend).requires_grad_()
+                for o in outs)
+    plugtorch.autograd.gradgradcheck(fn, diff, gos, eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+def check_coverage(opdef, items: list):
+    """The op has samples, among them a 0-d input, an empty input and (if differentiable) a gradient."""
+    name = opdef.name
+    if not items:
+        raise ConformanceError(
+            f"op '{name}' (from plugin '{opdef.plugin}') has no conformance samples. Give its OpDef a "
+            "samples=fn(g) -> [plugtorch.testing.Sample(...)], or add it to plugtorch.testing.samples.")
+    samples = [s for s in items if isinstance(s, Sample)]
+    waived = {w.check: w.reason for w in items if isinstance(w, Waiver)}
+    for check, present in (("zero_dim", any(s.zero_dim for s in samples)),
+                           ("empty", any(s.empty for s in samples))):
+        if not present and not waived.get(check):
+            raise ConformanceError(
+                f"op '{name}' has no sample with a {'0-d' if check == 'zero_dim' else 'empty'} input; add "
+                "one (an invalid-input sample with raises=... counts) or a Waiver saying why none applies")
+    if opdef.derivative is not None and not any(s.grad and s.raises is None for s in samples) and not waived.get("grad"):
+        raise ConformanceError(f"op '{name}' is differentiable but no sample checks its gradient; "
+                               "add a sample with grad=True or a Waiver('grad', reason)")
+    return True
+
+
+def op_samples(opdef) -> list:
+    return [s for s in samples_for(opdef) if isinstance(s, Sample)]

@@ -1,0 +1,11 @@
+"""The built-in sample table: op name -> ``samples(g)``, for the ops plugtorch itself defines.
+
+A plugin's own ops carry their samples on their ``OpDef.samples`` instead.
+"""
+from __future__ import annotations
+
+from . import elementwise, reductions
+
+SAMPLES: dict = {}
+for _module in (elementwise, reductions):
+    SAMPLES.update(_module.SAMPLES)
