@@ -1,0 +1,96 @@
+"""All-reduce bandwidth: raw mpi4py ``Allreduce`` vs plugtorch's fused DDP bucket.
+
+Run under MPI, one BLAS thread per rank:
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpiexec -n 2 python benchmarks/bench_distributed_allreduce.py
+
+For each total size, on the same bytes:
+
+* ``raw``: ``comm.Allreduce(MPI.IN_PLACE, array, MPI.SUM)`` on a NumPy float32 array;
+* ``bucket``: the collective each DDP bucket runs — ``all_reduce(flat, AVG, async_op=True)``
+  then ``wait()`` (non-blocking ``Iallreduce`` plus the averaging);
+* ``ddp_sync``: DDP's whole gradient synchronisation for parameters of that total size
+  (64 parameters, default 25 MB buckets): copy each ``.grad`` into its bucket, the bucket
+  all-reduces, and the copy back into ``.grad``;
+* ``per_param``: one blocking all-reduce per parameter (what fusion avoids), 1024 parameters.
+
+Bandwidth is bytes / time (algorithm bandwidth); rounds are interleaved and the best of
+11 rounds is kept, since other processes share the cores.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+ROUNDS = 11
+
+
+def main():
+    from mpi4py import MPI
+
+    import plugtorch
+    import plugtorch.distributed as dist
+    from plugtorch import nn
+    from plugtorch.nn.parallel import DistributedDataParallel
+
+    dist.init()
+    comm = MPI.COMM_WORLD.Dup()
+    rank, world = comm.Get_rank(), comm.Get_size()
+
+    def timed(fn, reps):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        dt = (time.perf_counter() - t0) / reps
+        return comm.allreduce(dt, op=MPI.MAX)
+
+    class Params(nn.Module):
+        def __init__(self, n_params, numel):
+            super().__init__()
+            for i in range(n_params):
+                setattr(self, f"p{i}", nn.Parameter(plugtorch.zeros(numel)))
+
+    if rank == 0:
+        print(f"{world} ranks; MB = 2**20 bytes; bandwidth = bytes / time (best of {ROUNDS} rounds)")
+        print(f"{'size MB':>8} {'raw MB/s':>10} {'bucket MB/s':>12} {'bucket/raw':>10} "
+              f"{'ddp_sync MB/s':>14} {'ddp/raw':>8} {'per_param MB/s':>15}")
+    for mb in (0.25, 1, 4, 16, 64):
+        numel = int(mb * 2**20 / 4)
+        reps = max(3, int(64 / mb))
+        array = np.random.default_rng(rank).standard_normal(numel).astype(np.float32)
+        flat = plugtorch.from_numpy(array.copy())
+        model = Params(64, numel // 64)
+        ddp = DistributedDataParallel(model)
+        for p in model.parameters():
+            p.grad = plugtorch.ones(p.shape)
+        small = [plugtorch.from_numpy(a) for a in np.array_split(array.copy(), 1024)]
+
+        def raw():
+            comm.Allreduce(MPI.IN_PLACE, array, MPI.SUM)
+
+        def bucket():
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM, async_op=True).wait()
+
+        def ddp_sync():  # exactly what backward's post-accumulate-grad hooks do
+            ddp.reducer.prepare(None)
+            for p in reversed(list(model.parameters())):
+                ddp.reducer._grad_ready(p)
+
+        def per_param():
+            for t in small:
+                dist.all_reduce(t, op=dist.ReduceOp.AVG)
+
+        best = {"raw": [], "bucket": [], "ddp_sync": [], "per_param": []}
+        for _ in range(ROUNDS):
+            for name, fn in (("raw", raw), ("bucket", bucket), ("ddp_sync", ddp_sync), ("per_param", per_param)):
+                best[name].append(timed(fn, reps))
+        bw = {k: mb / min(v) for k, v in best.items()}
+        if rank == 0:
+            print(f"{mb:8.2f} {bw['raw']:10.0f} {bw['bucket']:12.0f} {bw['bucket'] / bw['raw']:10.2f} "
+                  f"{bw['ddp_sync']:14.0f} {bw['ddp_sync'] / bw['raw']:8.2f} {bw['per_param']:15.0f}")
+
+
+if __name__ == "__main__":
+    main()
