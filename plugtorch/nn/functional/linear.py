@@ -40,10 +40,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
                 f"embedding(): index out of range: got indices in [{lo}, {hi}] for an embedding "
                 f"table of {n} rows"
             )
+    out = weight[input]
     if padding_idx is not None:
         if padding_idx < 0:
             padding_idx += n
-        # The padding row's gradient is zeroed, so training never moves it.
-        keep = (plugtorch.arange(n, device=weight.device) != padding_idx).to(weight.dtype)
-        weight = weight * keep.unsqueeze(1) + (weight * (1 - keep.unsqueeze(1))).detach()
-    return weight[input]
+        # Lookups of the padding row pass no gradient back, so training never moves it.
+        out = plugtorch.where((input != padding_idx).unsqueeze(-1), out, out.detach())
+    return out
