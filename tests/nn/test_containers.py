@@ -84,3 +84,11 @@ def test_repr_of_nested_containers():
         "  )\n"
         ")"
     )
+
+
+def test_module_list_repr_compresses_repeats_like_torch(torch):
+    ours = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)] + [nn.ReLU(), nn.Sequential(nn.Tanh())])
+    theirs = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(3)]
+                                 + [torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Tanh())])
+    assert repr(ours) == repr(theirs)
+    assert repr(nn.ModuleList()) == repr(torch.nn.ModuleList()) == "ModuleList()"

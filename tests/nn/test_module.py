@@ -246,6 +246,16 @@ def test_repr_matches_torch(torch):
         (nn.AdaptiveAvgPool2d(1), torch.nn.AdaptiveAvgPool2d(1)),
         (nn.Unflatten(1, (2, 3)), torch.nn.Unflatten(1, (2, 3))),
         (nn.GELU(), torch.nn.GELU()),
+        (nn.Conv2d(1, 2, 3, padding="same"), torch.nn.Conv2d(1, 2, 3, padding="same")),
+        (nn.AvgPool2d(3, 2, 1, ceil_mode=True), torch.nn.AvgPool2d(3, 2, 1, ceil_mode=True)),
+        (nn.CrossEntropyLoss(label_smoothing=0.1), torch.nn.CrossEntropyLoss(label_smoothing=0.1)),
+        (nn.BatchNorm1d(4, affine=False, momentum=None),
+         torch.nn.BatchNorm1d(4, affine=False, momentum=None)),
+        (nn.LayerNorm((2, 3), bias=False), torch.nn.LayerNorm((2, 3), bias=False)),
+        (nn.ELU(0.5, inplace=True), torch.nn.ELU(0.5, inplace=True)),
+        (nn.Softplus(2.0), torch.nn.Softplus(2.0)),
+        (nn.ReLU(inplace=True), torch.nn.ReLU(inplace=True)),
+        (nn.Identity(), torch.nn.Identity()),
     ]
     for ours, theirs in pairs:
         assert repr(ours) == repr(theirs)

@@ -15,7 +15,7 @@ def _dropout(input, p, generator):
         return input * 0.0
     keep = plugtorch.rand(input.shape, generator=generator, dtype=input.dtype,
                           device=input.device) >= p
-    return input * keep.to(input.dtype) * (1.0 / (1.0 - p))
+    return input * (keep.to(input.dtype) * (1.0 / (1.0 - p)))
 
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, generator=None):
@@ -59,7 +59,7 @@ def _channel_dropout(name, batched_ndim, input, p, training, inplace, generator)
         if p == 1.0:
             return x * 0.0
         keep = plugtorch.rand(mask_shape, generator=generator, dtype=x.dtype, device=x.device) >= p
-        return x * keep.to(x.dtype) * (1.0 / (1.0 - p))
+        return x * (keep.to(x.dtype) * (1.0 / (1.0 - p)))
     if inplace:
         return _inplace(drop, name + "_")(input, p, generator)
     return drop(input, p, generator)

@@ -5,7 +5,7 @@ import operator
 from collections import OrderedDict
 from itertools import islice
 
-from .module import Module
+from .module import Module, _addindent
 
 
 def _index(idx, n: int, what: str) -> int:
@@ -151,6 +151,21 @@ class ModuleList(Module):
         raise NotImplementedError(
             "ModuleList has no forward(); iterate over it in your module's forward instead"
         )
+
+    def __repr__(self) -> str:
+        """Runs of identical entries print once, as ``(0-2): 3 x Linear(...)`` (torch's format)."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []  # [start, end, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2)
+                 for a, b, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):

@@ -83,8 +83,7 @@ class Conv2d(Module):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
         if self.padding != (0, 0):
-            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else \
-                f", padding={self.padding}"
+            s += f", padding={self.padding}"
         if self.dilation != (1, 1):
             s += f", dilation={self.dilation}"
         if self.groups != 1:

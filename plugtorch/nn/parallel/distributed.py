@@ -3,7 +3,7 @@
 At construction every rank checks that it holds the same parameters (names,
 shapes, dtypes) as rank 0 — failing on every rank with the first mismatch rather
 than hanging — then takes rank 0's parameters and buffers. Each forward
-broadcasts rank 0's buffers (``broadcast_buffers``) and arms the
+after a training step broadcasts rank 0's buffers (``broadcast_buffers``) and arms the
 :class:`~.reducer.Reducer`, which all-reduces gradient buckets during backward.
 """
 from __future__ import annotations
@@ -73,6 +73,7 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "broadcast_buffers", broadcast_buffers)
         object.__setattr__(self, "find_unused_parameters", find_unused_parameters)
         object.__setattr__(self, "require_backward_grad_sync", True)
+        object.__setattr__(self, "require_forward_param_sync", True)
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have any "
@@ -98,12 +99,17 @@ class DistributedDataParallel(Module):
 
     def forward(self, *inputs, **kwargs):
         pg = self.process_group
-        if self.broadcast_buffers and pg.size() > 1:
+        # As torch does, buffers are synced only after a training (grad-enabled) forward, so
+        # evaluation with a different number of batches per rank issues no collectives
+        # after its first batch.
+        if self.broadcast_buffers and self.require_forward_param_sync and pg.size() > 1:
             buffers = list(self.module.buffers())
             if buffers:
                 _broadcast_coalesced(buffers, pg)
         output = self.module(*inputs, **kwargs)
-        if is_grad_enabled() and self.require_backward_grad_sync:
+        sync = is_grad_enabled() and self.require_backward_grad_sync
+        object.__setattr__(self, "require_forward_param_sync", sync)
+        if sync:
             self.reducer.prepare(output)
         return output
 
