@@ -15,8 +15,12 @@ import subprocess
 import sys
 import time
 
+import json
+
 import numpy as np
 import pytest
+
+import plugtorch
 
 SCRIPTS = pathlib.Path(__file__).parent / "mpi_scripts"
 MPIEXEC = shutil.which("mpiexec") or shutil.which("mpirun")
@@ -147,3 +151,51 @@ def test_launched_without_mpi4py_falls_back_with_a_warning():
         "else: raise AssertionError('backend=mpi without mpi4py must fail')\n",
         PMI_SIZE="2", PMI_RANK="0")
     assert result.returncode == 0, result.stderr
+
+
+# -- plugtorch train: one process and N ranks train the same model; checkpoints cross world sizes
+
+def train(nprocs, data_root, tmp_path, name, epochs, resume_from=None):
+    """Run ``plugtorch train`` (MLP, MNIST subset); returns (metrics, checkpoint path, stdout)."""
+    ckpt = tmp_path / f"{name}.ckpt"
+    if resume_from is not None:
+        ckpt.write_bytes(resume_from.read_bytes())
+    metrics = tmp_path / f"{name}.json"
+    cmd = [sys.executable, "-m", "plugtorch", "train", "--dataset", "mnist", "--model", "mlp",
+           "--optimizer", "sgd", "--lr", "0.05", "--batch-size", "64", "--epochs", str(epochs),
+           "--limit-train", "1024", "--limit-test", "300", "--data-dir", str(data_root),
+           "--no-download", "--checkpoint", str(ckpt), "--metrics-json", str(metrics), "--quiet"]
+    if resume_from is not None:
+        cmd.append("--resume")
+    if nprocs > 1:
+        cmd = [MPIEXEC, "-n", str(nprocs)] + cmd
+    result = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=120)
+    assert result.returncode == 0, f"{' '.join(cmd)}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return json.loads(metrics.read_text()), ckpt, result.stdout
+
+
+def params(ckpt):
+    return {k: v.numpy() for k, v in plugtorch.load(ckpt)["model"].items()}
+
+
+def max_diff(a, b):
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
+@needs_mpi
+def test_two_ranks_train_like_one_and_checkpoints_cross_world_sizes(data_root, tmp_path):
+    m1, ck1, out1 = train(1, data_root, tmp_path, "one", epochs=1)
+    m2, ck2, out2 = train(2, data_root, tmp_path, "two", epochs=1)
+    assert m2["world_size"] == 2 and m1["world_size"] == 1
+    assert out2.count("final test accuracy") == 1, "only rank 0 prints"
+    # the global batch of 64 is split 32 + 32: same samples per step, same parameters
+    assert max_diff(params(ck1), params(ck2)) < 1e-5
+    assert m2["test_loss"] == pytest.approx(m1["test_loss"], abs=1e-5)
+    assert m2["test_samples"] == m1["test_samples"] == 300  # eval metrics summed over ranks
+
+    # a 2-rank checkpoint resumes on 1 process, and a 1-process checkpoint on 2 ranks
+    r1, ck21, _ = train(1, data_root, tmp_path, "two_then_one", epochs=2, resume_from=ck2)
+    r2, ck12, _ = train(2, data_root, tmp_path, "one_then_two", epochs=2, resume_from=ck1)
+    assert len(r1["history"]) == len(r2["history"]) == 2
+    assert max_diff(params(ck21), params(ck12)) < 1e-5
+    assert r1["test_loss"] == pytest.approx(r2["test_loss"], abs=1e-5)

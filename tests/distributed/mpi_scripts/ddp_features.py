@@ -132,6 +132,10 @@ with plugtorch.no_grad():
     ddp(data(rank))
 means = gathered(bn_model[1].running_mean)
 assert all(np.array_equal(means[0], m) for m in means), "broadcast_buffers must take rank 0's"
+with plugtorch.no_grad():  # only the first forward after training syncs buffers, so
+    for _ in range(1 + rank):  # ranks may evaluate different numbers of batches
+        ddp(data(rank))
+dist.barrier()
 
 # -- 7. DistributedSampler defaults to the group; shares are disjoint and cover the data
 sampler = DistributedSampler(range(10 * world), shuffle=True, seed=3)
