@@ -84,6 +84,24 @@ def test_assignment_before_init_is_a_clear_error():
         Bad()
 
 
+def test_forgotten_super_init_is_named():
+    class NoInit(nn.Module):
+        def __init__(self):
+            self.k = 3
+
+    with pytest.raises(AttributeError, match=r"call super\(\).__init__\(\) first"):
+        NoInit()(plugtorch.zeros(1))
+
+
+def test_non_leaf_parameter_is_refused():
+    m = nn.Module()
+    w = nn.Parameter(plugtorch.ones(2))
+    p = nn.Parameter(plugtorch.ones(2))
+    p.grad_fn = (w * 2).grad_fn  # a Parameter that is the output of an op
+    with pytest.raises(ValueError, match="non-leaf Tensor to parameter 'w'.*express 'w'"):
+        m.register_parameter("w", p)
+
+
 def test_buffer_marker_and_delattr():
     m = nn.Module()
     m.running = nn.Buffer(plugtorch.ones(3), persistent=False)

@@ -152,7 +152,7 @@ class Module(StateDictMixin):
         if param is not None and param.grad_fn is not None:
             raise ValueError(
                 f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
-                "created explicitly; to express '{name}' as a function of another Tensor, compute "
+                f"created explicitly; to express '{name}' as a function of another Tensor, compute "
                 "the value in the forward() method."
             )
         self._parameters[name] = param
@@ -187,9 +187,14 @@ class Module(StateDictMixin):
 
     def __getattr__(self, name):
         d = self.__dict__
+        if "_parameters" not in d:
+            raise AttributeError(
+                f"'{type(self).__name__}' object has no attribute '{name}': Module.__init__() has "
+                f"not run; call super().__init__() first in {type(self).__name__}.__init__"
+            )
         for table in ("_parameters", "_buffers", "_modules"):
-            t = d.get(table)
-            if t is not None and name in t:
+            t = d[table]
+            if name in t:
                 return t[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
