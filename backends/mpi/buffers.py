@@ -13,21 +13,19 @@ import os
 import numpy as np
 
 
-def cuda_aware(comm) -> bool:
+def cuda_aware(comm, query_cuda_support=None) -> bool:
     """Whether the MPI library accepts device (CUDA) buffers.
 
     PLUGTORCH_MPI_CUDA_AWARE=0/1 overrides. Otherwise ask the library: MPI-4.1's
-    MPIX_Query_cuda_support where mpi4py exposes it, else the MPI memory-allocation
-    kinds the communicator reports (MPI 4.1+/5.0 list e.g. "cuda:device").
+    MPIX_Query_cuda_support (``query_cuda_support``, where mpi4py exposes it), else the
+    memory-allocation kinds the communicator reports (MPI 4.1+ list e.g. "cuda:device").
     """
     forced = os.environ.get("PLUGTORCH_MPI_CUDA_AWARE")
     if forced in ("0", "1"):
         return forced == "1"
-    from mpi4py import MPI
-    query = getattr(MPI, "Query_cuda_support", None)
-    if query is not None:
+    if query_cuda_support is not None:
         try:
-            return bool(query())
+            return bool(query_cuda_support())
         except NotImplementedError:
             pass
     info = comm.Get_info()

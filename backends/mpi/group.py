@@ -67,7 +67,7 @@ class MPIProcessGroup(ProcessGroup):
         self.comm = (comm or MPI.COMM_WORLD).Dup()
         self._rank = self.comm.Get_rank()
         self._size = self.comm.Get_size()
-        self.device_direct = cuda_aware(self.comm)
+        self.device_direct = cuda_aware(self.comm, getattr(MPI, "Query_cuda_support", None))
         if self._size > 1:
             abort_on_uncaught_exception(self.comm)
 

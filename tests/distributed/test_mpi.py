@@ -7,6 +7,7 @@ These run in the normal ``python -m pytest`` command; ``-m mpi`` selects just th
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -14,8 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-
-import json
 
 import numpy as np
 import pytest
@@ -30,7 +29,6 @@ try:
     HAVE_MPI4PY = True
 except ImportError:
     HAVE_MPI4PY = False
-
 
 
 def needs_mpi(test):
