@@ -139,18 +139,23 @@ def test_layer_norm_with_trained_affine(torch):
 
 
 def test_embedding(torch):
-    idx = np.array([[0, 2, 4], [4, 1, 0]])
-    for kwargs in (dict(), dict(padding_idx=1)):
+    idx = np.array([[0, 2, 4], [4, 1, 4]])
+    for kwargs in (dict(), dict(padding_idx=1), dict(scale_grad_by_freq=True),
+                   dict(max_norm=1.0), dict(max_norm=0.5, norm_type=1.0, padding_idx=0)):
         ours, theirs = nn.Embedding(5, 3, **kwargs), torch.nn.Embedding(5, 3, **kwargs)
         from .helpers import copy_weights
         copy_weights(ours, theirs)
         out = ours(plugtorch.tensor(idx))
         t_out = theirs(torch.tensor(idx))
-        np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy())
+        np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-6)
         g = rand(2, 3, 3)
         (out * plugtorch.tensor(g)).sum().backward()
         (t_out * torch.tensor(g)).sum().backward()
         np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), atol=1e-6)
+        # max_norm renormalises the looked-up rows of the table itself
+        np.testing.assert_allclose(ours.weight.detach().numpy(), theirs.weight.detach().numpy(),
+                                   atol=1e-6)
+        assert repr(ours) == repr(theirs)
 
 
 def test_embedding_padding_row_is_zero_and_errors():

@@ -21,11 +21,16 @@ def linear(input, weight, bias=None):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False):
-    """Rows of ``weight`` picked by the integer ``input``; the row ``padding_idx`` gets no gradient."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError(
-            "embedding(): max_norm, scale_grad_by_freq and sparse are not supported by plugtorch; "
-            "leave them at their defaults"
+    """Rows of ``weight`` picked by the integer ``input``; the row ``padding_idx`` gets no gradient.
+
+    ``max_norm``: looked-up rows whose ``norm_type``-norm exceeds it are rescaled to it
+    in place first (torch's embedding_renorm_). ``scale_grad_by_freq``: each row's
+    gradient is divided by how often it occurs in ``input``.
+    """
+    if sparse:
+        raise ValueError(
+            "embedding(): sparse=True needs sparse gradients, which plugtorch does not have; "
+            "use sparse=False (dense gradients)"
         )
     if input.dtype.is_floating_point or input.dtype is plugtorch.bool:
         raise RuntimeError(
@@ -40,10 +45,27 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
                 f"embedding(): index out of range: got indices in [{lo}, {hi}] for an embedding "
                 f"table of {n} rows"
             )
+    if max_norm is not None:
+        _renorm_rows(weight, input, max_norm, norm_type)
     out = weight[input]
+    if scale_grad_by_freq and input.numel():
+        flat = input.reshape(-1).to(plugtorch.int64)
+        counts = plugtorch.zeros(n, dtype=weight.dtype, device=weight.device).scatter_add(
+            0, flat, plugtorch.ones(flat.shape, dtype=weight.dtype, device=weight.device))
+        inv = (1.0 / counts[input]).unsqueeze(-1)
+        out = out.detach() + (out - out.detach()) * inv  # same values, gradient scaled
     if padding_idx is not None:
         if padding_idx < 0:
             padding_idx += n
         # Lookups of the padding row pass no gradient back, so training never moves it.
         out = plugtorch.where((input != padding_idx).unsqueeze(-1), out, out.detach())
     return out
+
+
+def _renorm_rows(weight, input, max_norm, norm_type):
+    with plugtorch.no_grad():
+        rows = input.reshape(-1).to(plugtorch.int64)
+        picked = weight[rows]
+        norms = plugtorch.norm(picked, norm_type, dim=1, keepdim=True)
+        scale = plugtorch.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight[rows] = picked * scale

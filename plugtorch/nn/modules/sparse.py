@@ -20,9 +20,10 @@ class Embedding(Module):
                 raise AssertionError("Padding_idx must be within num_embeddings")
             if padding_idx < 0:
                 padding_idx += num_embeddings
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError(
-                "Embedding: max_norm, scale_grad_by_freq and sparse are not supported by plugtorch"
+        if sparse:
+            raise ValueError(
+                "Embedding: sparse=True needs sparse gradients, which plugtorch does not have; "
+                "use sparse=False (dense gradients)"
             )
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
@@ -47,7 +48,8 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, **kwargs):
@@ -60,4 +62,10 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
         return s
