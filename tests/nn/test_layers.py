@@ -38,6 +38,16 @@ def test_conv2d(torch, kwargs):
                         rand(2, 4, 7, 6))
 
 
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("padding", [1, (2, 1), "same"])
+def test_conv2d_padding_modes(torch, mode, padding):
+    kwargs = dict(padding=padding, padding_mode=mode)
+    k = 4 if padding == "same" else 3  # an even kernel pads unevenly under 'same'
+    check_against_torch(torch, nn.Conv2d(2, 3, k, **kwargs), torch.nn.Conv2d(2, 3, k, **kwargs),
+                        rand(2, 2, 5, 6))
+    assert repr(nn.Conv2d(2, 3, k, **kwargs)) == repr(torch.nn.Conv2d(2, 3, k, **kwargs))
+
+
 def test_conv2d_unbatched(torch):
     check_against_torch(torch, nn.Conv2d(2, 3, 2), torch.nn.Conv2d(2, 3, 2), rand(2, 5, 5))
 
@@ -53,6 +63,8 @@ def test_conv2d_constructor_checks():
         nn.Conv2d(3, 4, 3, groups=2)
     with pytest.raises(ValueError, match="strided"):
         nn.Conv2d(3, 3, 3, stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv2d(3, 3, 3, padding_mode="mirror")
 
 
 @pytest.mark.parametrize("layer,kwargs", [

@@ -13,6 +13,30 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
+# For each padding mode: the source index of every padded position, given positions
+# i in [-lo, n + hi) of a dimension of size n.
+_PAD_INDEX = {
+    "circular": lambda i, n: i % n,
+    "replicate": lambda i, n: plugtorch.clamp(i, 0, n - 1),
+    "reflect": lambda i, n: (n - 1) - ((n - 1) - i.abs()).abs(),
+}
+
+
+def _pad_by_index(x, pads_h, pads_w, mode):
+    """Pad the last two dims by gathering rows/columns (differentiable through indexing)."""
+    for dim, (lo, hi) in ((-2, pads_h), (-1, pads_w)):
+        n = x.shape[dim]
+        if mode == "reflect" and max(lo, hi) >= n:
+            raise RuntimeError(
+                f"Conv2d: reflect padding ({lo}, {hi}) must be smaller than the input size {n} "
+                f"of dimension {x.ndim + dim}"
+            )
+        if lo or hi:
+            idx = _PAD_INDEX[mode](plugtorch.arange(-lo, n + hi, device=x.device), n)
+            x = plugtorch.index_select(x, dim, idx)
+    return x
+
+
 class Conv2d(Module):
     """Weight (out_channels, in_channels / groups, kH, kW); torch's default initialisation
     (``kaiming_uniform_(a=sqrt(5))`` weight, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)))."""
@@ -27,9 +51,10 @@ class Conv2d(Module):
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups != 0:
             raise ValueError("out_channels must be divisible by groups")
-        if padding_mode != "zeros":
+        if padding_mode not in _PAD_INDEX and padding_mode != "zeros":
             raise ValueError(
-                f"Conv2d: padding_mode={padding_mode!r} is not supported by plugtorch; use 'zeros'"
+                f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], "
+                f"but got padding_mode='{padding_mode}'"
             )
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
@@ -76,8 +101,24 @@ class Conv2d(Module):
                 f"{self.in_channels} channels at dim {input.ndim - 3}, got {c} (input shape "
                 f"{list(input.shape)})"
             )
+        if self.padding_mode != "zeros":
+            ph, pw = self._padding_amounts()
+            return F.conv2d(_pad_by_index(input, ph, pw, self.padding_mode), self.weight,
+                            self.bias, self.stride, 0, self.dilation, self.groups)
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
+
+    def _padding_amounts(self):
+        """(top, bottom), (left, right) padding for a non-zero padding_mode."""
+        if self.padding == "valid":
+            return (0, 0), (0, 0)
+        if self.padding == "same":
+            out = []
+            for k, d in zip(self.kernel_size, self.dilation):
+                total = d * (k - 1)
+                out.append((total // 2, total - total // 2))
+            return tuple(out)
+        return tuple((p, p) for p in self.padding)
 
     def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
