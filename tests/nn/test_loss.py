@@ -37,6 +37,21 @@ def test_regression_losses(torch, name, reduction):
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss"])
+def test_weighted_regression_losses(torch, name, reduction):
+    w = rand(3, 4, seed=7) ** 2
+
+    def ours(x, t):
+        return getattr(F, name)(x, t, reduction=reduction, weight=plugtorch.tensor(w))
+
+    def theirs(x, t):
+        return getattr(torch.nn.functional, name)(x, t, reduction=reduction, weight=torch.tensor(w))
+    compare_loss(torch, ours, theirs, rand(3, 4), rand(3, 4, seed=1))
+    with pytest.raises(ValueError, match="Weights and input must have the same size"):
+        getattr(F, name)(plugtorch.zeros(3), plugtorch.zeros(3), weight=plugtorch.ones(2))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("kwargs", [
     dict(), dict(ignore_index=2), dict(label_smoothing=0.1), dict(weight=True),
     dict(weight=True, ignore_index=1, label_smoothing=0.2),

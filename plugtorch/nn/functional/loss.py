@@ -47,25 +47,30 @@ def _check_same_size(op, input, target):
             "Please ensure they have the same size.", stacklevel=3)
 
 
+def _reduce_weighted(op, loss, weight, input, reduction):
+    """Elementwise ``weight`` (input's shape); 'mean' is then the weighted mean, as in torch."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if weight.shape != input.shape:
+        raise ValueError(f"{op}: Weights and input must have the same size: weight "
+                         f"{list(weight.shape)}, input {list(input.shape)}")
+    loss = loss * weight
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_same_size("mse_loss", input, target)
     d = input - target
-    loss = d * d
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+    return _reduce_weighted("mse_loss", d * d, weight, input, reduction)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_same_size("l1_loss", input, target)
-    loss = plugtorch.abs(input - target)
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+    return _reduce_weighted("l1_loss", plugtorch.abs(input - target), weight, input, reduction)
 
 
 # -- classification ------------------------------------------------------------------
