@@ -35,6 +35,9 @@ class Sample:
                 gradcheck in float64, compared with torch's gradient, and the output must
                 require grad.
     grad_inputs: which positional inputs to differentiate (default: every floating array).
+    gradgrad:   also run gradgradcheck (on the op's first small gradient sample).
+    numerical:  check the gradient by finite differences; False where they cannot resolve it
+                (a cast to float32), leaving the comparison with torch's gradient.
     raises:     the inputs are invalid; the op must raise this exception type (and torch,
                 where installed, must raise too).
     """
@@ -47,7 +50,8 @@ class Sample:
     grad: bool = True
     grad_inputs: tuple | None = None
     gradgrad: bool = True
-    raises: type | None = None
+    numerical: bool = True
+    raises: type | tuple | None = None
     atol: float = 1e-9
     rtol: float = 1e-7
     desc: str = ""

@@ -135,6 +135,8 @@ def _gather_rule(ctx, g):
 
 
 def gather(x, dim, index):
+    if x.ndim == 0 and index.ndim == 0:  # take_along_axis needs an axis: go through 1-D
+        return gather(x.reshape(1), 0, index.reshape(1)).reshape(())
     d = _check_gather("gather", x, dim, index)
     b = same_backend("gather", (x, index))
     out = wrap(b.kernels["gather"](x._data, d, index._data), b)
@@ -152,6 +154,8 @@ def _scatter_add_rule(ctx, g):
 
 
 def scatter_add(x, dim, index, src):
+    if x.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
+        return scatter_add(x.reshape(1), 0, index.reshape(1), src.reshape(1)).reshape(())
     d = _check_gather("scatter_add", x, dim, index)
     b = same_backend("scatter_add", (x, index, src))
     if src.dtype is not x.dtype:

@@ -163,14 +163,24 @@ def setitem(x, key, value):
     tracking = _tracking(x, value)
     vdata = value._data if isinstance(value, Tensor) else value
     if not tracking:
-        b.kernels["setitem"](x._data, index, vdata)
+        _put(b, x._data, index, vdata, value)
         x._vc[0] += 1
         return
     old = _alias(x)
     data = b.kernels["copy"](x._data)
-    b.kernels["setitem"](data, index, vdata)
+    _put(b, data, index, vdata, value)
     out = wrap(data, b)
     inputs = (old, value) if isinstance(value, Tensor) else (old,)
     record(out, "index_put", _index_put_rule, inputs, attrs=index)
     x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
     x._vc[0] += 1
+
+
+def _put(b, data, index, vdata, value):
+    try:
+        b.kernels["setitem"](data, index, vdata)
+    except ValueError:
+        target = b.kernels["getitem"](data, index).shape
+        shape = list(value.shape) if isinstance(value, Tensor) else []
+        raise RuntimeError(f"shape mismatch: value tensor of shape {shape} cannot be broadcast to "
+                           f"indexing result of shape {list(target)}") from None

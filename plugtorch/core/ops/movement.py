@@ -131,6 +131,8 @@ def movedim(input, source, destination):
             f"movedim: Invalid source or destination dims: source ({list(src)} dims) should contain "
             f"the same number of dims as destination ({list(dst)} dims)")
     src, dst = _dims(src, n, "movedim"), _dims(dst, n, "movedim")
+    if n == 0:
+        return input
     order = [d for d in range(n) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)

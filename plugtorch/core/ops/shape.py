@@ -153,6 +153,8 @@ def flatten(x, start_dim=0, end_dim=-1):
 def unflatten(x, dim, sizes):
     """Split dim into the given sizes."""
     shape = x._data.shape
+    if not shape:
+        raise RuntimeError("unflatten: Dimension specified as 0 but tensor has no dimensions")
     d = _wrap_dim(dim, len(shape))
     sizes = tuple(sizes)
     if -1 in sizes:
@@ -161,6 +163,12 @@ def unflatten(x, dim, sizes):
             if s != -1:
                 known *= s
         sizes = tuple(shape[d] // known if s == -1 else s for s in sizes)
+    n = 1
+    for s in sizes:
+        n *= s
+    if n != shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of "
+                           f"dim {dim} ({shape[d]}) in the input tensor")
     return reshape(x, shape[:d] + sizes + shape[d + 1:])
 
 
@@ -334,6 +342,10 @@ def cat(tensors, dim=0):
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     b = same_backend("cat", tensors)
     # torch skips legacy 1-D empty tensors when concatenating
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated; "
+                               "use stack, or unsqueeze it first")
     nonempty = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
     ref = nonempty[0]
     d = _wrap_dim(dim, ref.ndim)

@@ -1,0 +1,158 @@
+"""Samples for indexing: x[...], gather/scatter_add, index_select, masked_fill, one_hot, x[...] = v."""
+from __future__ import annotations
+
+from ._common import F, Sample, empty, is_torch, np, scalar
+
+SAMPLES: dict = {}
+
+
+def _getitem(g):
+    x = g.randn(4, 3, 2)
+    return [
+        Sample((x,), call=lambda m, a: a[1:3], ref=lambda a: a[1:3]),
+        Sample((x,), call=lambda m, a: a[::2, -1], ref=lambda a: a[::2, -1], desc="step and negative index"),
+        Sample((x,), call=lambda m, a: a[None, ..., 0], ref=lambda a: a[None, ..., 0], desc="None and Ellipsis"),
+        Sample((x, np.array([0, 2, 0, 0])), call=lambda m, a, i: a[i], ref=lambda a, i: a[i],
+               desc="int tensor with repeats (gradients accumulate)"),
+        Sample((x, np.array([[1, 3], [3, 3]])), call=lambda m, a, i: a[:, 1][i], ref=lambda a, i: a[:, 1][i],
+               desc="2-D int index"),
+        Sample((x, np.array([0, 1, 1]), np.array([2, 0, 2])), call=lambda m, a, i, j: a[i, j],
+               ref=lambda a, i, j: a[i, j], desc="two int tensors"),
+        Sample((x,), call=lambda m, a: a[[1, 1, 0]], ref=lambda a: a[[1, 1, 0]], desc="Python list"),
+        Sample((x, g.bools(4, 3)), call=lambda m, a, k: a[k], ref=lambda a, k: a[k], desc="bool mask"),
+        Sample((scalar(2.5),), call=lambda m, a: a[...], ref=lambda a: a, desc="0d[...]"),
+        Sample((scalar(2.5),), call=lambda m, a: a[None], ref=lambda a: a[None], desc="0d[None]"),
+        Sample((empty(0, 3),), call=lambda m, a: a[:, 1], ref=lambda a: a[:, 1]),
+        Sample((x, np.zeros(0, np.int64)), call=lambda m, a, i: a[i], ref=lambda a, i: a[i], desc="empty index"),
+        Sample((x,), call=lambda m, a: a[4], raises=IndexError, desc="index out of range"),
+        Sample((x,), call=lambda m, a: a[0, 0, 0, 0], raises=IndexError, desc="too many indices"),
+    ]
+
+
+def _index_put_zeros(g):
+    # The adjoint of x[i] (what getitem's gradient runs): zeros with values added at an index.
+    def call(m, v, i):
+        if is_torch(m):
+            return m.zeros(5, 2, dtype=v.dtype).index_put((i,), v, accumulate=True)
+        from plugtorch.core.ops.index import _index_put_zeros
+        return _index_put_zeros(v, (5, 2), v.dtype, (i._data,))
+    return [
+        Sample((g.randn(4, 2), np.array([0, 3, 3, 1])), call=call, desc="repeats accumulate"),
+        Sample((g.randn(1, 2), np.array([4])), call=call),
+        Sample((empty(0, 2), np.zeros(0, np.int64)), call=call),
+        Sample((g.randn(2), np.asarray(2)), call=call, desc="0d index"),
+    ]
+
+
+def _gather(g):
+    x = g.randn(3, 4)
+    return [
+        Sample((x, 1, g.ints(3, 2, high=4)), ref=lambda a, d, i: np.take_along_axis(a, i, d)),
+        Sample((x, 0, np.array([[0, 0, 2, 1]])), ref=lambda a, d, i: np.take_along_axis(a, i, d),
+               desc="repeats accumulate"),
+        Sample((scalar(1.5), 0, np.asarray(0)), ref=lambda a, d, i: a),
+        Sample((x, 1, np.zeros((3, 0), np.int64)), ref=lambda a, d, i: np.zeros((3, 0))),
+        Sample((x, 1, g.ints(3, 2).astype(np.float64)), grad_inputs=(0,), raises=RuntimeError,
+               desc="float index"),
+    ]
+
+
+def _scatter_add(g):
+    def ref(a, d, i, s):
+        if a.ndim == 0:
+            return a + s
+        out = a.copy()
+        grids = list(np.indices(i.shape, sparse=True))
+        grids[d] = i
+        np.add.at(out, tuple(grids), s)
+        return out
+    return [
+        Sample((g.randn(3, 4), 1, np.array([[0, 0], [3, 1], [2, 2]]), g.randn(3, 2)), ref=ref),
+        Sample((g.randn(2, 3), 0, np.array([[1, 1, 0]]), g.randn(1, 3)), ref=ref),
+        Sample((scalar(1.0), 0, np.asarray(0), scalar(2.0)), ref=ref),
+        Sample((g.randn(2, 3), 1, np.zeros((2, 0), np.int64), empty(2, 0)), ref=ref),
+        Sample((g.randn(2, 3), 1, np.zeros((2,), np.int64), g.randn(2)), raises=RuntimeError,
+               desc="index ndim differs"),
+    ]
+
+
+def _index_select(g):
+    x = g.randn(4, 3)
+    return [
+        Sample((x, 0, np.array([3, 0, 3])), ref=lambda a, d, i: np.take(a, i, d), desc="repeats accumulate"),
+        Sample((x, 1, np.array([2, 1])), ref=lambda a, d, i: np.take(a, i, d)),
+        Sample((x, -1, np.zeros(0, np.int64)), ref=lambda a, d, i: np.take(a, i, d), desc="empty index"),
+        Sample((scalar(2.0), 0, np.array([0])), ref=lambda a, d, i: a),
+        Sample((empty(0, 3), 1, np.array([1])), ref=lambda a, d, i: np.take(a, i, d)),
+        Sample((x, 0, np.array([4])), raises=IndexError, desc="index out of range"),
+        Sample((x, 0, np.array([0.0])), grad_inputs=(0,), raises=RuntimeError, desc="float index"),
+    ]
+
+
+def _masked_fill(g):
+    x = g.randn(3, 4)
+    return [
+        Sample((x, g.bools(3, 4), -1.5), ref=lambda a, k, v: np.where(k, v, a)),
+        Sample((x, g.bools(1, 4), 2.0), ref=lambda a, k, v: np.where(k, v, a), desc="mask broadcasts"),
+        Sample((x, g.bools(3, 4), scalar(0.5)), ref=lambda a, k, v: np.where(k, v, a),
+               desc="0d tensor value (differentiable)"),
+        Sample((g.ints(2, 3), g.bools(2, 3), 7), grad=False, ref=lambda a, k, v: np.where(k, v, a),
+               desc="int64 keeps its dtype"),
+        Sample((scalar(1.0), np.asarray(True), 0.0), ref=lambda a, k, v: np.zeros(())),
+        Sample((empty(0, 2), np.zeros((0, 2), bool), 1.0), ref=lambda a, k, v: a),
+        Sample((x, g.ints(3, 4), 1.0), raises=RuntimeError, desc="non-bool mask"),
+    ]
+
+
+def _one_hot(g):
+    def ref(a, n=None):
+        n = int(a.max()) + 1 if n is None else n
+        return (a[..., None] == np.arange(n)).astype(np.int64)
+    call = (lambda m, x, *n: F(m).one_hot(x, *n))
+    return [
+        Sample((np.array([0, 2, 1, 2]),), call=call, grad=False, ref=ref),
+        Sample((np.array([[0, 1], [3, 0]]), 5), call=call, grad=False, ref=ref),
+        Sample((np.asarray(3), 4), call=call, grad=False, ref=ref),
+        Sample((np.zeros((0, 2), np.int64), 3), call=call, grad=False, ref=ref),
+        Sample((np.zeros((0,), np.int64),), call=call, raises=RuntimeError, desc="cannot infer classes"),
+        Sample((np.array([0, 3]), 3), call=call, raises=RuntimeError, desc="class >= num_classes"),
+        Sample((np.array([-1, 0]), 3), call=call, raises=RuntimeError, desc="negative class"),
+        Sample((np.array([0.0, 1.0]), 3), call=call, grad=False, raises=RuntimeError, desc="float input"),
+    ]
+
+
+def _setitem_call(key, value_is_input):
+    def call(m, x, *v):
+        y = x.clone()
+        y[key] = v[0] if value_is_input else 2.5
+        return y
+    return call
+
+
+def _index_put(g):
+    x = g.randn(4, 3)
+    return [
+        Sample((x, g.randn(2, 3)), call=_setitem_call(slice(1, 3), True), desc="slice = tensor"),
+        Sample((x, g.randn(3)), call=_setitem_call((np.array([0, 2]),), True), desc="int index = broadcast row"),
+        Sample((x, scalar(1.5)), call=_setitem_call((slice(None), 1), True), desc="column = 0d tensor"),
+        Sample((x, g.randn(4)), call=_setitem_call((slice(None), 0), True)),
+        Sample((empty(0, 3), empty(0, 3)), call=_setitem_call(slice(None), True)),
+        Sample((x, g.randn(3, 3)), call=_setitem_call(slice(0, 2), True), raises=RuntimeError,
+               desc="value does not broadcast"),
+    ]
+
+
+def _index_fill(g):
+    x = g.randn(4, 3)
+    return [
+        Sample((x,), call=_setitem_call(slice(1, 3), False)),
+        Sample((x,), call=_setitem_call((slice(None), np.array([2, 0])), False), desc="int index"),
+        Sample((g.randn(2, 2),), call=lambda m, x: _setitem_call(x > 0, False)(m, x), desc="bool mask"),
+        Sample((scalar(1.0),), call=_setitem_call(Ellipsis, False)),
+        Sample((empty(0, 3),), call=_setitem_call(slice(None), False)),
+    ]
+
+
+SAMPLES.update(getitem=_getitem, index_put_zeros=_index_put_zeros, gather=_gather, scatter_add=_scatter_add,
+               index_select=_index_select, masked_fill=_masked_fill, one_hot=_one_hot, index_put=_index_put,
+               index_fill=_index_fill)

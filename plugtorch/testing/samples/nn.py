@@ -1,0 +1,185 @@
+"""Samples for activations, (log-)softmax, and the convolution/pooling ops."""
+from __future__ import annotations
+
+from ._common import F, Sample, Waiver, empty, np, scalar
+
+SAMPLES: dict = {}
+
+
+def _activation(name, domain=None, **kwargs):
+    def samples(g):
+        x = g.away(3, 4, low=0.05, high=3.0) if domain is None else domain(g, 3, 4)
+        call = (lambda m, a: getattr(F(m), name)(a, **kwargs))
+        return [
+            Sample((x,), call=call),
+            Sample((g.away(2, 1, 3),), call=call, gradgrad=False),
+            Sample((scalar(0.7),), call=call),
+            Sample((scalar(-0.4),), call=call),
+            Sample((empty(0, 3),), call=call),
+        ]
+    return samples
+
+
+def _softplus_domain(g, *s):
+    # straddle the threshold (beta * x > threshold returns x itself) without sitting on it
+    return g.uniform(*s, low=-3, high=3) * np.array([1, 1, 1, 4])
+
+
+SAMPLES.update(
+    relu=_activation("relu"),
+    sigmoid=_activation("sigmoid"),
+    leaky_relu=_activation("leaky_relu", negative_slope=0.2),
+    gelu=_activation("gelu"),
+    silu=_activation("silu"),
+    softplus=_activation("softplus", _softplus_domain, beta=2.0, threshold=3.0),
+    elu=_activation("elu", alpha=0.7),
+)
+
+
+def _more_activations(g):
+    # leaky_relu's default slope and gelu's tanh form, on top of the generic samples
+    return [
+        Sample((g.away(3, 4),), call=lambda m, a: F(m).leaky_relu(a), desc="default slope"),
+        Sample((g.ints(2, 2),), call=lambda m, a: F(m).leaky_relu(a), raises=RuntimeError, desc="int64 input"),
+    ]
+
+
+SAMPLES["leaky_relu"] = (lambda base: lambda g: base(g) + _more_activations(g))(SAMPLES["leaky_relu"])
+SAMPLES["gelu"] = (lambda base: lambda g: base(g) + [
+    Sample((g.randn(3, 4),), call=lambda m, a: F(m).gelu(a, approximate="tanh"), desc="tanh approximation"),
+    Sample((scalar(0.3),), call=lambda m, a: F(m).gelu(a, approximate="tanh"), desc="tanh 0d"),
+    Sample((g.randn(2),), call=lambda m, a: F(m).gelu(a, approximate="sigmoid"), raises=RuntimeError,
+           desc="unknown approximation"),
+])(SAMPLES["gelu"])
+SAMPLES["softplus"] = (lambda base: lambda g: base(g) + [
+    Sample((g.randn(3, 4) * 30,), call=lambda m, a: F(m).softplus(a), desc="defaults, large inputs"),
+])(SAMPLES["softplus"])
+
+
+def _softmax_like(name):
+    def samples(g):
+        return [
+            Sample((g.randn(3, 4), 1)),
+            Sample((g.randn(2, 3, 2), 0)),
+            Sample((g.randn(2, 3) * 200, -1), desc="large values stay finite"),
+            Sample((scalar(0.3), 0)),
+            Sample((empty(0, 3), 1)),
+            Sample((g.ints(2, 3), 1), call=lambda m, x, d: getattr(m, name)(x, d, dtype=m.float64),
+                   grad=False, desc="int64 input with dtype="),
+        ]
+    SAMPLES[name] = samples
+
+
+_softmax_like("softmax")
+_softmax_like("log_softmax")
+
+
+# -- convolution and pooling: the window view, its adjoint, and the ops built on them ---------
+
+def _windows(g):
+    from plugtorch.core.ops import conv
+
+    def unfold(k, s, d=(1, 1)):
+        def call(m, x):
+            if m.__name__ == "torch":
+                if d != (1, 1):
+                    return NotImplemented
+                return x.unfold(-2, k[0], s[0]).unfold(-2, k[1], s[1])
+            return conv.windows(x, k, s, d)
+        return call
+
+    def conv2d(**kw):
+        return lambda m, x, w, *b: F(m).conv2d(x, w, *b, **kw)
+    return [
+        Sample((g.randn(1, 2, 4, 5),), call=unfold((2, 3), (1, 1))),
+        Sample((g.randn(2, 1, 5, 5),), call=unfold((3, 2), (2, 1)), desc="strided"),
+        Sample((empty(0, 1, 3, 3),), call=unfold((2, 2), (1, 1)), desc="empty batch"),
+        Sample((g.randn(1, 1, 5, 5),), call=unfold((2, 2), (1, 1), (2, 2)),
+               ref=lambda x: np.stack([np.stack([x[..., i:i + 3:2, j:j + 3:2] for j in range(3)], -3)
+                                       for i in range(3)], -4), desc="dilated"),
+        # conv2d is composed from the window view: checked here until it is an op of its own
+        Sample((g.randn(1, 2, 5, 5), g.randn(3, 2, 3, 3), g.randn(3)), call=conv2d(), gradgrad=False,
+               desc="conv2d with bias"),
+        Sample((g.randn(2, 4, 5, 4), g.randn(4, 2, 2, 2)), call=conv2d(stride=2, padding=1, groups=2),
+               gradgrad=False, desc="conv2d stride, padding, groups"),
+        Sample((g.randn(1, 1, 6, 6), g.randn(2, 1, 2, 2)), call=conv2d(dilation=2, padding="same"),
+               gradgrad=False, desc="conv2d dilation, padding='same'"),
+        Sample((g.randn(1, 5, 5), g.randn(2, 1, 3, 3)), call=conv2d(padding=1), gradgrad=False,
+               desc="conv2d unbatched"),
+        Sample((g.randn(1, 2, 3, 3), g.randn(1, 3, 2, 2)), call=conv2d(), raises=RuntimeError,
+               desc="conv2d channel mismatch"),
+        Sample((scalar(1.0), g.randn(1, 1, 1, 1)), call=conv2d(), raises=RuntimeError, desc="conv2d 0-d input"),
+        Sample((g.randn(2, 1, 4, 4),), call=lambda m, x: F(m).avg_pool2d(x, 2), desc="avg_pool2d"),
+        Sample((g.randn(1, 2, 5, 5),), call=lambda m, x: F(m).avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+               desc="avg_pool2d padding without counting it"),
+        Sample((g.randn(1, 1, 5, 5),), call=lambda m, x: F(m).avg_pool2d(x, 2, ceil_mode=True),
+               desc="avg_pool2d ceil_mode"),
+    ]
+
+
+def _fold(g):
+    from plugtorch.core.ops import conv
+
+    def call(shape, k, s, d=(1, 1)):
+        def f(m, cols):
+            if m.__name__ == "torch":
+                return NotImplemented
+            return conv.fold(cols, shape, k, s, d)
+        return f
+
+    def ref(shape, k, s, d=(1, 1)):
+        def f(cols):
+            out = np.zeros(shape)
+            oh, ow = cols.shape[-4], cols.shape[-3]
+            for i in range(k[0]):
+                for j in range(k[1]):
+                    for p in range(oh):
+                        for q in range(ow):
+                            out[..., p * s[0] + i * d[0], q * s[1] + j * d[1]] += cols[..., p, q, i, j]
+            return out
+        return f
+    return [
+        Sample((g.randn(1, 2, 3, 3, 2, 2),), call=call((1, 2, 4, 4), (2, 2), (1, 1)), ref=ref((1, 2, 4, 4), (2, 2), (1, 1))),
+        Sample((g.randn(1, 1, 2, 2, 3, 2),), call=call((1, 1, 5, 4), (3, 2), (2, 2)), ref=ref((1, 1, 5, 4), (3, 2), (2, 2)),
+               desc="strided"),
+        Sample((g.randn(1, 1, 3, 3, 2, 2),), call=call((1, 1, 5, 5), (2, 2), (1, 1), (2, 2)),
+               ref=ref((1, 1, 5, 5), (2, 2), (1, 1), (2, 2)), desc="dilated"),
+        Sample((empty(0, 1, 2, 2, 2, 2),), call=call((0, 1, 3, 3), (2, 2), (1, 1)), ref=ref((0, 1, 3, 3), (2, 2), (1, 1))),
+        Waiver("zero_dim", "fold is the adjoint of the window view of a 4-D input; a 0-d input has no windows"),
+    ]
+
+
+def _pad2d(g):
+    from plugtorch.core.ops import conv
+
+    def call(p, value=0.0):
+        def f(m, x):
+            if m.__name__ == "torch":
+                return m.nn.functional.pad(x, (p[1], p[1], p[0], p[0]), value=value)
+            return conv.pad2d(x, p, value)
+        return f
+    return [
+        Sample((g.randn(1, 2, 3, 3),), call=call((1, 2))),
+        Sample((g.randn(2, 3),), call=call((0, 1), -1.0)),
+        Sample((empty(0, 2, 2),), call=call((1, 1))),
+        Waiver("zero_dim", "pad2d pads the last two dims; a 0-d input has none"),
+    ]
+
+
+def _max_pool2d(g):
+    def pool(*args, **kw):
+        return lambda m, x: F(m).max_pool2d(x, *args, **kw)
+    return [
+        Sample((g.distinct(1, 2, 4, 4),), call=pool(2)),
+        Sample((g.distinct(2, 1, 5, 5),), call=pool(3, 2, 1), desc="stride, padding"),
+        Sample((g.distinct(1, 1, 5, 5),), call=pool(2, ceil_mode=True), desc="ceil_mode"),
+        Sample((g.distinct(1, 1, 6, 6),), call=pool(2, 1, 0, 2), desc="dilation"),
+        Sample((g.distinct(1, 5, 5),), call=pool(2), desc="unbatched"),
+        Sample((g.distinct(1, 1, 4, 4),), call=pool(2, return_indices=True), desc="return_indices"),
+        Sample((empty(0, 1, 4, 4),), call=pool(2)),
+        Sample((scalar(1.0),), call=pool(2), raises=RuntimeError, desc="0-d input"),
+        Sample((g.randn(1, 1, 4, 4),), call=pool(2, padding=2), raises=RuntimeError, desc="padding > kernel/2"),
+    ]
+
+
+SAMPLES.update(windows=_windows, fold=_fold, pad2d=_pad2d, max_pool2d=_max_pool2d)

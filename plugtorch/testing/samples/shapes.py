@@ -1,0 +1,296 @@
+"""Samples for shape and movement ops."""
+from __future__ import annotations
+
+from ._common import F, Sample, empty, np, scalar
+
+SAMPLES: dict = {}
+
+
+def _reshape(g):
+    return [
+        Sample((g.randn(2, 6),), call=lambda m, x: x.reshape(3, 4), ref=lambda x: x.reshape(3, 4)),
+        Sample((g.randn(2, 3, 2),), call=lambda m, x: m.reshape(x, (-1, 2)), ref=lambda x: x.reshape(-1, 2),
+               desc="inferred -1"),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.view(6), ref=lambda x: x.reshape(6), desc="view"),
+        Sample((scalar(2.0),), call=lambda m, x: x.reshape(1, 1), ref=lambda x: x.reshape(1, 1)),
+        Sample((g.randn(1),), call=lambda m, x: x.reshape(()), ref=lambda x: x.reshape(()), desc="to 0d"),
+        Sample((empty(0, 4),), call=lambda m, x: x.reshape(4, 0, 2), ref=lambda x: x.reshape(4, 0, 2)),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.reshape(4, -1), raises=RuntimeError, desc="bad size"),
+    ]
+
+
+def _permute(g):
+    return [
+        Sample((g.randn(2, 3, 4),), call=lambda m, x: x.permute(2, 0, 1), ref=lambda x: x.transpose(2, 0, 1)),
+        Sample((g.randn(2, 3),), call=lambda m, x: m.permute(x, (-1, 0)), ref=lambda x: x.T),
+        Sample((scalar(1.0),), call=lambda m, x: x.permute(()), ref=lambda x: x),
+        Sample((empty(0, 3),), call=lambda m, x: x.permute(1, 0), ref=lambda x: x.T),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.permute(0, 0), raises=RuntimeError, desc="repeated dim"),
+    ]
+
+
+def _transpose(g):
+    return [
+        Sample((g.randn(2, 3, 4), 0, 2), ref=lambda x, a, b: np.swapaxes(x, a, b)),
+        Sample((g.randn(2, 3), -1, -2), ref=lambda x, a, b: x.T),
+        Sample((g.randn(2, 3),), call=lambda m, x: m.swapaxes(x, 0, 1), ref=lambda x: x.T, desc="swapaxes"),
+        Sample((scalar(1.0), 0, -1), ref=lambda x, a, b: x),
+        Sample((empty(0, 3), 0, 1), ref=lambda x, a, b: x.T),
+        Sample((g.randn(2, 3), 0, 2), raises=IndexError, desc="dim out of range"),
+    ]
+
+
+def _t(g):
+    return [
+        Sample((g.randn(2, 3),), ref=lambda x: x.T),
+        Sample((g.randn(3),), ref=lambda x: x),
+        Sample((scalar(1.0),), ref=lambda x: x),
+        Sample((empty(0, 3),), ref=lambda x: x.T),
+        Sample((g.randn(2, 3, 4),), raises=RuntimeError, desc="3-D"),
+    ]
+
+
+def _squeeze(g):
+    x = g.randn(1, 3, 1, 2)
+    return [
+        Sample((x,), ref=np.squeeze),
+        Sample((x, 2), ref=lambda a, d: np.squeeze(a, d)),
+        Sample((x, 1), ref=lambda a, d: a, desc="non-1 dim is kept"),
+        Sample((x, (0, 2)), ref=lambda a, d: np.squeeze(a, d), desc="dim tuple"),
+        Sample((scalar(1.0),), ref=lambda a: a),
+        Sample((empty(0, 1),), ref=lambda a: a.reshape(0)),
+    ]
+
+
+def _unsqueeze(g):
+    return [
+        Sample((g.randn(2, 3), 0), ref=lambda a, d: np.expand_dims(a, d)),
+        Sample((g.randn(2, 3), -1), ref=lambda a, d: np.expand_dims(a, d)),
+        Sample((scalar(1.0), 0), ref=lambda a, d: a.reshape(1)),
+        Sample((empty(0, 3), 1), ref=lambda a, d: a.reshape(0, 1, 3)),
+        Sample((g.randn(2, 3), 4), raises=IndexError, desc="dim out of range"),
+    ]
+
+
+def _flatten(g):
+    x = g.randn(2, 3, 2)
+    return [
+        Sample((x,), ref=lambda a: a.reshape(-1)),
+        Sample((x, 1), ref=lambda a, s: a.reshape(2, 6)),
+        Sample((x, 0, 1), ref=lambda a, s, e: a.reshape(6, 2)),
+        Sample((scalar(1.0),), ref=lambda a: a.reshape(1), desc="0d becomes 1-D"),
+        Sample((empty(0, 3),), ref=lambda a: a.reshape(0)),
+        Sample((x, 2, 1), raises=RuntimeError, desc="start after end"),
+    ]
+
+
+def _unflatten(g):
+    return [
+        Sample((g.randn(2, 6), 1, (2, 3)), ref=lambda a, d, s: a.reshape(2, 2, 3)),
+        Sample((g.randn(6), 0, (-1, 2)), ref=lambda a, d, s: a.reshape(3, 2)),
+        Sample((empty(0, 4), 1, (2, 2)), ref=lambda a, d, s: a.reshape(0, 2, 2)),
+        Sample((scalar(1.0), 0, (1,)), raises=(RuntimeError, IndexError), desc="0d"),
+    ]
+
+
+def _expand(g):
+    return [
+        Sample((g.randn(3, 1),), call=lambda m, x: x.expand(3, 4), ref=lambda a: np.broadcast_to(a, (3, 4))),
+        Sample((g.randn(3),), call=lambda m, x: x.expand(2, 3),
+               ref=lambda a: np.broadcast_to(a, (2, 3)), desc="new leading dim"),
+        Sample((g.randn(1, 3),), call=lambda m, x: m.broadcast_to(x, (2, 2, 3)),
+               ref=lambda a: np.broadcast_to(a, (2, 2, 3)), desc="broadcast_to"),
+        Sample((scalar(2.0),), call=lambda m, x: x.expand(2, 3), ref=lambda a: np.broadcast_to(a, (2, 3))),
+        Sample((empty(0, 1),), call=lambda m, x: x.expand(0, 3), ref=lambda a: np.zeros((0, 3))),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.expand(4, 3), raises=RuntimeError, desc="non-singleton"),
+    ]
+
+
+def _cast(g):
+    def to(dtype):
+        return lambda m, x: x.to(getattr(m, dtype))
+    return [
+        Sample((g.randn(2, 3),), call=to("float32"), ref=lambda a: a.astype(np.float32), numerical=False,
+               desc="to float32 (gradient against torch only)"),
+        Sample((g.randn(2, 3) * 3,), call=to("int64"), grad=False, ref=lambda a: a.astype(np.int64),
+               desc="to int64 truncates"),
+        Sample((g.ints(2, 3),), call=to("float64"), grad=False, ref=lambda a: a.astype(np.float64)),
+        Sample((g.bools(4),), call=lambda m, x: x.float(), grad=False, ref=lambda a: a.astype(np.float32)),
+        Sample((scalar(1.5),), call=to("float32"), ref=lambda a: a.astype(np.float32), numerical=False),
+        Sample((empty(0, 2),), call=to("int32"), grad=False, ref=lambda a: a.astype(np.int32)),
+    ]
+
+
+def _clone(g):
+    return [
+        Sample((g.randn(2, 3),), ref=lambda a: a.copy()),
+        Sample((scalar(1.0),), ref=lambda a: a),
+        Sample((empty(0, 2),), ref=lambda a: a),
+        Sample((g.ints(3),), grad=False, ref=lambda a: a),
+    ]
+
+
+def _cat(g):
+    return [
+        Sample(([g.randn(2, 3), g.randn(1, 3)],), ref=lambda xs: np.concatenate(xs)),
+        Sample(([g.randn(2, 1), g.randn(2, 3), g.randn(2, 2)], 1), ref=lambda xs, d: np.concatenate(xs, d)),
+        Sample(([g.randn(2, 3), g.randn(2, 2)], -1), ref=lambda xs, d: np.concatenate(xs, d), desc="negative dim"),
+        Sample(([g.randn(2, 3), empty(0, 3)],), ref=lambda xs: np.concatenate(xs), desc="with empty"),
+        Sample(([g.randn(2, 3), empty(0)],), ref=lambda xs: xs[0], desc="legacy 1-D empty is skipped"),
+        Sample(([g.randn(2, 3), g.ints(1, 3)],), grad=False, ref=lambda xs: np.concatenate(xs),
+               desc="dtypes promote"),
+        Sample(([scalar(1.0), scalar(2.0)],), raises=(RuntimeError, IndexError), desc="0d cannot be joined"),
+        Sample(([g.randn(2, 3), g.randn(2, 2)],), raises=RuntimeError, desc="sizes differ"),
+    ]
+
+
+def _stack(g):
+    return [
+        Sample(([g.randn(2, 3), g.randn(2, 3)],), ref=lambda xs: np.stack(xs)),
+        Sample(([g.randn(2, 3), g.randn(2, 3), g.randn(2, 3)], -1), ref=lambda xs, d: np.stack(xs, d)),
+        Sample(([scalar(1.0), scalar(2.0)],), ref=lambda xs: np.stack(xs), desc="0d"),
+        Sample(([empty(0, 2), empty(0, 2)], 1), ref=lambda xs, d: np.stack(xs, d)),
+        Sample(([g.randn(2, 3), g.randn(3, 2)],), raises=RuntimeError, desc="shapes differ"),
+    ]
+
+
+def _flip(g):
+    return [
+        Sample((g.randn(2, 3, 2), (0, 2)), ref=lambda a, d: np.flip(a, d)),
+        Sample((g.randn(3, 2), [-1]), ref=lambda a, d: np.flip(a, d)),
+        Sample((scalar(1.0), ()), ref=lambda a, d: a),
+        Sample((empty(0, 2), (0, 1)), ref=lambda a, d: a),
+        Sample((g.randn(2, 2), (0, 0)), raises=RuntimeError, desc="repeated dim"),
+    ]
+
+
+def _flip_lr_ud(name, npfn, min_ndim):
+    def samples(g):
+        return [
+            Sample((g.randn(3, 2),), ref=npfn),
+            Sample((g.randn(2, 3, 2),), ref=npfn),
+            Sample((empty(0, 2),), ref=npfn),
+            Sample((scalar(1.0),), raises=RuntimeError, desc=f"0-d: fewer than {min_ndim} dims"),
+        ]
+    SAMPLES[name] = samples
+
+
+def _roll(g):
+    return [
+        Sample((g.randn(3, 4), 1, 1), ref=lambda a, s, d: np.roll(a, s, d)),
+        Sample((g.randn(3, 4), (1, -2), (0, 1)), ref=lambda a, s, d: np.roll(a, s, d), desc="two dims"),
+        Sample((g.randn(3, 4), 5), ref=lambda a, s: np.roll(a, s), desc="flattened"),
+        Sample((g.randn(3, 4), 7, 1), ref=lambda a, s, d: np.roll(a, s, d), desc="shift > size"),
+        Sample((scalar(1.0), 1), ref=lambda a, s: a),
+        Sample((empty(0, 3), 1, 0), ref=lambda a, s, d: a),
+        Sample((g.randn(3, 4), (1, 2), (0,)), raises=RuntimeError, desc="shifts and dims differ in length"),
+    ]
+
+
+def _repeat(g):
+    return [
+        Sample((g.randn(2, 3),), call=lambda m, x: x.repeat(2, 1), ref=lambda a: np.tile(a, (2, 1))),
+        Sample((g.randn(3),), call=lambda m, x: x.repeat(2, 2), ref=lambda a: np.tile(a, (2, 2)),
+               desc="adds a leading dim"),
+        Sample((g.randn(2, 1),), call=lambda m, x: x.repeat(1, 3), ref=lambda a: np.tile(a, (1, 3))),
+        Sample((scalar(1.5),), call=lambda m, x: x.repeat(3), ref=lambda a: np.tile(a, 3)),
+        Sample((empty(0, 2),), call=lambda m, x: x.repeat(2, 2), ref=lambda a: np.zeros((0, 4))),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.repeat(2), raises=RuntimeError, desc="too few dims"),
+    ]
+
+
+def _tile(g):
+    return [
+        Sample((g.randn(2, 3), (2, 1)), ref=lambda a, r: np.tile(a, r)),
+        Sample((g.randn(2, 3), (2,)), ref=lambda a, r: np.tile(a, r), desc="fewer dims than the input"),
+        Sample((g.randn(3), (2, 2)), ref=lambda a, r: np.tile(a, r)),
+        Sample((scalar(1.0), (2,)), ref=lambda a, r: np.tile(a, r)),
+        Sample((empty(0, 2), (3, 1)), ref=lambda a, r: np.zeros((0, 2))),
+    ]
+
+
+def _movedim(g):
+    x = g.randn(2, 3, 4)
+    return [
+        Sample((x, 0, 2), ref=lambda a, s, d: np.moveaxis(a, s, d)),
+        Sample((x, (0, 1), (2, 0)), ref=lambda a, s, d: np.moveaxis(a, s, d)),
+        Sample((x, -1, 0), ref=lambda a, s, d: np.moveaxis(a, s, d)),
+        Sample((scalar(1.0), 0, 0), ref=lambda a, s, d: a),
+        Sample((empty(0, 3), 0, 1), ref=lambda a, s, d: a.T),
+        Sample((x, (0, 1), (2,)), raises=RuntimeError, desc="lengths differ"),
+    ]
+
+
+def _split(g):
+    x = g.randn(5, 3)
+    return [
+        Sample((x, 2), ref=lambda a, s: tuple(np.split(a, [2, 4]))),
+        Sample((x, [1, 4]), ref=lambda a, s: tuple(np.split(a, [1]))),
+        Sample((x, 2, 1), ref=lambda a, s, d: tuple(np.split(a, [2], axis=1))),
+        Sample((empty(0, 3), 2), ref=lambda a, s: (a,)),
+        Sample((scalar(1.0), 1), raises=(RuntimeError, IndexError), desc="0d"),
+        Sample((x, [1, 1]), raises=RuntimeError, desc="sizes do not sum to the dim"),
+    ]
+
+
+def _tensor_split(g):
+    x = g.randn(7, 2)
+    return [
+        Sample((x, 3), ref=lambda a, n: tuple(np.array_split(a, 3))),
+        Sample((x, [1, 5]), ref=lambda a, i: tuple(np.split(a, [1, 5]))),
+        Sample((x, 2, 1), ref=lambda a, n, d: tuple(np.array_split(a, 2, axis=1))),
+        Sample((empty(0, 2), 2), ref=lambda a, n: (a, a)),
+        Sample((scalar(1.0), 2), raises=(RuntimeError, IndexError), desc="0d"),
+    ]
+
+
+def _chunk(g):
+    x = g.randn(5, 4)
+    return [
+        Sample((x, 2), ref=lambda a, n: tuple(np.split(a, [3]))),
+        Sample((x, 3, 1), ref=lambda a, n, d: tuple(np.split(a, [2], axis=1)), desc="fewer chunks than asked"),
+        Sample((x, 5), ref=lambda a, n: tuple(np.split(a, 5))),
+        Sample((empty(0, 4), 2, 1), ref=lambda a, n, d: tuple(np.split(a, 2, axis=1))),
+        Sample((scalar(1.0), 1), raises=(RuntimeError, IndexError), desc="0d"),
+        Sample((x, 0), raises=RuntimeError, desc="zero chunks"),
+    ]
+
+
+def _pad(g):
+    def pad(p, value=0.0):
+        return lambda m, x: F(m).pad(x, p, value=value)
+
+    def ref(widths, value=0.0):
+        return lambda a: np.pad(a, widths, constant_values=value)
+    return [
+        Sample((g.randn(2, 3),), call=pad((1, 2)), ref=ref(((0, 0), (1, 2)))),
+        Sample((g.randn(2, 3),), call=pad((1, 0, 0, 2), 1.5), ref=ref(((0, 2), (1, 0)), 1.5), desc="two dims, value"),
+        Sample((g.randn(2, 3, 4),), call=pad((-1, 1)), ref=lambda a: np.pad(a[..., 1:], ((0, 0), (0, 0), (0, 1))),
+               desc="negative crops"),
+        Sample((empty(0, 2),), call=pad((1, 1)), ref=ref(((0, 0), (1, 1)))),
+        Sample((scalar(1.0),), call=pad((1, 1)), raises=RuntimeError, desc="0d has no dim to pad"),
+        Sample((g.randn(2, 3),), call=pad((1,)), raises=RuntimeError, desc="odd length"),
+    ]
+
+
+def _band(name, npfn):
+    def samples(g):
+        return [
+            Sample((g.randn(3, 4),), ref=npfn),
+            Sample((g.randn(3, 4), 1), ref=lambda a, k: npfn(a, k)),
+            Sample((g.randn(2, 3, 3), -1), ref=lambda a, k: npfn(a, k), desc="batched"),
+            Sample((empty(0, 3),), ref=npfn),
+            Sample((g.ints(3, 3),), grad=False, ref=npfn, desc="int64"),
+            Sample((scalar(1.0),), raises=RuntimeError, desc="0d"),
+        ]
+    SAMPLES[name] = samples
+
+
+SAMPLES.update(reshape=_reshape, permute=_permute, transpose=_transpose, t=_t, squeeze=_squeeze,
+               unsqueeze=_unsqueeze, flatten=_flatten, unflatten=_unflatten, expand=_expand, cast=_cast,
+               clone=_clone, cat=_cat, stack=_stack, flip=_flip, roll=_roll, repeat=_repeat, tile=_tile,
+               movedim=_movedim, split=_split, tensor_split=_tensor_split, chunk=_chunk, pad=_pad)
+_flip_lr_ud("fliplr", np.fliplr, 2)
+_flip_lr_ud("flipud", np.flipud, 1)
+_band("tril", np.tril)
+_band("triu", np.triu)
