@@ -170,11 +170,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
         raise ValueError("cross_entropy: input must have at least 1 dimension (the classes)")
     n_classes = input.shape[class_dim]
     _check_weight("cross_entropy", weight, n_classes)
-    logp = plugtorch.log_softmax(input, class_dim)
-    wshape = [1] * input.ndim
-    wshape[class_dim] = n_classes
-
-    if target.dtype.is_floating_point:
+    probabilities = target.dtype.is_floating_point
+    if probabilities:
         if target.shape != input.shape:
             raise RuntimeError(
                 f"cross_entropy: class-probability target must have the input's shape "
@@ -182,6 +179,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
             )
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
+    else:
+        _class_dim("cross_entropy", input, target)
+        _check_targets("cross_entropy", target, n_classes, ignore_index)
+    logp = plugtorch.log_softmax(input, class_dim)
+    wshape = [1] * input.ndim
+    wshape[class_dim] = n_classes
+
+    if probabilities:
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / n_classes
         lw = logp if weight is None else logp * weight.reshape(wshape)
@@ -190,8 +195,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
             return loss.sum() / (input.numel() // n_classes if input.numel() else 1)
         return _reduce(loss, reduction)
 
-    _class_dim("cross_entropy", input, target)
-    _check_targets("cross_entropy", target, n_classes, ignore_index)
     nll, w = _nll_parts(logp, target, weight, ignore_index, class_dim)
     nll_red = nll.sum() / w.sum() if reduction == "mean" else _reduce(nll, reduction)
     if label_smoothing == 0.0:
