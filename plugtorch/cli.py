@@ -66,8 +66,17 @@ def main(argv=None) -> int:
             train(TrainConfig(**options))
         except (DatasetNotFoundError, ChecksumError, IDXFormatError, ValueError) as e:
             print(f"plugtorch train: error: {e}", file=sys.stderr)
-            return 1
+            return _failed(1)
         except KeyboardInterrupt:
             print("\nplugtorch train: interrupted", file=sys.stderr)
-            return 130
+            return _failed(130)
     return 0
+
+
+def _failed(status: int) -> int:
+    """The exit status of an error; under mpiexec with N ranks, end every rank with it
+    (the others would otherwise wait forever for this one in their next collective)."""
+    from . import distributed as dist
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.abort(status)
+    return status

@@ -112,6 +112,9 @@ class MPIProcessGroup(ProcessGroup):
     def broadcast_object(self, obj, src: int):
         return self.comm.bcast(obj, root=src)
 
+    def abort(self, exit_code: int) -> None:
+        self.comm.Abort(exit_code)
+
     def shutdown(self) -> None:
         if self.comm != MPI.COMM_NULL and not MPI.Is_finalized():
             self.comm.Free()

@@ -21,7 +21,7 @@ __all__ = [
     "ReduceOp", "Work", "ProcessGroup", "init", "init_process_group", "destroy_process_group",
     "is_available", "is_initialized", "is_mpi_available", "get_rank", "get_world_size",
     "get_backend", "barrier", "all_reduce", "broadcast", "all_gather", "all_gather_object",
-    "broadcast_object_list",
+    "broadcast_object_list", "abort",
 ]
 
 SERVICE = "distributed.process_group"
@@ -95,6 +95,22 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
     if _default_pg is not None:
         _default_pg.shutdown()
     _default_pg = None
+
+
+def abort(exit_code: int = 1) -> None:
+    """End every rank of the job now with ``exit_code`` (plugtorch's own; no torch peer).
+
+    A rank that stops on an error the others cannot see (it returns an error status
+    instead of raising) must call this: otherwise the other ranks wait forever in their
+    next collective, and this one in MPI's shutdown. Uncaught exceptions need nothing:
+    the MPI plugin aborts the job for them. With one process this is ``SystemExit``.
+    """
+    import sys
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if _default_pg is None:
+        raise SystemExit(exit_code)
+    _default_pg.abort(exit_code)
 
 
 def _group(group) -> ProcessGroup:

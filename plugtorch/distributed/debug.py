@@ -73,3 +73,6 @@ class CheckedProcessGroup(ProcessGroup):
 
     def shutdown(self) -> None:
         self.pg.shutdown()
+
+    def abort(self, exit_code: int) -> None:
+        self.pg.abort(exit_code)

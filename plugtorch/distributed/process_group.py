@@ -79,6 +79,10 @@ class ProcessGroup:
     def shutdown(self) -> None:
         """Release the group's resources (the provider may keep the library initialised)."""
 
+    def abort(self, exit_code: int) -> None:
+        """End every process of the job now with ``exit_code``; does not return."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"<ProcessGroup backend={self.backend_name} rank={self.rank()} size={self.size()}>"
 
@@ -118,3 +122,6 @@ class SingleProcessGroup(ProcessGroup):
 
     def broadcast_object(self, obj, src: int):
         return obj
+
+    def abort(self, exit_code: int) -> None:
+        raise SystemExit(exit_code)

@@ -197,3 +197,18 @@ def test_two_ranks_train_like_one_and_checkpoints_cross_world_sizes(data_root, t
     assert len(r1["history"]) == len(r2["history"]) == 2
     assert max_diff(params(ck21), params(ck12)) < 1e-5
     assert r1["test_loss"] == pytest.approx(r2["test_loss"], abs=1e-5)
+
+
+@needs_mpi
+def test_train_error_on_one_rank_ends_the_job(data_root, tmp_path):
+    """Rank 1 cannot find its data and returns an error status instead of raising; the
+    CLI must still end rank 0, which is already waiting for it in a collective."""
+    common = ["-m", "plugtorch", "train", "--epochs", "1", "--limit-train", "256", "--limit-test",
+              "100", "--no-download", "--quiet"]
+    cmd = [MPIEXEC, "-n", "1", sys.executable, *common, "--data-dir", str(data_root), ":",
+           "-n", "1", sys.executable, *common, "--data-dir", str(tmp_path / "nowhere")]
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=60)
+    assert time.monotonic() - start < 30
+    assert result.returncode == 1, result.stderr
+    assert "plugtorch train: error: MNIST files not found" in result.stderr

@@ -89,3 +89,9 @@ def test_unknown_backend_and_disagreeing_world():
     with pytest.raises(ValueError, match="rank 0 of 1"):
         dist.init_process_group(world_size=2)
     assert not dist.is_initialized()
+
+
+def test_abort_in_one_process_is_system_exit(group):
+    with pytest.raises(SystemExit) as info:
+        dist.abort(3)
+    assert info.value.code == 3

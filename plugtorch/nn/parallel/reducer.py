@@ -82,7 +82,8 @@ class Reducer:
         for bi, bucket in enumerate(self.buckets):
             for i, p in enumerate(bucket.params):
                 self.where[id(p)] = (bi, i)
-                self.hooks.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+                if self.active:
+                    self.hooks.append(p.register_post_accumulate_grad_hook(self._grad_ready))
         self.armed = False      # a synchronised backward is expected
         self.any_ready = False  # some gradient of this iteration has arrived
         self.next_bucket = 0
@@ -96,6 +97,9 @@ class Reducer:
             return
         if self.armed and self.any_ready:
             self._unfinished_error()
+        if self.used is not None:  # a forward whose backward never came: retire its mask
+            self.used[1].wait()
+            self.used = None
         self.armed, self.any_ready, self.next_bucket = True, False, 0
         for bucket in self.buckets:
             bucket.reset()
