@@ -124,3 +124,21 @@ def test_assign_replaces_tensors():
     net.load_state_dict({"weight": new_w, "bias": plugtorch.zeros(1)}, assign=True)
     assert isinstance(net.weight, nn.Parameter) and net.weight.requires_grad
     assert net.weight.tolist() == [[3.0, 3.0]]
+
+
+def test_load_from_state_dict_override_with_torchs_signature():
+    """A custom module ported from PyTorch can rename legacy keys in _load_from_state_dict."""
+    class Renamed(nn.Linear):
+        def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                                  unexpected_keys, error_msgs):
+            old = prefix + "w"
+            if old in state_dict:
+                state_dict[prefix + "weight"] = state_dict.pop(old)
+            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                          missing_keys, unexpected_keys, error_msgs)
+
+    net = nn.Sequential(Renamed(2, 1))
+    sd = {"0.w": plugtorch.ones(1, 2), "0.bias": plugtorch.zeros(1)}
+    net.load_state_dict(sd)
+    assert net[0].weight.tolist() == [[1.0, 1.0]]
+    assert list(sd) == ["0.w", "0.bias"], "the caller's dict is left alone"

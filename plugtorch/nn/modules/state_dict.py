@@ -47,8 +47,10 @@ class StateDictMixin:
                                   keep_vars=keep_vars)
         return destination
 
-    def _load_from_state_dict(self, state_dict, prefix, strict, missing_keys, unexpected_keys,
-                              error_msgs, assign=False):
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Load this module's own entries (torch's signature, so ported overrides work)."""
+        assign = local_metadata.get("assign_to_params_buffers", False)
         persistent = {k: v for k, v in self._buffers.items()
                       if k not in self._non_persistent_buffers_set}
         local = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
@@ -97,12 +99,14 @@ class StateDictMixin:
         """
         if not isinstance(state_dict, dict):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
+        state_dict = OrderedDict(state_dict)  # overrides of _load_from_state_dict may edit it
         missing, unexpected, errors = [], [], []
         # A module reachable under two names is loaded under both, as state_dict saves both.
         for name, module in self.named_modules(remove_duplicate=False):
             prefix = name + "." if name else ""
-            module._load_from_state_dict(state_dict, prefix, True, missing, unexpected, errors,
-                                         assign)
+            metadata = {"assign_to_params_buffers": assign}
+            module._load_from_state_dict(state_dict, prefix, metadata, True, missing, unexpected,
+                                         errors)
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: "

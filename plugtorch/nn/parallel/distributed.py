@@ -54,8 +54,8 @@ class DistributedDataParallel(Module):
     """torch.nn.parallel.DistributedDataParallel over plugtorch.distributed (MPI or one process).
 
     ``device_ids``, ``output_device``, ``dim`` and ``check_reduction`` are accepted for
-    torch compatibility and ignored; ``gradient_as_bucket_view`` and ``static_graph``
-    are not supported (they need gradients stored in the buckets).
+    torch compatibility and ignored. ``gradient_as_bucket_view`` (``.grad`` living inside
+    the buckets) and ``static_graph`` are not supported.
     """
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
@@ -78,7 +78,7 @@ class DistributedDataParallel(Module):
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have any "
                                "parameter that requires a gradient.")
-        if init_sync:
+        if init_sync and pg.size() > 1:
             self._verify_same_model()
             _broadcast_coalesced(list(module.parameters()) + list(module.buffers()), pg)
         cap_mb = 25 if bucket_cap_mb is None else bucket_cap_mb

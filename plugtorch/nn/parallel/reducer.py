@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ... import distributed as dist
 from ...core.grad_mode import no_grad
-from ...core.ops.creation import zeros
+from ...core.ops.creation import tensor, zeros
 
 # A small first bucket starts communication early in backward (as torch does).
 FIRST_BUCKET_BYTES = 1024 * 1024
@@ -106,15 +106,13 @@ class Reducer:
         if not self.find_unused:
             return
         reached = _reachable_leaves(outputs)
-        mask = zeros(sum(len(b.params) for b in self.buckets))
-        k = 0
+        used = []
         for bucket in self.buckets:
             for i, p in enumerate(bucket.params):
-                if id(p) in reached:
-                    mask[k] = 1.0
-                else:
+                used.append(1.0 if id(p) in reached else 0.0)
+                if not used[-1]:
                     self._mark_ready(bucket, i, p)
-                k += 1
+        mask = tensor(used)
         self.used = (mask, dist.all_reduce(mask, op=dist.ReduceOp.MAX, group=self.pg, async_op=True))
 
     def _grad_ready(self, p) -> None:
@@ -175,11 +173,6 @@ class Reducer:
             "find_unused_parameters=True to DistributedDataParallel, and make sure every output of "
             "forward takes part in the loss."
         )
-
-    def remove_hooks(self) -> None:
-        for h in self.hooks:
-            h.remove()
-        self.hooks = []
 
 
 def _reachable_leaves(outputs) -> set:
