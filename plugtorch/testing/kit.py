@@ -323,7 +323,7 @@ def check_coverage(opdef, items: list):
                            ("empty", any(s.empty for s in samples))):
         if not present and not waived.get(check):
             raise ConformanceError(
-                f"op '{name}' has no sample with a {'0-d' if check == 'zero_dim' else 'empty'} input; add "
+                f"op '{name}' has no sample with {'a 0-d' if check == 'zero_dim' else 'an empty'} input; add "
                 "one (an invalid-input sample with raises=... counts) or a Waiver saying why none applies")
     if opdef.derivative is not None and not any(s.grad and s.raises is None for s in samples) and not waived.get("grad"):
         raise ConformanceError(f"op '{name}' is differentiable but no sample checks its gradient; "

@@ -1,0 +1,138 @@
+"""The conformance kit itself: it catches wrong ops, and it picks up a plugin's ops with no new test code."""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import plugtorch
+from plugtorch.core.registry import OpDef
+from plugtorch.testing import (ConformanceError, Sample, Waiver, bare_backend, check_coverage,
+                               check_forward, check_gradcheck, remove_backend)
+from plugtorch.testing.kit import check_float32
+
+pytest_plugins = ["pytester"]
+
+
+def _triple(x):
+    return x * 3
+
+
+def _good_samples(g):
+    return [Sample((g.randn(2, 3),), ref=lambda a: a * 3),
+            Sample((np.asarray(1.5),), ref=lambda a: a * 3),
+            Sample((np.zeros((0, 2)),), ref=lambda a: a * 3)]
+
+
+def test_a_correct_plugin_op_passes_every_check(backend):
+    op = OpDef("kit_triple", decompose=_triple, samples=_good_samples)
+    items = _good_samples(plugtorch.testing.SampleGen(op.name))
+    check_coverage(op, items)
+    for s in items:
+        assert check_forward(op, s, backend) == ["numpy"]
+        check_float32(op, s, backend)
+        check_gradcheck(op, s, backend)
+
+
+def test_a_wrong_forward_is_reported_naming_op_sample_and_backend(backend):
+    op = OpDef("kit_wrong", decompose=lambda x: x * 3 + 1e-6)
+    with pytest.raises(ConformanceError, match=r"op 'kit_wrong', sample \[2x3\], backend '" + backend):
+        check_forward(op, Sample((np.ones((2, 3)),), ref=lambda a: a * 3), backend)
+
+
+def test_a_wrong_derivative_fails_gradcheck(backend):
+    from plugtorch.core.ops._composite import call_fused
+
+    bad = OpDef("kit_square", decompose=lambda x: x * x, derivative=lambda ctx, g: g * ctx.saved[0],
+                save=("inputs",))  # should be 2 * x * g
+    sample = Sample((np.array([0.5, -1.0, 2.0]),), call=lambda m, x: call_fused(bad, (x,), {}))
+    with pytest.raises(plugtorch.autograd.GradcheckError, match="Jacobian mismatch"):
+        check_gradcheck(bad, sample, backend)
+
+
+def test_a_dtype_upcast_is_caught_without_torch(backend):
+    op = OpDef("kit_upcast", decompose=lambda x: x.double() * 2)
+    with pytest.raises(ConformanceError, match="float64 although every input is float32"):
+        check_float32(op, Sample((np.ones(3),)), backend)
+
+
+def test_an_op_without_samples_fails_naming_the_op():
+    op = OpDef("kit_nosamples", decompose=_triple)
+    op.plugin = "someplugin"
+    with pytest.raises(ConformanceError, match="op 'kit_nosamples' .*someplugin.* has no conformance samples"):
+        check_coverage(op, [])
+
+
+def test_missing_0d_and_empty_samples_fail_unless_waived():
+    op = OpDef("kit_partial", decompose=_triple, derivative=lambda ctx, g: g * 3)
+    only_2d = [Sample((np.ones((2, 2)),))]
+    with pytest.raises(ConformanceError, match="no sample with a 0-d input"):
+        check_coverage(op, only_2d)
+    with pytest.raises(ConformanceError, match="no sample with an empty input"):
+        check_coverage(op, only_2d + [Sample((np.asarray(1.0),))])
+    with pytest.raises(ConformanceError, match="no sample checks its gradient"):
+        check_coverage(op, [Sample((np.asarray(1.0),), grad=False), Sample((np.ones((0,)),), grad=False)])
+    assert check_coverage(op, only_2d + [Waiver("zero_dim", "defined on matrices only"),
+                                         Waiver("empty", "defined on non-empty matrices only")])
+
+
+def test_an_invalid_input_sample_must_raise_the_stated_error(backend):
+    op = OpDef("kit_lenient", decompose=lambda x: x)
+    with pytest.raises(ConformanceError, match="expected RuntimeError .* nothing was raised"):
+        check_forward(op, Sample((np.ones(2),), raises=RuntimeError), backend)
+
+
+def test_bare_backend_has_the_primitives_but_no_fused_kernels():
+    reg = plugtorch.get_registry()
+    name = bare_backend("numpy")
+    try:
+        bare = reg.backends[name]
+        assert "softmax" in reg.backends["numpy"].kernels
+        assert "softmax" not in bare.kernels and "exp" in bare.kernels
+        x = plugtorch.tensor([[1.0, 2.0, 3.0]], device=name, requires_grad=True)
+        y = plugtorch.softmax(x, 1)
+        assert y.device.type == name
+        assert y.grad_fn.name != "softmax"  # the decomposition ran, op by op
+        y[0, 0].backward()
+        ref = plugtorch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+        plugtorch.softmax(ref, 1)[0, 0].backward()
+        np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-6)
+    finally:
+        remove_backend(name)
+    assert name not in reg.backends and "plugtorch.testing" not in reg.plugins
+
+
+def test_a_plugins_op_is_picked_up_by_the_suite_with_no_new_test_code(pytester, monkeypatch):
+    pytester.makepyfile(kit_demo_plugin=textwrap.dedent('''
+        import numpy as np
+        from plugtorch.core.dispatch import call_op
+        from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+        from plugtorch.core.registry import OpDef
+        from plugtorch.testing import Sample
+
+        PLUGTORCH_CONTRACT = CONTRACT_VERSION
+
+        def _samples(g):
+            return [Sample((g.randn(2, 3),), ref=lambda a: a * 3),
+                    Sample((np.asarray(2.0),), ref=lambda a: a * 3),
+                    Sample((np.zeros((0, 3)),), ref=lambda a: a * 3)]
+
+        @hookimpl
+        def plugtorch_register(registrar):
+            registrar.add_op(OpDef("demo_triple", decompose=lambda x: x * 3, samples=_samples))
+            registrar.add_op(OpDef("demo_unsampled", decompose=lambda x: x + 1))
+    '''))
+    pytester.makepyfile(test_suite="from plugtorch.testing.conformance import *  # noqa\n")
+    monkeypatch.setenv("PLUGTORCH_PLUGINS", "kit_demo_plugin")
+    monkeypatch.setenv("PLUGTORCH_CONFORMANCE_BACKENDS", "numpy")
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    result = pytester.runpytest_subprocess("-v", "-k", "demo_", "-p", "no:cacheprovider")
+    # the op without samples is a failure naming it; the sampled op runs every check and passes
+    result.stdout.fnmatch_lines(["*test_forward?numpy-demo_triple-0*PASSED*"])
+    result.stdout.fnmatch_lines(["*test_float32?numpy-demo_triple-0*PASSED*"])
+    result.stdout.fnmatch_lines(["*test_gradcheck?numpy-demo_triple-0*PASSED*"])
+    result.stdout.fnmatch_lines(["*test_op_has_samples?demo_unsampled*FAILED*"])
+    result.stdout.fnmatch_lines(["*op 'demo_unsampled' (from plugin 'kit_demo_plugin') has no conformance samples*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed", 0) >= 10
