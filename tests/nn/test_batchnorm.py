@@ -85,3 +85,14 @@ def test_bn_state_dict_loads_into_torch(torch):
     fresh = nn.BatchNorm2d(3)
     copy_weights(fresh, theirs)
     assert [b.tolist() for b in fresh.buffers()] == [b.tolist() for b in ours.buffers()]
+
+
+def test_state_dict_without_num_batches_tracked_loads(torch):
+    """Older checkpoints lack the counter; torch fills it in, and so do we."""
+    sd = {k: v for k, v in nn.BatchNorm1d(2).state_dict().items() if k != "num_batches_tracked"}
+    bn = nn.BatchNorm1d(2)
+    bn(plugtorch.randn(4, 2))
+    assert bn.load_state_dict(sd).missing_keys == []
+    assert bn.num_batches_tracked.item() == 1
+    theirs = torch.nn.BatchNorm1d(2)
+    assert theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in sd.items()}).missing_keys == []

@@ -79,6 +79,17 @@ class _BatchNorm(Module):
                             self.running_var if track else None, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # As torch does for checkpoints without version metadata (ours never carry it):
+        # a missing num_batches_tracked is not an error; the current count is kept.
+        key = prefix + "num_batches_tracked"
+        if self.track_running_stats and key not in state_dict:
+            state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
+                               else plugtorch.tensor(0, dtype=plugtorch.int64))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.affine}, bias={self.bias is not None}, "
