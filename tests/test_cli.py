@@ -126,3 +126,13 @@ def test_progress_bar_draws_on_a_terminal_only():
         bar.close()
     assert "[" in tty.getvalue() and "2/2" in tty.getvalue() and "loss 0.2500" in tty.getvalue()
     assert pipe.getvalue() == ""
+
+
+def test_example_script_trains(data_root, tmp_path):
+    script = os.path.join(os.path.dirname(__file__), "..", "examples", "mnist_mlp.py")
+    res = subprocess.run([sys.executable, script, "--epochs", "1", "--data-dir", str(data_root)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr
+    accuracy = float(res.stdout.split("test accuracy ")[-1].split("%")[0])
+    assert accuracy > 90.0  # one epoch of the full training set
+    assert set(plugtorch.load(tmp_path / "mnist_mlp.pt")) == {"model", "optimizer"}
