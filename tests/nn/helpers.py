@@ -6,18 +6,9 @@ import numpy as np
 import plugtorch
 
 
-def to_torch(torch, t, requires_grad=False):
-    out = torch.tensor(np.array(t.detach().numpy()))
-    return out.requires_grad_(requires_grad)
-
-
-def to_pt(t, requires_grad=False):
-    return plugtorch.tensor(t.detach().numpy(), requires_grad=requires_grad)
-
-
 def copy_weights(pt_module, torch_module):
     """Load the torch module's state into the plugtorch module (through load_state_dict)."""
-    state = {k: to_pt(v) for k, v in torch_module.state_dict().items()}
+    state = {k: plugtorch.tensor(v.detach().numpy()) for k, v in torch_module.state_dict().items()}
     result = pt_module.load_state_dict(state)
     assert not result.missing_keys and not result.unexpected_keys
 
