@@ -136,3 +136,27 @@ def test_example_script_trains(data_root, tmp_path):
     accuracy = float(res.stdout.split("test accuracy ")[-1].split("%")[0])
     assert accuracy > 90.0  # one epoch of the full training set
     assert set(plugtorch.load(tmp_path / "mnist_mlp.pt")) == {"model", "optimizer"}
+
+
+def test_two_ranks_reach_the_parameters_of_one_process(data_root, tmp_path):
+    import shutil
+    launcher = shutil.which("mpirun") or shutil.which("mpiexec")
+    if launcher is None:
+        pytest.skip("no MPI launcher (mpirun/mpiexec) on PATH: pip install 'plugtorch[mpi]'")
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed: pip install 'plugtorch[mpi]'")
+    args = ["train", "--model", "mlp", "--epochs", "2", "--batch-size", "64", "--limit-train",
+            "512", "--limit-test", "256", "--data-dir", str(data_root), "--no-download", "--quiet"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    res = subprocess.run([launcher, "-n", "2", sys.executable, "-m", "plugtorch", *args,
+                          "--checkpoint", str(tmp_path / "two.pt"),
+                          "--metrics-json", str(tmp_path / "two.json")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("final test accuracy") == 1  # only rank 0 prints
+    assert main([*args, "--checkpoint", str(tmp_path / "one.pt")]) == 0
+    two, one = plugtorch.load(tmp_path / "two.pt"), plugtorch.load(tmp_path / "one.pt")
+    for name, value in one["model"].items():
+        np.testing.assert_allclose(two["model"][name].numpy(), value.numpy(), atol=1e-5,
+                                   err_msg=name)
+    metrics = json.loads((tmp_path / "two.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["test_samples"] == 256

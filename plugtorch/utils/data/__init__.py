@@ -3,6 +3,7 @@ from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .distributed import DistributedSampler
 from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from .distributed import DistributedSampler
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler)
 
