@@ -98,20 +98,22 @@ def test_linear_and_conv_default_init_bounds():
 
 
 @pytest.mark.parametrize("make", [
-    lambda m: m.Linear(300, 200),
-    lambda m: m.Conv2d(16, 32, 3),
+    lambda m: m.Linear(64, 1024),
+    lambda m: m.Conv2d(4, 1024, 3),
     lambda m: m.Embedding(100, 300),
 ])
 def test_default_init_distribution_matches_torch(torch, make):
-    # The RNG streams differ, so compare distributions: quantiles of every parameter.
+    # The RNG streams differ, so compare distributions: quantiles of every parameter
+    # (each has >= 1024 samples, so a wrong bound or law is far outside the tolerance).
     torch.manual_seed(0)
+    plugtorch.manual_seed(0)
     ours, theirs = make(nn), make(torch.nn)
     qs = [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99]
     for (name, a), (_, b) in zip(ours.named_parameters(), theirs.named_parameters()):
         qa = np.quantile(a.detach().numpy(), qs)
         qb = np.quantile(b.detach().numpy(), qs)
         scale = np.abs(qb).max()
-        tol = 0.25 if a.numel() < 1000 else 0.05
+        tol = 0.25 if a.numel() < 5000 else 0.05
         np.testing.assert_allclose(qa, qb, atol=tol * scale, err_msg=name)
 
 
