@@ -41,7 +41,7 @@ from .core.ops.shape import (broadcast_shapes, broadcast_to, cat, concat, concat
 from .core.plugins import get_registry, list_plugins, register_plugin
 from .core.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .core.tensor import Size, Tensor
-from . import autograd
+from . import autograd, viz
 from . import nn
 from . import distributed
 from . import optim, utils

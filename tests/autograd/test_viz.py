@@ -1,0 +1,51 @@
+"""plugtorch.viz: DOT text without Graphviz; render says what is missing."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import plugtorch
+from plugtorch import viz
+
+
+def test_to_dot_shows_ops_shapes_and_grad_leaves():
+    w = plugtorch.randn(3, 2, requires_grad=True)
+    b = plugtorch.zeros(2, requires_grad=True)
+    x = plugtorch.randn(4, 3)
+    loss = (x @ w + b).relu().sum()
+    dot = viz.to_dot(loss, params={"weight": w, "bias": b})
+    assert dot.startswith("digraph") and dot.rstrip().endswith("}")
+    for text in ("matmulBackward", "addBackward", "reluBackward", "sumBackward",
+                 "weight\\n(3, 2) float32\\nrequires_grad", "bias\\n(2) float32", "output\\n() float32"):
+        assert text in dot, text
+    # every edge joins declared nodes, and the leaf x (no grad) is not drawn
+    declared = set(re.findall(r"^\s*(\w+) \[label", dot, re.M))
+    for a, b_ in re.findall(r"^\s*(\w+) -> (\w+);", dot, re.M):
+        assert a in declared and b_ in declared
+    assert "(4, 3) float32\\nrequires_grad" not in dot
+
+
+def test_to_dot_of_a_tensor_without_graph_is_just_the_tensor():
+    dot = viz.to_dot(plugtorch.ones(2))
+    assert "output" in dot and "->" not in dot
+
+
+def test_shared_subgraphs_are_drawn_once():
+    x = plugtorch.ones(3, requires_grad=True)
+    y = x.exp()
+    dot = viz.to_dot(y * y + y)
+    assert dot.count("expBackward") == 1
+
+
+def test_render_explains_what_is_missing(tmp_path, monkeypatch):
+    try:
+        import graphviz  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="pip install graphviz"):
+            viz.render(plugtorch.ones(1, requires_grad=True) * 2, str(tmp_path / "g.svg"))
+        return
+    import shutil
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="'dot' program"):
+        viz.render(plugtorch.ones(1, requires_grad=True) * 2, str(tmp_path / "g.svg"))
