@@ -1,4 +1,4 @@
-"""``linear`` and ``embedding``: the two lookups-and-products at the heart of most models."""
+"""``linear`` (an affine map) and ``embedding`` (a learnable table lookup)."""
 from __future__ import annotations
 
 import plugtorch
