@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .core.errors import BackendUnavailableError
 from .datasets import ChecksumError, DatasetNotFoundError, IDXFormatError
 
 
@@ -27,9 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dataset", choices=sorted(DATASETS), default="mnist")
     t.add_argument("--model", choices=sorted(MODELS), default="mlp",
                    help="mlp: 784-128-10; cnn: conv16-pool-conv32-pool-fc128-dropout-fc10")
-    t.add_argument("--epochs", type=_positive(int), default=5)
-    t.add_argument("--batch-size", type=_positive(int), default=128,
-                   help="global batch size (split across ranks)")
+    t.add_argument("--epochs", type=_positive(int), default=None,
+                   help="default: 5 for the mlp, 3 for the cnn")
+    t.add_argument("--batch-size", type=_positive(int), default=None,
+                   help="global batch size, split across ranks (default: 128 for the mlp, "
+                        "64 for the cnn)")
     t.add_argument("--lr", type=_positive(float), default=1e-3)
     t.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
     t.add_argument("--lr-schedule", choices=SCHEDULES, default="constant",
@@ -64,7 +67,8 @@ def main(argv=None) -> int:
         options = {k: v for k, v in vars(args).items() if k != "command"}
         try:
             train(TrainConfig(**options))
-        except (DatasetNotFoundError, ChecksumError, IDXFormatError, ValueError) as e:
+        except (DatasetNotFoundError, ChecksumError, IDXFormatError, BackendUnavailableError,
+                ValueError) as e:
             print(f"plugtorch train: error: {e}", file=sys.stderr)
             return _failed(1)
         except KeyboardInterrupt:

@@ -39,8 +39,8 @@ CHECKPOINT_FORMAT = "plugtorch.train/1"
 class TrainConfig:
     dataset: str = "mnist"
     model: str = "mlp"
-    epochs: int = 5
-    batch_size: int = 128           # global: split across ranks
+    epochs: int | None = None       # None: the model's recipe (RECIPES)
+    batch_size: int | None = None   # global, split across ranks; None: the model's recipe
     lr: float = 1e-3
     optimizer: str = "adam"
     lr_schedule: str = "constant"
@@ -93,6 +93,8 @@ class CNN(nn.Module):
 
 
 MODELS = {"mlp": MLP, "cnn": CNN}
+# The reference recipes (epochs, global batch size) that the defaults follow.
+RECIPES = {"mlp": (5, 128), "cnn": (3, 64)}
 
 
 def build_optimizer(name: str, params, lr: float):
@@ -181,6 +183,9 @@ class Trainer:
             raise ValueError(f"unknown dataset {cfg.dataset!r}; choose one of {', '.join(DATASETS)}")
         if cfg.model not in MODELS:
             raise ValueError(f"unknown model {cfg.model!r}; choose one of {', '.join(MODELS)}")
+        epochs, batch = RECIPES[cfg.model]
+        cfg.epochs = epochs if cfg.epochs is None else cfg.epochs
+        cfg.batch_size = batch if cfg.batch_size is None else cfg.batch_size
         if cfg.backend:
             plugtorch.use(cfg.backend)
         self.device = plugtorch.current_backend()

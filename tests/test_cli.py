@@ -104,6 +104,14 @@ def test_python_dash_m_entry_point(data_root, tmp_path):
     assert "\r" not in res.stderr  # no progress bar when stderr is not a terminal
 
 
+def test_recipe_defaults_and_unknown_backend(data_root, capsys):
+    m = train(_cfg(data_root, model="cnn", batch_size=None, limit_train=64, epochs=None,
+                   limit_test=64, quiet=True))
+    assert (m["epochs"], m["batch_size"]) == (3, 64)
+    assert main(["train", "--backend", "nope", "--data-dir", str(data_root), "--quiet"]) == 1
+    assert "unknown backend 'nope'" in capsys.readouterr().err
+
+
 def test_bad_arguments_are_rejected(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--epochs", "0"])
