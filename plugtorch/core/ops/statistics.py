@@ -7,6 +7,7 @@ whose derivative picks PyTorch's subgradient at zero.
 from __future__ import annotations
 
 import math
+import warnings
 
 from ..dispatch import call_op, record, wrap
 from ..dtypes import int64
@@ -109,9 +110,13 @@ def _correction(op, dim, unbiased, correction):
 
 
 def _var_decompose(x, axes, correction, keepdim):
+    n = _count(x, axes)
+    if n - correction <= 0 and x.numel():
+        warnings.warn("var()/std(): degrees of freedom is <= 0. Correction should be strictly less than "
+                      "the reduction factor (input numel divided by output numel).", stacklevel=4)
     d = x - x.mean(axes, keepdim=True)
     # torch divides by max(0, N - correction): inf or nan when that is 0, never negative.
-    return _sum(d * d, axes, keepdim) / max(0, _count(x, axes) - correction)
+    return _sum(d * d, axes, keepdim) / max(0, n - correction)
 
 
 _VAR = composite(OPS, "var", _var_decompose,
