@@ -9,6 +9,7 @@ traffic can never be matched with ours.
 """
 from __future__ import annotations
 
+import os
 import time
 
 from mpi4py import MPI
@@ -42,7 +43,11 @@ class MPIWork(Work):
         if self.done:
             return True
         if timeout is None:
-            self.request.Wait()
+            # Poll and yield rather than MPI_Wait's busy spin: with more ranks than free
+            # cores (other jobs, or oversubscription) a spinning waiter starves the very
+            # rank it waits for.
+            while not self.request.Test():
+                os.sched_yield()
         else:
             seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
             deadline = time.monotonic() + seconds

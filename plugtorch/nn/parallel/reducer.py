@@ -134,6 +134,10 @@ class Reducer:
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
             self._finalize()
+        elif self.next_bucket:
+            # MPI progresses posted collectives only inside MPI calls; asking whether one is
+            # done (MPI_Test) moves them all along while backward is still computing.
+            self.buckets[self.next_bucket - 1].work.is_completed()
 
     def _mark_ready(self, bucket, i, p) -> None:
         with no_grad():
