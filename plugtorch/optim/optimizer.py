@@ -61,12 +61,6 @@ class Optimizer:
         lines.append(")")
         return "\n".join(lines)
 
-    def __getstate__(self):
-        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
     # -- parameter groups -------------------------------------------------------------
     def add_param_group(self, param_group: dict) -> None:
         """Add a group of parameters, with options falling back to the optimizer's defaults."""
