@@ -182,4 +182,47 @@ def _max_pool2d(g):
     ]
 
 
-SAMPLES.update(windows=_windows, fold=_fold, pad2d=_pad2d, max_pool2d=_max_pool2d)
+def _conv2d(g):
+    def conv2d(**kw):
+        return lambda m, x, w, *b: F(m).conv2d(x, w, *b, **kw)
+    return [
+        Sample((g.randn(1, 2, 4, 4), g.randn(3, 2, 2, 2), g.randn(3)), call=conv2d(), desc="with bias"),
+        Sample((g.randn(2, 2, 5, 5), g.randn(2, 1, 3, 3)), call=conv2d(stride=2, padding=1, groups=2),
+               gradgrad=False, desc="stride, padding, groups"),
+        Sample((g.randn(1, 1, 5, 5), g.randn(1, 1, 2, 2)), call=conv2d(dilation=2, padding="same"),
+               gradgrad=False, desc="dilation, padding='same'"),
+        Sample((empty(0, 1, 3, 3), g.randn(2, 1, 2, 2)), call=conv2d(), desc="empty batch"),
+        Sample((scalar(1.0), g.randn(1, 1, 1, 1)), call=conv2d(), raises=RuntimeError, desc="0-d input"),
+        Sample((g.randn(1, 2, 3, 3), g.randn(1, 3, 2, 2)), call=conv2d(), raises=RuntimeError,
+               desc="channel mismatch"),
+    ]
+
+
+def _avg_pool2d(g):
+    def pool(*args, **kw):
+        return lambda m, x: F(m).avg_pool2d(x, *args, **kw)
+    return [
+        Sample((g.randn(1, 2, 4, 4),), call=pool(2)),
+        Sample((g.randn(1, 1, 5, 5),), call=pool(3, 2, 1, count_include_pad=False), desc="padding not counted"),
+        Sample((g.randn(1, 1, 5, 5),), call=pool(2, ceil_mode=True), desc="ceil_mode"),
+        Sample((g.randn(1, 4, 4),), call=pool(2), desc="unbatched"),
+        Sample((empty(0, 1, 4, 4),), call=pool(2)),
+        Sample((scalar(1.0),), call=pool(2), raises=RuntimeError, desc="0-d input"),
+    ]
+
+
+def _adaptive_avg_pool2d(g):
+    def pool(size):
+        return lambda m, x: F(m).adaptive_avg_pool2d(x, size)
+    return [
+        Sample((g.randn(1, 2, 4, 4),), call=pool(2)),
+        Sample((g.randn(1, 1, 5, 7),), call=pool((2, 3)), desc="uneven windows"),
+        Sample((empty(0, 1, 4, 4),), call=pool(1)),
+        Sample((scalar(1.0),), call=pool(1), raises=RuntimeError, desc="0-d input"),
+    ]
+
+
+# conv2d and the average pools are checked through the window op's samples while they are
+# compositions, and under their own names once they are registered ops.
+SAMPLES.update(windows=_windows, fold=_fold, pad2d=_pad2d, max_pool2d=_max_pool2d, conv2d=_conv2d,
+               avg_pool2d=_avg_pool2d, adaptive_avg_pool2d=_adaptive_avg_pool2d)
