@@ -6,6 +6,10 @@ result reaches the tensor when the work is waited on (or found complete). That
 is what lets DistributedDataParallel overlap gradient all-reduces with backward.
 The group talks on its own duplicate of COMM_WORLD, so a user's own mpi4py
 traffic can never be matched with ours.
+
+Waiting polls ``MPI_Test`` for a while (``PLUGTORCH_MPI_SPIN_POLLS``, default 2000,
+about a millisecond) and then yields the core between polls, so a rank that waits
+does not starve the rank it waits for when cores are oversubscribed.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from plugtorch.distributed.process_group import ProcessGroup, ReduceOp, Work
 from .buffers import Buffer, cuda_aware, write
 from .faults import abort_on_uncaught_exception
 
+_SPIN_POLLS = int(os.environ.get("PLUGTORCH_MPI_SPIN_POLLS", "2000"))
 _MPI_OPS = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
             ReduceOp.MAX: MPI.MAX, ReduceOp.MIN: MPI.MIN}
 
@@ -43,11 +48,13 @@ class MPIWork(Work):
         if self.done:
             return True
         if timeout is None:
-            # Poll and yield rather than MPI_Wait's busy spin: with more ranks than free
-            # cores (other jobs, or oversubscription) a spinning waiter starves the very
-            # rank it waits for.
+            # Not MPI_Wait: its busy spin starves the rank we wait for when there are
+            # more ranks than free cores (other jobs, or oversubscription).
+            polls = 0
             while not self.request.Test():
-                os.sched_yield()
+                polls += 1
+                if polls > _SPIN_POLLS:
+                    os.sched_yield()
         else:
             seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
             deadline = time.monotonic() + seconds
