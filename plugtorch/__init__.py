@@ -27,7 +27,9 @@ from .core.ops.elementwise import (abs, add, ceil, clamp, clip, cos, div, eq, ex
 from .core.ops.einsum import einsum
 from .core.ops.elementwise import erf
 from .core.ops.index import gather, index_select, masked_fill, scatter_add
-from .core.ops.linalg import dot, ger, outer
+from .core.ops.activation import celu, selu
+from .core.ops.linalg import addmm, diag, diagonal, dot, ger, outer, trace
+from .core.ops.pointwise import cosh, exp2, fix, frac, lerp, log2, log10, sinh, trunc
 from .core.ops.movement import (chunk, flip, fliplr, flipud, moveaxis, movedim, roll, split,
                                 tensor_split, tile, tril, triu)
 from .core.ops.reduce import all, any

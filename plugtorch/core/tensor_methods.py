@@ -6,7 +6,7 @@ this file as the (long, flat) list of what it can do.
 from __future__ import annotations
 
 from .ops import activation, creation, elementwise as ew, index, inplace, linalg, reduce, shape
-from .ops import movement, statistics
+from .ops import movement, pointwise, statistics
 from .dispatch import wrap
 from .dtypes import result_type
 from .tensor import Tensor
@@ -87,6 +87,10 @@ for _name in ("flip", "fliplr", "flipud", "roll", "repeat", "tile", "movedim", "
               "tensor_split", "chunk", "tril", "triu"):
     setattr(T, _name, getattr(movement, _name))
 T.outer, T.ger, T.dot = linalg.outer, linalg.outer, linalg.dot
+for _name in ("diag", "diagonal", "trace", "addmm"):
+    setattr(T, _name, getattr(linalg, _name))
+for _name in ("log2", "log10", "exp2", "sinh", "cosh", "trunc", "fix", "frac", "lerp"):
+    setattr(T, _name, getattr(pointwise, _name))
 T.cpu = lambda self: shape.to(self, "cpu")
 T.float = lambda self: shape.cast(self, _dt("float32"))
 T.double = lambda self: shape.cast(self, _dt("float64"))

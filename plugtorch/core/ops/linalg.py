@@ -105,3 +105,60 @@ def outer(input, vec2):
 
 
 ger = outer
+
+
+@composite_op(OPS)
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal over dims dim1, dim2 (above it for offset > 0), as a new last dim."""
+    from ..tensor import _wrap_dim
+    from .creation import arange
+    n = input.ndim
+    if n < 2:
+        raise RuntimeError(f"diagonal(): expected a tensor with at least 2 dimensions, got {n}")
+    d1, d2 = _wrap_dim(dim1, n), _wrap_dim(dim2, n)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rest = [d for d in range(n) if d not in (d1, d2)]
+    x = input.permute(rest + [d1, d2])
+    rows, cols = x.shape[-2], x.shape[-1]
+    length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+    idx = arange(length, device=input._backend.name)
+    return x[(Ellipsis, idx - min(offset, 0), idx + max(offset, 0))]
+
+
+@composite_op(OPS)
+def diag(input, diagonal=0):
+    """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal."""
+    if input.ndim == 2:
+        return globals()["diagonal"](input, diagonal)
+    if input.ndim != 1:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    from .creation import arange, zeros
+    n = input.shape[0] + abs(diagonal)
+    out = zeros(n, n, dtype=input.dtype, device=input._backend.name)
+    idx = arange(input.shape[0], device=input._backend.name)
+    out[idx - min(diagonal, 0), idx + max(diagonal, 0)] = input  # records index_put: differentiable
+    return out
+
+
+@composite_op(OPS)
+def trace(input):
+    """Sum of the main diagonal of a 2-D tensor."""
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return diagonal(input).sum()
+
+
+@composite_op(OPS)
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape."""
+    prod = mm(mat1, mat2)
+    if alpha != 1:
+        prod = prod * alpha
+    from .shape import broadcast_shapes
+    if broadcast_shapes(input.shape, prod.shape) != tuple(prod.shape):
+        raise RuntimeError(f"addmm: input of shape {list(input.shape)} does not broadcast to the product's "
+                           f"shape {list(prod.shape)}")
+    if beta == 0:
+        return prod  # torch ignores input entirely (its nan and inf do not propagate)
+    return prod + (input if beta == 1 else input * beta)

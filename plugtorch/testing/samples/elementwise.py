@@ -60,6 +60,28 @@ _unary("ceil", _frac, np.ceil)
 _unary("round", _frac, np.round)
 _unary("reciprocal", _away, lambda x: 1 / x)
 _unary("square", _any, np.square)
+_unary("log2", _pos, np.log2)
+_unary("log10", _pos, np.log10)
+_unary("exp2", _any, np.exp2)
+_unary("sinh", _any, np.sinh)
+_unary("cosh", _any, np.cosh)
+_unary("trunc", _frac, np.trunc)
+_unary("frac", _frac, lambda x: x - np.trunc(x), int_ok=False)
+
+
+def _lerp(g):
+    def ref(a, b, w):
+        return a + w * (b - a)
+    return [
+        Sample((g.randn(3, 4), g.randn(3, 4), 0.3), ref=ref),
+        Sample((g.randn(3, 4), g.randn(1, 4), g.uniform(3, 1)), ref=ref, desc="tensor weight, broadcast"),
+        Sample((scalar(1.0), scalar(3.0), 0.25), ref=ref),
+        Sample((empty(0, 2), empty(0, 2), 0.5), ref=ref),
+        Sample((g.randn(2), 1.0, 0.5), raises=TypeError, desc="end must be a tensor"),
+    ]
+
+
+SAMPLES["lerp"] = _lerp
 
 
 def _predicate(name, ref):

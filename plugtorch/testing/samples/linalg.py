@@ -87,4 +87,51 @@ def _einsum(g):
     return out
 
 
+def _diagonal(g):
+    x = g.randn(3, 4)
+    return [
+        Sample((x,), ref=np.diagonal),
+        Sample((x, 1), ref=lambda a, o: np.diagonal(a, o)),
+        Sample((x, -2), ref=lambda a, o: np.diagonal(a, o)),
+        Sample((x, 5), ref=lambda a, o: np.diagonal(a, o), desc="offset past the edge"),
+        Sample((g.randn(2, 3, 3), 0, 1, 2), ref=lambda a, o, d1, d2: np.diagonal(a, o, d1, d2), desc="batched"),
+        Sample((empty(0, 3),), ref=np.diagonal),
+        Sample((scalar(1.0),), raises=RuntimeError, desc="0-d"),
+        Sample((x, 0, 1, 1), raises=RuntimeError, desc="identical dims"),
+    ]
+
+
+def _diag(g):
+    return [
+        Sample((g.randn(3),), ref=np.diag),
+        Sample((g.randn(3), 1), ref=lambda a, k: np.diag(a, k)),
+        Sample((g.randn(2), -2), ref=lambda a, k: np.diag(a, k)),
+        Sample((g.randn(3, 4), 1), ref=lambda a, k: np.diag(a, k), desc="2-D: the diagonal"),
+        Sample((empty(0),), ref=np.diag),
+        Sample((scalar(1.0),), raises=RuntimeError, desc="0-d"),
+    ]
+
+
+def _trace(g):
+    return [
+        Sample((g.randn(3, 3),), ref=np.trace),
+        Sample((g.randn(2, 4),), ref=np.trace, desc="rectangular"),
+        Sample((empty(0, 2),), ref=lambda a: np.asarray(0.0)),
+        Sample((scalar(1.0),), raises=RuntimeError, desc="0-d"),
+    ]
+
+
+def _addmm(g):
+    return [
+        Sample((g.randn(2, 4), g.randn(2, 3), g.randn(3, 4)), ref=lambda c, a, b: c + a @ b),
+        Sample((g.randn(4), g.randn(2, 3), g.randn(3, 4)), ref=lambda c, a, b: c + a @ b, desc="bias broadcasts"),
+        Sample((g.randn(2, 4), g.randn(2, 3), g.randn(3, 4)), kwargs={"beta": 0.5, "alpha": 2.0},
+               ref=lambda c, a, b: 0.5 * c + 2 * a @ b, desc="beta, alpha"),
+        Sample((scalar(1.0), g.randn(2, 3), g.randn(3, 2)), ref=lambda c, a, b: c + a @ b, desc="0-d input"),
+        Sample((empty(0, 4), empty(0, 3), g.randn(3, 4)), ref=lambda c, a, b: c + a @ b),
+        Sample((g.randn(3), g.randn(2, 3), g.randn(3, 4)), raises=RuntimeError, desc="input does not broadcast"),
+    ]
+
+
+SAMPLES.update(diagonal=_diagonal, diag=_diag, trace=_trace, addmm=_addmm)
 SAMPLES.update(matmul=_matmul, mm=_mm, bmm=_bmm, dot=_dot, outer=_outer, einsum=_einsum)

@@ -36,6 +36,26 @@ SAMPLES.update(
 )
 
 
+def _kinked(g, *s):
+    # away from the kinks at -3, -1, 0, 1, 3 and 6 of the piecewise activations
+    base = g.uniform(*s, low=0.1, high=0.8)
+    return base + np.resize(np.array([-7.0, -4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 5.0, 6.0]), s) if s else base - 2
+
+
+SAMPLES.update(
+    hardtanh=_activation("hardtanh", _kinked),
+    relu6=_activation("relu6", _kinked),
+    selu=_activation("selu"),
+    celu=_activation("celu", alpha=0.5),
+    mish=_activation("mish"),
+    hardsigmoid=_activation("hardsigmoid", _kinked),
+    hardswish=_activation("hardswish", _kinked),
+    softsign=_activation("softsign"),
+    logsigmoid=_activation("logsigmoid"),
+    tanhshrink=_activation("tanhshrink"),
+)
+
+
 def _more_activations(g):
     # leaky_relu's default slope and gelu's tanh form, on top of the generic samples
     return [
