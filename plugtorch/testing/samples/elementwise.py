@@ -129,6 +129,10 @@ def _binary(name, lhs, rhs, ref, scalar_rhs=2.0, grad=True, ints=True):
         if scalar_rhs is not None:
             out.append(Sample((lhs(g, 2, 3), scalar_rhs), ref=lambda x, s: ref(x, s), grad=grad,
                               gradgrad=False, desc="python scalar"))
+            out.append(Sample((g.ints(2, 3, low=1, high=5), 2.5), grad=False, ref=lambda x, s: ref(x, s),
+                              desc="int64 tensor, python float: default float dtype"))
+            out.append(Sample((g.ints(2, 3, low=1, high=5).astype(np.int32), 2), grad=False,
+                              ref=lambda x, s: ref(x, s), desc="int32 tensor, python int keeps int32"))
         if ints:
             out.append(Sample((g.ints(2, 3, low=1, high=5), rhs(g, 2, 3)), grad=False, ref=ref,
                               desc="int64 with float64 promotes"))
