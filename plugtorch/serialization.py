@@ -44,9 +44,7 @@ class _Encoder:
         self._seen: dict[int, int] = {}  # id(tensor) -> array index: shared tensors stay shared
 
     def encode(self, obj, where="obj"):
-        if obj is None or isinstance(obj, (bool, int, str)):
-            return obj
-        if isinstance(obj, float):
+        if obj is None or isinstance(obj, (bool, int, float, str)):
             return obj
         if isinstance(obj, Tensor):
             return {"__tensor__": self._add(obj, obj.detach().numpy()), "dtype": obj.dtype.name,

@@ -25,8 +25,7 @@ from plugtorch import distributed as dist
 from plugtorch import nn, optim
 from plugtorch.datasets import MNIST, FashionMNIST
 from plugtorch.nn import functional as F
-from plugtorch.utils.data import DataLoader, Subset
-from plugtorch.utils.data.distributed import DistributedSampler
+from plugtorch.utils.data import DataLoader, DistributedSampler, Subset
 from plugtorch.utils.progress import ProgressBar
 
 DATASETS = {"mnist": MNIST, "fashion-mnist": FashionMNIST}
@@ -251,10 +250,10 @@ class Trainer:
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
-            n = y.shape[0]
-            loss_sum += loss.item() * n
+            n, value = y.shape[0], loss.item()
+            loss_sum += value * n
             count += n
-            bar.update(n * self.world.size, loss.item())
+            bar.update(n * self.world.size, value)
         seconds = time.perf_counter() - start
         bar.close()
         loss_sum, count = self.world.sum([loss_sum, float(count)])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.dtypes import float32, int64
+from ..core.dtypes import float32
 from ..core.ops.creation import from_numpy
 from ..utils.data.collate import default_collate
 from ..utils.data.dataset import Dataset, _index_tensor
