@@ -32,15 +32,22 @@ def _getitem(g):
 def _index_put_zeros(g):
     # The adjoint of x[i] (what getitem's gradient runs): zeros with values added at an index.
     def call(m, v, i):
+        if m is np:
+            out = np.zeros((5, 2))
+            np.add.at(out, i, v)
+            return out
         if is_torch(m):
             return m.zeros(5, 2, dtype=v.dtype).index_put((i,), v, accumulate=True)
         from plugtorch.core.ops.index import _index_put_zeros
         return _index_put_zeros(v, (5, 2), v.dtype, (i._data,))
+
+    def ref(v, i):
+        return call(np, v, i)
     return [
-        Sample((g.randn(4, 2), np.array([0, 3, 3, 1])), call=call, desc="repeats accumulate"),
-        Sample((g.randn(1, 2), np.array([4])), call=call),
-        Sample((empty(0, 2), np.zeros(0, np.int64)), call=call),
-        Sample((g.randn(2), np.asarray(2)), call=call, desc="0d index"),
+        Sample((g.randn(4, 2), np.array([0, 3, 3, 1])), call=call, ref=ref, desc="repeats accumulate"),
+        Sample((g.randn(1, 2), np.array([4])), call=call, ref=ref),
+        Sample((empty(0, 2), np.zeros(0, np.int64)), call=call, ref=ref),
+        Sample((g.randn(2), np.asarray(2)), call=call, ref=ref, desc="0d index"),
     ]
 
 
@@ -123,15 +130,21 @@ def _one_hot(g):
 
 def _setitem_call(key, value_is_input):
     def call(m, x, *v):
-        y = x.clone()
+        y = x.copy() if isinstance(x, np.ndarray) else x.clone()
         y[key] = v[0] if value_is_input else 2.5
         return y
     return call
 
 
+def _with_ref(sample):
+    """The same x[key] = v on NumPy arrays is the reference."""
+    sample.ref = lambda *xs: sample.call(np, *xs)
+    return sample
+
+
 def _index_put(g):
     x = g.randn(4, 3)
-    return [
+    return [_with_ref(s) if s.raises is None else s for s in [
         Sample((x, g.randn(2, 3)), call=_setitem_call(slice(1, 3), True), desc="slice = tensor"),
         Sample((x, g.randn(3)), call=_setitem_call((np.array([0, 2]),), True), desc="int index = broadcast row"),
         Sample((x, scalar(1.5)), call=_setitem_call((slice(None), 1), True), desc="column = 0d tensor"),
@@ -139,18 +152,18 @@ def _index_put(g):
         Sample((empty(0, 3), empty(0, 3)), call=_setitem_call(slice(None), True)),
         Sample((x, g.randn(3, 3)), call=_setitem_call(slice(0, 2), True), raises=RuntimeError,
                desc="value does not broadcast"),
-    ]
+    ]]
 
 
 def _index_fill(g):
     x = g.randn(4, 3)
-    return [
+    return [_with_ref(s) if s.raises is None else s for s in [
         Sample((x,), call=_setitem_call(slice(1, 3), False)),
         Sample((x,), call=_setitem_call((slice(None), np.array([2, 0])), False), desc="int index"),
         Sample((g.randn(2, 2),), call=lambda m, x: _setitem_call(x > 0, False)(m, x), desc="bool mask"),
         Sample((scalar(1.0),), call=_setitem_call(Ellipsis, False)),
         Sample((empty(0, 3),), call=_setitem_call(slice(None), False)),
-    ]
+    ]]
 
 
 SAMPLES.update(getitem=_getitem, index_put_zeros=_index_put_zeros, gather=_gather, scatter_add=_scatter_add,

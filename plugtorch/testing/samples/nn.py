@@ -6,16 +6,57 @@ from ._common import F, Sample, Waiver, empty, np, scalar
 SAMPLES: dict = {}
 
 
+def _np_softplus(x, beta=1.0, threshold=20.0):
+    z = beta * x
+    return np.where(z > threshold, x, (np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))) / beta)
+
+
+def _np_sigmoid(x):
+    return 0.5 * (1 + np.tanh(x / 2))
+
+
+def _np_elu(x, alpha=1.0):
+    return np.where(x > 0, x, alpha * np.expm1(x))
+
+
+_erf = np.vectorize(__import__("math").erf, otypes=[np.float64])
+_SELU = (1.6732632423543772848170429916717, 1.0507009873554804934193349852946)
+
+# NumPy references, so the activations are checked where torch is not installed
+_NP = {
+    "relu": lambda x: np.maximum(x, 0),
+    "sigmoid": _np_sigmoid,
+    "leaky_relu": lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+    "gelu": lambda x, approximate="none": (
+        0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))) if approximate == "tanh"
+        else 0.5 * x * (1 + _erf(x / np.sqrt(2)))),
+    "silu": lambda x: x * _np_sigmoid(x),
+    "softplus": _np_softplus,
+    "elu": _np_elu,
+    "hardtanh": lambda x: np.clip(x, -1, 1),
+    "relu6": lambda x: np.clip(x, 0, 6),
+    "selu": lambda x: _SELU[1] * _np_elu(x, _SELU[0]),
+    "celu": lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x / alpha)),
+    "mish": lambda x: x * np.tanh(_np_softplus(x)),
+    "hardsigmoid": lambda x: np.clip(x / 6 + 0.5, 0, 1),
+    "hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6,
+    "softsign": lambda x: x / (1 + np.abs(x)),
+    "logsigmoid": lambda x: np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x))),
+    "tanhshrink": lambda x: x - np.tanh(x),
+}
+
+
 def _activation(name, domain=None, **kwargs):
     def samples(g):
         x = g.away(3, 4, low=0.05, high=3.0) if domain is None else domain(g, 3, 4)
         call = (lambda m, a: getattr(F(m), name)(a, **kwargs))
+        ref = (lambda a: _NP[name](a, **kwargs))
         return [
-            Sample((x,), call=call),
-            Sample((g.away(2, 1, 3),), call=call, gradgrad=False),
-            Sample((scalar(0.7),), call=call),
-            Sample((scalar(-0.4),), call=call),
-            Sample((empty(0, 3),), call=call),
+            Sample((x,), call=call, ref=ref),
+            Sample((g.away(2, 1, 3),), call=call, gradgrad=False, ref=ref),
+            Sample((scalar(0.7),), call=call, ref=ref),
+            Sample((scalar(-0.4),), call=call, ref=ref),
+            Sample((empty(0, 3),), call=call, ref=ref),
         ]
     return samples
 
@@ -59,31 +100,43 @@ SAMPLES.update(
 def _more_activations(g):
     # leaky_relu's default slope and gelu's tanh form, on top of the generic samples
     return [
-        Sample((g.away(3, 4),), call=lambda m, a: F(m).leaky_relu(a), desc="default slope"),
+        Sample((g.away(3, 4),), call=lambda m, a: F(m).leaky_relu(a), ref=_NP["leaky_relu"], desc="default slope"),
         Sample((g.ints(2, 2),), call=lambda m, a: F(m).leaky_relu(a), raises=RuntimeError, desc="int64 input"),
     ]
 
 
 SAMPLES["leaky_relu"] = (lambda base: lambda g: base(g) + _more_activations(g))(SAMPLES["leaky_relu"])
 SAMPLES["gelu"] = (lambda base: lambda g: base(g) + [
-    Sample((g.randn(3, 4),), call=lambda m, a: F(m).gelu(a, approximate="tanh"), desc="tanh approximation"),
-    Sample((scalar(0.3),), call=lambda m, a: F(m).gelu(a, approximate="tanh"), desc="tanh 0d"),
+    Sample((g.randn(3, 4),), call=lambda m, a: F(m).gelu(a, approximate="tanh"),
+           ref=lambda a: _NP["gelu"](a, "tanh"), desc="tanh approximation"),
+    Sample((scalar(0.3),), call=lambda m, a: F(m).gelu(a, approximate="tanh"),
+           ref=lambda a: _NP["gelu"](a, "tanh"), desc="tanh 0d"),
     Sample((g.randn(2),), call=lambda m, a: F(m).gelu(a, approximate="sigmoid"), raises=RuntimeError,
            desc="unknown approximation"),
 ])(SAMPLES["gelu"])
 SAMPLES["softplus"] = (lambda base: lambda g: base(g) + [
-    Sample((g.randn(3, 4) * 30,), call=lambda m, a: F(m).softplus(a), desc="defaults, large inputs"),
+    Sample((g.randn(3, 4) * 30,), call=lambda m, a: F(m).softplus(a), ref=_np_softplus,
+           desc="defaults, large inputs"),
 ])(SAMPLES["softplus"])
 
 
+def _np_log_softmax(x, d):
+    z = x - np.max(x, axis=d, keepdims=True) if x.size else x
+    return z - np.log(np.sum(np.exp(z), axis=d, keepdims=True))
+
+
 def _softmax_like(name):
+    def ref(x, d):
+        out = _np_log_softmax(x, d)
+        return out if name == "log_softmax" else np.exp(out)
+
     def samples(g):
         return [
-            Sample((g.randn(3, 4), 1)),
-            Sample((g.randn(2, 3, 2), 0)),
-            Sample((g.randn(2, 3) * 200, -1), desc="large values stay finite"),
-            Sample((scalar(0.3), 0)),
-            Sample((empty(0, 3), 1)),
+            Sample((g.randn(3, 4), 1), ref=ref),
+            Sample((g.randn(2, 3, 2), 0), ref=ref),
+            Sample((g.randn(2, 3) * 200, -1), ref=ref, desc="large values stay finite"),
+            Sample((scalar(0.3), 0), ref=ref),
+            Sample((empty(0, 3), 1), ref=ref),
             Sample((g.ints(2, 3), 1), call=lambda m, x, d: getattr(m, name)(x, d, dtype=m.float64),
                    grad=False, desc="int64 input with dtype="),
         ]
@@ -178,10 +231,13 @@ def _pad2d(g):
                 return m.nn.functional.pad(x, (p[1], p[1], p[0], p[0]), value=value)
             return conv.pad2d(x, p, value)
         return f
+    def ref(p, value=0.0):
+        return lambda a: np.pad(a, [(0, 0)] * (a.ndim - 2) + [(p[0], p[0]), (p[1], p[1])],
+                                constant_values=value)
     return [
-        Sample((g.randn(1, 2, 3, 3),), call=call((1, 2))),
-        Sample((g.randn(2, 3),), call=call((0, 1), -1.0)),
-        Sample((empty(0, 2, 2),), call=call((1, 1))),
+        Sample((g.randn(1, 2, 3, 3),), call=call((1, 2)), ref=ref((1, 2))),
+        Sample((g.randn(2, 3),), call=call((0, 1), -1.0), ref=ref((0, 1), -1.0)),
+        Sample((empty(0, 2, 2),), call=call((1, 1)), ref=ref((1, 1))),
         Waiver("zero_dim", "pad2d pads the last two dims; a 0-d input has none"),
     ]
 
