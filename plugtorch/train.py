@@ -172,6 +172,7 @@ class EpochStats:
     train_seconds: float
     samples: int
     lr: float = field(default=0.0)
+    train_cpu_seconds: float = field(default=0.0)  # this process's CPU time: robust on a busy machine
 
 
 class Trainer:
@@ -237,13 +238,13 @@ class Trainer:
             print(msg, file=self.out, flush=True)
 
     # -- one epoch ------------------------------------------------------------------------
-    def train_epoch(self, epoch: int) -> tuple[float, int, float]:
+    def train_epoch(self, epoch: int) -> tuple[float, int, float, float]:
         self.net.train()
         self.sampler.set_epoch(epoch)
         bar = ProgressBar(len(self.train_loader), f"epoch {epoch + 1}/{self.cfg.epochs}",
                           enabled=self.world.is_main and not self.cfg.quiet)
         loss_sum, count = 0.0, 0
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for x, y in self.train_loader:
             x, y = self._inputs(x, y)
             loss = F.cross_entropy(self.net(x), y)
@@ -254,10 +255,10 @@ class Trainer:
             loss_sum += value * n
             count += n
             bar.update(n * self.world.size, value)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         bar.close()
         loss_sum, count = self.world.sum([loss_sum, float(count)])
-        return loss_sum / max(count, 1), int(count), seconds
+        return loss_sum / max(count, 1), int(count), seconds, cpu_seconds
 
     def evaluate(self) -> tuple[float, float]:
         """(mean loss, accuracy) over the whole test set, summed across ranks."""
@@ -332,13 +333,13 @@ class Trainer:
                      f"backend {self.device}, world size {self.world.size}, "
                      f"batch {cfg.batch_size}, {cfg.optimizer} lr {cfg.lr}")
         for epoch in range(self.start_epoch, cfg.epochs):
-            train_loss, samples, seconds = self.train_epoch(epoch)
+            train_loss, samples, seconds, cpu_seconds = self.train_epoch(epoch)
             lr = self.optimizer.param_groups[0]["lr"]
             if self.scheduler is not None:
                 self.scheduler.step()
             test_loss, acc = self.evaluate()
             self.history.append(EpochStats(epoch + 1, train_loss, test_loss, acc, seconds,
-                                           samples, lr))
+                                           samples, lr, cpu_seconds))
             if not cfg.quiet:
                 self.log(f"epoch {epoch + 1}/{cfg.epochs}  train loss {train_loss:.4f}  "
                          f"test loss {test_loss:.4f}  test acc {100 * acc:.2f}%  "
@@ -359,6 +360,8 @@ class Trainer:
             "train_loss": self.history[-1].train_loss if self.history else None,
             "samples_per_second": train_samples / train_seconds if train_seconds else None,
             "seconds_per_epoch": train_seconds / len(run_epochs) if run_epochs else None,
+            "cpu_seconds_per_epoch": (sum(h.train_cpu_seconds for h in run_epochs) / len(run_epochs)
+                                      if run_epochs else None),
             "wall_time_seconds": time.perf_counter() - wall_start,
             "backend": self.device, "world_size": self.world.size,
             "train_samples": len(self.train_set), "test_samples": len(self.test_set),

@@ -31,7 +31,8 @@ def test_cli_trains_and_writes_metrics(data_root, tmp_path, capsys):
     assert "epoch 1/2" in out and "epoch 2/2" in out and "final test accuracy" in out
     m = json.loads(metrics.read_text())
     for key in ("test_accuracy", "test_loss", "train_loss", "epochs", "samples_per_second",
-                "wall_time_seconds", "backend", "world_size"):
+                "wall_time_seconds", "backend", "world_size", "seconds_per_epoch",
+                "cpu_seconds_per_epoch"):
         assert key in m, key
     assert m["epochs"] == 2 and m["world_size"] == 1 and m["backend"] == "numpy"
     assert m["train_samples"] == 512 and m["test_samples"] == 200
