@@ -1,12 +1,14 @@
-"""softsign(x) = x / (1 + |x|), added to plugtorch by a separately installed package.
+"""squareplus(x, b=4) = (x + sqrt(x*x + b)) / 2, added to plugtorch by a separately installed package.
 
-It defines the op once (a decomposition into plugtorch ops plus its derivative,
-so every backend can run and differentiate it) and a fused kernel for the NumPy
-backend, which dispatch then prefers there.
+A smooth ReLU (So, 2021) that plugtorch itself does not ship. The package defines
+the op once (a decomposition into plugtorch ops plus its derivative, so every
+backend can run and differentiate it), gives the conformance kit its samples, and
+registers a fused kernel for the NumPy backend, which dispatch then prefers there.
 """
 from __future__ import annotations
 
-import plugtorch
+import numpy as np
+
 from plugtorch.core.dispatch import call_op
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 from plugtorch.core.registry import OpDef
@@ -14,35 +16,45 @@ from plugtorch.core.registry import OpDef
 PLUGTORCH_CONTRACT = CONTRACT_VERSION
 
 
-def _decompose(x):
-    return x / (1 + x.abs())
+def _decompose(x, b=4.0):
+    return (x + (x * x + b).sqrt()) / 2
 
 
 def _derivative(ctx, g):
     (x,) = ctx.saved
-    d = 1 + x.abs()
-    return g / (d * d)
+    b = ctx.attrs["b"]
+    return g * (1 + x / (x * x + b).sqrt()) / 2
 
 
-def _samples(backend):
-    """Inputs for plugtorch's conformance kit: (args, kwargs) pairs."""
-    yield (plugtorch.tensor([[-2.0, -0.5, 0.25, 3.0]], dtype=plugtorch.float64, device=backend),), {}
+def _reference(x, b=4.0):
+    return (x + np.sqrt(x * x + b)) / 2
 
 
-SOFTSIGN = OpDef("softsign", decompose=_decompose, derivative=_derivative, save=("inputs",),
-                 doc="x / (1 + |x|)", samples=_samples)
+def _samples(g):
+    """Inputs for plugtorch's conformance kit (torch has no squareplus: NumPy is the reference)."""
+    from plugtorch.testing import Sample
+    ours = lambda m, x: squareplus(x)
+    no_torch = lambda m, x: NotImplemented
+    return [
+        Sample((g.randn(3, 4),), ref=_reference, call=ours, torch_call=no_torch),
+        Sample((np.asarray(-1.5),), ref=_reference, call=ours, torch_call=no_torch, desc="0-d"),
+        Sample((np.zeros((0, 2)),), ref=_reference, call=ours, torch_call=no_torch, desc="empty"),
+    ]
 
 
-def softsign(x):
-    return call_op(SOFTSIGN, (x,), {})
+SQUAREPLUS = OpDef("squareplus", decompose=_decompose, derivative=_derivative, save=("inputs",),
+                   doc="(x + sqrt(x*x + b)) / 2, a smooth ReLU", samples=_samples)
 
 
-def _numpy_softsign(x):
-    import numpy as np
-    return x / (1 + np.abs(x))
+def squareplus(x, b=4.0):
+    return call_op(SQUAREPLUS, (x,), {"b": float(b)})
+
+
+def _numpy_squareplus(x, b):
+    return ((x + np.sqrt(x * x + b)) / 2).astype(x.dtype, copy=False)
 
 
 @hookimpl
 def plugtorch_register(registrar):
-    registrar.add_op(SOFTSIGN)
-    registrar.add_kernel("softsign", "numpy", _numpy_softsign)
+    registrar.add_op(SQUAREPLUS)
+    registrar.add_kernel("squareplus", "numpy", _numpy_squareplus)
