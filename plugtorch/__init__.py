@@ -26,7 +26,9 @@ from .core.ops.elementwise import (abs, add, ceil, clamp, clip, cos, div, eq, ex
                                    sqrt, square, sub, tanh, where)
 from .core.ops.einsum import einsum
 from .core.ops.elementwise import erf
-from .core.ops.index import gather, index_select, masked_fill, scatter_add
+from .core.ops.elementwise import clamp_max, clamp_min
+from .core.ops.index import (argwhere, count_nonzero, gather, index_select, masked_fill, masked_select,
+                             nonzero, scatter_add)
 from .core.ops.activation import celu, selu
 from .core.ops.linalg import addmm, diag, diagonal, dot, ger, outer, trace
 from .core.ops.pointwise import cosh, exp2, fix, frac, lerp, log2, log10, sinh, trunc

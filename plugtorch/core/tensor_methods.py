@@ -80,6 +80,11 @@ T.matmul, T.mm, T.bmm = linalg.matmul, linalg.mm, linalg.bmm
 T.gather, T.scatter_add = index.gather, index.scatter_add
 T.index_select, T.masked_fill, T.erf = index.index_select, index.masked_fill, ew.erf
 T.masked_fill_ = inplace.inplace(index.masked_fill, "masked_fill_")
+for _name in ("masked_select", "argwhere", "nonzero", "count_nonzero"):
+    setattr(T, _name, getattr(index, _name))
+T.clamp_min, T.clamp_max = ew.clamp_min, ew.clamp_max
+T.clamp_min_ = inplace.inplace(ew.clamp_min, "clamp_min_")
+T.clamp_max_ = inplace.inplace(ew.clamp_max, "clamp_max_")
 for _name in ("prod", "var", "std", "norm", "cumsum"):
     setattr(T, _name, getattr(statistics, _name))
 T.any, T.all = reduce.any, reduce.all

@@ -365,3 +365,11 @@ def clamp(input, min=None, max=None):
 
 
 clip = clamp
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)

@@ -57,7 +57,10 @@ def _native_index(x, key):
 def _check_ints(x, index):
     """Bounds-check plain integer indices so the error names the dimension, as torch's does."""
     shape = x._data.shape
-    consumed = builtins.sum(1 for k in index if k is not None and k is not Ellipsis)
+
+    def span(k):  # a bool mask covers as many dims as it has (a 0-d mask covers none)
+        return k.ndim if hasattr(k, "dtype") and str(k.dtype) == "bool" else 1
+    consumed = builtins.sum(span(k) for k in index if k is not None and k is not Ellipsis)
     dim = 0
     for k in index:
         if k is Ellipsis:
@@ -65,11 +68,11 @@ def _check_ints(x, index):
             continue
         if k is None:
             continue
-        if dim >= len(shape):
+        if dim + span(k) > len(shape):
             raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
         if isinstance(k, builtins.int) and not -shape[dim] <= k < shape[dim]:
             raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {shape[dim]}")
-        dim += getattr(k, "ndim", 1) if hasattr(k, "dtype") and str(k.dtype) == "bool" else 1
+        dim += span(k)
 
 
 def _getitem_rule(ctx, g):
@@ -261,3 +264,69 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError(f"Class values must be smaller than num_classes ({num_classes}).")
     from ..dispatch import call_op
     return call_op(_ONE_HOT, (tensor,), {"num_classes": num_classes})
+
+
+# -- selections by mask ---------------------------------------------------------------------
+
+def _check_mask(op, mask):
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"{op}: expected a boolean mask, got {got}; compare first (x > 0)")
+
+
+def _masked_select(input, mask):
+    from .shape import broadcast_shapes
+    shape = broadcast_shapes(input.shape, mask.shape)
+    return input.expand(shape)[mask.expand(shape)]
+
+
+_MASKED_SELECT = OpDef("masked_select", decompose=_masked_select,
+                       doc="The elements where mask (broadcast with input) is True, as a 1-D tensor.")
+OPS.append(_MASKED_SELECT)
+
+
+def masked_select(input, mask):
+    _check_mask("masked_select", mask)
+    from ..dispatch import call_op
+    return call_op(_MASKED_SELECT, (input, mask), {})
+
+
+def _argwhere(input):
+    from .creation import arange
+    from .shape import stack
+    nz = input != 0
+    if input.ndim == 0:
+        from .creation import zeros
+        return zeros(int(nz.item()), 0, dtype=int64, device=input._backend.name)
+    grids = []
+    for d, size in enumerate(input.shape):
+        shape = [1] * input.ndim
+        shape[d] = size
+        grids.append(arange(size, device=input._backend.name).reshape(shape).expand(input.shape)[nz])
+    return stack(grids, 1)
+
+
+_ARGWHERE = OpDef("argwhere", decompose=_argwhere,
+                  doc="Indices of the non-zero elements, one row per element (int64, shape (n, ndim)).")
+OPS.append(_ARGWHERE)
+
+
+def argwhere(input):
+    from ..dispatch import call_op
+    return call_op(_ARGWHERE, (input,), {})
+
+
+def nonzero(input, *, as_tuple=False):
+    """argwhere(input); with as_tuple=True, one 1-D index tensor per dim (usable as x[...])."""
+    out = argwhere(input)
+    if not as_tuple:
+        return out
+    if input.ndim == 0:  # torch treats a 0-d input as 1-D here
+        from .creation import zeros
+        return (zeros(out.shape[0], dtype=int64, device=input._backend.name),)
+    return tuple(out[:, d] for d in range(input.ndim))
+
+
+def count_nonzero(input, dim=None):
+    from .reduce import sum as _sum
+    return _sum(input != 0, dim)

@@ -214,6 +214,8 @@ def _clamp(g):
         Sample((x,), kwargs={"min": 0.5, "max": -0.5}, ref=lambda x: np.full_like(x, -0.5),
                desc="min > max gives max"),
         Sample((x,), raises=RuntimeError, desc="neither min nor max"),
+        Sample((x, 0.2), call=lambda m, a, v: m.clamp_min(a, v), ref=np.maximum, desc="clamp_min"),
+        Sample((x, g.uniform(4)), call=lambda m, a, v: m.clamp_max(a, v), ref=np.minimum, desc="clamp_max tensor"),
     ]
 
 

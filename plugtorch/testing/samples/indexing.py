@@ -166,6 +166,36 @@ def _index_fill(g):
     ]]
 
 
+def _masked_select(g):
+    def ref(a, k):
+        shape = np.broadcast_shapes(a.shape, k.shape)
+        return np.broadcast_to(a, shape)[np.broadcast_to(k, shape)]
+    return [
+        Sample((g.randn(3, 4), g.bools(3, 4)), ref=ref),
+        Sample((g.randn(3, 4), g.bools(4)), ref=ref, desc="mask broadcasts"),
+        Sample((g.randn(4), g.bools(3, 1)), ref=ref, desc="input broadcasts too"),
+        Sample((scalar(1.5), np.asarray(True)), ref=ref),
+        Sample((empty(0, 2), np.zeros((0, 2), bool)), ref=ref),
+        Sample((g.randn(3), g.ints(3)), raises=RuntimeError, desc="non-bool mask"),
+    ]
+
+
+def _argwhere(g):
+    x = np.round(g.uniform(3, 4, low=-1, high=1))
+    return [
+        Sample((x,), grad=False, ref=np.argwhere),
+        Sample((g.bools(2, 2, 2),), grad=False, ref=np.argwhere, desc="bool"),
+        Sample((scalar(2.0),), grad=False, ref=lambda a: np.zeros((1, 0), np.int64)),
+        Sample((scalar(0.0),), grad=False, ref=lambda a: np.zeros((0, 0), np.int64)),
+        Sample((empty(0, 3),), grad=False, ref=np.argwhere),
+        Sample((x,), call=lambda m, a: m.nonzero(a, as_tuple=True), grad=False,
+               ref=lambda a: tuple(np.nonzero(a)), desc="nonzero(as_tuple=True)"),
+        Sample((g.ints(3, 2, low=-1, high=2),), call=lambda m, a: m.count_nonzero(a, 0), grad=False,
+               ref=lambda a: np.count_nonzero(a, 0), desc="count_nonzero"),
+    ]
+
+
+SAMPLES.update(masked_select=_masked_select, argwhere=_argwhere)
 SAMPLES.update(getitem=_getitem, index_put_zeros=_index_put_zeros, gather=_gather, scatter_add=_scatter_add,
                index_select=_index_select, masked_fill=_masked_fill, one_hot=_one_hot, index_put=_index_put,
                index_fill=_index_fill)
