@@ -10,7 +10,9 @@ one BLAS thread per rank. Samples/s counts every rank's samples.
 runs ``plugtorch`` on 1 process (``python``) and 2 (``mpiexec -n 2``), and PyTorch on 1
 process and 2 (DDP, gloo backend; ranks from the MPI launcher, rendezvous over TCP).
 The target is 2-rank plugtorch >= 1.7x the 1-process samples/s. The cores are shared
-with other work, so runs are interleaved and both the best and the median are shown.
+with other work, so runs are interleaved and both the best and the median are shown,
+and "plugtorch --local" runs the 2 ranks without DDP: the most 2 ranks can reach on
+the cores they actually got, so DDP / --local is the cost of communication alone.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _batches(rank, batch, n=8):
              rng.integers(0, SIZES[-1], batch)) for _ in range(n)]
 
 
-def run_plugtorch(batch, steps, warmup):
+def run_plugtorch(batch, steps, warmup, local=False):
     import plugtorch
     import plugtorch.distributed as dist
     import plugtorch.optim
@@ -47,7 +49,9 @@ def run_plugtorch(batch, steps, warmup):
     layers = []
     for a, b in zip(SIZES[:-1], SIZES[1:]):
         layers += [nn.Linear(a, b), nn.ReLU()]
-    model = DistributedDataParallel(nn.Sequential(*layers[:-1]))
+    model = nn.Sequential(*layers[:-1])
+    if not local:  # --local: same processes, no gradient averaging (the ceiling for N ranks)
+        model = DistributedDataParallel(model)
     opt = plugtorch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     data = [(plugtorch.from_numpy(x), plugtorch.from_numpy(y)) for x, y in _batches(rank, batch)]
@@ -108,8 +112,10 @@ def run_torch(batch, steps, warmup):
 
 
 def worker(args):
-    run = run_plugtorch if args.worker == "plugtorch" else run_torch
-    rank, world, seconds = run(args.batch, args.steps, args.warmup)
+    if args.worker == "plugtorch":
+        rank, world, seconds = run_plugtorch(args.batch, args.steps, args.warmup, args.local)
+    else:
+        rank, world, seconds = run_torch(args.batch, args.steps, args.warmup)
     if rank == 0:
         print(json.dumps({"framework": args.worker, "world": world, "batch_per_rank": args.batch,
                           "steps": args.steps, "seconds": seconds,
@@ -126,11 +132,11 @@ def driver(args):
     mpiexec = shutil.which("mpiexec")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                MASTER_ADDR="127.0.0.1")
-    configs = [(f, w) for f in ("plugtorch", "torch") for w in (1, 2)]
+    configs = [("plugtorch", 1), ("plugtorch", 2), ("plugtorch --local", 2), ("torch", 1), ("torch", 2)]
     runs: dict = {c: [] for c in configs}
     for _ in range(args.repeat):  # interleaved, so load from other processes hits all alike
         for framework, world in configs:
-            cmd = [sys.executable, __file__, "--worker", framework, "--batch", str(args.batch),
+            cmd = [sys.executable, __file__, "--worker", *framework.split(), "--batch", str(args.batch),
                    "--steps", str(args.steps), "--warmup", str(args.warmup)]
             if world > 1:
                 cmd = [mpiexec, "-n", str(world)] + cmd
@@ -141,12 +147,13 @@ def driver(args):
             runs[framework, world].append(json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"])
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {args.batch} per rank, {args.steps} steps, one BLAS "
           f"thread per rank, {args.repeat} interleaved runs each; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'framework':>10} {'ranks':>5} {'best samples/s':>15} {'speed-up':>9} "
+    print(f"{'framework':>17} {'ranks':>5} {'best samples/s':>15} {'speed-up':>9} "
           f"{'median samples/s':>17} {'speed-up':>9}")
     for framework, world in configs:
         best, med = max(runs[framework, world]), float(np.median(runs[framework, world]))
-        best1, med1 = max(runs[framework, 1]), float(np.median(runs[framework, 1]))
-        print(f"{framework:>10} {world:5d} {best:15.0f} {best / best1:8.2f}x {med:17.0f} {med / med1:8.2f}x")
+        one = runs[framework.split()[0], 1]
+        best1, med1 = max(one), float(np.median(one))
+        print(f"{framework:>17} {world:5d} {best:15.0f} {best / best1:8.2f}x {med:17.0f} {med / med1:8.2f}x")
 
 
 def main():
@@ -156,6 +163,8 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=5, help="runs of each configuration")
+    parser.add_argument("--local", action="store_true",
+                        help="(plugtorch worker) no DDP: how fast N ranks go with no communication")
     args = parser.parse_args()
     worker(args) if args.worker else driver(args)
 
