@@ -288,6 +288,13 @@ def hardswish(input):
 
 
 @composite_op(OPS)
+def softsign(input):
+    """x / (1 + |x|)."""
+    x = _float_input("softsign", input)
+    return x / (ew.abs(x) + 1)
+
+
+@composite_op(OPS)
 def logsigmoid(input):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), without overflow."""
     x = _float_input("logsigmoid", input)

@@ -40,6 +40,7 @@ _NP = {
     "mish": lambda x: x * np.tanh(_np_softplus(x)),
     "hardsigmoid": lambda x: np.clip(x / 6 + 0.5, 0, 1),
     "hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6,
+    "softsign": lambda x: x / (1 + np.abs(x)),
     "logsigmoid": lambda x: np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x))),
     "tanhshrink": lambda x: x - np.tanh(x),
 }
@@ -90,6 +91,7 @@ SAMPLES.update(
     mish=_activation("mish"),
     hardsigmoid=_activation("hardsigmoid", _kinked),
     hardswish=_activation("hardswish", _kinked),
+    softsign=_activation("softsign"),
     logsigmoid=_activation("logsigmoid"),
     tanhshrink=_activation("tanhshrink"),
 )
