@@ -11,16 +11,20 @@ maximum minimum where logsumexp isnan isinf isfinite sum mean prod var std var_m
 amin argmax argmin norm cumsum any all reshape transpose permute swapaxes swapdims movedim moveaxis
 squeeze unsqueeze flatten unflatten broadcast_to cat concat stack split tensor_split chunk flip fliplr
 flipud roll tile tril triu gather scatter_add index_select masked_fill matmul mm bmm outer ger dot
-einsum relu sigmoid softmax log_softmax tanh""".split()
+einsum relu sigmoid softmax log_softmax tanh log2 log10 exp2 sinh cosh trunc fix frac lerp diag
+diagonal trace addmm selu celu masked_select argwhere nonzero count_nonzero clamp_min clamp_max""".split()
 
 METHODS = """sin cos exp log log1p expm1 sqrt rsqrt abs sign clamp clip pow reciprocal floor ceil round erf
 maximum minimum logsumexp isnan isinf isfinite sum mean prod var std max min amax amin argmax argmin
 norm cumsum any all reshape view transpose permute swapaxes movedim moveaxis squeeze unsqueeze flatten
 unflatten expand expand_as broadcast_to split tensor_split chunk flip fliplr flipud roll repeat tile tril
 triu gather scatter_add index_select masked_fill masked_fill_ matmul mm bmm outer dot relu sigmoid
-softmax log_softmax add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_""".split()
+softmax log_softmax add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ log2 log10 exp2 sinh cosh trunc frac
+lerp diag diagonal trace addmm masked_select argwhere nonzero count_nonzero clamp_min clamp_max""".split()
 
 FUNCTIONAL = "relu leaky_relu gelu silu softplus elu softmax log_softmax one_hot pad conv2d max_pool2d avg_pool2d".split()
+# in the core (plugtorch.core.ops.activation), for nn.functional to re-export
+CORE_ACTIVATIONS = "hardtanh relu6 selu celu mish hardsigmoid hardswish softsign logsigmoid tanhshrink".split()
 
 
 @pytest.mark.parametrize("name", TOP_LEVEL)
@@ -37,6 +41,12 @@ def test_tensor_method_exists(name):
 def test_nn_functional_exposes_the_core_op(name):
     import plugtorch.nn.functional as F
     assert callable(getattr(F, name))
+
+
+@pytest.mark.parametrize("name", CORE_ACTIVATIONS)
+def test_core_activation_exists_for_nn_functional(name):
+    from plugtorch.core.ops import activation
+    assert callable(getattr(activation, name))
 
 
 def test_max_with_dim_returns_named_values_and_indices():
