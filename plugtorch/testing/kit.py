@@ -1,7 +1,7 @@
 """The conformance checks, one function per property, on any backend.
 
-Each ``check_*`` takes an op name, one :class:`Sample`, a backend name and (optionally)
-the torch module, and raises ``AssertionError`` naming the op, the sample and the
+Each ``check_*`` takes an :class:`OpDef`, one :class:`Sample`, a backend name and
+(optionally) the torch module, and raises ``AssertionError`` naming the op, the sample and the
 backend when the property fails. :mod:`plugtorch.testing.conformance` turns them
 into pytest tests over every registered op and every backend; they are plain
 functions so other harnesses can call them too.

@@ -28,7 +28,8 @@ class Sample:
                 module, so one lambda usually serves both (``lambda m, x: m.exp(x)``). Default:
                 ``m.<op name>(*inputs, **kwargs)``.
     kwargs:     keyword arguments for the default call.
-    torch_call: ``torch_call(torch, *inputs)`` where the torch spelling differs from ``call``.
+    torch_call: ``torch_call(torch, *inputs)`` where the torch spelling differs from ``call``;
+                returning ``NotImplemented`` (torch has no such op) leaves the NumPy ``ref``.
     ref:        NumPy reference ``ref(*inputs) -> array or tuple of arrays`` on the float64
                 inputs, used when torch is absent (and checked as well when it is present).
     grad:       the op is differentiable with respect to this sample's floating inputs:
