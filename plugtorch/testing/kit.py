@@ -172,6 +172,15 @@ def _compare(actual, expected, sample, what, check_dtype=True, atol=None, rtol=N
                 f"got:\n{ah}\nexpected:\n{eh}")
 
 
+def _check_backend(out, backend, what):
+    """Results stay on the inputs' backend (an op that builds a helper tensor on the default one fails)."""
+    name = plugtorch.get_registry().resolve_name(backend)
+    for k, o in enumerate(flat_outputs(out)):
+        if isinstance(o, plugtorch.Tensor) and o.backend != name:
+            raise ConformanceError(f"{what}: output {k} is on backend '{o.backend}', not on the inputs' "
+                                   f"backend '{name}'")
+
+
 def _compare_requires_grad(actual, expected, what):
     """With differentiable inputs, an output tracks gradients exactly where torch's does."""
     for k, (a, e) in enumerate(zip(flat_outputs(actual), flat_outputs(expected))):
@@ -213,6 +222,7 @@ def check_forward(opdef, sample: Sample, backend: str, torch=None):
         return "raises"
     track = bool(_grad_positions(sample))
     out = call(plugtorch, *pt_inputs(sample, backend, requires_grad=track))
+    _check_backend(out, backend, what)
     compared = []
     if torch is not None:
         expected = _caller(opdef, sample, True)(torch, *torch_inputs(torch, sample, requires_grad=track))

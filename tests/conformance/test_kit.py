@@ -136,3 +136,13 @@ def test_a_plugins_op_is_picked_up_by_the_suite_with_no_new_test_code(pytester, 
     result.stdout.fnmatch_lines(["*op 'demo_unsampled' (from plugin 'kit_demo_plugin') has no conformance samples*"])
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed") == 1 and outcomes.get("passed", 0) >= 10
+
+
+def test_an_output_on_another_backend_is_caught():
+    name = bare_backend("numpy")
+    try:
+        op = OpDef("kit_default_backend", decompose=lambda x: plugtorch.zeros(x.shape))  # forgets device=
+        with pytest.raises(ConformanceError, match="is on backend 'numpy', not on the inputs' backend 'numpy_bare'"):
+            check_forward(op, Sample((np.ones(2),), ref=np.zeros_like), name)
+    finally:
+        remove_backend(name)
