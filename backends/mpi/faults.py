@@ -1,18 +1,19 @@
 """One failing rank ends the whole job, with its traceback, instead of a hang.
 
 Without this, a rank that raises exits while the others wait forever in their
-next collective. As ``python -m mpi4py`` does, an uncaught exception is printed
+next collective (and the failed rank itself waits in MPI's shutdown). As
+``python -m mpi4py`` does, an uncaught exception in the main thread is printed
 and then ``MPI_Abort`` tears down every rank; the launcher exits non-zero.
+A rank that stops with an error *status* instead of an exception must call
+``plugtorch.distributed.abort(status)`` (``plugtorch train`` does).
 """
 from __future__ import annotations
 
 import sys
-import threading
 
 
 def abort_on_uncaught_exception(comm) -> None:
     previous = sys.excepthook
-    previous_thread = threading.excepthook
 
     def excepthook(exc_type, exc, tb):
         try:
@@ -24,10 +25,4 @@ def abort_on_uncaught_exception(comm) -> None:
             sys.stderr.flush()
             comm.Abort(1)
 
-    def thread_excepthook(args):
-        if args.exc_type is SystemExit:
-            return previous_thread(args)
-        excepthook(args.exc_type, args.exc_value, args.exc_traceback)
-
     sys.excepthook = excepthook
-    threading.excepthook = thread_excepthook
