@@ -96,3 +96,17 @@ def test_grad_signature_and_unused_inputs():
         grad(y, [x, unused], retain_graph=True)
     gx, gu = grad(y, [x, unused], grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=True)
     assert gx.tolist() == [3.0] and gu is None
+
+
+def test_prod_double_backward_at_zeros_matches_torch(torch):
+    # rows with no, one, two and three zeros: the second derivative of a product at a zero is
+    # the product of the remaining entries, which a "divide by x" rule gets wrong
+    a = np.array([[0.5, 0.0, 2.0, 1.5], [0.0, 0.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 2.0]])
+    w = np.arange(16.0).reshape(4, 4)
+    x, t = plugtorch.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    (g,) = grad(x.prod(1).sum(), x, create_graph=True)
+    (h,) = grad((g * plugtorch.tensor(w)).sum(), x)
+    (tg,) = torch.autograd.grad(t.prod(1).sum(), t, create_graph=True)
+    (th,) = torch.autograd.grad((tg * torch.tensor(w)).sum(), t)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(h.numpy(), th.numpy(), atol=1e-12)

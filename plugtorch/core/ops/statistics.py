@@ -42,15 +42,20 @@ def _prod_rule(ctx, g):
     axes, keepdim = ctx.attrs
     if not keepdim:
         g = g.reshape(_kept_shape(ctx.meta[0][0], axes))
-    # d prod / d x_i is the product of the other entries. Dividing the product by x_i
-    # fails at zeros, so count them: with one zero only that entry has a gradient.
+    # d prod / d x_i is the product of the other entries. Dividing the product by x_i fails
+    # at zeros, so the product of the non-zero entries is divided instead and times the
+    # product of the *other zero* entries, written so that its own derivative is right too
+    # (double backward): with one zero x_k that factor is x_k for i != k; with two (k, l)
+    # it is x_l for i = k; with more it is 0 to second order.
     zero = ew.eq(x, 0)
     nonzero = ew.where(zero, 1.0, x)
-    others = prod(nonzero, axes, keepdim=True)
+    base = prod(nonzero, axes, keepdim=True) / nonzero
     n_zero = _sum(zero, axes, keepdim=True)
-    grad = ew.where(ew.eq(n_zero, 0), others / nonzero,
-                    ew.where(ew.logical_and(ew.eq(n_zero, 1), zero), others, 0.0))
-    return g * grad
+    zeros_sum = _sum(ew.where(zero, x, 0.0), axes, keepdim=True)  # the value is 0, its gradient is not
+    other_zeros = ew.where(ew.eq(n_zero, 0), 1.0,
+                           ew.where(ew.eq(n_zero, 1), ew.where(zero, 1.0, zeros_sum),
+                                    ew.where(ew.eq(n_zero, 2), ew.where(zero, zeros_sum - x, 0.0), 0.0)))
+    return g * base * other_zeros
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
