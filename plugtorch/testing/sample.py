@@ -36,7 +36,8 @@ class Sample:
                 gradcheck in float64, compared with torch's gradient, and the output must
                 require grad.
     grad_inputs: which positional inputs to differentiate (default: every floating array).
-    gradgrad:   also run gradgradcheck (on the op's first small gradient sample).
+    gradgrad:   also run gradgradcheck on this (small) sample; False at points where the op is
+                differentiable once but not twice (ties of max, a zero norm).
     numerical:  check the gradient by finite differences; False where they cannot resolve it
                 (a cast to float32), leaving the comparison with torch's gradient.
     raises:     the inputs are invalid; the op must raise this exception type (and torch,
