@@ -218,8 +218,10 @@ class Trainer:
                     cls(cfg.data_dir, train=False, download=cfg.download))
 
         if self.world.is_main:  # rank 0 downloads what is missing; the others then read it
-            train, test = load()
-            self.world.barrier()
+            try:
+                train, test = load()
+            finally:  # release the other ranks even on failure: they then fail the same way
+                self.world.barrier()
         else:
             self.world.barrier()
             train, test = load()
