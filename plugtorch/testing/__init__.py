@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from .backends import bare_backend, conformance_backends, remove_backend
 from .kit import (ConformanceError, check_coverage, check_float32, check_forward, check_gradcheck,
-                  check_gradgradcheck)
+                  check_gradgradcheck, check_noncontiguous)
 from .sample import Sample, SampleGen, Waiver, is_torch, samples_for
 
 __all__ = ["Sample", "SampleGen", "Waiver", "is_torch", "samples_for", "bare_backend",
            "remove_backend", "conformance_backends", "ConformanceError", "check_coverage",
-           "check_forward", "check_float32", "check_gradcheck", "check_gradgradcheck"]
+           "check_forward", "check_float32", "check_gradcheck", "check_gradgradcheck",
+           "check_noncontiguous"]

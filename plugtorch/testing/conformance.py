@@ -23,7 +23,7 @@ from .backends import SUFFIX, bare_backend, conformance_backends, remove_backend
 from .sample import Sample, samples_for
 
 __all__ = ["conformance_backend", "reference_torch", "test_op_has_samples", "test_forward",
-           "test_float32", "test_gradcheck", "test_gradgradcheck"]
+           "test_noncontiguous", "test_float32", "test_gradcheck", "test_gradgradcheck"]
 
 # gradgradcheck costs (inputs + outputs) double-backward passes per element; keep it to small samples
 GRADGRAD_MAX_NUMEL = 24
@@ -103,6 +103,12 @@ def test_forward(op, index, conformance_backend, reference_torch):
     opdef, sample = _sample(op, index)
     if not kit.check_forward(opdef, sample, conformance_backend, reference_torch):
         _no_reference()
+
+
+@pytest.mark.parametrize("op,index", _params(lambda s: s.raises is None and any(a.ndim >= 2 for a in s.arrays())))
+def test_noncontiguous(op, index, conformance_backend):
+    opdef, sample = _sample(op, index)
+    kit.check_noncontiguous(opdef, sample, conformance_backend)
 
 
 @pytest.mark.parametrize("op,index", _params(lambda s: s.raises is None and _floating(s)))

@@ -221,8 +221,10 @@ def check_forward(opdef, sample: Sample, backend: str, torch=None):
                                    "accepts them; fix the sample or the op")
         return "raises"
     track = bool(_grad_positions(sample))
-    out = call(plugtorch, *pt_inputs(sample, backend, requires_grad=track))
+    inputs = pt_inputs(sample, backend, requires_grad=track)
+    out = call(plugtorch, *inputs)
     _check_backend(out, backend, what)
+    _check_inputs_unchanged(sample, inputs, what)
     compared = []
     if torch is not None:
         expected = _caller(opdef, sample, True)(torch, *torch_inputs(torch, sample, requires_grad=track))
@@ -235,6 +237,44 @@ def check_forward(opdef, sample: Sample, backend: str, torch=None):
         _compare(out, expected, sample, what + " vs NumPy reference", check_dtype=False)
         compared.append("numpy")
     return compared
+
+
+def _check_inputs_unchanged(sample, inputs, what):
+    """An op leaves its inputs alone (a kernel that writes into its argument fails here)."""
+    for key in _array_keys(sample):
+        before, after = _get(list(sample.inputs), key), _get(inputs, key)
+        if not np.array_equal(_host(after), before, equal_nan=before.dtype.kind == "f"):
+            raise ConformanceError(f"{what}: the op modified its input {key[0]}"
+                                   + (f"[{key[1]}]" if key[1] is not None else ""))
+
+
+def _array_keys(sample):
+    keys = []
+    for i, v in enumerate(sample.inputs):
+        if isinstance(v, np.ndarray):
+            keys.append((i, None))
+        elif isinstance(v, (list, tuple)):
+            keys.extend((i, j) for j, a in enumerate(v) if isinstance(a, np.ndarray))
+    return keys
+
+
+def check_noncontiguous(opdef, sample: Sample, backend: str):
+    """Inputs that are strided views (transposed storage) give the same results as contiguous ones."""
+    what = _where(opdef.name, sample, backend) + " with non-contiguous inputs"
+    call = _caller(opdef, sample, False)
+    expected = call(plugtorch, *pt_inputs(sample, backend))
+    dt = plugtorch.float64
+
+    def make(a, dtype, key):
+        if a.ndim < 2:
+            return plugtorch.tensor(a, dtype=dt if dtype else None, device=backend)
+        # same values, stored transposed: a permuted view whose strides are not row-major
+        order = tuple(range(a.ndim - 1, -1, -1))
+        stored = plugtorch.tensor(np.ascontiguousarray(a.transpose(order)), dtype=dt if dtype else None,
+                                  device=backend)
+        return stored.permute(order)
+    got = call(plugtorch, *_convert(sample, make, "float64"))
+    _compare(got, expected, sample, what, atol=1e-12, rtol=1e-12)
 
 
 def check_float32(opdef, sample: Sample, backend: str, torch=None):

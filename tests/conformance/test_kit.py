@@ -146,3 +146,26 @@ def test_an_output_on_another_backend_is_caught():
             check_forward(op, Sample((np.ones(2),), ref=np.zeros_like), name)
     finally:
         remove_backend(name)
+
+
+def test_a_kernel_that_assumes_row_major_memory_is_caught(backend):
+    from plugtorch.core.dispatch import wrap
+    from plugtorch.testing import check_noncontiguous
+
+    def reads_raw_memory(x):  # the classic GPU-kernel bug: ignore the strides, walk the buffer
+        data = x._data
+        itemsize = data.itemsize
+        strides = tuple(int(np.prod(data.shape[i + 1:])) * itemsize for i in range(data.ndim))
+        return wrap(np.lib.stride_tricks.as_strided(data, data.shape, strides).copy(), x._backend)
+    op = OpDef("kit_rawmemory", decompose=reads_raw_memory)
+    with pytest.raises(ConformanceError, match="with non-contiguous inputs"):
+        check_noncontiguous(op, Sample((np.arange(6.0).reshape(2, 3) + 1,), grad=False), backend)
+
+
+def test_an_op_that_writes_into_its_input_is_caught(backend):
+    def scribble(x):
+        x._backend.kernels["setitem"](x._data, (Ellipsis,), 0.0)
+        return x * 1
+    op = OpDef("kit_scribble", decompose=scribble)
+    with pytest.raises(ConformanceError, match="modified its input 0"):
+        check_forward(op, Sample((np.ones(3),), ref=np.zeros_like, grad=False), backend)
