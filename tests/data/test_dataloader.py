@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import plugtorch
-from plugtorch.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, RandomSampler,
-                                  SequentialSampler, Subset, SubsetRandomSampler, TensorDataset,
-                                  default_collate, random_split)
+from plugtorch.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset,
+                                  IterableDataset, RandomSampler, SequentialSampler, Subset,
+                                  SubsetRandomSampler, TensorDataset, default_collate,
+                                  random_split)
 
 
 def _dataset(n=10):
@@ -179,3 +180,25 @@ def test_concat_dataset_indexes_across_parts():
     assert len(ds) == 5
     assert [ds[i][1].item() for i in range(5)] == [0, 1, 2, 0, 1]
     assert ds[-1][1].item() == 1
+
+
+class Countdown(IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        for i in range(self.n, 0, -1):
+            yield {"value": float(i), "index": i}
+
+
+def test_iterable_dataset_is_batched_in_stream_order():
+    batches = list(DataLoader(Countdown(5), batch_size=2))
+    assert [b["index"].tolist() for b in batches] == [[5, 4], [3, 2], [1]]
+    assert batches[0]["value"].dtype is plugtorch.float64
+    assert [b["index"].tolist() for b in DataLoader(Countdown(5), batch_size=2, drop_last=True)] \
+        == [[5, 4], [3, 2]]
+    assert [s["index"] for s in DataLoader(Countdown(2), batch_size=None)] == [2, 1]
+    with pytest.raises(ValueError, match="IterableDataset"):
+        DataLoader(Countdown(3), shuffle=True)
+    with pytest.raises(TypeError):
+        len(DataLoader(Countdown(3)))

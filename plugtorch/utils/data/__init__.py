@@ -1,12 +1,13 @@
 """Datasets, samplers and the DataLoader, with ``torch.utils.data``'s names and behaviour."""
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
-from .distributed import DistributedSampler
-from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from .dataset import (ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
+                      random_split)
 from .distributed import DistributedSampler
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler)
 
-__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "RandomSampler", "Sampler",
-           "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
-           "default_collate", "default_convert", "random_split"]
+__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler",
+           "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "Subset",
+           "SubsetRandomSampler", "TensorDataset", "default_collate", "default_convert",
+           "random_split"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .collate import default_collate, default_convert
+from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
@@ -25,6 +26,11 @@ class DataLoader:
                 f"num_workers={num_workers}: plugtorch's DataLoader loads batches in the main "
                 "process; pass num_workers=0 (batching a tensor dataset is a single indexing op, "
                 "so worker processes would not speed it up)")
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable and (shuffle or sampler is not None or batch_sampler is not None):
+            raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle, "
+                             "sampler and batch_sampler options (the dataset decides the order), "
+                             f"got shuffle={shuffle}")
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
@@ -35,10 +41,12 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise ValueError("batch_size=None option disables auto-batching and is mutually "
                              "exclusive with drop_last")
-        if sampler is None:
-            sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-        if batch_size is not None and batch_sampler is None:
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        if not self._iterable:  # a stream has no indices: it is batched as it comes
+            if sampler is None:
+                sampler = (RandomSampler(dataset, generator=generator) if shuffle
+                           else SequentialSampler(dataset))
+            if batch_size is not None and batch_sampler is None:
+                batch_sampler = BatchSampler(sampler, batch_size, drop_last)
 
         self.dataset = dataset
         self.batch_size = batch_size
@@ -52,7 +60,8 @@ class DataLoader:
         self.worker_init_fn = worker_init_fn
         self.prefetch_factor = prefetch_factor
         self.persistent_workers = persistent_workers
-        self._auto_collation = batch_sampler is not None
+        self._auto_collation = (batch_size is not None if self._iterable
+                                else batch_sampler is not None)
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
             self._fast_batch = self._auto_collation and callable(getattr(dataset, "get_batch", None))
@@ -62,6 +71,9 @@ class DataLoader:
 
     def __iter__(self):
         dataset, collate = self.dataset, self.collate_fn
+        if self._iterable:
+            yield from self._iter_stream()
+            return
         if not self._auto_collation:
             for index in self.sampler:
                 yield collate(dataset[index])
@@ -75,7 +87,26 @@ class DataLoader:
             samples = getitems(indices) if callable(getitems) else [dataset[i] for i in indices]
             yield collate(samples)
 
+    def _iter_stream(self):
+        if not self._auto_collation:
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+            return
+        batch = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
     def __len__(self) -> int:
+        if self._iterable:
+            n = len(self.dataset)  # a TypeError for streams without a length, as in torch
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         if self._auto_collation:
             return len(self.batch_sampler)
         return len(self.sampler)

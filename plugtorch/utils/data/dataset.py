@@ -33,6 +33,13 @@ def _index_tensor(indices):
     return tensor(list(indices), dtype=int64)
 
 
+class IterableDataset(Dataset):
+    """A stream of samples: subclasses define ``__iter__``; a DataLoader batches it in order."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+
 class TensorDataset(Dataset):
     """Samples are the ``index``-th rows of tensors that share their first dimension."""
 
