@@ -53,8 +53,9 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
 
     backend: ``None`` (MPI when launched under it, else a single process), ``"mpi"``
     (required: an error if this process was not launched under MPI) or ``"single"``.
-    ``init_method``, ``world_size`` and ``rank`` are accepted for torch compatibility:
-    with MPI the launcher decides them, and a value that disagrees is an error.
+    ``init_method``, ``timeout``, ``world_size`` and ``rank`` are accepted for torch
+    compatibility: with MPI the launcher decides the world, and a ``world_size`` or ``rank``
+    that disagrees with it is an error. (Pass a timeout to ``Work.wait`` instead.)
     """
     global _default_pg
     if _default_pg is not None:
