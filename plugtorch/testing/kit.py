@@ -14,7 +14,7 @@ import numpy as np
 
 import plugtorch
 
-from ._calling import (ConformanceError, _array_keys, _caller, _check_backend, _compare,
+from ._calling import (ConformanceError, _array_keys, _caller, _check_backend, _compare, _dtype_name,
                        _compare_requires_grad, _convert, _expect_raise, _get, _grad_positions, _host,
                        _put, _where, flat_outputs, pt_inputs, torch_inputs)
 from .sample import Sample, Waiver, samples_for
