@@ -11,7 +11,7 @@ import builtins
 from ..dispatch import record, wrap
 from ..grad_mode import _state as _grad
 from ..registry import OpDef
-from ..tensor import Tensor, _wrap_dim
+from ..tensor import _wrap_dim
 from . import elementwise as ew
 from ._composite import composite_op
 from .shape import _shape_args, cat, clone, permute
