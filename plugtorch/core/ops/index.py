@@ -180,7 +180,10 @@ def _index_select_rule(ctx, g):
 
 
 def index_select(input, dim, index):
-    """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed."""
+    """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed.
+
+    Negative indices count from the end (NumPy's rule; torch rejects them).
+    """
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.dtype is bool_:
         got = index.dtype.name if isinstance(index, Tensor) else type(index).__name__
         raise RuntimeError(f"index_select(): Expected dtype int32/int64 for index, got {got}")
@@ -191,13 +194,15 @@ def index_select(input, dim, index):
     if index.dtype is not int64:
         index = index.to(int64)
     flat = index.reshape(-1)
-    n = input.shape[d] if input.ndim else 1
-    if flat.numel() and (int(flat.max()) >= n or int(flat.min()) < 0):
-        raise IndexError(f"index_select(): index out of range in self: dimension {d} has size {n}, "
-                         f"indices are {flat.tolist()}")
     x = input if input.ndim else input.reshape(1)
     native = (slice(None),) * d + (flat._data,)
-    out = wrap(b.kernels["getitem"](x._data, native), b)
+    # No host-side bounds check (it would sync a GPU on every call, see DESIGN.md); the
+    # backend's own out-of-range error is turned into torch's.
+    try:
+        out = wrap(b.kernels["getitem"](x._data, native), b)
+    except IndexError:
+        raise IndexError(f"index_select(): index out of range in self: dimension {d} has size "
+                         f"{x.shape[d]}, indices are {flat.tolist()}") from None
     if x.requires_grad and _grad.enabled:
         record(out, "index_select", _index_select_rule, (x,), attrs=(native, False))
     return out if input.ndim else out.reshape(())
