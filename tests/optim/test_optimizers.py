@@ -215,3 +215,28 @@ def test_named_parameters_are_accepted():
     opt = optim.SGD([("weight", p)], lr=0.1)
     assert opt.param_groups[0]["param_names"] == ["weight"]
     assert opt.param_groups[0]["params"][0] is p
+
+
+@pytest.mark.parametrize("name,kwargs", [("Adam", dict(lr=1e-2)), ("SGD", dict(lr=0.1, momentum=0.9)),
+                                         ("RMSprop", dict(lr=1e-3))])
+def test_training_a_model_tracks_torch(torch, name, kwargs):
+    # Gradients from backward through a real model feed the optimizer, as in training.
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((16, 5)), rng.integers(0, 3, 16)
+    w1, b1 = rng.standard_normal((8, 5)) * 0.3, rng.standard_normal(8) * 0.1
+    w2, b2 = rng.standard_normal((3, 8)) * 0.3, rng.standard_normal(3) * 0.1
+
+    def run(lib):
+        params = [lib.tensor(a, requires_grad=True) for a in (w1, b1, w2, b2)]
+        opt = getattr(lib.optim, name)(params, **kwargs)
+        xs, ys = lib.tensor(x), lib.tensor(y)
+        for _ in range(5):
+            h = (xs @ params[0].T + params[1]).relu()
+            loss = lib.nn.functional.cross_entropy(h @ params[2].T + params[3], ys)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return [p.detach().numpy() for p in params]
+
+    for ours, theirs in zip(run(plugtorch), run(torch)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
