@@ -137,6 +137,16 @@ def make_table(xp, to_host, from_host_array):
     def argmin(x, axis, keepdims):
         return nd(xp.argmin(x, axis=axis, keepdims=keepdims)).astype(xp.int64, copy=False)
 
+    def argsort(x, axis, descending):
+        if descending:
+            if x.dtype.kind in "biu":
+                key = -x.astype(xp.int64)
+            else:  # nan first, as the largest value; -x alone would leave it last
+                key = xp.where(xp.isnan(x), -xp.inf, -x)
+        else:
+            key = x
+        return xp.argsort(key, axis=axis, kind="stable").astype(xp.int64, copy=False)
+
     def cumsum(x, axis, dtype):
         return xp.cumsum(x, axis=axis, dtype=to_native[dtype])
 
@@ -162,6 +172,7 @@ def make_table(xp, to_host, from_host_array):
         "logical_and": binary(xp.logical_and), "logical_or": binary(xp.logical_or),
         "where": where,
         "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
+        "argsort": argsort,
         "cumsum": cumsum,
         "matmul": binary(xp.matmul),
         "reshape": lambda x, shape: x.reshape(shape),

@@ -59,6 +59,9 @@ PRIMITIVES: dict[str, str] = {
     "min": "min(x, axes, keepdims)",
     "argmax": "argmax(x, axis, keepdims) -> int64; axis an int or None (flattened); first occurrence",
     "argmin": "argmin(x, axis, keepdims) -> int64",
+    # sorting cannot be composed from the others at any reasonable cost; added for issue 3
+    "argsort": ("argsort(x, axis, descending) -> int64: a STABLE sort order along axis (ties keep "
+                "their order); nan sorts as the largest value"),
     "cumsum": "cumsum(x, axis, dtype)",
     # linear algebra
     "matmul": "matmul(x, y): x and y have ndim >= 2 and broadcastable batch dims",

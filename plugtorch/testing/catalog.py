@@ -14,7 +14,7 @@ from plugtorch.core.primitives import PRIMITIVES
 from .sample import Sample, samples_for
 
 _SECTIONS = {
-    "elementwise": "Elementwise", "pointwise": "Elementwise", "reduce": "Reductions", "statistics": "Reductions",
+    "elementwise": "Elementwise", "pointwise": "Elementwise", "reduce": "Reductions", "statistics": "Reductions", "sorting": "Sorting",
     "shape": "Shape and movement", "movement": "Shape and movement", "index": "Indexing",
     "inplace": "Indexing", "linalg": "Linear algebra", "einsum": "Linear algebra",
     "activation": "Activations", "conv": "Convolution and pooling",

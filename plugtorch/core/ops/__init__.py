@@ -1,8 +1,8 @@
 """The core's op library, written against backend primitives and each other."""
 from . import (activation, conv, creation, einsum, elementwise, index, inplace, linalg, movement,
-               pointwise, reduce, shape, statistics)
+               pointwise, reduce, shape, sorting, statistics)
 
-MODULES = (elementwise, pointwise, reduce, statistics, shape, movement, index, inplace, linalg, einsum,
+MODULES = (elementwise, pointwise, reduce, statistics, sorting, shape, movement, index, inplace, linalg, einsum,
            activation, conv)
 
 

@@ -1,0 +1,108 @@
+"""Sorting and order statistics: sort, argsort, topk, kthvalue, median.
+
+One primitive, a stable ``argsort``, gives the order; the values are a ``gather`` of the
+input at those indices, so gradients flow back to the selected entries through
+gather's rule (ties go to the entry the order picked, as in torch).
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+from ..dispatch import wrap
+from ..registry import OpDef
+from ..tensor import _wrap_dim
+from .index import gather
+
+OPS: list[OpDef] = []
+
+sort_result = namedtuple("sort", ["values", "indices"])
+topk_result = namedtuple("topk", ["values", "indices"])
+kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
+median_result = namedtuple("median", ["values", "indices"])
+
+
+def _order(x, dim, descending):
+    d = _wrap_dim(dim, x.ndim) if x.ndim else 0
+    b = x._backend
+    if x.ndim == 0:
+        return wrap(b.kernels["zeros"]((), _int64()), b), d
+    return wrap(b.kernels["argsort"](x._data, d, bool(descending)), b), d
+
+
+def _int64():
+    from ..dtypes import int64
+    return int64
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """Indices that sort ``input`` along ``dim`` (always stable: ties keep their order)."""
+    return _order(input, dim, descending)[0]
+
+
+OPS.append(OpDef("argsort", doc="Indices that sort along dim (stable); nan sorts as the largest value."))
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) sorted along ``dim``; the values' gradient flows back through the indices."""
+    idx, d = _order(input, dim, descending)
+    if input.ndim == 0:
+        return sort_result(input.clone(), idx)
+    return sort_result(gather(input, d, idx), idx)
+
+
+OPS.append(OpDef("sort", doc="(values, indices) sorted along dim; ties keep their order."))
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The k largest (or smallest) entries along ``dim`` and their indices."""
+    d = _wrap_dim(dim, input.ndim) if input.ndim else 0
+    n = input.shape[d] if input.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f"selected index k out of range: k={k} for dimension {d} of size {n}")
+    idx, d = _order(input, d, largest)
+    if input.ndim == 0:
+        return topk_result(input.clone(), idx)
+    idx = idx[(slice(None),) * d + (slice(0, k),)]
+    return topk_result(gather(input, d, idx), idx)
+
+
+OPS.append(OpDef("topk", doc="The k largest (largest=False: smallest) entries along dim, sorted, with indices."))
+
+
+def _select(input, position, dim, keepdim, result, op):
+    """The entry at sorted position ``position`` along ``dim``, and its index."""
+    d = _wrap_dim(dim, input.ndim) if input.ndim else 0
+    if input.ndim == 0:
+        return result(input.clone(), wrap(input._backend.kernels["zeros"]((), _int64()), input._backend))
+    n = input.shape[d]
+    if not 0 <= position < n:
+        raise IndexError(f"{op}(): dimension {d} of size {n} has no entry at sorted position {position + 1}")
+    idx, d = _order(input, d, False)
+    idx = idx[(slice(None),) * d + (slice(position, position + 1),)]
+    values = gather(input, d, idx)
+    if not keepdim:
+        values, idx = values.squeeze(d), idx.squeeze(d)
+    return result(values, idx)
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """The k-th smallest entry (1-based) along ``dim``, and its index."""
+    return _select(input, k - 1, dim, keepdim, kthvalue_result, "kthvalue")
+
+
+OPS.append(OpDef("kthvalue", doc="The k-th smallest entry along dim (1-based) and its index."))
+
+
+def median(input, dim=None, keepdim=False):
+    """The lower median: of all entries (dim=None), or (values, indices) along ``dim``."""
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.numel() == 0:  # torch: nan, the median of nothing (still in the graph)
+            return flat.sum() * float("nan")
+        return _select(flat, (flat.numel() - 1) // 2, 0, False, median_result, "median").values
+    d = _wrap_dim(dim, input.ndim) if input.ndim else 0
+    n = input.shape[d] if input.ndim else 1
+    return _select(input, (n - 1) // 2, d, keepdim, median_result, "median")
+
+
+OPS.append(OpDef("median", doc="The lower median of all entries, or (values, indices) along dim."))
