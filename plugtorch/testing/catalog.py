@@ -49,7 +49,14 @@ def _exposed(name: str) -> str:
 def _kind(op) -> str:
     if op.decompose is not None:
         return "composite" + (" + rule" if op.derivative is not None else "")
-    return "primitive-backed" if op.derivative is not None else "primitive-backed, no grad"
+    return "primitive-backed"
+
+
+def _differentiable(op, samples) -> str:
+    # a rule, or a sample whose gradient the suite checks (compositions need no rule of their own)
+    checked = any(s.grad and s.raises is None and any(a.dtype.kind == "f" for a in s.arrays())
+                  for s in samples)
+    return "yes" if op.derivative is not None or checked else "no"
 
 
 def markdown() -> str:
@@ -65,7 +72,8 @@ def markdown() -> str:
         "(`tests/conformance`, built on `plugtorch.testing`): forward values, dtypes and shapes "
         "against PyTorch and NumPy, gradcheck in float64, 0-d and empty inputs.",
         "",
-        "*Kind*: **primitive-backed** ops call a backend primitive and carry a derivative rule; "
+        "*Kind*: **primitive-backed** ops call backend primitives directly (with a derivative rule "
+        "where they are differentiable); "
         "**composite** ops are written with other ops (autograd differentiates them), and "
         "**composite + rule** ones also carry a rule, used when a backend registers a fused kernel "
         "or when the core runs the decomposition as a single graph node. "
@@ -82,14 +90,15 @@ def markdown() -> str:
         ops = by_section.get(title)
         if not ops:
             continue
-        lines += [f"## {title}", "", "| op | exposed as | kind | own kernels | samples | description |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"## {title}", "",
+                  "| op | exposed as | kind | gradient | own kernels | samples | description |",
+                  "|---|---|---|---|---|---|---|"]
         for op in ops:
             kernels = [b.name for b in backends if op.name in b.kernels and op.name not in PRIMITIVES]
-            n_samples = sum(isinstance(s, Sample) for s in samples_for(op))
+            samples = [s for s in samples_for(op) if isinstance(s, Sample)]
             doc = " ".join((op.doc or "").split()).replace("|", "\\|")
-            lines.append(f"| `{op.name}` | {_exposed(op.name)} | {_kind(op)} | {', '.join(kernels) or '-'} "
-                         f"| {n_samples} | {doc} |")
+            lines.append(f"| `{op.name}` | {_exposed(op.name)} | {_kind(op)} | {_differentiable(op, samples)} "
+                         f"| {', '.join(kernels) or '-'} | {len(samples)} | {doc} |")
         lines.append("")
     lines += ["## Backend primitives (the plugin contract)", "",
               "What a backend implements (`plugtorch.core.primitives`); everything above is built on these.", "",
