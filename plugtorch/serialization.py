@@ -17,7 +17,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import zipfile
 from collections import OrderedDict
 
@@ -26,6 +25,7 @@ import numpy as np
 from .core.dtypes import dtype as _dtype, dtype_from_name
 from .core.ops.creation import from_numpy
 from .core.tensor import Tensor
+from .utils.atomic import atomic_write
 
 FORMAT = "plugtorch.save"
 VERSION = 1
@@ -95,34 +95,8 @@ def save(obj, f) -> None:
     if not isinstance(f, (str, os.PathLike)):
         _write(manifest, enc.arrays, f)
         return
-    path = os.path.abspath(os.fspath(f))
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            _write(manifest, enc.arrays, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename itself durable (where the platform lets a directory be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with atomic_write(f) as fh:
+        _write(manifest, enc.arrays, fh)
 
 
 # -- decoding -------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from plugtorch import nn, optim
 from plugtorch.datasets import MNIST, FashionMNIST
 from plugtorch.nn import functional as F
 from plugtorch.utils.data import DataLoader, DistributedSampler, Subset
+from plugtorch.utils.atomic import atomic_write
 from plugtorch.utils.progress import ProgressBar
 
 DATASETS = {"mnist": MNIST, "fashion-mnist": FashionMNIST}
@@ -376,13 +377,10 @@ class Trainer:
 
 
 def _write_json(path: str, obj) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_write(path, "w") as f:
         json.dump(obj, f, indent=2)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def train(cfg: TrainConfig | None = None, out=None, **overrides) -> dict:

@@ -130,6 +130,18 @@ def test_unsupported_objects_are_rejected_before_writing(tmp_path):
     assert not path.exists() and os.listdir(tmp_path) == []
 
 
+def test_saved_files_get_ordinary_permissions(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        plugtorch.save({"x": 1}, tmp_path / "a.pt")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "a.pt").stat().st_mode & 0o777 == 0o644
+    os.chmod(tmp_path / "a.pt", 0o600)
+    plugtorch.save({"x": 2}, tmp_path / "a.pt")  # overwriting keeps the file's mode
+    assert (tmp_path / "a.pt").stat().st_mode & 0o777 == 0o600
+
+
 def test_garbage_is_not_a_checkpoint(tmp_path):
     (tmp_path / "g.pt").write_bytes(b"hello world")
     with pytest.raises(ValueError, match="not a plugtorch checkpoint"):

@@ -15,13 +15,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..utils.atomic import atomic_write
 from .idx import IDXFormatError, parse_idx
 
 SYSTEM_ROOT = Path("/usr/share/datasets")
@@ -115,14 +115,8 @@ def download(res: Resource, dest_dir: Path, mirrors, timeout: float = DOWNLOAD_T
             continue
         dest_dir.mkdir(parents=True, exist_ok=True)
         path = dest_dir / (res.name + ".gz")
-        fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix=f".{res.name}.", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        with atomic_write(path) as f:
+            f.write(data)
         return path, errors
     return None, errors
 

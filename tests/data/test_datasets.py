@@ -153,7 +153,7 @@ def test_download_from_a_file_mirror(data_root, tmp_path):
     assert len(ds) == 10000
     for name in TEST_FILES:
         assert (tmp_path / "root" / "mnist" / name).read_bytes() == (mirror / name).read_bytes()
-    assert not list((tmp_path / "root" / "mnist").glob(".*part"))
+    assert not list((tmp_path / "root" / "mnist").glob(".*"))  # no temporary files left
 
 
 def _synthetic(tmp_path):
