@@ -12,7 +12,9 @@ process and 2 (DDP, gloo backend; ranks from the MPI launcher, rendezvous over T
 The target is 2-rank plugtorch >= 1.7x the 1-process samples/s. The cores are shared
 with other work, so runs are interleaved and both the best and the median are shown,
 and "plugtorch --local" runs the 2 ranks without DDP: the most 2 ranks can reach on
-the cores they actually got, so DDP / --local is the cost of communication alone.
+the cores they actually got, so DDP / --local is the cost of communication alone;
+"--sync-only" adds just a 4-byte all-reduce per step: the cost of ranks waiting for
+each other, before any gradient bytes move.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def _batches(rank, batch, n=8):
              rng.integers(0, SIZES[-1], batch)) for _ in range(n)]
 
 
-def run_plugtorch(batch, steps, warmup, local=False):
+def run_plugtorch(batch, steps, warmup, local=False, sync_only=False):
     import plugtorch
     import plugtorch.distributed as dist
     import plugtorch.optim
@@ -50,8 +52,9 @@ def run_plugtorch(batch, steps, warmup, local=False):
     for a, b in zip(SIZES[:-1], SIZES[1:]):
         layers += [nn.Linear(a, b), nn.ReLU()]
     model = nn.Sequential(*layers[:-1])
-    if not local:  # --local: same processes, no gradient averaging (the ceiling for N ranks)
+    if not (local or sync_only):  # --local: no communication (the ceiling for N ranks)
         model = DistributedDataParallel(model)
+    token = plugtorch.zeros(1)  # --sync-only: no DDP, but ranks meet once a step
     opt = plugtorch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     data = [(plugtorch.from_numpy(x), plugtorch.from_numpy(y)) for x, y in _batches(rank, batch)]
@@ -61,6 +64,8 @@ def run_plugtorch(batch, steps, warmup, local=False):
         opt.zero_grad()
         loss_fn(model(x), y).backward()
         opt.step()
+        if sync_only:
+            dist.all_reduce(token)
 
     for i in range(warmup):
         step(i)
@@ -113,7 +118,8 @@ def run_torch(batch, steps, warmup):
 
 def worker(args):
     if args.worker == "plugtorch":
-        rank, world, seconds = run_plugtorch(args.batch, args.steps, args.warmup, args.local)
+        rank, world, seconds = run_plugtorch(args.batch, args.steps, args.warmup, args.local,
+                                             args.sync_only)
     else:
         rank, world, seconds = run_torch(args.batch, args.steps, args.warmup)
     if rank == 0:
@@ -132,7 +138,8 @@ def driver(args):
     mpiexec = shutil.which("mpiexec")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                MASTER_ADDR="127.0.0.1")
-    configs = [("plugtorch", 1), ("plugtorch", 2), ("plugtorch --local", 2), ("torch", 1), ("torch", 2)]
+    configs = [("plugtorch", 1), ("plugtorch", 2), ("plugtorch --local", 2),
+               ("plugtorch --sync-only", 2), ("torch", 1), ("torch", 2)]
     runs: dict = {c: [] for c in configs}
     for _ in range(args.repeat):  # interleaved, so load from other processes hits all alike
         for framework, world in configs:
@@ -147,13 +154,13 @@ def driver(args):
             runs[framework, world].append(json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"])
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {args.batch} per rank, {args.steps} steps, one BLAS "
           f"thread per rank, {args.repeat} interleaved runs each; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'framework':>17} {'ranks':>5} {'best samples/s':>15} {'speed-up':>9} "
+    print(f"{'framework':>22} {'ranks':>5} {'best samples/s':>15} {'speed-up':>9} "
           f"{'median samples/s':>17} {'speed-up':>9}")
     for framework, world in configs:
         best, med = max(runs[framework, world]), float(np.median(runs[framework, world]))
         one = runs[framework.split()[0], 1]
         best1, med1 = max(one), float(np.median(one))
-        print(f"{framework:>17} {world:5d} {best:15.0f} {best / best1:8.2f}x {med:17.0f} {med / med1:8.2f}x")
+        print(f"{framework:>22} {world:5d} {best:15.0f} {best / best1:8.2f}x {med:17.0f} {med / med1:8.2f}x")
 
 
 def main():
@@ -165,6 +172,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=5, help="runs of each configuration")
     parser.add_argument("--local", action="store_true",
                         help="(plugtorch worker) no DDP: how fast N ranks go with no communication")
+    parser.add_argument("--sync-only", action="store_true",
+                        help="(plugtorch worker) no DDP, one 4-byte all-reduce per step")
     args = parser.parse_args()
     worker(args) if args.worker else driver(args)
 
