@@ -240,3 +240,26 @@ def test_training_a_model_tracks_torch(torch, name, kwargs):
 
     for ours, theirs in zip(run(plugtorch), run(torch)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_custom_optimizer_with_a_required_option_and_repr():
+    from plugtorch.optim.optimizer import required
+
+    class SignSGD(optim.Optimizer):
+        def __init__(self, params, lr=required):
+            super().__init__(params, dict(lr=lr))
+
+        def step(self, closure=None):
+            with plugtorch.no_grad():
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.sub_(p.grad.sign() * group["lr"])
+
+    p = plugtorch.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="required optimization parameter lr"):
+        SignSGD([p])
+    opt = SignSGD([{"params": [p], "lr": 0.5}])
+    p.grad = plugtorch.tensor([3.0, -1.0])
+    opt.step()
+    assert p.tolist() == [-0.5, 0.5]
+    assert "Parameter Group 0" in repr(opt) and "lr: 0.5" in repr(opt)
