@@ -40,6 +40,13 @@ class Optimizer:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             "Tensors or dicts, but got " + _typename(params))
+        if defaults.get("differentiable"):
+            raise RuntimeError(f"{type(self).__name__}(differentiable=True) is not supported: "
+                               "plugtorch's optimizers update parameters in place under no_grad")
+        if defaults.get("fused"):
+            raise RuntimeError(f"{type(self).__name__}(fused=True) is not supported: plugtorch has "
+                               "no fused optimizer kernels; leave fused=None")
+        # foreach and capturable are speed/CUDA-graph hints in PyTorch; results do not depend on them.
         self.defaults = defaults
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict] = []

@@ -104,6 +104,10 @@ def test_constructor_errors_name_the_problem():
         optim.Adam([p], betas=(0.9, 1.0))
     with pytest.raises(ValueError, match="non-leaf"):
         optim.SGD([p * 2], lr=0.1)
+    with pytest.raises(RuntimeError, match="differentiable=True"):
+        optim.Adam([p], differentiable=True)
+    with pytest.raises(RuntimeError, match="fused=True"):
+        optim.SGD([p], fused=True)
     with pytest.raises(TypeError, match="ordered collections"):
         optim.SGD([{"params": {p}}], lr=0.1)
 
