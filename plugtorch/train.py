@@ -279,10 +279,14 @@ class Trainer:
 
     # -- checkpoints ----------------------------------------------------------------------
     def _identity(self) -> dict:
+        """The settings a resumed run must share with its checkpoint."""
         c = self.cfg
-        return {"dataset": c.dataset, "model": c.model, "optimizer": c.optimizer,
-                "lr_schedule": c.lr_schedule, "batch_size": c.batch_size, "seed": c.seed,
-                "normalize": c.normalize}
+        ident = {"dataset": c.dataset, "model": c.model, "optimizer": c.optimizer,
+                 "lr_schedule": c.lr_schedule, "batch_size": c.batch_size, "seed": c.seed,
+                 "normalize": c.normalize}
+        if c.lr_schedule != "constant":  # the schedule was laid out over that many epochs
+            ident["epochs"] = c.epochs
+        return ident
 
     def save_checkpoint(self, epochs_done: int) -> None:
         if not self.cfg.checkpoint or not self.world.is_main:

@@ -85,6 +85,13 @@ def test_resume_refuses_a_checkpoint_of_another_setup(data_root, tmp_path, capsy
                  "--resume", "--limit-train", "64", "--quiet", "--no-download"])
     assert code == 1
     assert "--model cnn (checkpoint: mlp)" in capsys.readouterr().err
+    # A constant learning rate can be extended; a schedule was planned for its epoch count.
+    m = train(_cfg(data_root, epochs=2, checkpoint=str(ck), resume=True))
+    assert [h["epoch"] for h in m["history"]] == [1, 2]
+    sched = tmp_path / "s.pt"
+    train(_cfg(data_root, epochs=1, checkpoint=str(sched), lr_schedule="cosine"))
+    with pytest.raises(ValueError, match="--epochs 2 \\(checkpoint: 1\\)"):
+        train(_cfg(data_root, epochs=2, checkpoint=str(sched), lr_schedule="cosine", resume=True))
 
 
 def test_missing_data_exits_with_instructions(tmp_path, capsys):
