@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import sys
 import urllib.error
 import urllib.request
 import zlib
@@ -97,21 +98,35 @@ def find_file(res: Resource, folder: str, roots: list[Path]) -> Path | None:
     return None
 
 
-def download(res: Resource, dest_dir: Path, mirrors, timeout: float = DOWNLOAD_TIMEOUT):
+def download(res: Resource, dest_dir: Path, mirrors, timeout: float = DOWNLOAD_TIMEOUT,
+             unreachable: set | None = None):
     """Fetch ``res.name + '.gz'`` from the first mirror that serves a verified copy.
 
     Returns ``(path, errors)``: the file written atomically into ``dest_dir``, or
-    None and one line per mirror saying why it failed.
+    None and one line per mirror saying why it failed. Mirrors that could not be
+    reached are added to ``unreachable`` and skipped on later calls, so an offline
+    machine waits for each timeout once, not once per file.
     """
     errors = []
+    unreachable = set() if unreachable is None else unreachable
     for mirror in mirrors:
         url = mirror.rstrip("/") + "/" + res.name + ".gz"
+        if mirror in unreachable:
+            errors.append(f"{url}: skipped, the mirror was unreachable")
+            continue
+        print(f"downloading {url}", file=sys.stderr, flush=True)
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
                 data = response.read()
-            verified_content(data, res, url)
-        except (urllib.error.URLError, OSError, ValueError) as e:
+        except (urllib.error.URLError, OSError) as e:
+            if not isinstance(e, urllib.error.HTTPError):  # an HTTP error is an answer
+                unreachable.add(mirror)
             errors.append(f"{url}: {getattr(e, 'reason', None) or e}")
+            continue
+        try:
+            verified_content(data, res, url)
+        except ValueError as e:
+            errors.append(f"{url}: {e}")
             continue
         dest_dir.mkdir(parents=True, exist_ok=True)
         path = dest_dir / (res.name + ".gz")
@@ -125,11 +140,11 @@ def load_files(title: str, folder: str, resources, data_dir=None, download_missi
                mirrors=(), system_package=None) -> dict[str, bytes]:
     """Locate (or download) each resource and return its verified, uncompressed IDX bytes."""
     roots = data_roots(data_dir)
-    found, missing, failures = {}, [], []
+    found, missing, failures, unreachable = {}, [], [], set()
     for res in resources:
         path = find_file(res, folder, roots)
         if path is None and download_missing:
-            path, errors = download(res, roots[0] / folder, mirrors)
+            path, errors = download(res, roots[0] / folder, mirrors, unreachable=unreachable)
             failures += errors
         if path is None:
             missing.append(res)

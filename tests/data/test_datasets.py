@@ -190,13 +190,16 @@ def test_download_over_http_from_localhost(tmp_path):
         thread.join(timeout=5)
 
 
-def test_unreachable_mirror_explains_where_to_put_files(tmp_path):
+def test_unreachable_mirror_explains_where_to_put_files(tmp_path, capsys):
     res, _ = _synthetic(tmp_path)
+    other = Resource("other-idx1-ubyte", "0" * 32, "1" * 32)
     with pytest.raises(DatasetNotFoundError) as info:
-        load_files("Tiny", "tiny", [res], data_dir=tmp_path / "root", download_missing=True,
-                   mirrors=["http://127.0.0.1:9/"])
+        load_files("Tiny", "tiny", [res, other], data_dir=tmp_path / "root",
+                   download_missing=True, mirrors=["http://127.0.0.1:9/"])
     msg = str(info.value)
     assert "Downloading them failed" in msg and "http://127.0.0.1:9/tiny-idx1-ubyte.gz" in msg
+    assert "other-idx1-ubyte.gz: skipped, the mirror was unreachable" in msg  # tried once only
+    assert capsys.readouterr().err.count("downloading http://127.0.0.1:9/") == 1
     assert f"{tmp_path / 'root' / 'tiny'}/" in msg
 
 
