@@ -28,12 +28,12 @@ from .core.ops.einsum import einsum
 from .core.ops.elementwise import erf
 from .core.ops.elementwise import clamp_max, clamp_min
 from .core.ops.index import (argwhere, count_nonzero, gather, index_select, masked_fill, masked_select,
-                             nonzero, scatter_add)
+                             nonzero, scatter_add, take_along_dim)
 from .core.ops.activation import celu, selu
 from .core.ops.linalg import addmm, diag, diagonal, dot, ger, outer, trace
 from .core.ops.pointwise import cosh, exp2, fix, frac, lerp, log2, log10, sinh, trunc
-from .core.ops.movement import (chunk, flip, fliplr, flipud, moveaxis, movedim, roll, split,
-                                tensor_split, tile, tril, triu)
+from .core.ops.movement import (chunk, flip, fliplr, flipud, meshgrid, moveaxis, movedim, narrow, ravel,
+                                repeat_interleave, roll, split, tensor_split, tile, tril, triu, unbind)
 from .core.ops.reduce import all, any
 from .core.ops.shape import swapdims
 from .core.ops.statistics import cumsum, norm, prod, std, std_mean, var, var_mean

@@ -80,7 +80,7 @@ T.matmul, T.mm, T.bmm = linalg.matmul, linalg.mm, linalg.bmm
 T.gather, T.scatter_add = index.gather, index.scatter_add
 T.index_select, T.masked_fill, T.erf = index.index_select, index.masked_fill, ew.erf
 T.masked_fill_ = inplace.inplace(index.masked_fill, "masked_fill_")
-for _name in ("masked_select", "argwhere", "nonzero", "count_nonzero"):
+for _name in ("masked_select", "argwhere", "nonzero", "count_nonzero", "take_along_dim"):
     setattr(T, _name, getattr(index, _name))
 T.clamp_min, T.clamp_max = ew.clamp_min, ew.clamp_max
 for _name in ("sort", "argsort", "topk", "kthvalue", "median"):
@@ -91,7 +91,7 @@ for _name in ("prod", "var", "std", "norm", "cumsum"):
     setattr(T, _name, getattr(statistics, _name))
 T.any, T.all = reduce.any, reduce.all
 for _name in ("flip", "fliplr", "flipud", "roll", "repeat", "tile", "movedim", "moveaxis", "split",
-              "tensor_split", "chunk", "tril", "triu"):
+              "tensor_split", "chunk", "tril", "triu", "unbind", "narrow", "ravel", "repeat_interleave"):
     setattr(T, _name, getattr(movement, _name))
 T.outer, T.ger, T.dot = linalg.outer, linalg.outer, linalg.dot
 for _name in ("diag", "diagonal", "trace", "addmm"):

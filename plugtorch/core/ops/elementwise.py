@@ -299,10 +299,16 @@ def _where_rule(ctx, g):
     return (ga, gb) if len(ctx.next) > 1 else ga
 
 
-def where(condition, input, other):
-    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number)."""
+def where(condition, input=None, other=None):
+    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number).
+
+    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
+    """
     if not isinstance(condition, Tensor):
         raise TypeError("where(): argument 'condition' must be a Tensor")
+    if input is None and other is None:
+        from .index import nonzero
+        return nonzero(condition, as_tuple=True)
     if condition.dtype.name != "bool":
         raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor with dtype "

@@ -335,3 +335,33 @@ def nonzero(input, *, as_tuple=False):
 def count_nonzero(input, dim=None):
     from .reduce import sum as _sum
     return _sum(input != 0, dim)
+
+
+def _take_along_dim(input, indices, dim=None):
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    from .shape import broadcast_shapes
+    d = _wrap_dim(dim, input.ndim)
+    if indices.ndim != input.ndim:
+        raise RuntimeError(f"take_along_dim(): input and indices should have the same number of "
+                           f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
+                           "dimensions for indices")
+    # every dim but ``dim`` broadcasts between the two
+    shape = broadcast_shapes(tuple(s for i, s in enumerate(input.shape) if i != d),
+                             tuple(s for i, s in enumerate(indices.shape) if i != d))
+    full = list(shape)
+    x_shape = full[:d] + [input.shape[d]] + full[d:]
+    i_shape = full[:d] + [indices.shape[d]] + full[d:]
+    return gather(input.expand(x_shape), d, indices.expand(i_shape))
+
+
+_TAKE_ALONG_DIM = OpDef("take_along_dim", decompose=_take_along_dim,
+                        doc="gather along dim with broadcasting of the other dims (or of the flattened input).")
+OPS.append(_TAKE_ALONG_DIM)
+
+
+def take_along_dim(input, indices, dim=None):
+    if not isinstance(indices, Tensor) or indices.dtype is not int64:
+        raise RuntimeError("take_along_dim(): dtype of indices should be int64 (Long)")
+    from ..dispatch import call_op
+    return call_op(_TAKE_ALONG_DIM, (input, indices), {"dim": dim})

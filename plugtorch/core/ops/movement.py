@@ -266,3 +266,94 @@ def tril(input, diagonal=0):
 def triu(input, diagonal=0):
     """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
     return _band("triu", input, diagonal, False)
+
+
+# -- unbind, narrow, ravel, repeat_interleave, meshgrid ------------------------------------
+
+@composite_op(OPS)
+def unbind(input, dim=0):
+    """The slices along ``dim``, each without that dim (views)."""
+    if input.ndim == 0:
+        raise IndexError("unbind(): Dimension specified as 0 but tensor has no dimensions")
+    d = _wrap_dim(dim, input.ndim)
+    return tuple(input[(slice(None),) * d + (i,)] for i in range(input.shape[d]))
+
+
+@composite_op(OPS)
+def narrow(input, dim, start, length):
+    """The view of ``length`` entries from ``start`` along ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, input.ndim)
+    n = input.shape[d]
+    start = int(start)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    start %= n if n else 1
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return _slice_along(input, d, start, start + length)
+
+
+@composite_op(OPS)
+def ravel(input):
+    """The tensor as 1-D (a view when possible)."""
+    return input.reshape(-1)
+
+
+@composite_op(OPS)
+def repeat_interleave(input, repeats, dim=None, *, output_size=None):
+    """Repeat each element ``repeats`` times (an int, or a 1-D tensor of per-element counts)."""
+    from ..tensor import Tensor
+    x = input.reshape(-1) if dim is None else input
+    d = 0 if dim is None else _wrap_dim(dim, x.ndim)
+    if isinstance(repeats, Tensor) and repeats.numel() != 1:
+        counts = repeats.tolist()  # the output's size depends on them (torch also reads them)
+        if len(counts) != x.shape[d]:
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                               f"repeats.size(0) = {len(counts)} and input.size({d}) = {x.shape[d]}")
+        if any(c < 0 for c in counts):
+            raise RuntimeError("repeats can not be negative")
+        from .creation import tensor
+        index = tensor([i for i, c in enumerate(counts) for _ in range(c)], dtype=_int64(),
+                       device=x._backend.name)
+        from .index import index_select
+        return index_select(x, d, index)
+    r = int(repeats)
+    if r < 0:
+        raise RuntimeError("repeats can not be negative")
+    shape = tuple(x.shape)
+    expanded = x.unsqueeze(d + 1).expand(shape[:d + 1] + (r,) + shape[d + 1:])
+    return clone(expanded.reshape(shape[:d] + (shape[d] * r,) + shape[d + 1:]))
+
+
+def _int64():
+    from ..dtypes import int64
+    return int64
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids from 1-D tensors; indexing='xy' swaps the first two dims, as NumPy's."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"meshgrid: indexing must be one of 'xy' or 'ij', but received: {indexing}")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"meshgrid expects all tensors to be 0- or 1-dimensional, got {t.ndim}-D")
+    flat = [t.reshape(-1) for t in tensors]
+    swap = indexing == "xy" and len(flat) >= 2
+    if swap:
+        flat[0], flat[1] = flat[1], flat[0]
+    shape = tuple(t.shape[0] for t in flat)
+    grids = []
+    for i, t in enumerate(flat):
+        view = [1] * len(flat)
+        view[i] = shape[i]
+        grids.append(t.reshape(view).expand(shape))
+    if swap:  # 'xy' is 'ij' on (y, x, ...) with the first two grids swapped back
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+OPS.append(OpDef("meshgrid", decompose=meshgrid, doc="Coordinate grids from 1-D tensors ('ij' or 'xy')."))

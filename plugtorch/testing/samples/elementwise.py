@@ -192,6 +192,7 @@ def _where(g):
         Sample((g.bools(2, 3), g.randn(2, 3), 0.5), ref=ref, desc="python scalar other"),
         Sample((g.bools(2, 3), g.ints(2, 3), g.randn(2, 3)), ref=ref, grad=False, desc="int,float promotes"),
         Sample((g.randn(2, 3), g.randn(2, 3), g.randn(2, 3)), raises=RuntimeError, desc="float condition"),
+        Sample((g.bools(2, 3),), grad=False, ref=lambda c: tuple(np.nonzero(c)), desc="where(condition) alone"),
     ]
 
 

@@ -195,7 +195,22 @@ def _argwhere(g):
     ]
 
 
-SAMPLES.update(masked_select=_masked_select, argwhere=_argwhere)
+def _take_along_dim(g):
+    x = g.randn(3, 4)
+    return [
+        Sample((x, np.array([[0, 3], [1, 1], [2, 0]]), 1), ref=lambda a, i, d: np.take_along_axis(a, i, d)),
+        Sample((x, np.array([[2, 0, 2, 1]]), 0), ref=lambda a, i, d: np.take_along_axis(a, i, d),
+               desc="repeats accumulate"),
+        Sample((x[:1], np.array([[0, 3], [1, 1], [2, 0]]), 1),
+               ref=lambda a, i, d: np.take_along_axis(np.broadcast_to(a, (3, 4)), i, d), desc="input broadcasts"),
+        Sample((x, np.array([0, 11, 5])), ref=lambda a, i: a.ravel()[i], desc="flattened"),
+        Sample((scalar(2.0), np.asarray(0)), ref=lambda a, i: a.reshape(1)[[0]], desc="0-d flattened"),
+        Sample((x, np.zeros((3, 0), np.int64), 1), ref=lambda a, i, d: np.zeros((3, 0))),
+        Sample((x, np.array([0.0, 1.0])), grad_inputs=(0,), raises=RuntimeError, desc="float indices"),
+    ]
+
+
+SAMPLES.update(masked_select=_masked_select, argwhere=_argwhere, take_along_dim=_take_along_dim)
 SAMPLES.update(getitem=_getitem, index_put_zeros=_index_put_zeros, gather=_gather, scatter_add=_scatter_add,
                index_select=_index_select, masked_fill=_masked_fill, one_hot=_one_hot, index_put=_index_put,
                index_fill=_index_fill)

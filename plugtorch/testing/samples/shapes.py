@@ -286,6 +286,68 @@ def _band(name, npfn):
     SAMPLES[name] = samples
 
 
+def _unbind(g):
+    x = g.randn(3, 2)
+    return [
+        Sample((x,), ref=lambda a: tuple(a)),
+        Sample((x, 1), ref=lambda a, d: tuple(a.T)),
+        Sample((empty(0, 2), 1), ref=lambda a, d: (a[:, 0], a[:, 1])),
+        Sample((scalar(1.0),), raises=IndexError, desc="0-d"),
+    ]
+
+
+def _narrow(g):
+    x = g.randn(3, 5)
+    return [
+        Sample((x, 1, 1, 3), ref=lambda a, d, s, n: a[:, 1:4]),
+        Sample((x, 0, -2, 2), ref=lambda a, d, s, n: a[1:3], desc="negative start"),
+        Sample((x, 1, 5, 0), ref=lambda a, d, s, n: a[:, 5:5], desc="empty at the end"),
+        Sample((empty(0, 3), 1, 0, 2), ref=lambda a, d, s, n: a[:, :2]),
+        Sample((scalar(1.0), 0, 0, 1), raises=RuntimeError, desc="0-d"),
+        Sample((x, 1, 3, 3), raises=RuntimeError, desc="past the end"),
+    ]
+
+
+def _ravel(g):
+    return [
+        Sample((g.randn(2, 3),), ref=np.ravel),
+        Sample((g.randn(2, 3).T,), ref=np.ravel, desc="transposed storage"),
+        Sample((scalar(1.0),), ref=np.ravel),
+        Sample((empty(0, 3),), ref=np.ravel),
+    ]
+
+
+def _repeat_interleave(g):
+    x = g.randn(2, 3)
+    return [
+        Sample((x, 2), ref=lambda a, r: np.repeat(a, r)),
+        Sample((x, 2, 1), ref=lambda a, r, d: np.repeat(a, r, d)),
+        Sample((x, np.array([1, 0, 2]), 1), ref=lambda a, r, d: np.repeat(a, r, d), desc="per-element counts"),
+        Sample((x, np.array([3, 1]), 0), ref=lambda a, r, d: np.repeat(a, r, d)),
+        Sample((scalar(1.5), 3), ref=lambda a, r: np.repeat(a, r)),
+        Sample((empty(0, 2), 2, 0), ref=lambda a, r, d: np.repeat(a, r, d)),
+        Sample((x, np.array([1, 2]), 1), raises=RuntimeError, desc="counts do not match the dim"),
+    ]
+
+
+def _meshgrid(g):
+    a, b, c = g.randn(2), g.randn(3), g.randn(2)
+    return [
+        Sample((a, b), call=lambda m, x, y: m.meshgrid(x, y, indexing="ij"),
+               ref=lambda x, y: tuple(np.meshgrid(x, y, indexing="ij"))),
+        Sample((a, b, c), call=lambda m, x, y, z: m.meshgrid(x, y, z, indexing="xy"),
+               ref=lambda x, y, z: tuple(np.meshgrid(x, y, z, indexing="xy")), desc="xy, three inputs"),
+        Sample((scalar(1.0), b), call=lambda m, x, y: m.meshgrid(x, y, indexing="ij"),
+               ref=lambda x, y: tuple(np.meshgrid(x, y, indexing="ij")), desc="0-d counts as one element"),
+        Sample((empty(0), b), call=lambda m, x, y: m.meshgrid(x, y, indexing="ij"),
+               ref=lambda x, y: tuple(np.meshgrid(x, y, indexing="ij"))),
+        Sample((g.randn(2, 2), b), call=lambda m, x, y: m.meshgrid(x, y, indexing="ij"), raises=RuntimeError,
+               desc="2-D input"),
+    ]
+
+
+SAMPLES.update(unbind=_unbind, narrow=_narrow, ravel=_ravel, repeat_interleave=_repeat_interleave,
+               meshgrid=_meshgrid)
 SAMPLES.update(reshape=_reshape, permute=_permute, transpose=_transpose, t=_t, squeeze=_squeeze,
                unsqueeze=_unsqueeze, flatten=_flatten, unflatten=_unflatten, expand=_expand, cast=_cast,
                clone=_clone, cat=_cat, stack=_stack, flip=_flip, roll=_roll, repeat=_repeat, tile=_tile,
