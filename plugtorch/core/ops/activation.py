@@ -97,6 +97,8 @@ def _softmax_like(op, name, x, dim, dtype):
     if x.ndim == 0:
         x1 = x.reshape(1)
         return call_op(op, (x1,), {"dim": 0}).reshape(())
+    if x.numel() == 0:
+        return x * 1  # nothing to normalise (kernels may not reduce an empty dim)
     return call_op(op, (x,), {"dim": d})
 
 

@@ -165,8 +165,8 @@ def _binary(name, rule, rule_scalar, save=False, floating=False, differentiable=
             bk = a._backend
             try:
                 out = wrap(bk.kernels[name](a._data, b._data), bk)
-            except ValueError:
-                raise _broadcast_error(a.shape, b.shape) from None
+            except ValueError as e:
+                raise _broadcast_error(a.shape, b.shape, name, e) from None
             if differentiable and _grad.enabled and (a.requires_grad or b.requires_grad):
                 record(out, name, rule, (a, b), saved=(a, b) if save else None)
             return out
@@ -180,7 +180,11 @@ def _binary(name, rule, rule_scalar, save=False, floating=False, differentiable=
         if a.dtype.category < 2 and (floating or _scalar_category(b) > a.dtype.category):
             a = a.to(get_default_dtype()) if floating else _promote_scalar(a, b)
         bk = a._backend
-        out = wrap(bk.kernels[name](a._data, b), bk)
+        try:
+            out = wrap(bk.kernels[name](a._data, b), bk)
+        except ValueError as e:
+            raise RuntimeError(f"{name}(): {e} (a tensor of shape {list(a.shape)} and dtype "
+                               f"{a.dtype.name} with the number {b!r})") from None
         if differentiable and _grad.enabled and a.requires_grad:
             record(out, name, rule_scalar, (a,), saved=(a,) if save else None, attrs=b)
         return out
@@ -266,8 +270,12 @@ logical_and = _binary("logical_and", None, None, differentiable=False)
 logical_or = _binary("logical_or", None, None, differentiable=False)
 
 
-def _broadcast_error(sa, sb):
-    """torch's message for shapes that do not broadcast, naming the first clashing dim."""
+def _broadcast_error(sa, sb, op, cause):
+    """torch's message for shapes that do not broadcast, naming the first clashing dim.
+
+    A kernel error on shapes that do broadcast (NumPy refusing int ** negative int) keeps
+    the backend's message, as a RuntimeError naming the op.
+    """
     n = builtins.max(len(sa), len(sb))
     pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
     for d in range(n - 1, -1, -1):
@@ -275,7 +283,7 @@ def _broadcast_error(sa, sb):
             return RuntimeError(
                 f"The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) at "
                 f"non-singleton dimension {d} (shapes {list(sa)} and {list(sb)} do not broadcast)")
-    return RuntimeError(f"shapes {list(sa)} and {list(sb)} do not broadcast")
+    return RuntimeError(f"{op}(): {cause} (shapes {list(sa)} and {list(sb)})")
 
 
 def _rsub(x, s):

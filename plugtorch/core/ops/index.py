@@ -83,7 +83,10 @@ def _getitem_rule(ctx, g):
 def getitem(x, key):
     index, basic = _native_index(x, key)
     b = x._backend
-    out = wrap(b.kernels["getitem"](x._data, index), b)
+    try:
+        out = wrap(b.kernels["getitem"](x._data, index), b)
+    except IndexError as e:  # a mask of the wrong shape, an index tensor out of range
+        raise IndexError(f"indexing a tensor of shape {list(x.shape)}: {e}") from None
     if basic:
         out._vc = x._vc  # a view
     if x.requires_grad and _grad.enabled:
@@ -121,12 +124,28 @@ OPS.append(OpDef("index_put_zeros", derivative=_index_put_zeros_rule,
                  doc="The adjoint of getitem: scatter a gradient into zeros."))
 
 
-def _check_gather(op, x, dim, index):
+def _check_gather(op, x, dim, index, src=None):
     if not isinstance(index, Tensor) or index.dtype is not int64:
         raise RuntimeError(f"{op}(): Expected dtype int64 for index")
     if index.ndim != x.ndim:
         raise RuntimeError(f"Index tensor must have the same number of dimensions as input tensor")
-    return _wrap_dim(dim, x.ndim)
+    d = _wrap_dim(dim, x.ndim)
+    for k in range(x.ndim):
+        if (k != d and index.shape[k] > x.shape[k]) or (src is not None and index.shape[k] > src.shape[k]):
+            raise RuntimeError(
+                f"{op}(): Size does not match at dimension {k} expected index {list(index.shape)} to be "
+                f"smaller than self {list(x.shape)} apart from dimension {d}"
+                + (f" and to be smaller size than src {list(src.shape)}" if src is not None else ""))
+    return d
+
+
+def _index_kernel(op, fn, x, index, *args):
+    """Run a gather/scatter kernel; an index out of range becomes torch's error, naming the op."""
+    try:
+        return fn(*args)
+    except (IndexError, ValueError) as e:
+        raise RuntimeError(f"{op}(): index out of bounds for input of shape {list(x.shape)} with index "
+                           f"of shape {list(index.shape)}: {e}") from None
 
 
 def _gather_rule(ctx, g):
@@ -142,7 +161,7 @@ def gather(x, dim, index):
         return gather(x.reshape(1), 0, index.reshape(1)).reshape(())
     d = _check_gather("gather", x, dim, index)
     b = same_backend("gather", (x, index))
-    out = wrap(b.kernels["gather"](x._data, d, index._data), b)
+    out = wrap(_index_kernel("gather", b.kernels["gather"], x, index, x._data, d, index._data), b)
     if x.requires_grad and _grad.enabled:
         record(out, "gather", _gather_rule, (x,), attrs=(d, index))
     return out
@@ -159,11 +178,12 @@ def _scatter_add_rule(ctx, g):
 def scatter_add(x, dim, index, src):
     if x.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
         return scatter_add(x.reshape(1), 0, index.reshape(1), src.reshape(1)).reshape(())
-    d = _check_gather("scatter_add", x, dim, index)
+    d = _check_gather("scatter_add", x, dim, index, src)
     b = same_backend("scatter_add", (x, index, src))
     if src.dtype is not x.dtype:
         src = src.to(x.dtype)
-    out = wrap(b.kernels["scatter_add"](x._data, d, index._data, src._data), b)
+    out = wrap(_index_kernel("scatter_add", b.kernels["scatter_add"], x, index,
+                             x._data, d, index._data, src._data), b)
     if _grad.enabled and (x.requires_grad or src.requires_grad):
         record(out, "scatter_add", _scatter_add_rule, (x, src), attrs=(d, index))
     return out

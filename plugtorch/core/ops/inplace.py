@@ -179,6 +179,8 @@ def setitem(x, key, value):
 def _put(b, data, index, vdata, value):
     try:
         b.kernels["setitem"](data, index, vdata)
+    except IndexError as e:
+        raise IndexError(f"x[index] = value on a tensor of shape {list(data.shape)}: {e}") from None
     except ValueError:
         target = b.kernels["getitem"](data, index).shape
         shape = list(value.shape) if isinstance(value, Tensor) else []

@@ -31,7 +31,11 @@ def _mm(a, b):
             f" (shapes {list(sa)} @ {list(sb)})"
         )
     bk = a._backend
-    out = wrap(bk.kernels["matmul"](a._data, b._data), bk)
+    try:
+        out = wrap(bk.kernels["matmul"](a._data, b._data), bk)
+    except ValueError:
+        raise RuntimeError(f"matmul: the batch dimensions of {list(sa)} and {list(sb)} do not "
+                           f"broadcast ({list(sa[:-2])} vs {list(sb[:-2])})") from None
     if _grad.enabled and (a.requires_grad or b.requires_grad):
         record(out, "matmul", _matmul_rule, (a, b), saved=(a, b))
     return out
