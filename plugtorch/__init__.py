@@ -38,6 +38,7 @@ from .core.ops.reduce import all, any
 from .core.ops.shape import swapdims
 from .core.ops.statistics import cumsum, norm, prod, std, std_mean, var, var_mean
 from .core.ops.sorting import argsort, kthvalue, median, sort, topk
+from .core.ops.scatter import index_add, scatter
 from .core.ops.linalg import bmm, matmul, mm
 from .core.ops.reduce import amax, amin, argmax, argmin, logsumexp, max, mean, min, sum
 from .core.ops.shape import (broadcast_shapes, broadcast_to, cat, concat, concatenate, flatten,

@@ -6,7 +6,7 @@ this file as the (long, flat) list of what it can do.
 from __future__ import annotations
 
 from .ops import activation, creation, elementwise as ew, index, inplace, linalg, reduce, shape
-from .ops import movement, pointwise, sorting, statistics
+from .ops import movement, pointwise, scatter, sorting, statistics
 from .dispatch import wrap
 from .dtypes import result_type
 from .tensor import Tensor
@@ -85,6 +85,9 @@ for _name in ("masked_select", "argwhere", "nonzero", "count_nonzero", "take_alo
 T.clamp_min, T.clamp_max = ew.clamp_min, ew.clamp_max
 for _name in ("sort", "argsort", "topk", "kthvalue", "median"):
     setattr(T, _name, getattr(sorting, _name))
+T.scatter, T.index_add = scatter.scatter, scatter.index_add
+T.scatter_ = inplace.inplace(scatter.scatter, "scatter_")
+T.index_add_ = inplace.inplace(scatter.index_add, "index_add_")
 T.clamp_min_ = inplace.inplace(ew.clamp_min, "clamp_min_")
 T.clamp_max_ = inplace.inplace(ew.clamp_max, "clamp_max_")
 for _name in ("prod", "var", "std", "norm", "cumsum"):

@@ -16,6 +16,7 @@ from .sample import Sample, samples_for
 _SECTIONS = {
     "elementwise": "Elementwise", "pointwise": "Elementwise", "reduce": "Reductions", "statistics": "Reductions", "sorting": "Sorting",
     "shape": "Shape and movement", "movement": "Shape and movement", "index": "Indexing",
+    "scatter": "Indexing",
     "inplace": "Indexing", "linalg": "Linear algebra", "einsum": "Linear algebra",
     "activation": "Activations", "conv": "Convolution and pooling",
 }

@@ -13,7 +13,7 @@ squeeze unsqueeze flatten unflatten broadcast_to cat concat stack split tensor_s
 flipud roll tile tril triu gather scatter_add index_select masked_fill matmul mm bmm outer ger dot
 einsum relu sigmoid softmax log_softmax tanh log2 log10 exp2 sinh cosh trunc fix frac lerp diag
 diagonal trace addmm selu celu masked_select argwhere nonzero count_nonzero clamp_min clamp_max sort argsort
-topk kthvalue median unbind narrow ravel repeat_interleave meshgrid take_along_dim""".split()
+topk kthvalue median unbind narrow ravel repeat_interleave meshgrid take_along_dim scatter index_add""".split()
 
 METHODS = """sin cos exp log log1p expm1 sqrt rsqrt abs sign clamp clip pow reciprocal floor ceil round erf
 maximum minimum logsumexp isnan isinf isfinite sum mean prod var std max min amax amin argmax argmin
@@ -22,7 +22,8 @@ unflatten expand expand_as broadcast_to split tensor_split chunk flip fliplr fli
 triu gather scatter_add index_select masked_fill masked_fill_ matmul mm bmm outer dot relu sigmoid
 softmax log_softmax add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ log2 log10 exp2 sinh cosh trunc frac
 lerp diag diagonal trace addmm masked_select argwhere nonzero count_nonzero clamp_min clamp_max sort argsort
-topk kthvalue median unbind narrow ravel repeat_interleave take_along_dim""".split()
+topk kthvalue median unbind narrow ravel repeat_interleave take_along_dim scatter scatter_ index_add
+index_add_""".split()
 
 FUNCTIONAL = "relu leaky_relu gelu silu softplus elu softmax log_softmax one_hot pad conv2d max_pool2d avg_pool2d".split()
 # in the core (plugtorch.core.ops.activation), for nn.functional to re-export

@@ -210,7 +210,49 @@ def _take_along_dim(g):
     ]
 
 
-SAMPLES.update(masked_select=_masked_select, argwhere=_argwhere, take_along_dim=_take_along_dim)
+def _scatter(g):
+    x = g.randn(3, 4)
+    i = np.array([[0, 2], [1, 3], [3, 0]])
+
+    def ref(a, d, idx, src):
+        out = a.copy()
+        np.put_along_axis(out, idx, src[tuple(slice(0, s) for s in idx.shape)], d)
+        return out
+    return [
+        Sample((x, 1, i, g.randn(3, 2)), ref=ref),
+        Sample((x, 0, np.array([[2, 0, 1, 2]]), g.randn(2, 4)), ref=ref, grad=False,
+               desc="src larger than index (torch's backward rejects it)"),
+        Sample((x, 1, i, 2.5), ref=lambda a, d, idx, v: ref(a, d, idx, np.full(idx.shape, v)), desc="number"),
+        Sample((x, 1, i), kwargs={"value": -1.0}, ref=lambda a, d, idx: ref(a, d, idx, np.full(idx.shape, -1.0)),
+               desc="value="),
+        Sample((scalar(1.0), 0, np.asarray(0), scalar(5.0)), ref=lambda a, d, idx, s: s),
+        Sample((x, 1, np.zeros((3, 0), np.int64), empty(3, 0)), ref=lambda a, d, idx, s: a),
+        Sample((x, 1, g.ints(3, 2).astype(np.float64), g.randn(3, 2)), grad_inputs=(0,), raises=RuntimeError,
+               desc="float index"),
+    ]
+
+
+def _index_add(g):
+    x = g.randn(4, 3)
+
+    def ref(a, d, idx, src, alpha=1):
+        out = a.copy()
+        if out.ndim == 0:
+            return out + alpha * src
+        np.add.at(out, (slice(None),) * d + (idx,), alpha * src)
+        return out
+    return [
+        Sample((x, 0, np.array([3, 0, 3]), g.randn(3, 3)), ref=ref, desc="repeats accumulate"),
+        Sample((x, 1, np.array([2]), g.randn(4, 1)), kwargs={"alpha": 0.5},
+               ref=lambda a, d, idx, src: ref(a, d, idx, src, 0.5), desc="alpha"),
+        Sample((scalar(1.0), 0, np.array([0]), scalar(2.0)), ref=ref),
+        Sample((x, 0, np.zeros(0, np.int64), empty(0, 3)), ref=ref),
+        Sample((x, 0, np.array([0, 1]), g.randn(3, 3)), raises=RuntimeError, desc="source does not match"),
+    ]
+
+
+SAMPLES.update(masked_select=_masked_select, argwhere=_argwhere, take_along_dim=_take_along_dim,
+               scatter=_scatter, index_add=_index_add)
 SAMPLES.update(getitem=_getitem, index_put_zeros=_index_put_zeros, gather=_gather, scatter_add=_scatter_add,
                index_select=_index_select, masked_fill=_masked_fill, one_hot=_one_hot, index_put=_index_put,
                index_fill=_index_fill)
