@@ -25,7 +25,8 @@ def _cfg(data_root, **kw):
 def test_cli_trains_and_writes_metrics(data_root, tmp_path, capsys):
     metrics = tmp_path / "m.json"
     code = main(["train", "--data-dir", str(data_root), "--epochs", "2", "--limit-train", "512",
-                 "--limit-test", "200", "--batch-size", "32", "--metrics-json", str(metrics)])
+                 "--limit-test", "200", "--batch-size", "32", "--metrics-json", str(metrics),
+                 "--no-download"])
     assert code == 0
     out = capsys.readouterr().out
     assert "epoch 1/2" in out and "epoch 2/2" in out and "final test accuracy" in out
@@ -42,7 +43,7 @@ def test_cli_trains_and_writes_metrics(data_root, tmp_path, capsys):
 
 def test_quiet_prints_only_the_final_line(data_root, capsys):
     assert main(["train", "--data-dir", str(data_root), "--epochs", "1", "--limit-train", "64",
-                 "--limit-test", "64", "--quiet"]) == 0
+                 "--limit-test", "64", "--quiet", "--no-download"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("final test accuracy")
 
@@ -116,7 +117,8 @@ def test_recipe_defaults_and_unknown_backend(data_root, capsys):
     m = train(_cfg(data_root, model="cnn", batch_size=None, limit_train=64, epochs=None,
                    limit_test=64, quiet=True))
     assert (m["epochs"], m["batch_size"]) == (3, 64)
-    assert main(["train", "--backend", "nope", "--data-dir", str(data_root), "--quiet"]) == 1
+    assert main(["train", "--backend", "nope", "--data-dir", str(data_root), "--quiet",
+                 "--no-download"]) == 1
     assert "unknown backend 'nope'" in capsys.readouterr().err
 
 
