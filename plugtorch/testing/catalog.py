@@ -71,7 +71,8 @@ def markdown() -> str:
         "",
         "Every op below is checked on every available backend by the conformance suite "
         "(`tests/conformance`, built on `plugtorch.testing`): forward values, dtypes and shapes "
-        "against PyTorch and NumPy, gradcheck in float64, 0-d and empty inputs.",
+        "against PyTorch and NumPy, gradcheck in float64, 0-d and empty inputs. Plugin authors run the "
+        "same suite on their backends and ops: see [conformance.md](conformance.md).",
         "",
         "*Kind*: **primitive-backed** ops call backend primitives directly (with a derivative rule "
         "where they are differentiable); "
