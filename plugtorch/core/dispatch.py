@@ -85,9 +85,38 @@ def call_op(opdef, tensors, attrs, backend=None):
             backend.kernels[opdef.name]  # raises MissingKernelError
         return opdef.decompose(*tensors, **attrs)
     out = wrap(kernel(*[t._data for t in tensors], **attrs), backend)
-    if opdef.derivative is not None and needs_grad(*tensors):
-        save_in = "inputs" in opdef.save
-        record(out, opdef.name, opdef.derivative, tensors,
-               saved=tuple(tensors) if save_in else None,
-               save_output="output" in opdef.save, attrs=attrs)
+    if needs_grad(*tensors):
+        rule, save_in = opdef.derivative, "inputs" in opdef.save
+        if rule is None and opdef.decompose is not None:
+            rule, save_in = decomposition_rule(opdef), True
+        if rule is not None:
+            record(out, opdef.name, rule, tensors,
+                   saved=tuple(tensors) if save_in else None,
+                   save_output="output" in opdef.save, attrs=attrs)
     return out
+
+
+_derived_rules: dict = {}
+
+
+def decomposition_rule(opdef):
+    """A derivative for a fused kernel whose op has none written: differentiate the decomposition.
+
+    The decomposition is re-run from the saved inputs and differentiated with
+    autograd.grad, so a backend's fused forward (a cuDNN convolution, say) needs no
+    backward of its own and the gradient is the one the core's ops define. With
+    create_graph the re-run stays in the graph, so higher derivatives work too.
+    """
+    rule = _derived_rules.get(opdef.name)
+    if rule is None:
+        def rule(ctx, g, decompose=opdef.decompose):
+            from ..autograd.functional import grad
+            from .grad_mode import enable_grad
+            create = _grad_state.enabled
+            wanted = [t for t, nxt in zip(ctx.saved, ctx.next) if nxt is not None]
+            with enable_grad():
+                out = decompose(*ctx.saved, **ctx.attrs)
+                grads = iter(grad(out, wanted, g, create_graph=create, allow_unused=True))
+            return tuple(next(grads) if nxt is not None else None for nxt in ctx.next)
+        _derived_rules[opdef.name] = rule
+    return rule

@@ -32,8 +32,12 @@ def _collect(roots, want_parents):
 
 
 def _needed(targets, parents):
-    """Nodes from which some target is reachable: the only ones autograd.grad must run."""
-    needed = set(targets)
+    """Nodes that lead to some target: the only ones autograd.grad must run.
+
+    A target itself runs only if it leads to another target; otherwise its gradient is
+    captured and the walk stops there, leaving its saved values for a later backward.
+    """
+    needed = set()
     stack = list(targets)
     while stack:
         for p in parents.get(stack.pop(), ()):

@@ -207,3 +207,12 @@ def test_nodes_that_saved_nothing_may_run_again_as_in_torch():
     y.backward()
     y.backward()  # add and sum keep no saved tensors, so nothing was freed
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_autograd_grad_stops_at_its_inputs_and_leaves_their_graph_intact():
+    x = plugtorch.tensor([1.0, 2.0], requires_grad=True)
+    h = x.exp()
+    (gh,) = grad((h * 3).sum(), h)
+    assert gh.tolist() == [3.0, 3.0]
+    (h * h).sum().backward()  # exp's node did not run above, so its saved output is still there
+    assert x.grad.tolist() == pytest.approx([2 * 2.718281828 ** 2, 2 * 7.389056099 ** 2], rel=1e-6)

@@ -8,7 +8,7 @@ window op again), so double backward through conv2d works.
 """
 from __future__ import annotations
 
-from ..dispatch import record, wrap
+from ..dispatch import call_op, record, wrap
 from ..grad_mode import _state as _grad, no_grad
 from ..registry import OpDef
 from ..tensor import Tensor
@@ -124,9 +124,23 @@ def _batched(op, x, expected_ndim=4):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D cross-correlation with torch.nn.functional.conv2d's arguments and semantics."""
+    """2-D cross-correlation with torch.nn.functional.conv2d's arguments and semantics.
+
+    A registered op: a backend kernel named "conv2d" receives (input, weight[, bias]) as
+    native arrays and stride/padding/dilation/groups by name, and is preferred to the
+    im2col decomposition below; its gradient then comes from the decomposition.
+    """
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
-        raise TypeError("conv2d(): input and weight must be Tensors")
+        raise TypeError(f"conv2d(): input and weight must be Tensors, got {type(input).__name__} "
+                        f"and {type(weight).__name__}")
+    if bias is not None and not isinstance(bias, Tensor):
+        raise TypeError(f"conv2d(): bias must be a Tensor or None, got {type(bias).__name__}")
+    tensors = (input, weight) if bias is None else (input, weight, bias)
+    return call_op(_CONV2D, tensors, {"stride": stride, "padding": padding, "dilation": dilation,
+                                      "groups": groups})
+
+
+def _conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
     x, unbatched = _batched("conv2d", input)
     if weight.ndim != 4:
         raise RuntimeError(f"conv2d: weight must be 4-D (out_channels, in_channels/groups, kH, kW), "
@@ -189,6 +203,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return out.squeeze(0) if unbatched else out
 
 
+_CONV2D = OpDef("conv2d", decompose=_conv2d,
+                doc="2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul.")
+OPS.append(_CONV2D)
+
+
 def _pad_asym(x, tot_h, tot_w):
     """'same' padding with an odd total: the extra row/column goes at the end, as torch does."""
     b = x._backend
@@ -246,7 +265,7 @@ def _maxpool_rule(ctx, g):
     from .shape import stack
     (x,) = ctx.saved
     out = ctx.output.detach()
-    k, s, p, d, extra = ctx.attrs
+    k, s, p, d, _, extra = _pool_geometry("max_pool2d", x, **ctx.attrs)
     padded = _pad_pool(x.detach(), p, extra, float("-inf"))
     w = windows(padded, k, s, d)
     claimed = None
@@ -268,23 +287,17 @@ def _maxpool_rule(ctx, g):
     return dx[..., p[0]:p[0] + h, p[1]:p[1] + wd] if (any(p) or any(extra)) else dx
 
 
-OPS.append(OpDef("max_pool2d", derivative=_maxpool_rule, save=("inputs", "output"),
-                 doc="Max over sliding windows; the gradient goes to the first maximum."))
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
-    x, unbatched = _batched("max_pool2d", input)
-    k, s, p, d, (oh, ow), extra = _pool_geometry("max_pool2d", x, kernel_size, stride, padding,
-                                                 dilation, ceil_mode)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"max_pool2d: expected a floating point input, got {x.dtype.name}")
-    if return_indices:
-        out, indices = _max_pool_with_indices(x, k, s, p, d, oh, ow, extra)
-        return (out.squeeze(0), indices.squeeze(0)) if unbatched else (out, indices)
+def _max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
+    """The forward as a running maximum over window offsets, recorded as one node."""
     from .elementwise import maximum
+    _batched("max_pool2d", input)
+    attrs = {"kernel_size": kernel_size, "stride": stride, "padding": padding,
+             "dilation": dilation, "ceil_mode": ceil_mode}
+    k, s, p, d, _, extra = _pool_geometry("max_pool2d", input, **attrs)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"max_pool2d: expected a floating point input, got {input.dtype.name}")
     with no_grad():
-        w = windows(_pad_pool(x, p, extra, float("-inf")), k, s, d)
+        w = windows(_pad_pool(input, p, extra, float("-inf")), k, s, d)
         out = w[..., 0, 0]
         for i in range(k[0]):
             for j in range(k[1]):
@@ -292,10 +305,29 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                     out = maximum(out, w[..., i, j])  # NaN-propagating, like torch
         out = out.contiguous() if k == (1, 1) else out
     out = wrap(out._data, out._backend)
-    if x.requires_grad and _grad.enabled:
-        record(out, "max_pool2d", _maxpool_rule, (x,), saved=(x,), save_output=True,
-               attrs=(k, s, p, d, extra))
-    return out.squeeze(0) if unbatched else out
+    if input.requires_grad and _grad.enabled:
+        record(out, "max_pool2d", _maxpool_rule, (input,), saved=(input,), save_output=True,
+               attrs=attrs)
+    return out
+
+
+_MAX_POOL2D = OpDef("max_pool2d", decompose=_max_pool2d, derivative=_maxpool_rule,
+                    save=("inputs", "output"),
+                    doc="Max over sliding windows; the gradient goes to the first maximum.")
+OPS.append(_MAX_POOL2D)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    if return_indices:
+        x, unbatched = _batched("max_pool2d", input)
+        k, s, p, d, (oh, ow), extra = _pool_geometry("max_pool2d", x, kernel_size, stride, padding,
+                                                     dilation, ceil_mode)
+        out, indices = _max_pool_with_indices(x, k, s, p, d, oh, ow, extra)
+        return (out.squeeze(0), indices.squeeze(0)) if unbatched else (out, indices)
+    return call_op(_MAX_POOL2D, (input,), {"kernel_size": kernel_size, "stride": stride,
+                                           "padding": padding, "dilation": dilation,
+                                           "ceil_mode": ceil_mode})
 
 
 def _max_pool_with_indices(x, k, s, p, d, oh, ow, extra):
@@ -320,6 +352,13 @@ def _flat_indices(win_idx, x, k, s, p, d, oh, ow):
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
+    return call_op(_AVG_POOL2D, (input,), {
+        "kernel_size": kernel_size, "stride": stride, "padding": padding, "ceil_mode": ceil_mode,
+        "count_include_pad": count_include_pad, "divisor_override": divisor_override})
+
+
+def _avg_pool2d(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                divisor_override):
     x, unbatched = _batched("avg_pool2d", input)
     k, s, p, d, (oh, ow), extra = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding, 1,
                                                  ceil_mode)
@@ -347,6 +386,10 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 def adaptive_avg_pool2d(input, output_size):
+    return call_op(_ADAPTIVE_AVG_POOL2D, (input,), {"output_size": output_size})
+
+
+def _adaptive_avg_pool2d(input, *, output_size):
     x, unbatched = _batched("adaptive_avg_pool2d", input)
     oh, ow = _pair(output_size, "output_size") if output_size is not None else x.shape[-2:]
     oh = x.shape[-2] if oh is None else oh
@@ -372,3 +415,10 @@ def adaptive_avg_pool2d(input, output_size):
 def _default_float():
     from ..dtypes import get_default_dtype
     return get_default_dtype()
+
+
+_AVG_POOL2D = OpDef("avg_pool2d", decompose=_avg_pool2d,
+                    doc="Mean over sliding windows (padding, ceil_mode, count_include_pad).")
+_ADAPTIVE_AVG_POOL2D = OpDef("adaptive_avg_pool2d", decompose=_adaptive_avg_pool2d,
+                             doc="Mean over torch's adaptive windows for a given output size.")
+OPS.extend([_AVG_POOL2D, _ADAPTIVE_AVG_POOL2D])
