@@ -35,8 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "64 for the cnn)")
     t.add_argument("--lr", type=_positive(float), default=1e-3)
     t.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
-    t.add_argument("--lr-schedule", choices=SCHEDULES, default="constant",
-                   help="per-epoch learning-rate schedule")
+    t.add_argument("--lr-schedule", choices=SCHEDULES, default="cosine",
+                   help="per-epoch learning-rate schedule (default: cosine annealing from --lr "
+                        "over the run, which lands the MLP recipe ~0.1 points higher on average "
+                        "over seeds than a constant rate; see benchmarks/mnist_results.md)")
     t.add_argument("--backend", default=None,
                    help="backend for the model and batches (default: PLUGTORCH_BACKEND or numpy)")
     t.add_argument("--data-dir", default=None,

@@ -43,7 +43,7 @@ class TrainConfig:
     batch_size: int | None = None   # global, split across ranks; None: the model's recipe
     lr: float = 1e-3
     optimizer: str = "adam"
-    lr_schedule: str = "constant"
+    lr_schedule: str = "cosine"        # see the --lr-schedule help in cli.py
     backend: str | None = None
     data_dir: str | None = None
     seed: int = 0

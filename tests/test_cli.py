@@ -81,13 +81,14 @@ def test_resumed_run_reaches_the_same_parameters(data_root, tmp_path, monkeypatc
 
 def test_resume_refuses_a_checkpoint_of_another_setup(data_root, tmp_path, capsys):
     ck = tmp_path / "c.pt"
-    train(_cfg(data_root, epochs=1, checkpoint=str(ck)))
+    train(_cfg(data_root, epochs=1, checkpoint=str(ck), lr_schedule="constant"))
     code = main(["train", "--data-dir", str(data_root), "--model", "cnn", "--checkpoint", str(ck),
-                 "--resume", "--limit-train", "64", "--quiet", "--no-download"])
+                 "--resume", "--limit-train", "64", "--quiet", "--no-download",
+                 "--lr-schedule", "constant"])
     assert code == 1
     assert "--model cnn (checkpoint: mlp)" in capsys.readouterr().err
     # A constant learning rate can be extended; a schedule was planned for its epoch count.
-    m = train(_cfg(data_root, epochs=2, checkpoint=str(ck), resume=True))
+    m = train(_cfg(data_root, epochs=2, checkpoint=str(ck), resume=True, lr_schedule="constant"))
     assert [h["epoch"] for h in m["history"]] == [1, 2]
     sched = tmp_path / "s.pt"
     train(_cfg(data_root, epochs=1, checkpoint=str(sched), lr_schedule="cosine"))

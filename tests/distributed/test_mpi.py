@@ -160,7 +160,8 @@ def train(nprocs, data_root, tmp_path, name, epochs, resume_from=None):
         ckpt.write_bytes(resume_from.read_bytes())
     metrics = tmp_path / f"{name}.json"
     cmd = [sys.executable, "-m", "plugtorch", "train", "--dataset", "mnist", "--model", "mlp",
-           "--optimizer", "sgd", "--lr", "0.05", "--batch-size", "64", "--epochs", str(epochs),
+           "--optimizer", "sgd", "--lr", "0.05", "--lr-schedule", "constant", "--batch-size", "64",
+           "--epochs", str(epochs),
            "--limit-train", "1024", "--limit-test", "300", "--data-dir", str(data_root),
            "--no-download", "--checkpoint", str(ckpt), "--metrics-json", str(metrics), "--quiet"]
     if resume_from is not None:
