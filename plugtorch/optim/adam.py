@@ -1,7 +1,6 @@
 """Adam and AdamW: moment estimates with bias correction, L2 or decoupled weight decay, AMSGrad."""
 from __future__ import annotations
 
-from ..core.grad_mode import no_grad
 from ..core.ops.creation import zeros_like
 from ..core.ops.elementwise import maximum
 from .optimizer import Optimizer
@@ -37,15 +36,6 @@ class Adam(Optimizer):
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        loss = self._evaluate(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p, group):
         lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]

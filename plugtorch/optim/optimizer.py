@@ -10,7 +10,7 @@ import warnings
 from collections import defaultdict
 from itertools import chain
 
-from ..core.grad_mode import enable_grad
+from ..core.grad_mode import enable_grad, no_grad
 from ..core.tensor import Tensor
 
 
@@ -136,7 +136,19 @@ class Optimizer:
                     g.zero_()
 
     def step(self, closure=None):
-        raise NotImplementedError(f"{type(self).__name__} must implement step(closure=None)")
+        """Re-evaluate the loss with ``closure`` (if given), then update every parameter that has a
+        gradient, under no_grad. Subclasses implement ``_update(p, group)``, or override this."""
+        loss = self._evaluate(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p, group) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement _update(p, group) or step(closure=None)")
 
     @staticmethod
     def _evaluate(closure):

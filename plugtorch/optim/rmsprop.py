@@ -1,7 +1,6 @@
 """RMSprop: divide by a running root-mean-square of gradients; optional centring and momentum."""
 from __future__ import annotations
 
-from ..core.grad_mode import no_grad
 from ..core.ops.creation import zeros_like
 from .optimizer import Optimizer
 
@@ -34,15 +33,6 @@ class RMSprop(Optimizer):
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        loss = self._evaluate(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p, group):
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
