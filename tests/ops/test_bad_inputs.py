@@ -19,10 +19,7 @@ from plugtorch.testing._calling import _caller, pt_inputs
 from plugtorch.testing.samples import SAMPLES
 from plugtorch.testing.sample import SampleGen
 
-# conv.py's window ops (lead-owned) still pass some bad shapes to the kernel; reported, not hidden
-NOT_YET = {"windows": "conv.py's window view passes bad shapes to the kernel",
-           "pad2d": "conv.py's pad2d passes bad shapes to the kernel",
-           "index_put_zeros": "internal adjoint of getitem; only its own rule calls it, with matching shapes"}
+NOT_YET = {"index_put_zeros": "internal adjoint of getitem; only its own rule calls it, with matching shapes"}
 _BACKEND_DIRS = (os.sep + "numpy" + os.sep, os.sep + "backends" + os.sep)
 
 

@@ -48,6 +48,18 @@ def _windows_rule(ctx, g):
 
 def windows(x, window, strides, dilation=(1, 1)):
     """A view of shape (..., OH, OW, kh, kw) over the last two axes of ``x``."""
+    window, strides, dilation = tuple(window), tuple(strides), tuple(dilation)
+    n = len(window)
+    if not (len(strides) == len(dilation) == n) or min(strides + dilation, default=1) <= 0:
+        raise RuntimeError(f"windows: window {window}, strides {strides} and dilation {dilation} "
+                           "must have one positive entry per windowed axis")
+    if x.ndim < n:
+        raise RuntimeError(f"windows: a {n}-D window needs an input with at least {n} dims, got "
+                           f"shape {list(x.shape)}")
+    spatial = x.shape[x.ndim - n:]
+    if any(s < d * (w - 1) + 1 for s, w, d in zip(spatial, window, dilation)):
+        raise RuntimeError(f"windows: window {window} with dilation {dilation} does not fit in the "
+                           f"last dims {list(spatial)} of input shape {list(x.shape)}")
     b = x._backend
     out = wrap(b.kernels["windows"](x._data, tuple(window), tuple(strides), tuple(dilation)), b)
     out._vc = x._vc
@@ -98,6 +110,9 @@ def _pad_rule(ctx, g):
 def pad2d(x, padding, value=0.0):
     """Pad the last two axes by (ph, pw) on each side with a constant."""
     ph, pw = padding
+    if x.ndim < 2 or ph < 0 or pw < 0:
+        raise RuntimeError(f"pad2d: expected an input with at least 2 dims and non-negative padding, "
+                           f"got shape {list(x.shape)} and padding {tuple(padding)}")
     if ph == 0 and pw == 0:
         return x
     b = x._backend
