@@ -77,7 +77,7 @@ def to_dot(tensor, params: dict | None = None, show_attrs: bool = False) -> str:
             label = f"{name}\n{_shape(var.shape)} {var.dtype.name}\nrequires_grad"
             lines.append(f"  {nid} [label={_quote(label)}, fillcolor={_GRAD_COLOR}, shape=ellipse];")
             continue
-        label = f"{fn.name}Backward"
+        label = fn.name_()
         inputs = getattr(fn, "meta", None) or ()
         if inputs:
             label += "\n" + ", ".join(_shape(shape) for shape, _ in inputs)

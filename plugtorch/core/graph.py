@@ -45,10 +45,11 @@ class Node:
         return self.saved
 
     def __repr__(self) -> str:
-        return f"<{self.name}Backward>"
+        return f"<{self.name_()}>"
 
     def name_(self) -> str:
-        return f"{self.name}Backward"
+        """torch's spelling of a node's name: ``log_softmax`` -> ``LogSoftmaxBackward0``."""
+        return "".join(part[:1].upper() + part[1:] for part in self.name.split("_")) + "Backward0"
 
     @property
     def next_functions(self):
@@ -69,6 +70,9 @@ class AccumulateGrad:
 
     def __repr__(self) -> str:
         return "<AccumulateGrad>"
+
+    def name_(self) -> str:
+        return "AccumulateGrad"
 
     @property
     def next_functions(self):

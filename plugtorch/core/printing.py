@@ -19,7 +19,7 @@ def tensor_repr(t) -> str:
     if t.dtype.name not in default_dtypes or host.size == 0:
         extras.append(f"dtype=plugtorch.{t.dtype.name}")
     if t.grad_fn is not None:
-        extras.append(f"grad_fn=<{t.grad_fn.name}Backward>")
+        extras.append(f"grad_fn={t.grad_fn!r}")
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return "tensor(" + body + "".join(", " + e for e in extras) + ")"
