@@ -73,3 +73,14 @@ def test_result_dtype_is_read_from_the_backend_array():
     for name in NAMES:
         t = plugtorch.zeros(2, dtype=_pt(name))
         assert t.dtype.name == name and t.numpy().dtype.name == name
+
+
+@pytest.mark.parametrize("data,message", [
+    ([[1, 2], [3]], "expected sequence of length 2 at dim 1 (got 1)"),
+    ([[[1], [2]], [[3], [4, 5]]], "expected sequence of length 1 at dim 2 (got 2)"),
+    ([[1, 2], 3], "expected a sequence at dim 1 but found a number"),
+])
+def test_ragged_lists_get_torchs_message_not_the_backends(data, message):
+    with pytest.raises(ValueError) as info:
+        plugtorch.tensor(data)
+    assert message in str(info.value)

@@ -55,12 +55,32 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False) -> Tensor:
         return _finish(t, requires_grad)
     b = _backend_for(device, data)
     from_python = not hasattr(data, "dtype")
+    if isinstance(data, (list, tuple)):
+        _check_nested(data)
     arr = b.kernels["from_host"](data, dtype)
     arr = b.kernels["copy"](arr)
     t = wrap(arr, b)
     if dtype is None and from_python and t.dtype is float64:
         t = wrap(b.kernels["cast"](arr, get_default_dtype()), b)
     return _finish(t, requires_grad)
+
+
+def _check_nested(data) -> None:
+    """Ragged nested lists get torch's message, not the backend's (checked level by level)."""
+    level, dim = [data], 0
+    while level:
+        seqs = [x for x in level if isinstance(x, (list, tuple))]
+        if not seqs:
+            return
+        if len(seqs) != len(level):
+            raise ValueError(f"expected a sequence at dim {dim} but found a number: nested lists "
+                             "must be rectangular")
+        n = len(seqs[0])
+        for x in seqs:
+            if len(x) != n:
+                raise ValueError(f"expected sequence of length {n} at dim {dim} (got {len(x)})")
+        level = [y for x in seqs for y in x]
+        dim += 1
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
