@@ -102,9 +102,21 @@ OPS.append(OpDef("fold", derivative=_fold_rule, doc="Sum sliding-window patches 
 
 
 def _pad_rule(ctx, g):
-    (ph, pw), _ = ctx.attrs
-    h, w = g.shape[-2], g.shape[-1]
-    return g[..., ph:h - ph if ph else h, pw:w - pw if pw else w]
+    top, left = ctx.attrs
+    h, w = ctx.meta[0][0][-2:]
+    return g[..., top:top + h, left:left + w]
+
+
+def _pad_last2(x, top, bottom, left, right, value):
+    """Constant padding of the last two axes, each side on its own; the one padding op here."""
+    if not (top or bottom or left or right):
+        return x
+    b = x._backend
+    widths = ((0, 0),) * (x.ndim - 2) + ((top, bottom), (left, right))
+    out = wrap(b.kernels["pad"](x._data, widths, value), b)
+    if x.requires_grad and _grad.enabled:
+        record(out, "pad2d", _pad_rule, (x,), attrs=(top, left))
+    return out
 
 
 def pad2d(x, padding, value=0.0):
@@ -113,14 +125,7 @@ def pad2d(x, padding, value=0.0):
     if x.ndim < 2 or ph < 0 or pw < 0:
         raise RuntimeError(f"pad2d: expected an input with at least 2 dims and non-negative padding, "
                            f"got shape {list(x.shape)} and padding {tuple(padding)}")
-    if ph == 0 and pw == 0:
-        return x
-    b = x._backend
-    widths = ((0, 0),) * (x.ndim - 2) + ((ph, ph), (pw, pw))
-    out = wrap(b.kernels["pad"](x._data, widths, value), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "pad2d", _pad_rule, (x,), attrs=((ph, pw), value))
-    return out
+    return _pad_last2(x, ph, ph, pw, pw, value)
 
 
 OPS.append(OpDef("pad2d", derivative=_pad_rule, doc="Constant padding of the last two axes."))
@@ -225,14 +230,7 @@ OPS.append(_CONV2D)
 
 def _pad_asym(x, tot_h, tot_w):
     """'same' padding with an odd total: the extra row/column goes at the end, as torch does."""
-    b = x._backend
-    widths = ((0, 0),) * (x.ndim - 2) + ((tot_h // 2, tot_h - tot_h // 2), (tot_w // 2, tot_w - tot_w // 2))
-    out = wrap(b.kernels["pad"](x._data, widths, 0.0), b)
-    if x.requires_grad and _grad.enabled:
-        top, left = tot_h // 2, tot_w // 2
-        h, w = x.shape[-2], x.shape[-1]
-        record(out, "pad2d", lambda ctx, g: g[..., top:top + h, left:left + w], (x,))
-    return out
+    return _pad_last2(x, tot_h // 2, tot_h - tot_h // 2, tot_w // 2, tot_w - tot_w // 2, 0.0)
 
 
 # -- pooling ------------------------------------------------------------------------------
@@ -258,16 +256,9 @@ def _pool_geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 def _pad_pool(x, pads, extra, value):
+    """Pooling's padding: ``pads`` on both sides, plus ``extra`` at the end for ceil_mode."""
     (ph, pw), (eh, ew) = pads, extra
-    if not (ph or pw or eh or ew):
-        return x
-    b = x._backend
-    widths = ((0, 0),) * (x.ndim - 2) + ((ph, ph + eh), (pw, pw + ew))
-    out = wrap(b.kernels["pad"](x._data, widths, value), b)
-    if x.requires_grad and _grad.enabled:
-        h, w = x.shape[-2], x.shape[-1]
-        record(out, "pad2d", lambda ctx, g: g[..., ph:ph + h, pw:pw + w], (x,))
-    return out
+    return _pad_last2(x, ph, ph + eh, pw, pw + ew, value)
 
 
 def _maxpool_rule(ctx, g):
