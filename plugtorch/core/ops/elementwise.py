@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 
 from ..dispatch import call_op, record, wrap
-from ..dtypes import _FLOAT, _INT, get_default_dtype, promote_types, result_type
+from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
 from ..registry import OpDef
@@ -142,13 +142,8 @@ def _promote_pair(name, a, b):
 def _promote_scalar(a, s):
     cat = _scalar_category(s)
     if cat > a.dtype.category:
-        a = a.to(get_default_dtype() if cat == _FLOAT else promote_types(a.dtype, _int64()))
+        a = a.to(get_default_dtype() if cat == _FLOAT else promote_types(a.dtype, int64))
     return a
-
-
-def _int64():
-    from ..dtypes import int64
-    return int64
 
 
 def _binary(name, rule, rule_scalar, save=False, floating=False, differentiable=True):
