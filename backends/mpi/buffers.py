@@ -43,13 +43,13 @@ class Buffer:
 
     def __init__(self, tensor, device_direct: bool):
         data = tensor._data
-        kernels = tensor._backend.kernels
+        primitives = tensor._backend.primitives
         self.tensor = tensor
         self.staged = not isinstance(data, np.ndarray) and not device_direct
         if self.staged:
-            self.array = np.ascontiguousarray(kernels["to_host"](data))
+            self.array = np.ascontiguousarray(primitives["to_host"](data))
         else:
-            self.array = kernels["contiguous"](data)
+            self.array = primitives["contiguous"](data)
         self.copied = self.array is not data
 
     def empty_like(self, leading: int):
@@ -57,7 +57,7 @@ class Buffer:
         shape = (leading,) + tuple(self.array.shape)
         if self.staged:
             return np.empty(shape, dtype=self.array.dtype)
-        return self.tensor._backend.kernels["zeros"](shape, self.tensor.dtype)
+        return self.tensor._backend.primitives["zeros"](shape, self.tensor.dtype)
 
     def store(self) -> None:
         """Make what MPI wrote into this buffer the tensor's value."""
@@ -69,10 +69,10 @@ class Buffer:
 
 def write(tensor, array, from_host: bool) -> None:
     """Copy ``array`` (a host array if ``from_host``, else a backend array) into ``tensor``."""
-    kernels = tensor._backend.kernels
+    primitives = tensor._backend.primitives
     if from_host:
-        array = kernels["from_host"](array, tensor.dtype)
-    kernels["setitem"](tensor._data, (Ellipsis,), array)
+        array = primitives["from_host"](array, tensor.dtype)
+    primitives["setitem"](tensor._data, (Ellipsis,), array)
     bump_version(tensor)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core.dispatch import record
+from ..core.opdef import OpDef
 from ..core.grad_mode import _state as _grad_state, no_grad
 from ..core.tensor import Tensor
 
@@ -74,5 +75,5 @@ class Function:
                 )
             return tuple(grads[i] for i in tensor_pos)
 
-        record(out, cls.__name__, rule, tensors, saved=None)
+        record(out, OpDef(cls.__name__, derivative=rule), tensors)
         return out

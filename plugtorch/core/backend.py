@@ -6,18 +6,19 @@ from typing import Any, Callable, Mapping
 from .errors import MissingKernelError
 
 
-class KernelTable(dict):
-    """op name -> kernel for one backend. A miss raises a readable error, never a KeyError."""
+class PrimitiveTable(dict):
+    """primitive name -> function for one backend. A miss raises a readable error, never a KeyError."""
 
     __slots__ = ("backend_name", "registry")
 
-    def __init__(self, backend_name: str, registry):
-        super().__init__()
+    def __init__(self, primitives: Mapping[str, Callable], backend_name: str, registry):
+        super().__init__(primitives)
         self.backend_name = backend_name
         self.registry = registry
 
-    def __missing__(self, op_name: str):
-        raise MissingKernelError(op_name, self.backend_name, self.registry.plugin_names())
+    def __missing__(self, name: str):
+        raise MissingKernelError(name, self.backend_name, self.registry.plugin_names(),
+                                 f"the primitive '{name}'")
 
 
 class Backend:
@@ -31,6 +32,13 @@ class Backend:
     available:   False when it cannot run here; ``unavailable_reason`` then says why.
     device_index: native array -> device ordinal, or None for a single-device backend.
     array_module: the array namespace (``numpy``, ``cupy``), for plugins that want it.
+    host_memory: whether its arrays live in host memory, so reading their values costs no
+                 device synchronisation. Checks that need tensor values (label ranges,
+                 embedding indices) run on such backends always, on others only in debug
+                 mode (``plugtorch.set_debug``).
+
+    ``kernels`` is filled by the registry: op name -> the function that computes the op
+    here (a registered kernel, or the primitive the op's definition maps to).
     """
 
     def __init__(
@@ -45,9 +53,10 @@ class Backend:
         unavailable_reason: str = "",
         device_index: Callable[[Any], int | None] | None = None,
         array_module: Any = None,
+        host_memory: bool = True,
     ):
         self.name = name
-        self.primitives = dict(primitives)
+        self.primitives: dict[str, Callable] = dict(primitives)
         self.dtype_of = dtype_of
         self.is_native = is_native
         self.aliases = tuple(aliases)
@@ -55,8 +64,9 @@ class Backend:
         self.unavailable_reason = unavailable_reason
         self.device_index = device_index
         self.array_module = array_module
-        self.plugin = None  # set by the registry: the plugin that registered it
-        self.kernels: KernelTable | None = None  # filled by the registry
+        self.host_memory = host_memory
+        self.plugin: str | None = None  # set by the registry: the plugin that registered it
+        self.kernels: dict[str, Callable] = {}  # filled by the registry
 
     def __repr__(self) -> str:
         state = "available" if self.available else f"unavailable: {self.unavailable_reason}"

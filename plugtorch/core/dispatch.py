@@ -1,17 +1,21 @@
-"""Dispatch: look up (op, backend), call, wrap, and record a graph node when needed.
+"""Dispatch: read the op's current definition, run the backend's kernel or the decomposition,
+wrap the result, and record a graph node when a gradient is needed.
 
-This is the hot path of every op, so it is written for speed: no hook calls, no
-scans over arguments beyond the tensors an op takes, a dict lookup per call.
+This is the hot path of every op, so it is written for speed: no hook calls, one
+dict lookup for the definition and one for the kernel. Hot elementwise ops inline
+the same steps in their own functions (``ops/elementwise.py``).
 """
 from __future__ import annotations
 
-from .errors import BackendMismatchError
+from . import anomaly
+from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
-from . import anomaly
+from .optable import TABLE
 
 _new = object.__new__
 Tensor = None  # bound by core.tensor to avoid an import cycle
+NO_ATTRS: dict = {}  # shared by calls without attrs; never written
 
 
 def wrap(data, backend, requires_grad=False):
@@ -42,27 +46,11 @@ def edge(t):
     return None
 
 
-def record(out, name, rule, inputs, saved=None, save_output=False, attrs=None):
-    """Attach a node to ``out`` whose rule computes gradients for ``inputs``."""
-    node = Node(name, rule, tuple([edge(t) for t in inputs]),
-                tuple([(t._data.shape, t.dtype) for t in inputs]),
-                saved, out if save_output else None, attrs)
-    if saved is not None:
-        node.versions = tuple([t._vc[0] if t is not None else None for t in saved])
-    if save_output:
-        node.versions = (node.versions or ()) + (out._vc[0],)
-    if anomaly._state.enabled:
-        node.trace = anomaly.creation_trace()
-    out.grad_fn = node
-    out.requires_grad = True
-    return out
-
-
 def needs_grad(*tensors) -> bool:
     if not _grad_state.enabled:
         return False
     for t in tensors:
-        if t.requires_grad:
+        if isinstance(t, Tensor) and t.requires_grad:
             return True
     return False
 
@@ -76,47 +64,193 @@ def same_backend(op: str, tensors):
     return b
 
 
-def call_op(opdef, tensors, attrs, backend=None):
-    """Run a registered op: a backend kernel if it has one, else the op's decomposition."""
-    backend = backend or same_backend(opdef.name, tensors)
-    kernel = backend.kernels.get(opdef.name)
-    if kernel is None:
-        if opdef.decompose is None:
-            backend.kernels[opdef.name]  # raises MissingKernelError
-        return opdef.decompose(*tensors, **attrs)
-    out = wrap(kernel(*[t._data for t in tensors], **attrs), backend)
-    if needs_grad(*tensors):
-        rule, save_in = opdef.derivative, "inputs" in opdef.save
-        if rule is None and opdef.decompose is not None:
-            rule, save_in = decomposition_rule(opdef), True
-        if rule is not None:
-            record(out, opdef.name, rule, tensors,
-                   saved=tuple(tensors) if save_in else None,
-                   save_output="output" in opdef.save, attrs=attrs)
+def backend_of(name: str, operands):
+    """The backend of an op's tensor operands (numbers and None are skipped)."""
+    b = None
+    for o in operands:
+        if isinstance(o, Tensor):
+            if b is None:
+                b = o._backend
+            elif o._backend is not b:
+                raise BackendMismatchError(name, b.name, o._backend.name)
+    if b is None:
+        got = ", ".join(type(o).__name__ for o in operands) or "nothing"
+        raise TypeError(f"{name}(): expected a Tensor argument, got {got}")
+    return b
+
+
+def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
+    """Attach a node to ``out`` whose rule (the op's derivative) gives gradients for ``operands``.
+
+    ``rule`` and ``save_inputs`` replace the definition's own (the decomposition fallback).
+    """
+    tensor = Tensor
+    edges, meta = [], []
+    for o in operands:
+        if isinstance(o, tensor):
+            fn = o.grad_fn
+            if fn is None and o.requires_grad:
+                fn = o._accum
+                if fn is None:
+                    fn = o._accum = AccumulateGrad(o)
+            edges.append(fn)
+            meta.append((o._data.shape, o.dtype))
+        else:
+            edges.append(None)
+            meta.append(None)
+    positions = True if save_inputs else opdef.saved_positions
+    saves_out = opdef.saves_output
+    if positions is None:
+        saved = None
+    elif positions is True:
+        saved = operands if type(operands) is tuple else tuple(operands)
+    else:
+        saved = tuple(o if i in positions else None for i, o in enumerate(operands))
+    node = Node(opdef.name, rule or opdef.derivative, tuple(edges), tuple(meta), saved,
+                out if saves_out else None, attrs)
+    if saved is not None or saves_out:
+        versions = [o._vc[0] if isinstance(o, tensor) else None for o in saved] if saved else []
+        if saves_out:
+            versions.append(out._vc[0])
+        node.versions = tuple(versions)
+    if anomaly._state.enabled:
+        node.trace = anomaly.creation_trace()
+    out.grad_fn = node
+    out.requires_grad = True
     return out
+
+
+def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
+    """Run the op named ``op`` (or the op an ``OpDef`` names) on ``operands`` with ``attrs``.
+
+    The current definition is read from the op table, so an overriding definition
+    takes effect everywhere at once (an ``OpDef`` not registered yet runs as itself,
+    so the conformance kit can check it first). A backend kernel for the op (its own,
+    or the primitive the definition maps to) is preferred to the decomposition.
+    """
+    if type(op) is str:
+        name = op
+        d = TABLE.get(name)
+        if d is None:
+            raise _unknown_op(name)
+    else:  # an OpDef: its registered (current) definition, or itself before it is registered
+        name = op.name
+        d = TABLE.get(name, op)
+    # one pass over the operands: their backend, their arrays, whether any needs a gradient
+    tensor, b, grad = Tensor, None, False
+    arrays = []
+    for o in operands:
+        if isinstance(o, tensor):
+            if b is None:
+                b = o._backend
+            elif o._backend is not b:
+                raise BackendMismatchError(name, b.name, o._backend.name)
+            if o.requires_grad:
+                grad = True
+            arrays.append(o._data)
+        else:
+            arrays.append(o)
+    if b is None:
+        got = ", ".join(type(o).__name__ for o in operands) or "nothing"
+        raise TypeError(f"{name}(): expected a Tensor argument, got {got}")
+    try:
+        fn = b.kernels[name]
+    except KeyError:
+        return _decomposed(d, b, operands, attrs)
+    out = wrap(fn(arrays, **attrs) if d.variadic else fn(*arrays, **attrs), b)
+    if d.view:
+        out._vc = operands[0]._vc
+    if grad and _grad_state.enabled:
+        if d.derivative is not None:
+            record(out, d, operands, attrs)
+        elif d.decompose is not None:
+            record(out, d, operands, attrs, decomposition_rule(d), save_inputs=True)
+    return out
+
+
+def call_op1(name: str, x, attrs: dict = NO_ATTRS):
+    """``call_op`` for the many ops with one tensor operand (reshape, sum, ...): the same steps
+    without the pass over an operand tuple, since these run several times per layer."""
+    d = TABLE.get(name)
+    if d is None:
+        raise _unknown_op(name)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    b = x._backend
+    try:
+        fn = b.kernels[name]
+    except KeyError:
+        return _decomposed(d, b, (x,), attrs)
+    out = wrap(fn(x._data, **attrs), b)
+    if d.view:
+        out._vc = x._vc
+    if x.requires_grad and _grad_state.enabled:
+        if d.derivative is not None:
+            record(out, d, (x,), attrs)
+        elif d.decompose is not None:
+            record(out, d, (x,), attrs, decomposition_rule(d), save_inputs=True)
+    return out
+
+
+def _decomposed(d, b, operands, attrs):
+    """The op as its decomposition: differentiated by its own rule when it has one, else through."""
+    decompose = d.decompose
+    if decompose is None:
+        raise MissingKernelError(d.name, b.name, _plugin_names(), _needs(d))
+    args = (list(operands),) if d.variadic else operands
+    if d.derivative is None or not needs_grad(*operands):
+        return decompose(*args, **attrs)
+    from .grad_mode import no_grad
+    with no_grad():
+        out = decompose(*args, **attrs)
+    if any(out is o for o in operands):
+        out = out.detach()  # never attach a node to an input
+    return record(out, d, operands, attrs)
+
+
+def _needs(d) -> str:
+    if d.primitive is not None:
+        return f"the primitive '{d.primitive}'"
+    if d.lower is not None:
+        return "a kernel (its lowering to primitives could not be built here)"
+    return "a kernel (it has no decomposition)"
+
+
+def _plugin_names():
+    from .plugins import get_registry
+    return get_registry().plugin_names()
+
+
+def _unknown_op(name):
+    from .errors import PluginError
+    return PluginError(f"no op named '{name}' is registered; loaded plugins: "
+                       f"{', '.join(_plugin_names()) or '(none)'}")
 
 
 _derived_rules: dict = {}
 
 
 def decomposition_rule(opdef):
-    """A derivative for a fused kernel whose op has none written: differentiate the decomposition.
+    """The last resort for a backend kernel of a composite with no derivative written.
 
-    The decomposition is re-run from the saved inputs and differentiated with
-    autograd.grad, so a backend's fused forward (a cuDNN convolution, say) needs no
-    backward of its own and the gradient is the one the core's ops define. With
-    create_graph the re-run stays in the graph, so higher derivatives work too.
+    The decomposition is re-run from the saved operands and differentiated with
+    autograd.grad, so the gradient is the one the core's ops define (and with
+    create_graph the re-run stays in the graph). It costs a second forward: hot ops
+    carry a derivative instead, written with registered ops a backend can fuse.
     """
     rule = _derived_rules.get(opdef.name)
-    if rule is None:
-        def rule(ctx, g, decompose=opdef.decompose):
+    if rule is None or rule.decompose is not opdef.decompose:
+        def rule(ctx, g, decompose=opdef.decompose, variadic=opdef.variadic):
             from ..autograd.functional import grad
             from .grad_mode import enable_grad
             create = _grad_state.enabled
-            wanted = [t for t, nxt in zip(ctx.saved, ctx.next) if nxt is not None]
+            operands = ctx.saved
+            wanted = [t for t, nxt in zip(operands, ctx.next) if nxt is not None]
             with enable_grad():
-                out = decompose(*ctx.saved, **ctx.attrs)
+                args = (list(operands),) if variadic else operands
+                out = decompose(*args, **ctx.attrs)
                 grads = iter(grad(out, wanted, g, create_graph=create, allow_unused=True))
             return tuple(next(grads) if nxt is not None else None for nxt in ctx.next)
+        rule.decompose = opdef.decompose
         _derived_rules[opdef.name] = rule
     return rule

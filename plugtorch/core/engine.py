@@ -151,7 +151,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
 def _check_versions(node):
     tensors = (node.saved or ()) + ((node.output,) if node.output is not None else ())
     for i, (t, v) in enumerate(zip(tensors, node.versions)):
-        if t is not None and t._vc[0] != v:
+        if v is not None and t._vc[0] != v:
             what = "the output" if t is node.output else f"input {i}"
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "

@@ -7,10 +7,12 @@ class PluginError(RuntimeError):
 
 
 class MissingKernelError(NotImplementedError):
-    def __init__(self, op: str, backend: str, plugins: list[str]):
+    """An op (or primitive) cannot run on a backend: it needs something the backend lacks."""
+
+    def __init__(self, op: str, backend: str, plugins: list[str], needs: str = "a kernel"):
         self.op, self.backend, self.plugins = op, backend, plugins
         super().__init__(
-            f"op '{op}' has no kernel for backend '{backend}'. Loaded plugins: "
+            f"op '{op}' needs {needs}, which backend '{backend}' does not provide. Loaded plugins: "
             f"{', '.join(plugins) or '(none)'}. Install or register a plugin that provides "
             f"'{op}' for '{backend}', or move the tensors to a backend that has it with .to(...)."
         )

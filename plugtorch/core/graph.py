@@ -4,6 +4,11 @@ A :class:`Node` is recorded by each differentiable op whose inputs need grad. It
 keeps only what the op's derivative rule reads (saved inputs and/or output, plus
 the input shapes and dtypes) and the edges to the nodes of its inputs. Leaves that
 require grad get an :class:`AccumulateGrad` node, created on first use.
+
+The node is also the context its rule receives — for built-in ops and for
+``autograd.Function`` alike: ``ctx.saved`` (``ctx.saved_tensors``), ``ctx.output``,
+``ctx.attrs`` (always a dict of named fields), ``ctx.needs_input_grad`` and
+``ctx.meta`` (each operand's shape and dtype; None for a number or None operand).
 """
 from __future__ import annotations
 
@@ -24,11 +29,11 @@ class Node:
         self.name = name
         self.rule = rule
         self.next = next_          # per input: Node, AccumulateGrad or None
-        self.meta = meta           # per input: (shape, dtype)
+        self.meta = meta           # per input: (shape, dtype), or None for a number/None operand
         self.saved = saved         # tuple of input tensors the rule reads, or None
         self.versions = None       # their version counters at save time
         self.output = output       # the output tensor, when the rule reads it
-        self.attrs = attrs         # the op's non-tensor arguments
+        self.attrs = attrs         # the op's non-tensor arguments, by name (a dict)
         self.pre_hooks = None
         self.released = False
         self.trace = None          # creation stack, under detect_anomaly

@@ -14,7 +14,8 @@ import pluggy
 
 from .errors import PluginError
 from .hookspecs import CONTRACT_VERSION, PROJECT_NAME, PlugtorchSpec
-from .registry import Registry
+from .optable import TABLE
+from .registry import CORE_PLUGIN, Registry
 
 _lock = threading.RLock()
 _pm: pluggy.PluginManager | None = None
@@ -51,8 +52,9 @@ def _build() -> Registry:
 
     pm = pluggy.PluginManager(PROJECT_NAME)
     pm.add_hookspecs(PlugtorchSpec)
+    TABLE.clear()  # the op table is the registry's: a new registry starts it afresh
     registry = Registry()
-    pm.register(ops_registry, name="plugtorch.core")
+    pm.register(ops_registry, name=CORE_PLUGIN)
     if os.environ.get("PLUGTORCH_DISABLE_PLUGIN_AUTOLOAD", "") not in ("1", "true", "True"):
         pm.load_setuptools_entrypoints(PROJECT_NAME)
     for modname in filter(None, (m.strip() for m in os.environ.get("PLUGTORCH_PLUGINS", "").split(","))):
@@ -63,8 +65,10 @@ def _build() -> Registry:
         except ImportError as e:
             raise PluginError(f"PLUGTORCH_PLUGINS names '{modname}', which cannot be imported: {e}") from e
         pm.register(module, name=modname)
-    for plugin in pm.get_plugins():
-        _register_into(registry, pm, plugin)
+    # In registration order: the core's ops first, so plugins can add kernels for them.
+    for _, plugin in pm.list_name_plugin():
+        if plugin is not None:
+            _register_into(registry, pm, plugin)
     global _pm
     _pm = pm
     return registry

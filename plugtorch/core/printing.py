@@ -5,7 +5,7 @@ from __future__ import annotations
 def tensor_repr(t) -> str:
     import numpy as np  # host-side formatting of a host copy, never of backend data
 
-    host = np.asarray(t._backend.kernels["to_host"](t._data))
+    host = np.asarray(t._backend.primitives["to_host"](t._data))
     if t.dtype.is_floating_point:
         body = np.array2string(host, separator=", ", prefix="tensor(", precision=4,
                                floatmode="maxprec_equal", threshold=1000)

@@ -37,7 +37,7 @@ class Generator:
         """This generator's native generator on ``backend``, created on first use."""
         g = self._native.get(backend.name)
         if g is None:
-            g = self._native[backend.name] = backend.kernels["generator"](self._seed)
+            g = self._native[backend.name] = backend.primitives["generator"](self._seed)
         return g
 
     def get_state(self) -> dict:
@@ -45,7 +45,7 @@ class Generator:
         from .device import get_backend
         return {
             "seed": self._seed,
-            "backends": {name: get_backend(name).kernels["generator_get_state"](g)
+            "backends": {name: get_backend(name).primitives["generator_get_state"](g)
                          for name, g in self._native.items()},
         }
 
@@ -57,7 +57,7 @@ class Generator:
         for name, s in state.get("backends", {}).items():
             b = get_backend(name)
             g = self.native(b)
-            b.kernels["generator_set_state"](g, s)
+            b.primitives["generator_set_state"](g, s)
 
 
 default_generator = Generator()

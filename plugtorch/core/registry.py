@@ -1,40 +1,39 @@
 """The registry: backends, op definitions, kernels and services, filled by plugins.
 
-Plugins write into it once, at start-up (or when registered at run time);
-afterwards dispatch reads plain dicts: ``backend.kernels[op_name]``.
+Plugins write into it once, at start-up (or when registered at run time). From what
+they wrote, the registry keeps two plain dicts that dispatch reads:
+
+* ``optable.TABLE``: op name -> current definition (:class:`OpDef`);
+* ``backend.kernels`` per backend: op name -> the function that computes the op on
+  that backend's arrays — a kernel a plugin registered for it, or else the primitive
+  (or lowering to primitives) the definition names. An op with no entry runs its
+  decomposition.
+
+Whatever a plugin registers is used, or refused at once with the reason:
+
+* an op defined twice is an error naming both plugins, unless the later one passes
+  ``override=True``; an override replaces how the op computes and differentiates and
+  keeps its signature. Kernels other plugins registered for the op implement the
+  definition it replaced, so from then on only the overriding plugin's kernels serve it;
+* a kernel must name a defined op that can take one (not a primitive, a view or an
+  op with several outputs).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .backend import Backend, KernelTable
+from .backend import Backend, PrimitiveTable
 from .errors import PluginError
 from .hookspecs import CONTRACT_VERSION
+from .opdef import OpDef, inherit
+from .optable import TABLE
 from .primitives import PRIMITIVE_NAMES
 
+CORE_PLUGIN = "plugtorch.core"
 
-@dataclass
-class OpDef:
-    """An op's definition, independent of any backend.
-
-    name:       the op's public name.
-    decompose:  the op written with other plugtorch ops (composite ops); it is what
-                runs when the backend has no kernel of its own for this op.
-    derivative: ``rule(ctx, grad) -> tuple of input grads`` written with plugtorch ops;
-                needed for primitives, and for composites so that a backend's fused
-                kernel stays differentiable. ``None`` for non-differentiable ops.
-    save:       what the derivative reads: any of "inputs", "output".
-    plugin:     the plugin that defined it (set by the registry).
-    """
-
-    name: str
-    decompose: Callable | None = None
-    derivative: Callable | None = None
-    save: tuple[str, ...] = ()
-    doc: str = ""
-    plugin: str | None = None
-    samples: Callable | None = None  # sample inputs for the conformance kit
+__all__ = ["OpDef", "Registry", "Registrar", "CORE_PLUGIN"]
 
 
 @dataclass
@@ -47,10 +46,11 @@ class _Kernel:
 class Registry:
     backends: dict[str, Backend] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
-    ops: dict[str, OpDef] = field(default_factory=dict)
+    ops: dict[str, OpDef] = field(default_factory=lambda: TABLE)
     kernels: dict[tuple[str, str], _Kernel] = field(default_factory=dict)
     services: dict[str, tuple[Any, str]] = field(default_factory=dict)
     plugins: list[str] = field(default_factory=list)
+    overridden: dict[str, OpDef] = field(default_factory=dict)  # op name -> the definition replaced
 
     def plugin_names(self) -> list[str]:
         return list(self.plugins)
@@ -68,20 +68,42 @@ class Registry:
         k = self.kernels.get((op, backend))
         return k.plugin if k else None
 
+    def kernel_is_active(self, op: str, backend: str) -> bool:
+        """Whether a registered kernel serves its op (see the module docstring)."""
+        k = self.kernels.get((op, backend))
+        d = self.ops.get(op)
+        if k is None or d is None:
+            return False
+        return op not in self.overridden or k.plugin == d.plugin
+
     def service(self, name: str, default=None):
         entry = self.services.get(name)
         return entry[0] if entry else default
 
-    def _rebuild_table(self, backend: Backend) -> None:
-        table = KernelTable(backend.name, self)
-        for (op, bname), k in self.kernels.items():
-            if bname == backend.name:
-                table[op] = k.fn
-        if backend.kernels is None:
-            backend.kernels = table
-        else:  # keep the same dict object: tensors already hold the backend
-            backend.kernels.clear()
-            backend.kernels.update(table)
+    # -- the per-backend dispatch tables ------------------------------------
+    def _entry(self, op: str, backend: Backend):
+        """What computes ``op`` on ``backend``: its kernel, the mapped primitive, a lowering, or None."""
+        if self.kernel_is_active(op, backend.name):
+            return self.kernels[(op, backend.name)].fn
+        d = self.ops[op]
+        if d.primitive is not None:
+            return backend.primitives.get(d.primitive)
+        if d.lower is not None:
+            return functools.partial(d.lower, backend)
+        return None
+
+    def _refresh(self, op: str, backend: Backend | None = None) -> None:
+        for b in ([backend] if backend is not None else self.backends.values()):
+            fn = self._entry(op, b) if op in self.ops else None
+            if fn is None:
+                b.kernels.pop(op, None)
+            else:
+                b.kernels[op] = fn
+
+    def _rebuild(self, backend: Backend) -> None:
+        backend.kernels.clear()  # the same dict object: tensors already hold the backend
+        for op in self.ops:
+            self._refresh(op, backend)
 
 
 class Registrar:
@@ -107,29 +129,68 @@ class Registrar:
                 "Register fused kernels for composite ops with registrar.add_kernel(op, backend, fn)."
             )
         backend.plugin = self.plugin_name
+        backend.primitives = PrimitiveTable(backend.primitives, backend.name, r)
         r.backends[backend.name] = backend
         for alias in backend.aliases:
             r.aliases[alias] = backend.name
-        for prim, fn in backend.primitives.items():
-            self._put_kernel(prim, backend.name, fn, override=True if old is not None else override)
-        r._rebuild_table(backend)
+        r._rebuild(backend)
 
     def add_op(self, op: OpDef, *, override: bool = False) -> None:
-        old = self._r.ops.get(op.name)
-        if old is not None and not override:
-            raise PluginError(
-                f"op '{op.name}' is defined by both plugin '{old.plugin}' and plugin "
-                f"'{self.plugin_name}'. Rename one, or pass override=True in '{self.plugin_name}'."
-            )
+        r = self._r
+        old = r.ops.get(op.name)
+        if old is not None:
+            if not override:
+                raise PluginError(
+                    f"op '{op.name}' is defined by both plugin '{old.plugin}' and plugin "
+                    f"'{self.plugin_name}'. Rename one, or pass override=True in '{self.plugin_name}'."
+                )
+            if op.function is not None and op.function is not old.function:
+                raise PluginError(
+                    f"plugin '{self.plugin_name}': an override of op '{op.name}' replaces how it "
+                    "computes and differentiates, and keeps its signature and public function; "
+                    "leave OpDef.function unset, or define an op under a new name."
+                )
+            inherit(op, old)
+        if op.primitive is not None and op.primitive not in PRIMITIVE_NAMES:
+            raise PluginError(f"plugin '{self.plugin_name}': op '{op.name}' maps to '{op.primitive}', "
+                              f"which is not a primitive of contract {CONTRACT_VERSION}")
         op.plugin = self.plugin_name
-        self._r.ops[op.name] = op
+        if old is not None:
+            r.overridden.setdefault(op.name, old)
+        r.ops[op.name] = op
+        r._refresh(op.name)
 
     def add_kernel(self, op: str, backend: str, fn: Callable, *, override: bool = False) -> None:
-        """A kernel for ``op`` on ``backend``; for a composite op, dispatch prefers it to the decomposition."""
-        self._put_kernel(op, backend, fn, override)
-        b = self._r.backends.get(backend)
+        """``fn`` computes ``op`` on ``backend``'s arrays; dispatch prefers it to the op's definition.
+
+        It is called with the op's operands as native arrays (positionally) and its
+        attrs by keyword, as the op's ``OpDef`` documents.
+        """
+        r = self._r
+        d = r.ops.get(op)
+        if d is None:
+            if op in PRIMITIVE_NAMES:
+                raise PluginError(
+                    f"plugin '{self.plugin_name}': '{op}' is a primitive of the backend contract, "
+                    "not an op; a backend provides its primitives through add_backend(Backend(...)).")
+            raise PluginError(
+                f"plugin '{self.plugin_name}': no op named '{op}' is defined, so a kernel for it "
+                "would never run. Define it first (registrar.add_op(OpDef(...))), or check the name "
+                "against plugtorch.get_registry().ops.")
+        if d.kernel_refusal:
+            raise PluginError(f"plugin '{self.plugin_name}': kernel for '{op}' on '{backend}' refused: "
+                              f"{d.kernel_refusal}.")
+        old = r.kernels.get((op, backend))
+        if old is not None and not override and old.plugin != self.plugin_name:
+            raise PluginError(
+                f"kernel for op '{op}' on backend '{backend}' is registered by both plugin "
+                f"'{old.plugin}' and plugin '{self.plugin_name}'. Uninstall one, or pass "
+                f"override=True in '{self.plugin_name}' to replace it."
+            )
+        r.kernels[(op, backend)] = _Kernel(fn, self.plugin_name)
+        b = r.backends.get(backend)
         if b is not None:
-            self._r._rebuild_table(b)
+            r._refresh(op, b)
 
     def add_service(self, name: str, obj: Any, *, override: bool = False) -> None:
         """A named service such as ``"distributed.process_group"`` (used by the MPI plugin)."""
@@ -140,13 +201,3 @@ class Registrar:
                 f"Uninstall one, or pass override=True in '{self.plugin_name}'."
             )
         self._r.services[name] = (obj, self.plugin_name)
-
-    def _put_kernel(self, op: str, backend: str, fn: Callable, override: bool) -> None:
-        old = self._r.kernels.get((op, backend))
-        if old is not None and not override and old.plugin != self.plugin_name:
-            raise PluginError(
-                f"kernel for op '{op}' on backend '{backend}' is registered by both plugin "
-                f"'{old.plugin}' and plugin '{self.plugin_name}'. Uninstall one, or pass "
-                f"override=True in '{self.plugin_name}' to replace it."
-            )
-        self._r.kernels[(op, backend)] = _Kernel(fn, self.plugin_name)

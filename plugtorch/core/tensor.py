@@ -96,17 +96,17 @@ class Tensor:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
             )
-        return self._backend.kernels["to_host"](self._data)
+        return self._backend.primitives["to_host"](self._data)
 
     def item(self):
         if self.numel() != 1:
             raise RuntimeError(
                 f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
             )
-        return self._backend.kernels["to_host"](self._data).reshape(()).item()
+        return self._backend.primitives["to_host"](self._data).reshape(()).item()
 
     def tolist(self):
-        return self._backend.kernels["to_host"](self._data).tolist()
+        return self._backend.primitives["to_host"](self._data).tolist()
 
     def __bool__(self):
         if self.numel() != 1:

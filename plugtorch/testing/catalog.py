@@ -13,44 +13,12 @@ from plugtorch.core.primitives import PRIMITIVES
 
 from .sample import Sample, samples_for
 
-_SECTIONS = {
-    "elementwise": "Elementwise", "pointwise": "Elementwise", "reduce": "Reductions", "statistics": "Reductions", "sorting": "Sorting",
-    "shape": "Shape and movement", "movement": "Shape and movement", "index": "Indexing",
-    "scatter": "Indexing",
-    "inplace": "Indexing", "linalg": "Linear algebra", "einsum": "Linear algebra",
-    "activation": "Activations", "conv": "Convolution and pooling",
-}
-
-
-def _section_of() -> dict:
-    from plugtorch.core import ops
-    out = {}
-    for module in ops.MODULES:
-        key = module.__name__.rsplit(".", 1)[-1]
-        for op in module.OPS:
-            out[op.name] = _SECTIONS.get(key, key.capitalize())
-    return out
-
-
-def _exposed(name: str) -> str:
-    where = []
-    if callable(getattr(plugtorch, name, None)):
-        where.append(f"`plugtorch.{name}`")
-    if callable(getattr(plugtorch.Tensor, name, None)):
-        where.append(f"`Tensor.{name}`")
-    try:
-        import plugtorch.nn.functional as F
-        if callable(getattr(F, name, None)):
-            where.append(f"`nn.functional.{name}`")
-    except ImportError:
-        pass
+def _exposed(op) -> str:
+    """Where the op is bound, from the op table's declarations (plus any alias)."""
+    from plugtorch.core.optable import API
+    where = [f"`{place}.{name}`" for place in API for name, fn in API[place].items()
+             if fn is op.function or (place == "Tensor" and op.method is not None and fn is op.method)]
     return ", ".join(where) or "internal"
-
-
-def _kind(op) -> str:
-    if op.decompose is not None:
-        return "composite" + (" + rule" if op.derivative is not None else "")
-    return "primitive-backed"
 
 
 def _differentiable(op, samples) -> str:
@@ -61,8 +29,8 @@ def _differentiable(op, samples) -> str:
 
 
 def markdown() -> str:
+    from plugtorch.core.ops import SECTIONS
     reg = plugtorch.get_registry()
-    sections = _section_of()
     backends = [b for b in reg.backends.values() if b.available]
     lines = [
         "# Op catalog",
@@ -74,33 +42,37 @@ def markdown() -> str:
         "against PyTorch and NumPy, gradcheck in float64, 0-d and empty inputs. Plugin authors run the "
         "same suite on their backends and ops: see [conformance.md](conformance.md).",
         "",
-        "*Kind*: **primitive-backed** ops call backend primitives directly (with a derivative rule "
-        "where they are differentiable); "
-        "**composite** ops are written with other ops (autograd differentiates them), and "
-        "**composite + rule** ones also carry a rule, used when a backend registers a fused kernel "
-        "or when the core runs the decomposition as a single graph node. "
-        "*Own kernels*: backends that registered a kernel for the op itself.",
+        "Every row is one declaration in the op table (`plugtorch.core.optable`): the op's function "
+        "(its signature is torch's), how it computes, its derivative and its dtype policy. "
+        "*Computes as*: the backend **primitive** it maps to, a lowering onto primitives, or a "
+        "**composite** of other ops (autograd differentiates it), where **+ rule** means the op "
+        "carries its own derivative (one graph node; a backend kernel for it stays differentiable). "
+        "*Own kernels*: backends with a kernel registered for the op itself, which dispatch "
+        "prefers. Ops marked *no kernels* return views or several tensors, so kernels for them "
+        "are refused with the reason.",
         "",
     ]
     by_section: dict = {}
     for name in sorted(reg.ops):
         op = reg.ops[name]
-        title = sections.get(name) if op.plugin == "plugtorch.core" else f"From plugin `{op.plugin}`"
+        title = SECTIONS.get(op.module) if op.plugin == "plugtorch.core" else f"From plugin `{op.plugin}`"
         by_section.setdefault(title or "Other", []).append(op)
-    order = list(dict.fromkeys(_SECTIONS.values())) + sorted(k for k in by_section if k not in _SECTIONS.values())
+    order = list(dict.fromkeys(SECTIONS.values())) + sorted(k for k in by_section if k not in SECTIONS.values())
     for title in order:
         ops = by_section.get(title)
         if not ops:
             continue
         lines += [f"## {title}", "",
-                  "| op | exposed as | kind | gradient | own kernels | samples | description |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| op | exposed as | computes as | gradient | dtypes | own kernels | samples | description |",
+                  "|---|---|---|---|---|---|---|---|"]
         for op in ops:
-            kernels = [b.name for b in backends if op.name in b.kernels and op.name not in PRIMITIVES]
+            kernels = ("*no kernels*" if op.kernel_refusal else
+                       ", ".join(b.name for b in backends if reg.kernel_is_active(op.name, b.name)) or "-")
             samples = [s for s in samples_for(op) if isinstance(s, Sample)]
-            doc = " ".join((op.doc or "").split()).replace("|", "\\|")
-            lines.append(f"| `{op.name}` | {_exposed(op.name)} | {_kind(op)} | {_differentiable(op, samples)} "
-                         f"| {', '.join(kernels) or '-'} | {len(samples)} | {doc} |")
+            doc = " ".join(op.summary().split()).replace("|", "\\|")
+            lines.append(f"| `{op.name}` | {_exposed(op)} | {op.describe_kind()} | "
+                         f"{_differentiable(op, samples)} | {op.dtypes or '-'} | {kernels} | {len(samples)} "
+                         f"| {doc} |")
         lines.append("")
     lines += ["## Backend primitives (the plugin contract)", "",
               "What a backend implements (`plugtorch.core.primitives`); everything above is built on these.", "",

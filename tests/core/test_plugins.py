@@ -64,10 +64,12 @@ def test_register_plugin_at_run_time_adds_a_backend():
 
 
 def test_two_plugins_registering_one_kernel_is_an_error_naming_both():
-    plugtorch.register_plugin(plugin(lambda r: r.add_kernel("dup_op", "numpy", lambda x: x)),
+    plugtorch.register_plugin(plugin(lambda r: r.add_backend(numpy_clone_backend("dup_backend"))))
+    plugtorch.register_plugin(plugin(lambda r: r.add_kernel("softplus", "dup_backend", lambda x, **kw: x)),
                               name="first_plugin")
     with pytest.raises(PluginError, match="both plugin 'first_plugin' and plugin 'second_plugin'"):
-        plugtorch.register_plugin(plugin(lambda r: r.add_kernel("dup_op", "numpy", lambda x: x)),
+        plugtorch.register_plugin(plugin(lambda r: r.add_kernel("softplus", "dup_backend",
+                                                                lambda x, **kw: x)),
                                   name="second_plugin")
 
 

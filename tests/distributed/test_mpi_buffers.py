@@ -24,7 +24,7 @@ class DeviceArray:
 
 
 def device_tensor(values):
-    kernels = {
+    primitives = {
         "to_host": lambda x: x.host.copy(),
         "from_host": lambda a, dtype: DeviceArray(a),
         "contiguous": lambda x: x,
@@ -32,7 +32,7 @@ def device_tensor(values):
         "zeros": lambda shape, dtype: DeviceArray(np.zeros(shape, np.float32)),
     }
     return types.SimpleNamespace(_data=DeviceArray(np.asarray(values, np.float32)), _vc=[0],
-                                 _backend=types.SimpleNamespace(kernels=kernels), dtype=plugtorch.float32)
+                                 _backend=types.SimpleNamespace(primitives=primitives), dtype=plugtorch.float32)
 
 
 def test_contiguous_host_tensor_is_communicated_in_place():

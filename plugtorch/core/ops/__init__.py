@@ -1,11 +1,19 @@
-"""The core's op library, written against backend primitives and each other."""
-from . import (activation, conv, creation, einsum, elementwise, index, inplace, linalg, movement,
-               pointwise, reduce, scatter, shape, sorting, statistics)
+"""The core's ops, written against backend primitives and each other.
 
-MODULES = (elementwise, pointwise, reduce, statistics, sorting, shape, movement, index, scatter, inplace,
-           linalg, einsum, activation, conv)
+Importing this package declares every core op into ``core.optable`` (in dependency
+order); the core plugin then registers them like any plugin's.
+"""
+from . import (conversion, creation, elementwise, pointwise, reduce, statistics, shape, index,  # noqa: F401
+               movement, sorting, scatter, inplace, linalg, einsum, activation, window, conv,
+               pooling)
 
-
-def all_opdefs():
-    for m in MODULES:
-        yield from m.OPS
+# Catalog sections, by the module an op is declared in.
+SECTIONS = {
+    "elementwise": "Elementwise", "pointwise": "Elementwise", "conversion": "Conversion",
+    "reduce": "Reductions", "statistics": "Reductions", "sorting": "Sorting",
+    "shape": "Shape and movement", "movement": "Shape and movement", "index": "Indexing",
+    "scatter": "Indexing", "inplace": "Indexing", "linalg": "Linear algebra",
+    "einsum": "Linear algebra", "activation": "Activations", "window": "Convolution and pooling",
+    "conv": "Convolution and pooling", "pooling": "Convolution and pooling",
+    "loss": "Losses", "normalization": "Normalization",
+}

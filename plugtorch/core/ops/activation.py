@@ -1,67 +1,83 @@
-"""Activations and (log-)softmax: composite ops.
+"""Activations and (log-)softmax: composite ops, most with a derivative of their own.
 
-Each is written with other plugtorch ops (``decompose``) and also carries its
-derivative, so a backend may register a fused kernel for it and stay
-differentiable. Dispatch prefers such a kernel when one is registered.
+Each is written with other plugtorch ops (its decomposition) and, where one graph node
+beats autograd through the pieces, carries its derivative too: then a backend's fused
+kernel stays differentiable without re-running anything, and without one the
+decomposition runs as a single node. The rest (hardtanh, mish, ...) are plain
+compositions that autograd differentiates.
 """
 from __future__ import annotations
 
 import warnings
 
 from ..dispatch import call_op
-from ..registry import OpDef
+from ..optable import composite, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
-from ._composite import call_fused, composite_op
+from .elementwise import as_float
+from .inplace import inplace as _inplace
 from .reduce import amax
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
+_F = ("nn.functional",)
 
 
-def _composite(name, decompose, derivative, save, doc):
-    op = OpDef(name, decompose=decompose, derivative=derivative, save=save, doc=doc)
-    OPS.append(op)
-    return op
+def _float_input(op_name, x):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{op_name}(): expected a floating point input, got {x.dtype.name}; "
+                           f"convert it first with .float()")
+    return x
 
 
-_RELU = _composite(
-    "relu",
-    lambda x: ew.where(ew.gt(x, 0), x, 0),
+def _applied_in_place(fn, name, input, *args):
+    """``fn(input, *args)`` written into ``input`` (the graph stays correct: see ops.inplace)."""
+    return _inplace(fn, name)(input, *args)
+
+
+# -- relu, sigmoid --------------------------------------------------------------------
+
+def _relu(input):
+    return ew.where(ew.gt(input, 0), input, 0)
+
+
+def _relu_rule(ctx, g):
     # a multiply by the mask, not where(): NumPy's where branches per element and is ~20x slower
-    lambda ctx, g: g * ew.gt(ctx.output, 0).to(g.dtype),
-    ("output",), "max(x, 0); the gradient at 0 is 0.")
+    return g * ew.gt(ctx.output, 0).to(g.dtype)
 
 
-def relu(x):
-    return call_op(_RELU, (x,), {})
+@op(decompose=_relu, derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True)
+def relu(input):
+    """max(x, 0); the gradient at 0 is 0."""
+    return call_op("relu", (input,))
 
 
-def _sigmoid_decompose(x):
+def _sigmoid(input):
     # Never exponentiate a large positive number: exp(-|x|) is in (0, 1].
-    e = ew.exp(-ew.abs(x))
+    e = ew.exp(-ew.abs(input))
     p = 1 / (1 + e)
-    return ew.where(ew.ge(x, 0), p, e * p)
+    return ew.where(ew.ge(input, 0), p, e * p)
 
 
-_SIGMOID = _composite(
-    "sigmoid", _sigmoid_decompose,
-    lambda ctx, g: g * ctx.output * (1 - ctx.output),
-    ("output",), "1 / (1 + exp(-x)), computed without overflow.")
+@op(decompose=_sigmoid, derivative=lambda ctx, g: g * ctx.output * (1 - ctx.output), save="output",
+    exposed=_EVERYWHERE + _F, inplace=True, dtypes="integers -> default float")
+def sigmoid(input):
+    """1 / (1 + exp(-x)), computed without overflow."""
+    return call_op("sigmoid", (as_float(input),))
 
 
-def sigmoid(x):
-    return call_op(_SIGMOID, (ew._float(x),), {})
+# -- softmax, log_softmax ------------------------------------------------------------
 
-
-def _legacy_softmax_dim(name, ndim):
+def _legacy_softmax_dim(name, ndim, stacklevel):
     warnings.warn(
         f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
-        "as an argument.", stacklevel=3)
+        "as an argument.", stacklevel=stacklevel + 1)
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def _softmax_decompose(x, dim):
-    e = ew.exp(x - amax(x, dim, keepdim=True).detach())  # shift-invariant: the max needs no gradient
+def _softmax(input, *, dim):
+    e = ew.exp(input - amax(input, dim, keepdim=True).detach())  # shift-invariant: no gradient
     return e / e.sum(dim, keepdim=True)
 
 
@@ -70,12 +86,8 @@ def _softmax_rule(ctx, g):
     return y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True))
 
 
-_SOFTMAX = _composite("softmax", _softmax_decompose, _softmax_rule, ("output",),
-                      "exp(x) / sum(exp(x)) along dim, computed after subtracting the max.")
-
-
-def _log_softmax_decompose(x, dim):
-    z = x - amax(x, dim, keepdim=True).detach()
+def _log_softmax(input, *, dim):
+    z = input - amax(input, dim, keepdim=True).detach()
     return z - ew.exp(z).sum(dim, keepdim=True).log()
 
 
@@ -83,51 +95,64 @@ def _log_softmax_rule(ctx, g):
     return g - ew.exp(ctx.output) * g.sum(ctx.attrs["dim"], keepdim=True)
 
 
-_LOG_SOFTMAX = _composite("log_softmax", _log_softmax_decompose, _log_softmax_rule, ("output",),
-                          "log(softmax(x)) along dim, computed stably (never log of softmax).")
-
-
-def _softmax_like(op, name, x, dim, dtype):
+def _softmax_like(name, x, dim, dtype, stacklevel=3):
     if dtype is not None:
         x = x.to(dtype)
-    x = ew._float(x)
+    x = as_float(x)
     if dim is None:
-        dim = _legacy_softmax_dim(name, x.ndim)
+        dim = _legacy_softmax_dim(name, x.ndim, stacklevel)
     d = _wrap_dim(dim, x.ndim) if x.ndim else 0
     if x.ndim == 0:
-        x1 = x.reshape(1)
-        return call_op(op, (x1,), {"dim": 0}).reshape(())
+        return call_op(name, (x.reshape(1),), {"dim": 0}).reshape(())
     if x.numel() == 0:
         return x * 1  # nothing to normalise (kernels may not reduce an empty dim)
-    return call_op(op, (x,), {"dim": d})
+    return call_op(name, (x,), {"dim": d})
 
 
-def softmax(x, dim=None, dtype=None):
-    return _softmax_like(_SOFTMAX, "softmax", x, dim, dtype)
+@op(decompose=_softmax, derivative=_softmax_rule, save="output", exposed=_EVERYWHERE)
+def softmax(input, dim=None, dtype=None):
+    """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
+    return _softmax_like("softmax", input, dim, dtype)
 
 
-def log_softmax(x, dim=None, dtype=None):
-    return _softmax_like(_LOG_SOFTMAX, "log_softmax", x, dim, dtype)
+@op(decompose=_log_softmax, derivative=_log_softmax_rule, save="output", exposed=_EVERYWHERE)
+def log_softmax(input, dim=None, dtype=None):
+    """log(softmax(x)) along dim, computed stably (never log of softmax)."""
+    return _softmax_like("log_softmax", input, dim, dtype)
 
 
-# -- pointwise activations (one graph node each; see _composite.call_fused) ----------
+# nn.functional's spellings take torch's ``_stacklevel`` third (for the implicit-dim warning),
+# where plugtorch.softmax takes dtype: the same op, two signatures, as in torch.
 
-def _leaky_relu_decompose(x, negative_slope):
-    return ew.where(ew.gt(x, 0), x, x * negative_slope)
+@public("nn.functional", name="softmax")
+def functional_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
+    return _softmax_like("softmax", input, dim, dtype, _stacklevel)
+
+
+@public("nn.functional", name="log_softmax")
+def functional_log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """log(softmax(x)) along dim, computed stably (never log of softmax)."""
+    return _softmax_like("log_softmax", input, dim, dtype, _stacklevel)
+
+
+# -- pointwise activations with a rule (one graph node each) -------------------------
+
+def _leaky_relu(input, *, negative_slope):
+    return ew.where(ew.gt(input, 0), input, input * negative_slope)
 
 
 def _leaky_relu_rule(ctx, g):
     return ew.where(ew.gt(ctx.saved[0], 0), g, g * ctx.attrs["negative_slope"])
 
 
-_LEAKY_RELU = _composite("leaky_relu", _leaky_relu_decompose, _leaky_relu_rule, ("inputs",),
-                         "x where x > 0, else negative_slope * x.")
-
-
+@op(decompose=_leaky_relu, derivative=_leaky_relu_rule, save="inputs", exposed=_F)
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    out = call_fused(_LEAKY_RELU, (_float_input("leaky_relu", input),),
-                     {"negative_slope": negative_slope})
-    return input.copy_(out) if inplace else out
+    """x where x > 0, else negative_slope * x."""
+    if inplace:
+        return _applied_in_place(leaky_relu, "leaky_relu_", input, negative_slope)
+    return call_op("leaky_relu", (_float_input("leaky_relu", input),),
+                   {"negative_slope": negative_slope})
 
 
 _SQRT_HALF = 0.7071067811865476
@@ -136,11 +161,11 @@ _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_C = 0.044715
 
 
-def _gelu_decompose(x, approximate):
+def _gelu(input, *, approximate):
     if approximate == "tanh":
-        inner = (x + x * x * x * _GELU_C) * _SQRT_2_OVER_PI
-        return x * 0.5 * (ew.tanh(inner) + 1)
-    return x * 0.5 * (ew.erf(x * _SQRT_HALF) + 1)
+        inner = (input + input * input * input * _GELU_C) * _SQRT_2_OVER_PI
+        return input * 0.5 * (ew.tanh(inner) + 1)
+    return input * 0.5 * (ew.erf(input * _SQRT_HALF) + 1)
 
 
 def _gelu_rule(ctx, g):
@@ -155,15 +180,12 @@ def _gelu_rule(ctx, g):
     return g * (cdf + x * pdf)
 
 
-_GELU = _composite("gelu", _gelu_decompose, _gelu_rule, ("inputs",),
-                   "x * Phi(x) (approximate='none', via erf) or its tanh approximation "
-                   "(approximate='tanh').")
-
-
+@op(decompose=_gelu, derivative=_gelu_rule, save="inputs", exposed=_F)
 def gelu(input, approximate="none"):
+    """x * Phi(x) (approximate='none', via erf) or its tanh approximation (approximate='tanh')."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
-    return call_fused(_GELU, (_float_input("gelu", input),), {"approximate": approximate})
+    return call_op("gelu", (_float_input("gelu", input),), {"approximate": approximate})
 
 
 def _silu_rule(ctx, g):
@@ -172,20 +194,19 @@ def _silu_rule(ctx, g):
     return g * (s * (x * (1 - s) + 1))
 
 
-_SILU = _composite("silu", lambda x: x * sigmoid(x), _silu_rule, ("inputs",),
-                   "x * sigmoid(x) (swish).")
-
-
+@op(decompose=lambda input: input * sigmoid(input), derivative=_silu_rule, save="inputs", exposed=_F)
 def silu(input, inplace=False):
-    out = call_fused(_SILU, (_float_input("silu", input),), {})
-    return input.copy_(out) if inplace else out
+    """x * sigmoid(x) (swish)."""
+    if inplace:
+        return _applied_in_place(silu, "silu_", input)
+    return call_op("silu", (_float_input("silu", input),))
 
 
-def _softplus_decompose(x, beta, threshold):
-    z = x * beta
+def _softplus(input, *, beta, threshold):
+    z = input * beta
     # log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow for large |z|.
     soft = (ew.maximum(z, 0) + ew.log1p(ew.exp(-ew.abs(z)))) / beta
-    return ew.where(ew.gt(z, threshold), x, soft)
+    return ew.where(ew.gt(z, threshold), input, soft)
 
 
 def _softplus_rule(ctx, g):
@@ -193,17 +214,15 @@ def _softplus_rule(ctx, g):
     return ew.where(ew.gt(z, ctx.attrs["threshold"]), g, g * sigmoid(z))
 
 
-_SOFTPLUS = _composite("softplus", _softplus_decompose, _softplus_rule, ("inputs",),
-                       "log(1 + exp(beta * x)) / beta; x itself where beta * x > threshold.")
-
-
+@op(decompose=_softplus, derivative=_softplus_rule, save="inputs", exposed=_F)
 def softplus(input, beta=1.0, threshold=20.0):
-    return call_fused(_SOFTPLUS, (_float_input("softplus", input),),
-                      {"beta": beta, "threshold": threshold})
+    """log(1 + exp(beta * x)) / beta; x itself where beta * x > threshold."""
+    return call_op("softplus", (_float_input("softplus", input),),
+                   {"beta": beta, "threshold": threshold})
 
 
-def _elu_decompose(x, alpha):
-    return ew.where(ew.gt(x, 0), x, ew.expm1(x) * alpha)
+def _elu(input, *, alpha):
+    return ew.where(ew.gt(input, 0), input, ew.expm1(input) * alpha)
 
 
 def _elu_rule(ctx, g):
@@ -211,25 +230,15 @@ def _elu_rule(ctx, g):
     return ew.where(ew.gt(x, 0), g, g * ew.exp(x) * ctx.attrs["alpha"])
 
 
-_ELU = _composite("elu", _elu_decompose, _elu_rule, ("inputs",),
-                  "x where x > 0, else alpha * (exp(x) - 1).")
-
-
+@op(decompose=_elu, derivative=_elu_rule, save="inputs", exposed=_F)
 def elu(input, alpha=1.0, inplace=False):
-    out = call_fused(_ELU, (_float_input("elu", input),), {"alpha": alpha})
-    return input.copy_(out) if inplace else out
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    if inplace:
+        return _applied_in_place(elu, "elu_", input, alpha)
+    return call_op("elu", (_float_input("elu", input),), {"alpha": alpha})
 
 
-def _float_input(op, x):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(x).__name__}")
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{op}(): expected a floating point input, got {x.dtype.name}; "
-                           f"convert it first with .float()")
-    return x
-
-
-# -- more activations, plain compositions (autograd differentiates them) ------------------
+# -- more activations: plain compositions (autograd differentiates them) -------------
 
 def _clamped_grad(x, lo, hi):
     """clamp(x, lo, hi) whose gradient is 1 strictly inside (lo, hi) and 0 elsewhere, as torch's hardtanh."""
@@ -237,7 +246,7 @@ def _clamped_grad(x, lo, hi):
     return ew.where(inside, x, ew.clamp(x.detach(), lo, hi))
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def hardtanh(input, min_val=-1.0, max_val=1.0):
     """clamp(x, min_val, max_val); the gradient is 1 strictly between them."""
     if min_val > max_val:
@@ -245,7 +254,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0):
     return _clamped_grad(_float_input("hardtanh", input), min_val, max_val)
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def relu6(input):
     """min(max(x, 0), 6)."""
     return _clamped_grad(_float_input("relu6", input), 0.0, 6.0)
@@ -255,13 +264,13 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-@composite_op(OPS)
+@composite(exposed=("plugtorch",) + _F)
 def selu(input):
     """scale * elu(x, alpha) with the self-normalising constants."""
     return elu(input, _SELU_ALPHA) * _SELU_SCALE
 
 
-@composite_op(OPS)
+@composite(exposed=("plugtorch",) + _F)
 def celu(input, alpha=1.0):
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     if alpha == 0:
@@ -270,40 +279,40 @@ def celu(input, alpha=1.0):
     return ew.where(ew.gt(x, 0), x, ew.expm1(x / alpha) * alpha)
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def mish(input):
     """x * tanh(softplus(x))."""
     return input * ew.tanh(softplus(input))
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def hardsigmoid(input):
     """0 for x <= -3, 1 for x >= 3, x / 6 + 1/2 between (gradient 1/6 strictly inside)."""
     return _clamped_grad(_float_input("hardsigmoid", input) / 6 + 0.5, 0.0, 1.0)
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def hardswish(input):
     """x * relu6(x + 3) / 6; at x = -3 and 3 the gradient is 0 and 1, as torch's."""
     x = _float_input("hardswish", input)
     return ew.where(ew.le(x, -3), 0.0, ew.where(ew.ge(x, 3), x, x * (x + 3) / 6))
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def softsign(input):
     """x / (1 + |x|)."""
     x = _float_input("softsign", input)
     return x / (ew.abs(x) + 1)
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def logsigmoid(input):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), without overflow."""
     x = _float_input("logsigmoid", input)
-    return ew.minimum(x, ew.zeros_like(x)) - ew.log1p(ew.exp(-ew.abs(x)))
+    return ew.minimum(x, 0.0) - ew.log1p(ew.exp(-ew.abs(x)))
 
 
-@composite_op(OPS)
+@composite(exposed=_F)
 def tanhshrink(input):
     """x - tanh(x)."""
     return input - ew.tanh(input)

@@ -7,6 +7,7 @@ from ..device import default_backend, get_backend
 from ..dispatch import wrap
 from ..dtypes import bool_, dtype as _dtype, float64, get_default_dtype, int64
 from ..random import default_generator
+from ..optable import public
 from ..tensor import Tensor
 
 
@@ -47,6 +48,7 @@ def _size(size) -> tuple:
     return tuple(out)
 
 
+@public("plugtorch")
 def tensor(data, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy or native arrays)."""
     _check_dtype(dtype)
@@ -57,11 +59,11 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     from_python = not hasattr(data, "dtype")
     if isinstance(data, (list, tuple)):
         _check_nested(data)
-    arr = b.kernels["from_host"](data, dtype)
-    arr = b.kernels["copy"](arr)
+    arr = b.primitives["from_host"](data, dtype)
+    arr = b.primitives["copy"](arr)
     t = wrap(arr, b)
     if dtype is None and from_python and t.dtype is float64:
-        t = wrap(b.kernels["cast"](arr, get_default_dtype()), b)
+        t = wrap(b.primitives["cast"](arr, get_default_dtype()), b)
     return _finish(t, requires_grad)
 
 
@@ -83,6 +85,7 @@ def _check_nested(data) -> None:
         dim += 1
 
 
+@public("plugtorch")
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like ``tensor`` but shares memory with ``data`` when backend and dtype allow."""
     if isinstance(data, Tensor):
@@ -90,16 +93,17 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     _check_dtype(dtype)
     b = _backend_for(device, data)
     from_python = not hasattr(data, "dtype")
-    t = wrap(b.kernels["from_host"](data, dtype), b)
+    t = wrap(b.primitives["from_host"](data, dtype), b)
     if dtype is None and from_python and t.dtype is float64:
         t = t.to(get_default_dtype())
     return t
 
 
+@public("plugtorch")
 def from_numpy(array) -> Tensor:
     """A tensor on the host backend ("cpu") sharing memory with a NumPy array."""
     b = get_backend("cpu")
-    return wrap(b.kernels["from_host"](array, None), b)
+    return wrap(b.primitives["from_host"](array, None), b)
 
 
 def _const(size, value, dtype, device, requires_grad):
@@ -107,20 +111,23 @@ def _const(size, value, dtype, device, requires_grad):
     b = _backend_for(device)
     size = _size(size)
     if value == 0:
-        arr = b.kernels["zeros"](size, dtype)
+        arr = b.primitives["zeros"](size, dtype)
     else:
-        arr = b.kernels["full"](size, value, dtype)
+        arr = b.primitives["full"](size, value, dtype)
     return _finish(wrap(arr, b), requires_grad)
 
 
+@public("plugtorch")
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _const(size, 0, dtype or get_default_dtype(), device, requires_grad)
 
 
+@public("plugtorch")
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _const(size, 1, dtype or get_default_dtype(), device, requires_grad)
 
 
+@public("plugtorch")
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     # Zero-filled: uninitialised memory buys nothing measurable here and hides bugs.
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
@@ -134,6 +141,7 @@ def _dtype_of_scalar(v):
     return get_default_dtype()
 
 
+@public("plugtorch")
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
@@ -145,25 +153,30 @@ def _like(input, dtype, device):
     return (dtype or input.dtype), (device if device is not None else input._backend.name)
 
 
+@public("plugtorch")
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt, dev = _like(input, dtype, device)
     return _const((input.shape,), 0, dt, dev, requires_grad)
 
 
+@public("plugtorch")
 def ones_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt, dev = _like(input, dtype, device)
     return _const((input.shape,), 1, dt, dev, requires_grad)
 
 
+@public("plugtorch")
 def empty_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@public("plugtorch")
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt, dev = _like(input, dtype, device)
     return _const((input.shape,), fill_value, dt, dev, requires_grad)
 
 
+@public("plugtorch")
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if end is None:
         start, end = 0, start
@@ -179,9 +192,10 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         floats = any(isinstance(v, builtins.float) for v in (start, end, step))
         dtype = get_default_dtype() if floats else int64
     b = _backend_for(device)
-    return _finish(wrap(b.kernels["arange"](start, end, step, dtype), b), requires_grad)
+    return _finish(wrap(b.primitives["arange"](start, end, step, dtype), b), requires_grad)
 
 
+@public("plugtorch")
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if steps < 0:
         raise RuntimeError("linspace(): number of steps must be non-negative")
@@ -193,10 +207,11 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     return _finish(t, requires_grad)
 
 
+@public("plugtorch")
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     _check_dtype(dtype)
     b = _backend_for(device)
-    arr = b.kernels["eye"](n, n if m is None else m, dtype or get_default_dtype())
+    arr = b.primitives["eye"](n, n if m is None else m, dtype or get_default_dtype())
     return _finish(wrap(arr, b), requires_grad)
 
 
@@ -209,30 +224,35 @@ def _random(kind, size, generator, dtype, device, requires_grad, *args):
     dtype = dtype or get_default_dtype()
     if not dtype.is_floating_point:
         raise RuntimeError(f"{kind}(): expected a floating point dtype, got {dtype.name}")
-    arr = b.kernels[kind](gen, _size(size), *args, dtype)
+    arr = b.primitives[kind](gen, _size(size), *args, dtype)
     return _finish(wrap(arr, b), requires_grad)
 
 
+@public("plugtorch")
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Uniform samples in [0, 1)."""
     return _random("uniform", size, generator, dtype, device, requires_grad, 0.0, 1.0)
 
 
+@public("plugtorch")
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Standard normal samples."""
     return _random("normal", size, generator, dtype, device, requires_grad, 0.0, 1.0)
 
 
+@public("plugtorch")
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
     dt, dev = _like(input, dtype, device)
     return rand(input.shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
+@public("plugtorch")
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
     dt, dev = _like(input, dtype, device)
     return randn(input.shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
+@public("plugtorch")
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False) -> Tensor:
     if high is None:
@@ -243,12 +263,45 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     b = _backend_for(device)
     gen = (generator or default_generator).native(b)
-    arr = b.kernels["randint"](gen, low, high, _size((size,)), dtype or int64)
+    arr = b.primitives["randint"](gen, low, high, _size((size,)), dtype or int64)
     return _finish(wrap(arr, b), requires_grad)
 
 
+@public("plugtorch")
 def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
     b = _backend_for(device)
     gen = (generator or default_generator).native(b)
-    t = wrap(b.kernels["permutation"](gen, int(n)), b)
+    t = wrap(b.primitives["permutation"](gen, int(n)), b)
     return t if dtype is None or dtype is t.dtype else t.to(dtype)
+
+
+# -- Tensor.new_*: the same device, and the same dtype unless given ---------------------------
+
+@public("Tensor")
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype=dtype or self.dtype, device=device or self._backend.name,
+                  requires_grad=requires_grad)
+
+
+@public("Tensor")
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self._backend.name,
+                 requires_grad=requires_grad)
+
+
+@public("Tensor")
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return ones(*size, dtype=dtype or self.dtype, device=device or self._backend.name,
+                requires_grad=requires_grad)
+
+
+@public("Tensor")
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    return empty(*size, dtype=dtype or self.dtype, device=device or self._backend.name,
+                 requires_grad=requires_grad)
+
+
+@public("Tensor")
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._backend.name,
+                requires_grad=requires_grad)

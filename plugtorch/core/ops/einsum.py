@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import builtins
 
-from ..registry import OpDef
+from ..dispatch import call_op
+from ..optable import op
 from ..tensor import Tensor
-from ._composite import composite_op
-
-OPS: list[OpDef] = []
+from .creation import arange
 
 _ELLIPSIS_LABELS = "0123456789"  # stand-ins for '...' dims; never valid subscripts
 
@@ -83,7 +82,6 @@ def _check_sizes(labelled, operands):
 
 def _diagonal(x, labels):
     """Collapse repeated labels of one operand onto their diagonal."""
-    from .creation import arange
     while len(set(labels)) != len(labels):
         c = next(c for c in labels if labels.count(c) > 1)
         i = labels.index(c)
@@ -128,16 +126,7 @@ def _numel(shape):
     return n
 
 
-@composite_op(OPS)
-def einsum(equation, *operands):
-    """Einstein summation, e.g. einsum('bij,bjk->bik', a, b); '...' broadcasts leading dims."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    if not operands:
-        raise RuntimeError("einsum(): must provide at least one operand")
-    for i, x in enumerate(operands):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"einsum(): operand {i} must be a Tensor, not {type(x).__name__}")
+def _einsum(operands, *, equation):
     labelled, out = _parse(equation, operands)
     sizes = _check_sizes(labelled, operands)
     xs = []
@@ -155,3 +144,20 @@ def einsum(equation, *operands):
         keep = set(out).union(*(set(u) for _, u in xs[k + 1:]))
         acc, la = _contract(acc, la, b, lb, keep, sizes)
     return acc.permute([la.index(c) for c in out]) if la != out else acc
+
+
+@op(decompose=_einsum, variadic=True, exposed=("plugtorch",))
+def einsum(equation, *operands):
+    """Einstein summation, e.g. einsum('bij,bjk->bik', a, b); '...' broadcasts leading dims.
+
+    A kernel receives the operands as a list of arrays and ``equation`` by keyword.
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise RuntimeError("einsum(): must provide at least one operand")
+    for i, x in enumerate(operands):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"einsum(): operand {i} must be a Tensor, not {type(x).__name__}")
+    _check_sizes(_parse(equation, operands)[0], operands)
+    return call_op("einsum", tuple(operands), {"equation": equation})

@@ -1,8 +1,14 @@
-"""Elementwise ops on backend primitives, with their derivative rules.
+"""Elementwise ops: each maps to one backend primitive and carries its derivative rule.
 
-Each rule is ``rule(ctx, grad) -> input grads`` written with plugtorch ops, so it is
-itself differentiable (higher-order gradients) and backend-independent.
-Broadcasting is undone by the engine (it sums a gradient down to its input's shape).
+Every op here is declared by ``_unary`` or ``_binary``: one line naming the primitive,
+the rule and the dtype policy. Their functions are the hottest path in plugtorch, so
+they inline dispatch (the op's kernel on the operand's backend, else ``call_op``,
+which also runs an overriding decomposition) instead of calling through it.
+
+A rule is ``rule(ctx, grad) -> grads`` written with plugtorch ops, so it is itself
+differentiable. The second operand of a binary op may be a Python number: it is then
+passed to the kernel as is, and ``ctx.saved[1]`` is that number. Broadcasting is undone
+by the engine (it sums a gradient down to its operand's shape).
 """
 from __future__ import annotations
 
@@ -12,13 +18,14 @@ from ..dispatch import call_op, record, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..registry import OpDef
+from ..opdef import OpDef
+from ..optable import TABLE, composite, declare, op, public
 from ..tensor import Tensor
-from ._composite import composite
+from .conversion import cast
 from .creation import zeros_like
 
 _NUMBER = (builtins.int, builtins.float, builtins.bool)
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 
 def _scalar_category(s) -> int:
@@ -31,31 +38,45 @@ def _scalar_category(s) -> int:
     raise TypeError(f"expected a Tensor or a Python number, got {type(s).__name__}")
 
 
-def _float(x: Tensor) -> Tensor:
-    return x if x.dtype.is_floating_point else x.to(get_default_dtype())
+def as_float(x: Tensor) -> Tensor:
+    """``x`` itself if floating, else cast to the default float dtype (torch's rule for exp, div...)."""
+    return x if x.dtype.is_floating_point else cast(x, get_default_dtype())
 
 
 # -- unary ------------------------------------------------------------------------
 
-def _unary(name, rule, save=None, floating=True, doc="", int_identity=False):
-    def op(x):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-        if not x.dtype.is_floating_point:
+# dtype policies of unary ops (also shown in the catalog)
+FLOAT, SAME, INT_UNCHANGED, TO_BOOL = ("integers -> default float", "keeps the dtype",
+                                       "integers returned unchanged", "-> bool")
+
+
+def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc=""):
+    floating, keep_ints = dtypes == FLOAT, dtypes == INT_UNCHANGED
+
+    def fn(input):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+        if not input.dtype.is_floating_point:
             if floating:
-                x = x.to(get_default_dtype())
-            elif int_identity:
-                return x.clone()  # integers are already whole: torch returns them unchanged
-        b = x._backend
-        out = wrap(b.kernels[name](x._data), b)
-        if rule is not None and x.requires_grad and _grad.enabled:
-            record(out, name, rule, (x,), saved=(x,) if save == "input" else None,
-                   save_output=save == "output")
+                input = cast(input, get_default_dtype())
+            elif keep_ints:
+                return input.clone()  # integers are already whole: torch returns them unchanged
+        b = input._backend
+        try:
+            kernel = b.kernels[name]
+        except KeyError:  # no kernel here: the decomposition (or a clear error), via call_op
+            return call_op(name, (input,))
+        out = wrap(kernel(input._data), b)
+        if input.requires_grad and _grad.enabled:
+            d = TABLE[name]
+            if d.derivative is not None:
+                record(out, d, (input,))
         return out
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = doc or f"Elementwise {name}."
-    OPS.append(OpDef(name, derivative=rule, save=(save + "s",) if save else (), doc=op.__doc__))
-    return op
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or f"Elementwise {name}."
+    declare(OpDef(name, primitive=name, derivative=rule, save=save, dtypes=dtypes, function=fn,
+                  exposed=_EVERYWHERE, inplace=inplace, module="elementwise"))
+    return fn
 
 
 _TWO_OVER_SQRT_PI = 1.1283791670955126
@@ -65,66 +86,56 @@ def _zero_grad(ctx, g):
     return zeros_like(g)
 
 
-neg = _unary("neg", lambda ctx, g: -g, floating=False)
+neg = _unary("neg", lambda ctx, g: -g, dtypes=SAME)
 exp = _unary("exp", lambda ctx, g: g * ctx.output, "output")
-log = _unary("log", lambda ctx, g: g / ctx.saved[0], "input")
-log1p = _unary("log1p", lambda ctx, g: g / (ctx.saved[0] + 1), "input")
+log = _unary("log", lambda ctx, g: g / ctx.saved[0], "inputs")
+log1p = _unary("log1p", lambda ctx, g: g / (ctx.saved[0] + 1), "inputs")
 expm1 = _unary("expm1", lambda ctx, g: g * (ctx.output + 1), "output")
 sqrt = _unary("sqrt", lambda ctx, g: g / (ctx.output * 2), "output")
-abs = _unary("abs", lambda ctx, g: g * sign(ctx.saved[0]), "input", floating=False)
-sign = _unary("sign", _zero_grad, floating=False)
-sin = _unary("sin", lambda ctx, g: g * cos(ctx.saved[0]), "input")
-cos = _unary("cos", lambda ctx, g: -(g * sin(ctx.saved[0])), "input")
+abs = _unary("abs", lambda ctx, g: g * sign(ctx.saved[0]), "inputs", dtypes=SAME)
+sign = _unary("sign", _zero_grad, dtypes=SAME)
+sin = _unary("sin", lambda ctx, g: g * cos(ctx.saved[0]), "inputs")
+cos = _unary("cos", lambda ctx, g: -(g * sin(ctx.saved[0])), "inputs")
 tanh = _unary("tanh", lambda ctx, g: g - g * ctx.output * ctx.output, "output")
-floor = _unary("floor", _zero_grad, floating=False, int_identity=True)
-ceil = _unary("ceil", _zero_grad, floating=False, int_identity=True)
-round = _unary("round", _zero_grad, floating=False, int_identity=True)
+floor = _unary("floor", _zero_grad, dtypes=INT_UNCHANGED)
+ceil = _unary("ceil", _zero_grad, dtypes=INT_UNCHANGED)
+round = _unary("round", _zero_grad, dtypes=INT_UNCHANGED, doc="Round half to even.")
 erf = _unary("erf", lambda ctx, g: g * (_TWO_OVER_SQRT_PI * exp(-(ctx.saved[0] * ctx.saved[0]))),
-             "input")
-isnan = _unary("isnan", None, floating=False)
-isinf = _unary("isinf", None, floating=False)
-logical_not = _unary("logical_not", None, floating=False)
+             "inputs", doc="The error function.")
+isnan = _unary("isnan", dtypes=TO_BOOL, inplace=False)
+isinf = _unary("isinf", dtypes=TO_BOOL, inplace=False)
+logical_not = _unary("logical_not", dtypes=TO_BOOL, inplace=False)
 
 
-def _isfinite(x):
-    return logical_not(logical_or(isnan(x), isinf(x)))
+@composite(exposed=_EVERYWHERE)
+def isfinite(input):
+    """True where x is neither nan nor +-inf."""
+    return logical_not(logical_or(isnan(input), isinf(input)))
 
 
-def _reciprocal(x):
-    return _rdiv(_float(x), 1)
+@composite(exposed=_EVERYWHERE, inplace=True)
+def reciprocal(input):
+    """1 / x (integers promote to float)."""
+    return div(1.0, as_float(input))
 
 
-def _rsqrt(x):
-    return _reciprocal(sqrt(x))
+@composite(exposed=_EVERYWHERE)
+def rsqrt(input):
+    """1 / sqrt(x)."""
+    return reciprocal(sqrt(input))
 
 
-def _square(x):
-    return mul(x, x)
-
-
-_ISFINITE = composite(OPS, "isfinite", _isfinite, "True where x is neither nan nor +-inf.")
-_RECIPROCAL = composite(OPS, "reciprocal", _reciprocal, "1 / x (integers promote to float).")
-_RSQRT = composite(OPS, "rsqrt", _rsqrt, "1 / sqrt(x).")
-_SQUARE = composite(OPS, "square", _square, "x * x.")
-
-
-def isfinite(x):
-    return call_op(_ISFINITE, (x,), {})
-
-
-def reciprocal(x):
-    return call_op(_RECIPROCAL, (x,), {})
-
-
-def rsqrt(x):
-    return call_op(_RSQRT, (x,), {})
-
-
-def square(x):
-    return call_op(_SQUARE, (x,), {})
+@composite(exposed=_EVERYWHERE, inplace=True)
+def square(input):
+    """x * x."""
+    return mul(input, input)
 
 
 # -- binary -----------------------------------------------------------------------
+
+PROMOTE, TRUE_DIVIDE, COMPARE = ("torch's type promotion", "promoted, then integers -> default float",
+                                 "promoted operands, -> bool")
+
 
 def _promote_pair(name, a, b):
     """Cast two tensors to torch's common dtype (differentiably), or fail on mixed backends."""
@@ -133,104 +144,133 @@ def _promote_pair(name, a, b):
     if a.dtype is not b.dtype:
         dt = result_type(a, b)
         if a.dtype is not dt:
-            a = a.to(dt)
+            a = cast(a, dt)
         if b.dtype is not dt:
-            b = b.to(dt)
+            b = cast(b, dt)
     return a, b
 
 
 def _promote_scalar(a, s):
     cat = _scalar_category(s)
     if cat > a.dtype.category:
-        a = a.to(get_default_dtype() if cat == _FLOAT else promote_types(a.dtype, int64))
+        a = cast(a, get_default_dtype() if cat == _FLOAT else promote_types(a.dtype, int64))
     return a
 
 
-def _binary(name, rule, rule_scalar, save=False, floating=False, differentiable=True):
-    def op(a, b):
-        if not isinstance(a, Tensor):
-            if isinstance(b, Tensor):
-                return op(b._full_like_scalar(a), b)
+def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False, doc="", alpha=False):
+    """Declare a binary op; returns its function. With ``alpha``, the public function also
+    takes torch's ``alpha`` (``other`` is scaled first) and is ``fn.with_alpha``; operators
+    (``a + b``) bind the two-operand function and skip that frame."""
+    floating = dtypes == TRUE_DIVIDE
+
+    def fn(input, other):
+        if not isinstance(input, Tensor):
+            if isinstance(other, Tensor):
+                return fn(other._full_like_scalar(input), other)
             raise TypeError(f"{name}(): expected at least one Tensor argument")
-        if isinstance(b, Tensor):
-            if a.dtype is not b.dtype or b._backend is not a._backend:
-                a, b = _promote_pair(name, a, b)
-            if floating and not a.dtype.is_floating_point:
-                a, b = a.to(get_default_dtype()), b.to(get_default_dtype())
-            bk = a._backend
+        if isinstance(other, Tensor):
+            if input.dtype is not other.dtype or other._backend is not input._backend:
+                input, other = _promote_pair(name, input, other)
+            if floating and not input.dtype.is_floating_point:
+                input, other = as_float(input), as_float(other)
+            b = input._backend
             try:
-                out = wrap(bk.kernels[name](a._data, b._data), bk)
+                kernel = b.kernels[name]
+            except KeyError:
+                return call_op(name, (input, other))
+            try:
+                out = wrap(kernel(input._data, other._data), b)
             except ValueError as e:
-                raise _broadcast_error(a.shape, b.shape, name, e) from None
-            if differentiable and _grad.enabled and (a.requires_grad or b.requires_grad):
-                record(out, name, rule, (a, b), saved=(a, b) if save else None)
+                raise _broadcast_error(input.shape, other.shape, name, e) from None
+            if _grad.enabled and (input.requires_grad or other.requires_grad):
+                d = TABLE[name]
+                if d.derivative is not None:
+                    record(out, d, (input, other))
             return out
-        if type(b) not in _NUMBER:
-            if hasattr(b, "__array__") or isinstance(b, (list, tuple)):
-                return op(a, a._tensor_like(b))
-            raise TypeError(f"{name}(): unsupported operand type {type(b).__name__} "
+        if type(other) not in _NUMBER:
+            if hasattr(other, "__array__") or isinstance(other, (list, tuple)):
+                return fn(input, input._tensor_like(other))
+            raise TypeError(f"{name}(): unsupported operand type {type(other).__name__} "
                             "(expected a Tensor or a Python number)")
-        if differentiable and rule_scalar is None:
-            return op(a, a._full_like_scalar(b))
-        if a.dtype.category < 2 and (floating or _scalar_category(b) > a.dtype.category):
-            a = a.to(get_default_dtype()) if floating else _promote_scalar(a, b)
-        bk = a._backend
+        if input.dtype.category < 2 and (floating or _scalar_category(other) > input.dtype.category):
+            input = as_float(input) if floating else _promote_scalar(input, other)
+        b = input._backend
         try:
-            out = wrap(bk.kernels[name](a._data, b), bk)
+            kernel = b.kernels[name]
+        except KeyError:
+            return call_op(name, (input, other))
+        try:
+            out = wrap(kernel(input._data, other), b)
         except ValueError as e:
-            raise RuntimeError(f"{name}(): {e} (a tensor of shape {list(a.shape)} and dtype "
-                               f"{a.dtype.name} with the number {b!r})") from None
-        if differentiable and _grad.enabled and a.requires_grad:
-            record(out, name, rule_scalar, (a,), saved=(a,) if save else None, attrs=b)
+            raise RuntimeError(f"{name}(): {e} (a tensor of shape {list(input.shape)} and dtype "
+                               f"{input.dtype.name} with the number {other!r})") from None
+        if input.requires_grad and _grad.enabled:
+            d = TABLE[name]
+            if d.derivative is not None:
+                record(out, d, (input, other))
         return out
-    op.__name__ = op.__qualname__ = name
-    OPS.append(OpDef(name, derivative=rule if differentiable else None,
-                     save=("inputs",) if save else (), doc=f"Elementwise {name} with broadcasting."))
-    return op
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or f"Elementwise {name} with broadcasting; ``other`` may be a Python number."
+    front = fn
+    if alpha:
+        def front(input, other, *, alpha=1):
+            return fn(input, other if alpha == 1 else other * alpha)
+        front.__name__ = front.__qualname__ = name
+        front.__doc__ = f"input {doc} alpha * other, with broadcasting; ``other`` may be a Python number."
+        fn.with_alpha = front
+    declare(OpDef(name, primitive=name, derivative=rule, save=save, dtypes=dtypes, function=front,
+                  exposed=_EVERYWHERE, aliases=aliases, inplace=inplace, module="elementwise"))
+    return fn
 
 
-add = _binary("add", lambda ctx, g: (g, g), lambda ctx, g: g)
-sub = _binary("sub", lambda ctx, g: (g, -g), lambda ctx, g: g)
+def _add_rule(ctx, g):
+    return g, g
+
+
+def _sub_rule(ctx, g):
+    return g, (-g if ctx.needs_input_grad[1] else None)
+
+
+_add = _binary("add", _add_rule, doc="+", alpha=True, inplace=True)
+_sub = _binary("sub", _sub_rule, doc="-", alpha=True, inplace=True, aliases=("subtract",))
+add, sub = _add.with_alpha, _sub.with_alpha
 
 
 def _mul_rule(ctx, g):
     a, b = ctx.saved
-    return (g * b if ctx.next[0] is not None else None,
-            g * a if ctx.next[1] is not None else None)
+    need = ctx.needs_input_grad
+    return (g * b if need[0] else None), (g * a if need[1] else None)
 
 
-mul = _binary("mul", _mul_rule, lambda ctx, g: g * ctx.attrs, save=True)
+mul = _binary("mul", _mul_rule, "inputs", aliases=("multiply",), inplace=True)
 
 
 def _div_rule(ctx, g):
     a, b = ctx.saved
-    ga = g / b if ctx.next[0] is not None else None
-    gb = -g * a / (b * b) if ctx.next[1] is not None else None
-    return ga, gb
+    need = ctx.needs_input_grad
+    return (g / b if need[0] else None), (-g * a / (b * b) if need[1] else None)
 
 
-div = _binary("div", _div_rule, lambda ctx, g: g / ctx.attrs, save=True, floating=True)
+div = _binary("div", _div_rule, "inputs", TRUE_DIVIDE, aliases=("divide", "true_divide"), inplace=True)
 
 
 def _pow_rule(ctx, g):
     a, b = ctx.saved
-    ga = g * b * pow(a, b - 1) if ctx.next[0] is not None else None
-    gb = None
-    if ctx.next[1] is not None:
+    need = ctx.needs_input_grad
+    ga = gb = None
+    if need[0]:
+        if not isinstance(b, Tensor) and b == 0:
+            ga = zeros_like(g)
+        else:
+            ga = g * b * pow(a, b - 1)
+    if need[1]:
         # d/db a**b = a**b * log(a); torch defines it as 0 where a == 0 and b >= 0.
         safe = where(logical_and(eq(a, 0), ge(b, 0)), 0.0, log(a))
         gb = g * pow(a, b) * safe
     return ga, gb
 
 
-def _pow_scalar_rule(ctx, g):
-    s = ctx.attrs
-    if s == 0:
-        return zeros_like(g)
-    return g * s * pow(ctx.saved[0], s - 1)
-
-
-pow = _binary("pow", _pow_rule, _pow_scalar_rule, save=True)
+pow = _binary("pow", _pow_rule, "inputs", inplace=True)
 
 
 def _max_min_rule(pick):
@@ -238,31 +278,30 @@ def _max_min_rule(pick):
         a, b = ctx.saved
         # Ties split the gradient evenly, as torch does.
         wa = pick(a, b).to(g.dtype) + eq(a, b).to(g.dtype) * 0.5
-        return g * wa, g * (1 - wa)
+        return g * wa, (g * (1 - wa) if ctx.needs_input_grad[1] else None)
     return rule
 
 
-maximum = _binary("maximum", _max_min_rule(lambda a, b: gt(a, b)), None, save=True)
-minimum = _binary("minimum", _max_min_rule(lambda a, b: lt(a, b)), None, save=True)
+maximum = _binary("maximum", _max_min_rule(lambda a, b: gt(a, b)), "inputs", inplace=True)
+minimum = _binary("minimum", _max_min_rule(lambda a, b: lt(a, b)), "inputs", inplace=True)
 
 
 def _remainder_rule(ctx, g):
     a, b = ctx.saved
-    return g, -g * floor_divide(a, b)
+    return g, (-g * floor_divide(a, b) if ctx.needs_input_grad[1] else None)
 
 
-remainder = _binary("remainder", _remainder_rule, lambda ctx, g: g, save=True)
+remainder = _binary("remainder", _remainder_rule, "inputs", inplace=True)
 # torch gives floor_divide a zero gradient (it stays in the graph) rather than none
-floor_divide = _binary("floor_divide", lambda ctx, g: (zeros_like(g), zeros_like(g)),
-                       lambda ctx, g: zeros_like(g))
-eq = _binary("eq", None, None, differentiable=False)
-ne = _binary("ne", None, None, differentiable=False)
-lt = _binary("lt", None, None, differentiable=False)
-le = _binary("le", None, None, differentiable=False)
-gt = _binary("gt", None, None, differentiable=False)
-ge = _binary("ge", None, None, differentiable=False)
-logical_and = _binary("logical_and", None, None, differentiable=False)
-logical_or = _binary("logical_or", None, None, differentiable=False)
+floor_divide = _binary("floor_divide", lambda ctx, g: (zeros_like(g), zeros_like(g)))
+eq = _binary("eq", dtypes=COMPARE)
+ne = _binary("ne", dtypes=COMPARE, aliases=("not_equal",))
+lt = _binary("lt", dtypes=COMPARE, aliases=("less",))
+le = _binary("le", dtypes=COMPARE, aliases=("less_equal",))
+gt = _binary("gt", dtypes=COMPARE, aliases=("greater",))
+ge = _binary("ge", dtypes=COMPARE, aliases=("greater_equal",))
+logical_and = _binary("logical_and", dtypes=COMPARE)
+logical_or = _binary("logical_or", dtypes=COMPARE)
 
 
 def _broadcast_error(sa, sb, op, cause):
@@ -281,27 +320,34 @@ def _broadcast_error(sa, sb, op, cause):
     return RuntimeError(f"{op}(): {cause} (shapes {list(sa)} and {list(sb)})")
 
 
-def _rsub(x, s):
-    return x._full_like_scalar(s) - x
+def rsub(input, other):
+    """``other - input`` for a Python number ``other`` (``1 - x``)."""
+    return _sub(input._full_like_scalar(other), input)
 
 
-def _rdiv(x, s):
-    return div(x._full_like_scalar(s), x)
+def rdiv(input, other):
+    return div(input._full_like_scalar(other), input)
 
 
-def _rpow(x, s):
-    return pow(x._full_like_scalar(s), x)
+def rpow(input, other):
+    return pow(input._full_like_scalar(other), input)
 
 
 # -- where ------------------------------------------------------------------------
 
 def _where_rule(ctx, g):
-    cond = ctx.attrs
-    ga = where(cond, g, 0.0) if ctx.next[0] is not None else None
-    gb = where(cond, 0.0, g) if len(ctx.next) > 1 and ctx.next[1] is not None else None
-    return (ga, gb) if len(ctx.next) > 1 else ga
+    cond = ctx.saved[0]
+    need = ctx.needs_input_grad
+    return None, (where(cond, g, 0.0) if need[1] else None), (where(cond, 0.0, g) if need[2] else None)
 
 
+def _where_method(self, condition, other):
+    """``self`` where ``condition`` holds, else ``other``."""
+    return where(condition, self, other)
+
+
+@op(primitive="where", derivative=_where_rule, save=(0,), exposed=_EVERYWHERE, dtypes=PROMOTE,
+    method=_where_method)
 def where(condition, input=None, other=None):
     """``input`` where ``condition`` holds, else ``other`` (either may be a Python number).
 
@@ -320,38 +366,20 @@ def where(condition, input=None, other=None):
     ta, tb = isinstance(input, Tensor), isinstance(other, Tensor)
     if not (ta or tb):
         raise TypeError("where(): expected at least one of input and other to be a Tensor")
-    bk = condition._backend
-    for t in (input, other):
-        if isinstance(t, Tensor) and t._backend is not bk:
-            raise BackendMismatchError("where", bk.name, t._backend.name)
-    dt = result_type(*(v for v in (input, other)))
+    dt = result_type(input, other)
     if ta and input.dtype is not dt:
-        input = input.to(dt)
+        input = cast(input, dt)
     if tb and other.dtype is not dt:
-        other = other.to(dt)
-    tensors = tuple(t for t in (input, other) if isinstance(t, Tensor))
-    da = input._data if ta else input
-    db = other._data if tb else other
+        other = cast(other, dt)
     try:
-        out = wrap(bk.kernels["where"](condition._data, da, db), bk)
+        return call_op("where", (condition, input, other))
     except ValueError:
         from .shape import broadcast_shapes
         broadcast_shapes(*(t.shape for t in (condition, input, other) if isinstance(t, Tensor)))
         raise
-    if len(tensors) and _grad.enabled and any(t.requires_grad for t in tensors):
-        if ta and tb:
-            record(out, "where", _where_rule, (input, other), attrs=condition)
-        elif ta:
-            record(out, "where", _where_rule, (input,), attrs=condition)
-        else:
-            record(out, "where", lambda ctx, g: where(ctx.attrs, 0.0, g), (other,), attrs=condition)
-    return out
 
 
-OPS.append(OpDef("where", derivative=_where_rule, doc="Select from two tensors by a bool condition."))
-
-
-def _clamp(input, min=None, max=None):
+def _clamp(input, min, max):
     out = input
     if min is not None:
         out = where(lt(out, min), min, out)
@@ -360,25 +388,31 @@ def _clamp(input, min=None, max=None):
     return out
 
 
-_CLAMP = composite(OPS, "clamp", _clamp,
-                   "Clamp to [min, max] (numbers or tensors); the gradient passes where "
-                   "min <= input <= max; min > max gives max, as in torch.")
-
-
+@op(decompose=_clamp, exposed=_EVERYWHERE, aliases=("clip",), inplace=True)
 def clamp(input, min=None, max=None):
+    """Clamp to [min, max] (numbers or tensors); the gradient passes where min <= input <= max;
+    min > max gives max, as in torch."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if not isinstance(input, Tensor):
         raise TypeError(f"clamp(): argument 'input' must be Tensor, not {type(input).__name__}")
-    return call_op(_CLAMP, (input,), {"min": min, "max": max})
+    return call_op("clamp", (input, min, max))
 
 
-clip = clamp
-
-
+@public("plugtorch", "Tensor", inplace=True)
 def clamp_min(input, min):
+    """clamp(input, min=min)."""
     return clamp(input, min=min)
 
 
+@public("plugtorch", "Tensor", inplace=True)
 def clamp_max(input, max):
+    """clamp(input, max=max)."""
     return clamp(input, max=max)
+
+
+__all__ = ["neg", "exp", "log", "log1p", "expm1", "sqrt", "abs", "sign", "sin", "cos", "tanh", "floor",
+           "ceil", "round", "erf", "isnan", "isinf", "logical_not", "isfinite", "reciprocal", "rsqrt",
+           "square", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder",
+           "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "where",
+           "clamp", "clamp_min", "clamp_max", "as_float", "rsub", "rdiv", "rpow"]

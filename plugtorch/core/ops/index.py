@@ -1,18 +1,23 @@
-"""Indexing: ``x[...]``, gather and scatter_add, each differentiable."""
+"""Indexing: ``x[...]``, gather and scatter_add, index_select, masks and one_hot, each differentiable."""
 from __future__ import annotations
 
 import builtins
 
-from ..dispatch import record, wrap, same_backend
+from ..debug import checks_values
+from ..dispatch import call_op
 from ..dtypes import bool_, int64
-from ..grad_mode import _state as _grad
-from ..registry import OpDef
+from ..optable import composite, op, public
 from ..tensor import Tensor, _wrap_dim
+from ._args import broadcast_shapes
+from .creation import arange, tensor, zeros
+from .elementwise import where
+from .reduce import sum as reduce_sum
+from .shape import stack
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 
-def _native_index(x, key):
+def native_index(x, key):
     """Turn a user index into the backend's form; returns (index tuple, whether it is basic)."""
     if not isinstance(key, tuple):
         key = (key,)
@@ -31,7 +36,6 @@ def _native_index(x, key):
             out.append(k)
         else:
             if not isinstance(k, Tensor):
-                from .creation import tensor
                 k = tensor(k, device=b.name)
             if k._backend is not b:
                 raise IndexError(
@@ -76,52 +80,43 @@ def _check_ints(x, index):
 
 
 def _getitem_rule(ctx, g):
-    index, _ = ctx.attrs
-    return _index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], index)
+    return index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], ctx.attrs["index"])
 
 
-def getitem(x, key):
-    index, basic = _native_index(x, key)
-    b = x._backend
+@op(primitive="getitem", derivative=_getitem_rule,
+    no_kernel="returns a view for basic indices (slices, ints, None, ...), built from the getitem "
+              "primitive; register that primitive instead")
+def getitem(input, key):
+    """``input[key]``: slices, ints, None, ..., int and bool tensors (NumPy semantics)."""
+    index, basic = native_index(input, key)
     try:
-        out = wrap(b.kernels["getitem"](x._data, index), b)
+        out = call_op("getitem", (input,), {"index": index})
     except IndexError as e:  # a mask of the wrong shape, an index tensor out of range
-        raise IndexError(f"indexing a tensor of shape {list(x.shape)}: {e}") from None
+        raise IndexError(f"indexing a tensor of shape {list(input.shape)}: {e}") from None
     if basic:
-        out._vc = x._vc  # a view
-    if x.requires_grad and _grad.enabled:
-        record(out, "getitem", _getitem_rule, (x,), attrs=(index, basic))
+        out._vc = input._vc  # a view
     return out
-
-
-OPS.append(OpDef("getitem", derivative=_getitem_rule, doc="x[index]: slices, ints, None, ..., int and bool tensors."))
-
-
-def _index_put_zeros_rule(ctx, g):
-    return getitem_native(g, ctx.attrs)
 
 
 def getitem_native(x, index):
-    b = x._backend
-    out = wrap(b.kernels["getitem"](x._data, index), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "getitem", _getitem_rule, (x,), attrs=(index, False))
-    return out
+    """``x[index]`` for an index already in the backend's form (never a view: used by rules)."""
+    return call_op("getitem", (x,), {"index": index})
 
 
-def _index_put_zeros(g, shape, dtype, index):
-    """zeros(shape) with ``g`` added at ``index`` (repeated indices accumulate)."""
-    b = g._backend
-    zeros = b.kernels["zeros"](shape, dtype)
+def _index_put_zeros_rule(ctx, g):
+    return getitem_native(g, ctx.attrs["index"])
+
+
+def _lower_index_put_zeros(backend, g, *, shape, dtype, index):
+    p = backend.primitives
+    return p["index_add"](p["zeros"](shape, dtype), index, g)
+
+
+@op(lower=_lower_index_put_zeros, derivative=_index_put_zeros_rule)
+def index_put_zeros(g, shape, dtype, index):
+    """The adjoint of getitem: zeros(shape) with ``g`` added at ``index``; repeats accumulate."""
     g = g if g.dtype is dtype else g.to(dtype)
-    out = wrap(b.kernels["index_add"](zeros, index, g._data), b)
-    if g.requires_grad and _grad.enabled:
-        record(out, "index_put_zeros", _index_put_zeros_rule, (g,), attrs=index)
-    return out
-
-
-OPS.append(OpDef("index_put_zeros", derivative=_index_put_zeros_rule,
-                 doc="The adjoint of getitem: scatter a gradient into zeros."))
+    return call_op("index_put_zeros", (g,), {"shape": tuple(shape), "dtype": dtype, "index": index})
 
 
 def _check_gather(op, x, dim, index, src=None):
@@ -139,66 +134,68 @@ def _check_gather(op, x, dim, index, src=None):
     return d
 
 
-def _index_kernel(op, fn, x, index, *args):
-    """Run a gather/scatter kernel; an index out of range becomes torch's error, naming the op."""
-    try:
-        return fn(*args)
-    except (IndexError, ValueError) as e:
-        raise RuntimeError(f"{op}(): index out of bounds for input of shape {list(x.shape)} with index "
-                           f"of shape {list(index.shape)}: {e}") from None
+def _index_error(op_name, x, index, e):
+    return RuntimeError(f"{op_name}(): index out of bounds for input of shape {list(x.shape)} with index "
+                        f"of shape {list(index.shape)}: {e}")
 
 
 def _gather_rule(ctx, g):
-    dim, index = ctx.attrs
-    from .creation import zeros_like
     shape, dtype = ctx.meta[0]
-    base = wrap(g._backend.kernels["zeros"](shape, dtype), g._backend)
-    return scatter_add(base, dim, index, g)
+    return scatter_add(zeros(shape, dtype=dtype, device=g._backend.name), ctx.attrs["dim"],
+                       ctx.saved[1], g), None
 
 
-def gather(x, dim, index):
-    if x.ndim == 0 and index.ndim == 0:  # take_along_axis needs an axis: go through 1-D
-        return gather(x.reshape(1), 0, index.reshape(1)).reshape(())
-    d = _check_gather("gather", x, dim, index)
-    b = same_backend("gather", (x, index))
-    out = wrap(_index_kernel("gather", b.kernels["gather"], x, index, x._data, d, index._data), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "gather", _gather_rule, (x,), attrs=(d, index))
-    return out
+def _lower_gather(backend, x, index, *, dim):
+    return backend.primitives["gather"](x, dim, index)
 
 
-OPS.append(OpDef("gather", derivative=_gather_rule, doc="Values along dim at index (take_along_axis)."))
+@op(lower=_lower_gather, derivative=_gather_rule, save=(1,), exposed=_EVERYWHERE)
+def gather(input, dim, index):
+    """Values along ``dim`` at ``index`` (take_along_axis); repeated indices accumulate gradients."""
+    if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
+        return gather(input.reshape(1), 0, index.reshape(1)).reshape(())
+    d = _check_gather("gather", input, dim, index)
+    try:
+        return call_op("gather", (input, index), {"dim": d})
+    except (IndexError, ValueError) as e:
+        raise _index_error("gather", input, index, e) from None
 
 
 def _scatter_add_rule(ctx, g):
-    dim, index = ctx.attrs
-    return g, gather(g, dim, index)
+    return g, None, gather(g, ctx.attrs["dim"], ctx.saved[1])
 
 
-def scatter_add(x, dim, index, src):
-    if x.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
-        return scatter_add(x.reshape(1), 0, index.reshape(1), src.reshape(1)).reshape(())
-    d = _check_gather("scatter_add", x, dim, index, src)
-    b = same_backend("scatter_add", (x, index, src))
-    if src.dtype is not x.dtype:
-        src = src.to(x.dtype)
-    out = wrap(_index_kernel("scatter_add", b.kernels["scatter_add"], x, index,
-                             x._data, d, index._data, src._data), b)
-    if _grad.enabled and (x.requires_grad or src.requires_grad):
-        record(out, "scatter_add", _scatter_add_rule, (x, src), attrs=(d, index))
-    return out
+def _lower_scatter_add(backend, x, index, src, *, dim):
+    return backend.primitives["scatter_add"](x, dim, index, src)
 
 
-OPS.append(OpDef("scatter_add", derivative=_scatter_add_rule, doc="x with src added at index along dim."))
+@op(lower=_lower_scatter_add, derivative=_scatter_add_rule, save=(1,), exposed=_EVERYWHERE)
+def scatter_add(input, dim, index, src):
+    """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
+    if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
+        return scatter_add(input.reshape(1), 0, index.reshape(1), src.reshape(1)).reshape(())
+    d = _check_gather("scatter_add", input, dim, index, src)
+    if src.dtype is not input.dtype:
+        src = src.to(input.dtype)
+    try:
+        return call_op("scatter_add", (input, index, src), {"dim": d})
+    except (IndexError, ValueError) as e:
+        raise _index_error("scatter_add", input, index, e) from None
 
 
 # -- index_select, masked_fill, one_hot -----------------------------------------------------
 
 def _index_select_rule(ctx, g):
-    index, _ = ctx.attrs
-    return _index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], index)
+    d = ctx.attrs["dim"]
+    return index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1],
+                           (slice(None),) * d + (ctx.saved[1]._data,)), None
 
 
+def _lower_index_select(backend, x, index, *, dim):
+    return backend.primitives["getitem"](x, (slice(None),) * dim + (index,))
+
+
+@op(lower=_lower_index_select, derivative=_index_select_rule, save=(1,), exposed=_EVERYWHERE)
 def index_select(input, dim, index):
     """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed.
 
@@ -209,31 +206,21 @@ def index_select(input, dim, index):
         raise RuntimeError(f"index_select(): Expected dtype int32/int64 for index, got {got}")
     if index.ndim > 1:
         raise IndexError(f"index_select(): Index is supposed to be a vector, got shape {list(index.shape)}")
-    b = same_backend("index_select", (input, index))
     d = _wrap_dim(dim, input.ndim)
-    if index.dtype is not int64:
-        index = index.to(int64)
-    flat = index.reshape(-1)
+    flat = (index if index.dtype is int64 else index.to(int64)).reshape(-1)
     x = input if input.ndim else input.reshape(1)
-    native = (slice(None),) * d + (flat._data,)
     # No host-side bounds check (it would sync a GPU on every call, see DESIGN.md); the
     # backend's own out-of-range error is turned into torch's.
     try:
-        out = wrap(b.kernels["getitem"](x._data, native), b)
+        out = call_op("index_select", (x, flat), {"dim": d})
     except IndexError:
         raise IndexError(f"index_select(): index out of range in self: dimension {d} has size "
                          f"{x.shape[d]}, indices are {flat.tolist()}") from None
-    if x.requires_grad and _grad.enabled:
-        record(out, "index_select", _index_select_rule, (x,), attrs=(native, False))
     return out if input.ndim else out.reshape(())
 
 
-OPS.append(OpDef("index_select", derivative=_index_select_rule,
-                 doc="Entries at a 1-D index along dim; repeated indices accumulate gradients."))
-
-
 def _masked_fill(input, mask, value):
-    from .elementwise import where
+    """where(mask, value, input) in input's dtype."""
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
@@ -245,83 +232,69 @@ def _masked_fill(input, mask, value):
     return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
-_MASKED_FILL = OpDef("masked_fill", decompose=_masked_fill,
-                     doc="x with value where mask is True (mask broadcasts to x).")
-OPS.append(_MASKED_FILL)
 
-
+@op(decompose=_masked_fill, exposed=_EVERYWHERE, inplace=True)
 def masked_fill(input, mask, value):
+    """``input`` with ``value`` where ``mask`` is True (mask broadcasts to input)."""
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
         got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {got}")
-    from .shape import broadcast_shapes
     if broadcast_shapes(input.shape, mask.shape) != tuple(input.shape):
         raise RuntimeError(f"masked_fill: the mask of shape {list(mask.shape)} must broadcast to the "
                            f"input's shape {list(input.shape)}")
-    from ..dispatch import call_op
-    return call_op(_MASKED_FILL, (input, mask), {"value": value})
+    return call_op("masked_fill", (input, mask, value))
 
 
-def _one_hot(tensor, num_classes):
-    from .creation import arange
-    classes = arange(num_classes, device=tensor._backend.name)
-    return (tensor.unsqueeze(-1) == classes).to(int64)
+def _one_hot(input, *, num_classes):
+    classes = arange(num_classes, device=input._backend.name)
+    return (input.unsqueeze(-1) == classes).to(int64)
 
 
-_ONE_HOT = OpDef("one_hot", decompose=_one_hot,
-                 doc="int64 tensor with a trailing dim of num_classes, 1 at each class index.")
-OPS.append(_ONE_HOT)
-
-
+@op(decompose=_one_hot, exposed=("nn.functional",), dtypes="-> int64")
 def one_hot(tensor, num_classes=-1):
+    """int64 tensor with a trailing dim of num_classes, 1 at each class index."""
     if not isinstance(tensor, Tensor) or tensor.dtype is not int64:
         got = tensor.dtype.name if isinstance(tensor, Tensor) else type(tensor).__name__
         raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor (int64), "
                            f"got {got}; convert it with .long()")
     if num_classes == -1:
+        # the output's shape depends on the values: read them, as torch does
         if tensor.numel() == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(tensor.max().item()) + 1
-    if tensor.numel():
+    if tensor.numel() and checks_values(tensor):
         if int(tensor.min().item()) < 0:
             raise RuntimeError("Class values must be non-negative.")
         if int(tensor.max().item()) >= num_classes:
             raise RuntimeError(f"Class values must be smaller than num_classes ({num_classes}).")
-    from ..dispatch import call_op
-    return call_op(_ONE_HOT, (tensor,), {"num_classes": num_classes})
+    return call_op("one_hot", (tensor,), {"num_classes": num_classes})
 
 
 # -- selections by mask ---------------------------------------------------------------------
 
-def _check_mask(op, mask):
+def _check_mask(op_name, mask):
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
         got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
-        raise RuntimeError(f"{op}: expected a boolean mask, got {got}; compare first (x > 0)")
+        raise RuntimeError(f"{op_name}: expected a boolean mask, got {got}; compare first (x > 0)")
 
 
 def _masked_select(input, mask):
-    from .shape import broadcast_shapes
     shape = broadcast_shapes(input.shape, mask.shape)
     return input.expand(shape)[mask.expand(shape)]
 
 
-_MASKED_SELECT = OpDef("masked_select", decompose=_masked_select,
-                       doc="The elements where mask (broadcast with input) is True, as a 1-D tensor.")
-OPS.append(_MASKED_SELECT)
-
-
+@op(decompose=_masked_select, exposed=_EVERYWHERE)
 def masked_select(input, mask):
+    """The elements where ``mask`` (broadcast with input) is True, as a 1-D tensor."""
     _check_mask("masked_select", mask)
-    from ..dispatch import call_op
-    return call_op(_MASKED_SELECT, (input, mask), {})
+    return call_op("masked_select", (input, mask))
 
 
-def _argwhere(input):
-    from .creation import arange
-    from .shape import stack
+@composite(exposed=_EVERYWHERE, dtypes="-> int64")
+def argwhere(input):
+    """Indices of the non-zero elements, one row per element (int64, shape (n, ndim))."""
     nz = input != 0
     if input.ndim == 0:
-        from .creation import zeros
         return zeros(int(nz.item()), 0, dtype=int64, device=input._backend.name)
     grids = []
     for d, size in enumerate(input.shape):
@@ -331,36 +304,27 @@ def _argwhere(input):
     return stack(grids, 1)
 
 
-_ARGWHERE = OpDef("argwhere", decompose=_argwhere,
-                  doc="Indices of the non-zero elements, one row per element (int64, shape (n, ndim)).")
-OPS.append(_ARGWHERE)
 
-
-def argwhere(input):
-    from ..dispatch import call_op
-    return call_op(_ARGWHERE, (input,), {})
-
-
+@public("plugtorch", "Tensor")
 def nonzero(input, *, as_tuple=False):
     """argwhere(input); with as_tuple=True, one 1-D index tensor per dim (usable as x[...])."""
     out = argwhere(input)
     if not as_tuple:
         return out
     if input.ndim == 0:  # torch treats a 0-d input as 1-D here
-        from .creation import zeros
         return (zeros(out.shape[0], dtype=int64, device=input._backend.name),)
     return tuple(out[:, d] for d in range(input.ndim))
 
 
+@public("plugtorch", "Tensor")
 def count_nonzero(input, dim=None):
-    from .reduce import sum as _sum
-    return _sum(input != 0, dim)
+    """How many elements are non-zero (along ``dim``), as int64."""
+    return reduce_sum(input != 0, dim)
 
 
-def _take_along_dim(input, indices, dim=None):
+def _take_along_dim(input, indices, *, dim):
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
-    from .shape import broadcast_shapes
     d = _wrap_dim(dim, input.ndim)
     if indices.ndim != input.ndim:
         raise RuntimeError(f"take_along_dim(): input and indices should have the same number of "
@@ -375,13 +339,10 @@ def _take_along_dim(input, indices, dim=None):
     return gather(input.expand(x_shape), d, indices.expand(i_shape))
 
 
-_TAKE_ALONG_DIM = OpDef("take_along_dim", decompose=_take_along_dim,
-                        doc="gather along dim with broadcasting of the other dims (or of the flattened input).")
-OPS.append(_TAKE_ALONG_DIM)
 
-
+@op(decompose=_take_along_dim, exposed=_EVERYWHERE)
 def take_along_dim(input, indices, dim=None):
+    """gather along dim with broadcasting of the other dims (or of the flattened input)."""
     if not isinstance(indices, Tensor) or indices.dtype is not int64:
         raise RuntimeError("take_along_dim(): dtype of indices should be int64 (Long)")
-    from ..dispatch import call_op
-    return call_op(_TAKE_ALONG_DIM, (input, indices), {"dim": dim})
+    return call_op("take_along_dim", (input, indices), {"dim": dim})

@@ -12,21 +12,23 @@ Two cases:
 Either way the version counter is bumped, so a backward that needs the old
 value of a tensor modified since raises torch's "modified by an inplace
 operation" error instead of computing a wrong gradient.
+
+``Tensor.<op>_`` for every op declared ``inplace=True`` is ``inplace(op)``; the two ops
+declared here (``index_put``, ``index_fill``) are the out-of-place forms of ``x[i] = v``.
 """
 from __future__ import annotations
 
-from ..dispatch import record, wrap
+from ..dispatch import call_op, wrap
+from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..registry import OpDef
+from ..optable import op, public
 from ..tensor import Tensor
 
-OPS: list[OpDef] = []
 
-
-def _check_leaf(x, op):
+def _check_leaf(x, op_name):
     if _grad.enabled and x.requires_grad and x.grad_fn is None:
         raise RuntimeError(
-            f"a leaf Variable that requires grad is being used in an in-place operation ({op}). "
+            f"a leaf Variable that requires grad is being used in an in-place operation ({op_name}). "
             "Wrap the update in 'with plugtorch.no_grad():' or operate on x.detach()."
         )
 
@@ -45,16 +47,17 @@ def _alias(x):
     return a
 
 
-def _commit(x, result, op, tracking):
+def _commit(x, result, op_name, tracking):
     """Make ``result`` the new value of ``x``."""
     if result.shape != x.shape:
         raise RuntimeError(
-            f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape {list(result.shape)}"
+            f"{op_name}: output with shape {list(x.shape)} doesn't match the broadcast shape "
+            f"{list(result.shape)}"
         )
     if result.dtype is not x.dtype:
         if result.dtype.category > x.dtype.category:
             raise RuntimeError(
-                f"{op}: result type {result.dtype.name} can't be cast to the desired output type "
+                f"{op_name}: result type {result.dtype.name} can't be cast to the desired output type "
                 f"{x.dtype.name}"
             )
         result = result.to(x.dtype)
@@ -63,7 +66,7 @@ def _commit(x, result, op, tracking):
         x.grad_fn = result.grad_fn
         x.requires_grad = result.requires_grad
     else:
-        x._backend.kernels["setitem"](x._data, (Ellipsis,), result._data)
+        x._backend.primitives["setitem"](x._data, (Ellipsis,), result._data)
     x._vc[0] += 1
     return x
 
@@ -76,113 +79,133 @@ def inplace(fn, name):
         result = fn(_alias(x) if tracking else x, *args, **kwargs)
         return _commit(x, result, name, tracking)
     method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place version of ``{getattr(fn, '__name__', name[:-1])}``."
     return method
 
 
-def copy_(x, src, non_blocking=False):
-    _check_leaf(x, "copy_")
-    tracking = _tracking(x, src)
-    if src._backend is not x._backend:
-        from .shape import move
-        src = move(src, x._backend)
-    if src.dtype is not x.dtype:
-        src = src.to(x.dtype)
-    if src.shape != x.shape:
-        src = src.expand(x.shape)
+@public("Tensor")
+def copy_(input, src, non_blocking=False):
+    """Write ``src`` (broadcast, cast and moved as needed) into ``input``."""
+    from .conversion import move
+    from .shape import clone
+    _check_leaf(input, "copy_")
+    tracking = _tracking(input, src)
+    if src._backend is not input._backend:
+        src = move(src, input._backend)
+    if src.dtype is not input.dtype:
+        src = src.to(input.dtype)
+    if src.shape != input.shape:
+        src = src.expand(input.shape)
     if tracking:
-        from .shape import clone
-        return _commit(x, clone(src), "copy_", True)
-    return _commit(x, src, "copy_", False)
+        return _commit(input, clone(src), "copy_", True)
+    return _commit(input, src, "copy_", False)
 
 
-def zero_(x):
-    _check_leaf(x, "zero_")
-    x._backend.kernels["setitem"](x._data, (Ellipsis,), 0)
+def _fill_in_place(x, value, op_name):
+    _check_leaf(x, op_name)
+    x._backend.primitives["setitem"](x._data, (Ellipsis,), value)
     if _grad.enabled and x.grad_fn is not None:
-        x.grad_fn, x.requires_grad = None, False  # zeros do not depend on anything
+        x.grad_fn, x.requires_grad = None, False  # a constant does not depend on anything
     x._vc[0] += 1
     return x
 
 
-def fill_(x, value):
-    _check_leaf(x, "fill_")
+@public("Tensor")
+def zero_(input):
+    """Fill with zeros."""
+    return _fill_in_place(input, 0, "zero_")
+
+
+@public("Tensor")
+def fill_(input, value):
+    """Fill with ``value`` (a number or a one-element tensor)."""
     if isinstance(value, Tensor):
         value = value.item()
-    x._backend.kernels["setitem"](x._data, (Ellipsis,), value)
-    if _grad.enabled and x.grad_fn is not None:
-        x.grad_fn, x.requires_grad = None, False
-    x._vc[0] += 1
-    return x
+    return _fill_in_place(input, value, "fill_")
 
 
 # -- x[index] = value ----------------------------------------------------------------
 
 def _index_put_rule(ctx, g):
-    index = ctx.attrs
-    gx = _index_fill(g, index, 0) if ctx.next[0] is not None else None
+    index = ctx.attrs["index"]
+    need = ctx.needs_input_grad
+    gx = index_fill(g, index, 0) if need[0] else None
     gv = None
-    if len(ctx.next) > 1 and ctx.next[1] is not None:
+    if need[1]:
         from .index import getitem_native
         gv = getitem_native(g, index)  # the engine sums it down to value's shape
-    return (gx, gv) if len(ctx.next) > 1 else gx
+    return gx, gv
 
 
-def _index_fill_rule(ctx, g):
-    return _index_fill(g, ctx.attrs[0], 0)
-
-
-def _index_fill(x, index, value):
-    """A copy of ``x`` with ``x[index] = value`` (a Python number)."""
-    b = x._backend
-    data = b.kernels["copy"](x._data)
-    b.kernels["setitem"](data, index, value)
-    out = wrap(data, b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "index_fill", _index_fill_rule, (x,), attrs=(index,))
+def _lower_index_put(backend, x, value, *, index):
+    p = backend.primitives
+    out = p["copy"](x)
+    p["setitem"](out, index, value)
     return out
 
 
-OPS.append(OpDef("index_put", derivative=_index_put_rule, doc="x with x[index] = value (out of place)."))
-OPS.append(OpDef("index_fill", derivative=_index_fill_rule, doc="x with x[index] = number (out of place)."))
+@op(lower=_lower_index_put, derivative=_index_put_rule)
+def index_put(input, index, value):
+    """``input`` with ``input[index] = value`` (out of place); ``index`` is in the backend's form."""
+    return call_op("index_put", (input, value), {"index": index})
+
+
+@op(lower=lambda backend, x, *, index, value: _lower_index_put(backend, x, value, index=index),
+    derivative=lambda ctx, g: index_fill(g, ctx.attrs["index"], 0))
+def index_fill(input, index, value):
+    """``input`` with ``input[index] = value`` for a Python number (out of place)."""
+    return call_op("index_fill", (input,), {"index": index, "value": value})
 
 
 def setitem(x, key, value):
-    from .index import _native_index
+    """``x[key] = value``."""
+    from .creation import tensor
+    from .index import native_index
     _check_leaf(x, "__setitem__")
-    index, _ = _native_index(x, key)
+    index, _ = native_index(x, key)
     b = x._backend
     if isinstance(value, Tensor):
         if value._backend is not b:
-            from ..errors import BackendMismatchError
             raise BackendMismatchError("__setitem__", b.name, value._backend.name)
         if value.dtype is not x.dtype:
             value = value.to(x.dtype)
     elif not isinstance(value, (int, float, bool)):
-        from .creation import tensor
         value = tensor(value, dtype=x.dtype, device=b.name)
     tracking = _tracking(x, value)
-    vdata = value._data if isinstance(value, Tensor) else value
     if not tracking:
-        _put(b, x._data, index, vdata, value)
+        _put(b, x._data, index, value._data if isinstance(value, Tensor) else value, value)
         x._vc[0] += 1
         return
     old = _alias(x)
-    data = b.kernels["copy"](x._data)
-    _put(b, data, index, vdata, value)
-    out = wrap(data, b)
-    inputs = (old, value) if isinstance(value, Tensor) else (old,)
-    record(out, "index_put", _index_put_rule, inputs, attrs=index)
+    _check_put_shapes(b, x._data, index, value)
+    out = index_put(old, index, value)
     x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
     x._vc[0] += 1
 
 
+def _check_put_shapes(b, data, index, value):
+    try:
+        target = b.primitives["getitem"](data, index).shape
+    except IndexError as e:
+        raise IndexError(f"x[index] = value on a tensor of shape {list(data.shape)}: {e}") from None
+    if isinstance(value, Tensor):
+        from ._args import broadcast_shapes
+        try:
+            ok = broadcast_shapes(target, value.shape) == tuple(target)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+                               f"broadcast to indexing result of shape {list(target)}")
+
+
 def _put(b, data, index, vdata, value):
     try:
-        b.kernels["setitem"](data, index, vdata)
+        b.primitives["setitem"](data, index, vdata)
     except IndexError as e:
         raise IndexError(f"x[index] = value on a tensor of shape {list(data.shape)}: {e}") from None
     except ValueError:
-        target = b.kernels["getitem"](data, index).shape
+        target = b.primitives["getitem"](data, index).shape
         shape = list(value.shape) if isinstance(value, Tensor) else []
         raise RuntimeError(f"shape mismatch: value tensor of shape {shape} cannot be broadcast to "
                            f"indexing result of shape {list(target)}") from None

@@ -1,24 +1,26 @@
 """Matrix products, with torch.matmul's rank rules built on one batched primitive."""
 from __future__ import annotations
 
-from ..dispatch import record, wrap
+from ..dispatch import call_op
 from ..errors import BackendMismatchError
-from ..grad_mode import _state as _grad
-from ..registry import OpDef
-from ._composite import composite_op
+from ..optable import composite, op
+from ..tensor import _wrap_dim
+from ._args import broadcast_shapes
+from .creation import arange, zeros
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 
 def _matmul_rule(ctx, g):
     a, b = ctx.saved
-    ga = g @ b.mT if ctx.next[0] is not None else None  # the engine sums broadcast batch dims
-    gb = a.mT @ g if ctx.next[1] is not None else None
+    need = ctx.needs_input_grad
+    ga = g @ b.mT if need[0] else None  # the engine sums broadcast batch dims
+    gb = a.mT @ g if need[1] else None
     return ga, gb
 
 
 def _mm(a, b):
-    """The primitive: both at least 2-D, broadcastable batch dims."""
+    """The primitive's case: both at least 2-D, broadcastable batch dims."""
     sa, sb = a._data.shape, b._data.shape
     if sa[-1] != sb[-2]:
         if len(sa) == 2 and len(sb) == 2:
@@ -30,21 +32,18 @@ def _mm(a, b):
             f"[{', '.join(map(str, sb[:-2]))}{', ' if len(sb) > 2 else ''}{sa[-1]}] but got: {list(sb)}."
             f" (shapes {list(sa)} @ {list(sb)})"
         )
-    bk = a._backend
     try:
-        out = wrap(bk.kernels["matmul"](a._data, b._data), bk)
+        return call_op("matmul", (a, b))
     except ValueError:
         raise RuntimeError(f"matmul: the batch dimensions of {list(sa)} and {list(sb)} do not "
                            f"broadcast ({list(sa[:-2])} vs {list(sb[:-2])})") from None
-    if _grad.enabled and (a.requires_grad or b.requires_grad):
-        record(out, "matmul", _matmul_rule, (a, b), saved=(a, b))
-    return out
 
 
-OPS.append(OpDef("matmul", derivative=_matmul_rule, save=("inputs",), doc="Batched matrix product."))
-
-
-def matmul(a, b):
+@op(primitive="matmul", derivative=_matmul_rule, save="inputs", exposed=_EVERYWHERE)
+def matmul(input, other):
+    """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims
+    broadcast)."""
+    a, b = input, other
     if b._backend is not a._backend:
         raise BackendMismatchError("matmul", a._backend.name, b._backend.name)
     if a.dtype is not b.dtype:
@@ -71,17 +70,18 @@ def matmul(a, b):
     return _mm(a, b.unsqueeze(-1)).squeeze(-1)
 
 
-@composite_op(OPS)
-def mm(a, b):
+@composite(operands=2, exposed=_EVERYWHERE)
+def mm(input, mat2):
     """Matrix product of two 2-D tensors."""
-    if a.ndim != 2 or b.ndim != 2:
-        raise RuntimeError(f"mm: expected 2D tensors, got {a.ndim}D and {b.ndim}D")
-    return matmul(a, b)
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    return matmul(input, mat2)
 
 
-@composite_op(OPS)
-def bmm(a, b):
+@composite(operands=2, exposed=_EVERYWHERE)
+def bmm(input, mat2):
     """Batched matrix product of two 3-D tensors with equal batch sizes."""
+    a, b = input, mat2
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError(f"batch1 must be a 3D tensor and batch2 must be a 3D tensor (got {a.ndim}D and {b.ndim}D)")
     if a.shape[0] != b.shape[0]:
@@ -89,7 +89,7 @@ def bmm(a, b):
     return matmul(a, b)
 
 
-@composite_op(OPS)
+@composite(operands=2, exposed=_EVERYWHERE)
 def dot(input, tensor):
     """Inner product of two 1-D tensors of one dtype."""
     if input.ndim != 1 or tensor.ndim != 1:
@@ -100,7 +100,7 @@ def dot(input, tensor):
     return matmul(input, tensor)
 
 
-@composite_op(OPS)
+@composite(operands=2, exposed=_EVERYWHERE, aliases=("ger",))
 def outer(input, vec2):
     """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
     if input.ndim != 1 or vec2.ndim != 1:
@@ -111,11 +111,9 @@ def outer(input, vec2):
 ger = outer
 
 
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal over dims dim1, dim2 (above it for offset > 0), as a new last dim."""
-    from ..tensor import _wrap_dim
-    from .creation import arange
     n = input.ndim
     if n < 2:
         raise RuntimeError(f"diagonal(): expected a tensor with at least 2 dimensions, got {n}")
@@ -130,14 +128,16 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     return x[(Ellipsis, idx - min(offset, 0), idx + max(offset, 0))]
 
 
-@composite_op(OPS)
+_diagonal_of = diagonal  # diag's parameter named like torch's shadows the op
+
+
+@composite(exposed=_EVERYWHERE)
 def diag(input, diagonal=0):
     """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal."""
     if input.ndim == 2:
-        return globals()["diagonal"](input, diagonal)
+        return _diagonal_of(input, diagonal)
     if input.ndim != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
-    from .creation import arange, zeros
     n = input.shape[0] + abs(diagonal)
     out = zeros(n, n, dtype=input.dtype, device=input._backend.name)
     idx = arange(input.shape[0], device=input._backend.name)
@@ -145,7 +145,7 @@ def diag(input, diagonal=0):
     return out
 
 
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def trace(input):
     """Sum of the main diagonal of a 2-D tensor."""
     if input.ndim != 2:
@@ -153,13 +153,12 @@ def trace(input):
     return diagonal(input).sum()
 
 
-@composite_op(OPS)
+@composite(operands=3, exposed=_EVERYWHERE)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape."""
     prod = mm(mat1, mat2)
     if alpha != 1:
         prod = prod * alpha
-    from .shape import broadcast_shapes
     if broadcast_shapes(input.shape, prod.shape) != tuple(prod.shape):
         raise RuntimeError(f"addmm: input of shape {list(input.shape)} does not broadcast to the product's "
                            f"shape {list(prod.shape)}")

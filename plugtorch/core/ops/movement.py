@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import builtins
 
-from ..dispatch import record, wrap
-from ..grad_mode import _state as _grad
-from ..registry import OpDef
-from ..tensor import _wrap_dim
+from ..dispatch import call_op
+from ..dtypes import int64
+from ..optable import composite, op, public
+from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
-from ._composite import composite_op
-from .shape import _shape_args, cat, clone, permute
+from ._args import shape_args
+from .creation import arange, tensor, zeros_like
+from .index import index_select
+from .shape import cat, clone, permute
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 
 def _dims(dims, ndim, op):
@@ -34,24 +36,22 @@ def _slice_along(x, dim, start, stop):
 # -- flip ------------------------------------------------------------------------------
 
 def _flip_rule(ctx, g):
-    return flip(g, ctx.attrs)
+    return flip(g, ctx.attrs["dims"])
 
 
+def _lower_flip(backend, x, *, dims):
+    p = backend.primitives
+    return p["copy"](p["getitem"](x, tuple(slice(None, None, -1) if i in dims else slice(None)
+                                           for i in range(x.ndim))))
+
+
+@op(lower=_lower_flip, derivative=_flip_rule, exposed=_EVERYWHERE)
 def flip(input, dims):
     """Reverse the order of elements along ``dims`` (a copy, as in torch)."""
-    dims = _dims(dims, input.ndim, "flip")
-    b = input._backend
-    index = tuple(slice(None, None, -1) if i in dims else slice(None) for i in range(input.ndim))
-    out = wrap(b.kernels["copy"](b.kernels["getitem"](input._data, index)), b)
-    if input.requires_grad and _grad.enabled:
-        record(out, "flip", _flip_rule, (input,), attrs=dims)
-    return out
+    return call_op("flip", (input,), {"dims": _dims(dims, input.ndim, "flip")})
 
 
-OPS.append(OpDef("flip", derivative=_flip_rule, doc="Reverse the order of elements along dims."))
-
-
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def fliplr(input):
     """Flip the columns (dim 1) of an at least 2-D tensor."""
     if input.ndim < 2:
@@ -59,7 +59,7 @@ def fliplr(input):
     return flip(input, (1,))
 
 
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def flipud(input):
     """Flip the rows (dim 0) of an at least 1-D tensor."""
     if input.ndim < 1:
@@ -69,7 +69,7 @@ def flipud(input):
 
 # -- roll, repeat, tile, movedim --------------------------------------------------------
 
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def roll(input, shifts, dims=None):
     """Shift elements cyclically along ``dims`` (the flattened tensor when dims is None)."""
     if dims is None:
@@ -94,15 +94,7 @@ def roll(input, shifts, dims=None):
     return out if out is not input else clone(input)
 
 
-@composite_op(OPS)
-def repeat(input, *sizes):
-    """Tile the tensor ``sizes[i]`` times along dim i (sizes may add leading dims)."""
-    sizes = _shape_args(sizes)
-    if len(sizes) < input.ndim:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
-                           f"dimensions of tensor (got {len(sizes)} repeat dims for a {input.ndim}-D tensor)")
-    if any(r < 0 for r in sizes):
-        raise RuntimeError(f"Trying to create tensor with negative dimension: repeats {list(sizes)}")
+def _repeat(input, *, sizes):
     shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
     interleaved, expanded, final = [], [], []
     for r, s in zip(sizes, shape):
@@ -113,14 +105,26 @@ def repeat(input, *sizes):
     return clone(input.reshape(interleaved).expand(expanded).reshape(final))
 
 
-@composite_op(OPS)
+@op(decompose=_repeat, exposed=("Tensor",))
+def repeat(input, *sizes):
+    """Tile the tensor ``sizes[i]`` times along dim i (sizes may add leading dims)."""
+    sizes = shape_args(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
+                           f"dimensions of tensor (got {len(sizes)} repeat dims for a {input.ndim}-D tensor)")
+    if any(r < 0 for r in sizes):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: repeats {list(sizes)}")
+    return call_op("repeat", (input,), {"sizes": sizes})
+
+
+@composite(exposed=_EVERYWHERE)
 def tile(input, dims):
     """Repeat the tensor along each dim; ``dims`` shorter than ndim is padded with leading 1s."""
     dims = tuple(dims) if not isinstance(dims, builtins.int) else (dims,)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
-@composite_op(OPS)
+@composite(view=True, exposed=_EVERYWHERE, aliases=("moveaxis",))
 def movedim(input, source, destination):
     """Move dims ``source`` to positions ``destination``; the others keep their order."""
     n = input.ndim
@@ -144,7 +148,7 @@ moveaxis = movedim
 
 # -- split, chunk -----------------------------------------------------------------------
 
-@composite_op(OPS)
+@composite(multi_output=True, exposed=_EVERYWHERE)
 def split(tensor, split_size_or_sections, dim=0):
     """Views of consecutive pieces along ``dim``: equal pieces of a size, or a list of sizes."""
     d = _wrap_dim(dim, tensor.ndim)
@@ -170,7 +174,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return tuple(out)
 
 
-@composite_op(OPS)
+@composite(multi_output=True, exposed=_EVERYWHERE)
 def tensor_split(input, indices_or_sections, dim=0):
     """Split into n nearly equal pieces (the first n % size one larger) or at the given indices."""
     d = _wrap_dim(dim, input.ndim)
@@ -187,7 +191,7 @@ def tensor_split(input, indices_or_sections, dim=0):
     return tuple(_slice_along(input, d, min(a, n), min(max(a, b), n)) for a, b in zip(edges, edges[1:]))
 
 
-@composite_op(OPS)
+@composite(multi_output=True, exposed=_EVERYWHERE)
 def chunk(input, chunks, dim=0):
     """Split into ``chunks`` views of ceil(size / chunks) along ``dim`` (the last may be smaller)."""
     if chunks <= 0:
@@ -200,10 +204,11 @@ def chunk(input, chunks, dim=0):
 # -- pad --------------------------------------------------------------------------------
 
 def _pad_rule(ctx, g):
-    widths = ctx.attrs
+    widths = ctx.attrs["widths"]
     return g[tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(widths))]
 
 
+@op(primitive="pad", derivative=_pad_rule, exposed=("nn.functional",))
 def pad(input, pad, mode="constant", value=None):
     """torch.nn.functional.pad, constant mode: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...).
 
@@ -232,15 +237,7 @@ def pad(input, pad, mode="constant", value=None):
     widths = tuple(widths)
     if not any(lo or hi for lo, hi in widths):
         return x if x is not input else clone(input)
-    b = x._backend
-    out = wrap(b.kernels["pad"](x._data, widths, 0 if value is None else value), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "pad", _pad_rule, (x,), attrs=widths)
-    return out
-
-
-OPS.append(OpDef("pad", derivative=_pad_rule,
-                 doc="Constant padding of trailing dims (torch.nn.functional.pad); negative widths crop."))
+    return call_op("pad", (x,), {"widths": widths, "value": 0 if value is None else value})
 
 
 # -- tril, triu -------------------------------------------------------------------------
@@ -248,7 +245,6 @@ OPS.append(OpDef("pad", derivative=_pad_rule,
 def _band(op, input, diagonal, lower):
     if input.ndim < 2:
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got {input.ndim}")
-    from .creation import arange, zeros_like
     n, m = input.shape[-2], input.shape[-1]
     dev = input._backend.name
     offset = arange(m, device=dev).reshape(1, m) - arange(n, device=dev).reshape(n, 1)
@@ -256,13 +252,13 @@ def _band(op, input, diagonal, lower):
     return ew.where(keep, input, zeros_like(input))
 
 
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def tril(input, diagonal=0):
     """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
     return _band("tril", input, diagonal, True)
 
 
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def triu(input, diagonal=0):
     """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
     return _band("triu", input, diagonal, False)
@@ -270,7 +266,7 @@ def triu(input, diagonal=0):
 
 # -- unbind, narrow, ravel, repeat_interleave, meshgrid ------------------------------------
 
-@composite_op(OPS)
+@composite(multi_output=True, exposed=_EVERYWHERE)
 def unbind(input, dim=0):
     """The slices along ``dim``, each without that dim (views)."""
     if input.ndim == 0:
@@ -279,7 +275,7 @@ def unbind(input, dim=0):
     return tuple(input[(slice(None),) * d + (i,)] for i in range(input.shape[d]))
 
 
-@composite_op(OPS)
+@composite(view=True, exposed=_EVERYWHERE)
 def narrow(input, dim, start, length):
     """The view of ``length`` entries from ``start`` along ``dim``."""
     if input.ndim == 0:
@@ -295,16 +291,15 @@ def narrow(input, dim, start, length):
     return _slice_along(input, d, start, start + length)
 
 
-@composite_op(OPS)
+@composite(view=True, exposed=_EVERYWHERE)
 def ravel(input):
     """The tensor as 1-D (a view when possible)."""
     return input.reshape(-1)
 
 
-@composite_op(OPS)
+@composite(exposed=_EVERYWHERE)
 def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     """Repeat each element ``repeats`` times (an int, or a 1-D tensor of per-element counts)."""
-    from ..tensor import Tensor
     x = input.reshape(-1) if dim is None else input
     d = 0 if dim is None else _wrap_dim(dim, x.ndim)
     if isinstance(repeats, Tensor) and repeats.numel() != 1:
@@ -314,10 +309,8 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
                                f"repeats.size(0) = {len(counts)} and input.size({d}) = {x.shape[d]}")
         if any(c < 0 for c in counts):
             raise RuntimeError("repeats can not be negative")
-        from .creation import tensor
-        index = tensor([i for i, c in enumerate(counts) for _ in range(c)], dtype=_int64(),
+        index = tensor([i for i, c in enumerate(counts) for _ in range(c)], dtype=int64,
                        device=x._backend.name)
-        from .index import index_select
         return index_select(x, d, index)
     r = int(repeats)
     if r < 0:
@@ -327,20 +320,7 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     return clone(expanded.reshape(shape[:d] + (shape[d] * r,) + shape[d + 1:]))
 
 
-def _int64():
-    from ..dtypes import int64
-    return int64
-
-
-def meshgrid(*tensors, indexing="ij"):
-    """Coordinate grids from 1-D tensors; indexing='xy' swaps the first two dims, as NumPy's."""
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-        tensors = tuple(tensors[0])
-    if indexing not in ("ij", "xy"):
-        raise RuntimeError(f"meshgrid: indexing must be one of 'xy' or 'ij', but received: {indexing}")
-    for t in tensors:
-        if t.ndim > 1:
-            raise RuntimeError(f"meshgrid expects all tensors to be 0- or 1-dimensional, got {t.ndim}-D")
+def _meshgrid(*tensors, indexing):
     flat = [t.reshape(-1) for t in tensors]
     swap = indexing == "xy" and len(flat) >= 2
     if swap:
@@ -356,4 +336,15 @@ def meshgrid(*tensors, indexing="ij"):
     return tuple(grids)
 
 
-OPS.append(OpDef("meshgrid", decompose=meshgrid, doc="Coordinate grids from 1-D tensors ('ij' or 'xy')."))
+@op(decompose=_meshgrid, multi_output=True, exposed=("plugtorch",))
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids from 1-D tensors; indexing='xy' swaps the first two dims, as NumPy's."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"meshgrid: indexing must be one of 'xy' or 'ij', but received: {indexing}")
+    for t in tensors:
+        if not isinstance(t, Tensor) or t.ndim > 1:
+            raise RuntimeError(f"meshgrid expects all tensors to be 0- or 1-dimensional tensors, got "
+                               f"{t.ndim if isinstance(t, Tensor) else type(t).__name__}-D")
+    return call_op("meshgrid", tuple(tensors), {"indexing": indexing})

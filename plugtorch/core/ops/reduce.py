@@ -1,138 +1,109 @@
-"""Reductions: sum, mean, max/min (values, indices), argmax/argmin, and friends."""
+"""Reductions: sum, mean, amax/amin, argmax/argmin, max/min (values and indices), logsumexp, any/all.
+
+Each op function normalises ``dim`` to ``axes`` (a sorted tuple of non-negative ints,
+or None for all) before dispatch, so kernels and decompositions see one form.
+"""
 from __future__ import annotations
 
 import builtins
 from collections import namedtuple
 
-from ..dispatch import record, wrap
+from ..dispatch import call_op, call_op1, record, wrap
 from ..dtypes import int64
 from ..grad_mode import _state as _grad
-from ..registry import OpDef
+from ..optable import TABLE, composite, op
 from ..tensor import Tensor, _wrap_dim
-from ._composite import composite_op
+from ._args import count, kept_shape, normalize_dims
+from .elementwise import eq, gt, isinf, maximum, minimum, ne, where
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
-values_indices = namedtuple("values_indices", ["values", "indices"])
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
 
 
-def normalize_dims(dim, ndim: int):
-    """``dim`` (None, int or sequence) as a sorted tuple of non-negative axes, or None for all."""
-    if dim is None:
-        return None
-    if isinstance(dim, (tuple, list)):
-        if len(dim) == 0:
-            return None  # torch: an empty dim list reduces over everything
-        axes = tuple(sorted(_wrap_dim(d, ndim) for d in dim))
-        if len(set(axes)) != len(axes):
-            raise RuntimeError(f"dim {list(dim)} appears multiple times in the list of dims")
-        return axes
-    return (_wrap_dim(dim, ndim),) if ndim else None
-
-
-def _kept_shape(shape, axes):
-    if axes is None:
-        return (1,) * len(shape)
-    return tuple(1 if i in axes else s for i, s in enumerate(shape))
-
-
 def _expand_back(ctx, g):
     """Broadcast a reduced gradient back over the reduced axes."""
-    shape, _ = ctx.meta[0]
-    axes, keepdim = ctx.attrs[:2]
-    if not keepdim:
-        g = g.reshape(_kept_shape(shape, axes))
+    shape = ctx.meta[0][0]
+    if not ctx.attrs["keepdims"]:
+        g = g.reshape(kept_shape(shape, ctx.attrs["axes"]))
     return g.expand(shape)
 
 
-def sum(x, dim=None, keepdim=False, *, dtype=None):
-    axes = normalize_dims(dim, x.ndim)
-    if dtype is None and not x.dtype.is_floating_point:
-        dtype = int64  # torch sums bool and integers as int64
-    out_dtype = dtype or x.dtype
-    b = x._backend
-    out = wrap(b.kernels["sum"](x._data, axes, keepdim, out_dtype), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "sum", _expand_back, (x,), attrs=(axes, keepdim))
-    return out
+@op(primitive="sum", derivative=_expand_back, exposed=_EVERYWHERE,
+    dtypes="bool and integers sum as int64 unless dtype is given")
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    """Sum over dims (all when dim is None)."""
+    axes = normalize_dims(dim, input.ndim)
+    if dtype is None:
+        dtype = input.dtype if input.dtype.is_floating_point else int64
+    return call_op1("sum", input, {"axes": axes, "keepdims": keepdim, "dtype": dtype})
 
 
-OPS.append(OpDef("sum", derivative=_expand_back, doc="Sum over dims."))
+def _mean(input, *, axes, keepdims):
+    return sum(input, axes, keepdims) / count(input.shape, axes)
 
 
-def _count(x, axes):
-    n = 1
-    for i, s in enumerate(x._data.shape):
-        if axes is None or i in axes:
-            n *= s
-    return n
-
-
-@composite_op(OPS)
-def mean(x, dim=None, keepdim=False, *, dtype=None):
+@op(decompose=_mean, exposed=_EVERYWHERE)
+def mean(input, dim=None, keepdim=False, *, dtype=None):
     """Mean over dims (floating input, or pass dtype)."""
     if dtype is not None:
-        x = x.to(dtype)
-    if not x.dtype.is_floating_point:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
-            f"complex dtype. Got: {x.dtype.name.capitalize()}"
+            f"complex dtype. Got: {input.dtype.name.capitalize()}"
         )
-    axes = normalize_dims(dim, x.ndim)
-    return sum(x, axes, keepdim) / _count(x, axes)
+    return call_op("mean", (input,), {"axes": normalize_dims(dim, input.ndim), "keepdims": keepdim})
 
 
 def _extreme_rule(ctx, g):
     # amax/amin: the gradient is shared evenly between tied extremes (torch semantics).
     x = ctx.saved[0]
-    axes, keepdim = ctx.attrs
+    axes, keepdims = ctx.attrs["axes"], ctx.attrs["keepdims"]
     shape = ctx.meta[0][0]
-    out = ctx.output if keepdim else ctx.output.reshape(_kept_shape(shape, axes))
-    if not keepdim:
-        g = g.reshape(_kept_shape(shape, axes))
+    out = ctx.output if keepdims else ctx.output.reshape(kept_shape(shape, axes))
+    if not keepdims:
+        g = g.reshape(kept_shape(shape, axes))
     mask = (x == out).to(g.dtype)
     return mask * (g / sum(mask, axes, keepdim=True))
 
 
 def _extreme(kind, x, dim, keepdim):
     axes = normalize_dims(dim, x.ndim)
-    if x.numel() == 0 and (axes is None or builtins.any(x.shape[a] == 0 for a in axes)):
-        raise IndexError(
-            f"{kind}(): Expected reduction dim to be specified for input.numel() == 0. "
-            "Specify the reduction dim with the 'dim' argument."
-            if axes is None else
-            f"{kind}(): Expected reduction dim {axes[0]} to have non-zero size."
-        )
-    b = x._backend
     if x.numel() == 0:
-        # reducing non-empty dims of an empty tensor: an empty result (the primitive may not allow it)
-        shape = _kept_shape(x.shape, axes) if keepdim else tuple(
+        if axes is None or builtins.any(x.shape[a] == 0 for a in axes):
+            raise IndexError(
+                f"{kind}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument."
+                if axes is None else
+                f"{kind}(): Expected reduction dim {axes[0]} to have non-zero size."
+            )
+        # reducing non-empty dims of an empty tensor: an empty result (kernels may not allow it)
+        shape = kept_shape(x.shape, axes) if keepdim else tuple(
             s for i, s in enumerate(x.shape) if i not in axes)
-        out = wrap(b.kernels["zeros"](shape, x.dtype), b)
-    else:
-        out = wrap(b.kernels[kind[1:]](x._data, axes, keepdim), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, kind, _extreme_rule, (x,), saved=(x,), save_output=True, attrs=(axes, keepdim))
-    return out
+        attrs = {"axes": axes, "keepdims": keepdim}
+        out = wrap(x._backend.primitives["zeros"](shape, x.dtype), x._backend)
+        if x.requires_grad and _grad.enabled:
+            record(out, TABLE[kind], (x,), attrs)
+        return out
+    return call_op1(kind, x, {"axes": axes, "keepdims": keepdim})
 
 
-def amax(x, dim=(), keepdim=False):
-    return _extreme("amax", x, dim, keepdim)
+@op(primitive="max", derivative=_extreme_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+def amax(input, dim=(), keepdim=False):
+    """Max over dims (all by default); tied maxima share the gradient."""
+    return _extreme("amax", input, dim, keepdim)
 
 
-def amin(x, dim=(), keepdim=False):
-    return _extreme("amin", x, dim, keepdim)
-
-
-OPS.append(OpDef("amax", derivative=_extreme_rule, save=("inputs", "output"), doc="Max over dims."))
-OPS.append(OpDef("amin", derivative=_extreme_rule, save=("inputs", "output"), doc="Min over dims."))
+@op(primitive="min", derivative=_extreme_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+def amin(input, dim=(), keepdim=False):
+    """Min over dims (all by default); tied minima share the gradient."""
+    return _extreme("amin", input, dim, keepdim)
 
 
 def _arg(kind, x, dim, keepdim):
     axis = None if dim is None else _wrap_dim(dim, x.ndim) if x.ndim else None
-    b = x._backend
     if x.numel() == 0:
         if axis is None:
             raise IndexError(f"{kind}(): Expected reduction dim to be specified for input.numel() == 0.")
@@ -140,80 +111,84 @@ def _arg(kind, x, dim, keepdim):
             raise IndexError(f"{kind}(): Expected reduction dim {axis} to have non-zero size.")
         shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape)) if keepdim else tuple(
             s for i, s in enumerate(x.shape) if i != axis)
-        return wrap(b.kernels["zeros"](shape, int64), b)
-    return wrap(b.kernels[kind](x._data, axis, keepdim if axis is not None else False), b)
+        return wrap(x._backend.primitives["zeros"](shape, int64), x._backend)
+    return call_op(kind, (x,), {"axis": axis, "keepdims": keepdim if axis is not None else False})
 
 
-def argmax(x, dim=None, keepdim=False):
-    return _arg("argmax", x, dim, keepdim)
+@op(primitive="argmax", exposed=_EVERYWHERE, dtypes="-> int64")
+def argmax(input, dim=None, keepdim=False):
+    """Index of the first maximum (over all elements, or along dim)."""
+    return _arg("argmax", input, dim, keepdim)
 
 
-def argmin(x, dim=None, keepdim=False):
-    return _arg("argmin", x, dim, keepdim)
+@op(primitive="argmin", exposed=_EVERYWHERE, dtypes="-> int64")
+def argmin(input, dim=None, keepdim=False):
+    """Index of the first minimum (over all elements, or along dim)."""
+    return _arg("argmin", input, dim, keepdim)
+
+
+def _values_and_indices(kind):
+    result = max_result if kind == "max" else min_result
+
+    def decompose(input, *, dim, keepdim):
+        from .index import gather  # index builds on this module
+        if input.ndim == 0:
+            return result(input, wrap(input._backend.primitives["zeros"]((), int64), input._backend))
+        idx = _arg("arg" + kind, input, dim, True)
+        values = gather(input, dim, idx)
+        if not keepdim:
+            values, idx = values.squeeze(dim), idx.squeeze(dim)
+        return result(values, idx)
+    decompose.__name__ = f"_{kind}_dim"
+    return decompose
 
 
 def _max_min(kind, x, dim, keepdim, other):
     if isinstance(dim, Tensor) and other is None:
         other, dim = dim, None
     if other is not None:
-        from .elementwise import maximum, minimum
         return (maximum if kind == "max" else minimum)(x, other)
     if dim is None:
         return _extreme("a" + kind, x, None, False)
     d = _wrap_dim(dim, x.ndim) if x.ndim else 0
-    if x.ndim == 0:
-        return (max_result if kind == "max" else min_result)(x, wrap(
-            x._backend.kernels["zeros"]((), int64), x._backend))
-    if x.shape[d] == 0:
+    if x.ndim and x.shape[d] == 0:
         raise IndexError(f"{kind}(): Expected reduction dim {d} to have non-zero size.")
-    idx = _arg("arg" + kind, x, d, True)
-    from .index import gather
-    values = gather(x, d, idx)
-    if not keepdim:
-        values, idx = values.squeeze(d), idx.squeeze(d)
-    return (max_result if kind == "max" else min_result)(values, idx)
+    return call_op(kind, (x,), {"dim": d, "keepdim": keepdim})
 
 
-OPS.append(OpDef("argmax", doc="Index of the first maximum (over all elements, or along dim)."))
-OPS.append(OpDef("argmin", doc="Index of the first minimum (over all elements, or along dim)."))
-OPS.append(OpDef("max", doc="max(x): the largest value; max(x, dim): (values, indices); "
-                        "max(x, other): maximum."))
-OPS.append(OpDef("min", doc="min(x): the smallest value; min(x, dim): (values, indices); "
-                        "min(x, other): minimum."))
+@op(decompose=_values_and_indices("max"), multi_output=True, exposed=_EVERYWHERE)
+def max(input, dim=None, keepdim=False, *, other=None):
+    """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, other)``: maximum."""
+    return _max_min("max", input, dim, keepdim, other)
 
 
-def max(x, dim=None, keepdim=False, *, other=None):
-    """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, y)``: maximum."""
-    return _max_min("max", x, dim, keepdim, other)
+@op(decompose=_values_and_indices("min"), multi_output=True, exposed=_EVERYWHERE)
+def min(input, dim=None, keepdim=False, *, other=None):
+    """``min(x)``: the smallest value; ``min(x, dim)``: (values, indices); ``min(x, other)``: minimum."""
+    return _max_min("min", input, dim, keepdim, other)
 
 
-def min(x, dim=None, keepdim=False, *, other=None):
-    return _max_min("min", x, dim, keepdim, other)
+def _logsumexp(input, *, axes, keepdims):
+    m = amax(input, axes, keepdim=True).detach()
+    m = where(isinf(m), 0.0, m)  # a max of +-inf would give inf - inf = nan; shift by 0 there
+    out = (input - m).exp().sum(axes, keepdim=True).log() + m
+    return out if keepdims else out.reshape(
+        tuple(s for i, s in enumerate(out.shape) if axes is not None and i not in axes))
 
 
-@composite_op(OPS)
-def logsumexp(x, dim, keepdim=False):
+@op(decompose=_logsumexp, exposed=_EVERYWHERE)
+def logsumexp(input, dim, keepdim=False):
     """log(sum(exp(x))) over dims, computed after subtracting the max."""
-    axes = normalize_dims(dim, x.ndim)
-    m = amax(x, axes, keepdim=True).detach()
-    # A max of +-inf would give inf - inf = nan; shift by 0 there instead.
-    from .elementwise import where, isinf
-    m = where(isinf(m), 0.0, m)
-    out = (x - m).exp().sum(axes, keepdim=True).log() + m
-    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(out.shape) if axes is not None and i not in axes))
+    return call_op("logsumexp", (input,), {"axes": normalize_dims(dim, input.ndim), "keepdims": keepdim})
 
 
+@composite(exposed=_EVERYWHERE)
 def any(input, dim=None, keepdim=False):
     """True where some element along ``dim`` is non-zero (bool result)."""
-    from .elementwise import gt, ne
     return gt(sum(ne(input, 0), normalize_dims(dim, input.ndim), keepdim), 0)
 
 
+@composite(exposed=_EVERYWHERE)
 def all(input, dim=None, keepdim=False):
     """True where every element along ``dim`` is non-zero (bool result)."""
-    from .elementwise import eq
     return eq(sum(eq(input, 0), normalize_dims(dim, input.ndim), keepdim), 0)
-
-
-OPS.append(OpDef("any", decompose=any, doc="True where some element along dim is non-zero."))
-OPS.append(OpDef("all", decompose=all, doc="True where every element along dim is non-zero."))

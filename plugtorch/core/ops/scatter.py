@@ -6,17 +6,29 @@ result is unspecified; here the repeated values are summed.
 """
 from __future__ import annotations
 
-from ..registry import OpDef
+from ..dispatch import call_op
+from ..dtypes import int64
+from ..optable import op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
-from ._composite import composite_op
-from .creation import zeros_like
+from .creation import ones, zeros_like
 from .index import _check_gather, scatter_add
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 
-@composite_op(OPS)
+def _scatter(input, index, src, *, dim):
+    hit = scatter_add(zeros_like(input), dim, index, ones(index.shape, dtype=input.dtype,
+                                                          device=index._backend.name))
+    written = ew.gt(hit, 0)
+    if not isinstance(src, Tensor):
+        return ew.where(written, src, input).to(input.dtype)
+    sl = tuple(slice(0, s) for s in index.shape)
+    values = scatter_add(zeros_like(input), dim, index, src[sl])
+    return ew.where(written, values, input)
+
+
+@op(decompose=_scatter, exposed=_EVERYWHERE, inplace=True)
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """``input`` with ``src`` (a tensor, or ``value``, a number) written at ``index`` along ``dim``."""
     if reduce is not None:
@@ -27,22 +39,19 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if (src is None) == (value is None):
         raise TypeError("scatter(): pass exactly one of src (a tensor) and value (a number)")
     d = _check_gather("scatter", input, dim, index, src)
-    hit = scatter_add(zeros_like(input), d, index, _ones(index, input.dtype))
-    written = ew.gt(hit, 0)
-    if src is None:
-        return ew.where(written, value, input).to(input.dtype)
-    if src.dtype is not input.dtype:
+    if src is not None and src.dtype is not input.dtype:
         src = src.to(input.dtype)
-    sl = tuple(slice(0, s) for s in index.shape)
-    values = scatter_add(zeros_like(input), d, index, src[sl])
-    return ew.where(written, values, input)
+    return call_op("scatter", (input, index, src if src is not None else value), {"dim": d})
 
 
-def _ones(index, dtype):
-    from .creation import ones
-    return ones(index.shape, dtype=dtype, device=index._backend.name)
+def _index_add(input, index, source, *, dim, alpha):
+    view = [1] * input.ndim
+    view[dim] = index.numel()
+    full = index.reshape(view).expand(source.shape)
+    return scatter_add(input, dim, full, source if alpha == 1 else source * alpha)
 
 
+@op(decompose=_index_add, exposed=_EVERYWHERE, inplace=True)
 def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.ndim > 1:
@@ -52,19 +61,8 @@ def index_add(input, dim, index, source, *, alpha=1):
     src = source if source.ndim else source.reshape(1)
     if src.ndim != x.ndim or src.shape[d] != index.numel() or any(
             src.shape[k] != x.shape[k] for k in range(x.ndim) if k != d):
-        raise RuntimeError(f"index_add(): source of shape {list(source.shape)} does not match input of shape "
-                           f"{list(input.shape)} with {index.numel()} indices along dim {d}")
-    view = [1] * x.ndim
-    view[d] = index.numel()
-    full = index.to(_int64()).reshape(view).expand(src.shape)
-    out = scatter_add(x, d, full, src if alpha == 1 else src * alpha)
+        raise RuntimeError(f"index_add(): source of shape {list(source.shape)} does not match input of "
+                           f"shape {list(input.shape)} with {index.numel()} indices along dim {d}")
+    index = index if index.dtype is int64 else index.to(int64)
+    out = call_op("index_add", (x, index.reshape(-1), src), {"dim": d, "alpha": alpha})
     return out if input.ndim else out.reshape(())
-
-
-def _int64():
-    from ..dtypes import int64
-    return int64
-
-
-# named like the index_add primitive (which takes a native index tuple), so called directly
-OPS.append(OpDef("index_add", doc="input with alpha * source added at a 1-D index along dim; repeats accumulate."))

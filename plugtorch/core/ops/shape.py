@@ -1,36 +1,28 @@
-"""Shape and movement ops: reshape, permute, expand, cat, casts and backend moves.
+"""Shape ops: views (reshape, permute, expand and what is built on them), copies, and joins.
 
-Views (reshape, permute, expand, squeeze, ...) share their input's version
-counter, so an in-place change through a view is seen by the autograd checks.
+Views share their input's memory and version counter, so an in-place change through a
+view is seen by the autograd checks; kernels cannot serve them (``OpDef.view``), since
+a kernel could not promise to return a view.
 """
 from __future__ import annotations
 
-from ..dispatch import record, wrap, same_backend
-from ..dtypes import dtype as _dtype, result_type
-from ..grad_mode import _state as _grad
-from ..registry import OpDef
+import math
+
+from ..dispatch import call_op, call_op1
+from ..dtypes import result_type
+from ..optable import composite, op, public
 from ..tensor import Tensor, _wrap_dim
-from ._composite import composite_op
+from ._args import broadcast_shapes, shape_args
+from .conversion import cast
 
-OPS: list[OpDef] = []
-
-
-def _view_out(x, data, name, rule, attrs):
-    out = wrap(data, x._backend)
-    out._vc = x._vc
-    if x.requires_grad and _grad.enabled:
-        record(out, name, rule, (x,), attrs=attrs)
-    return out
-
-
-def _shape_args(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 
 def _infer_shape(x, shape):
-    numel = x.numel()
+    numel = x._data.size
+    if -1 not in shape:  # the common case, checked without a Python loop
+        if math.prod(shape) == numel and (not shape or min(shape) >= 0):
+            return shape
     known, unknown = 1, None
     for i, s in enumerate(shape):
         if s == -1:
@@ -50,32 +42,35 @@ def _infer_shape(x, shape):
     return shape
 
 
+# -- the three view primitives -------------------------------------------------------
+
 def _reshape_rule(ctx, g):
-    return g.reshape(ctx.meta[0][0])
+    return reshape(g, ctx.meta[0][0])
 
 
-def reshape(x, *shape):
-    shape = _infer_shape(x, _shape_args(shape))
-    if shape == x._data.shape:
-        return _view_out(x, x._data, "reshape", _reshape_rule, None)
-    return _view_out(x, x._backend.kernels["reshape"](x._data, shape), "reshape", _reshape_rule, None)
+@op(primitive="reshape", derivative=_reshape_rule, view=True, exposed=_EVERYWHERE)
+def reshape(input, *shape):
+    """A tensor with the same data and a new shape (one dim may be -1)."""
+    shape = _infer_shape(input, shape_args(shape))
+    return call_op1("reshape", input, {"shape": shape})
 
 
-view = reshape
-OPS.append(OpDef("reshape", derivative=_reshape_rule, doc="A tensor with the same data and a new shape."))
+view = public("Tensor", name="view")(reshape)
 
 
 def _permute_rule(ctx, g):
-    dims = ctx.attrs
+    dims = ctx.attrs["axes"]
     inverse = [0] * len(dims)
     for i, d in enumerate(dims):
         inverse[d] = i
     return permute(g, inverse)
 
 
-def permute(x, *dims):
-    dims = _shape_args(dims)
-    n = x.ndim
+@op(primitive="permute", derivative=_permute_rule, view=True, exposed=_EVERYWHERE)
+def permute(input, *dims):
+    """The dims of ``input`` reordered (a view)."""
+    dims = shape_args(dims)
+    n = input.ndim
     if len(dims) != n:
         raise RuntimeError(
             f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
@@ -84,117 +79,18 @@ def permute(x, *dims):
     dims = tuple(_wrap_dim(d, n) for d in dims)
     if len(set(dims)) != n:
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return _view_out(x, x._backend.kernels["permute"](x._data, dims), "permute", _permute_rule, dims)
-
-
-OPS.append(OpDef("permute", derivative=_permute_rule, doc="Reorder dimensions."))
-
-
-@composite_op(OPS)
-def transpose(x, dim0, dim1):
-    """Swap two dims (a view)."""
-    n = x.ndim
-    if n == 0:
-        return x
-    d0, d1 = _wrap_dim(dim0, n), _wrap_dim(dim1, n)
-    dims = list(range(n))
-    dims[d0], dims[d1] = dims[d1], dims[d0]
-    return permute(x, dims)
-
-
-swapaxes = swapdims = transpose
-
-
-@composite_op(OPS)
-def t(x):
-    """Transpose a tensor of at most 2 dims."""
-    if x.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else x
-
-
-@composite_op(OPS)
-def squeeze(x, dim=None):
-    """Remove size-1 dims (all, or those in dim)."""
-    shape = x._data.shape
-    if dim is None:
-        new = tuple(s for s in shape if s != 1)
-    else:
-        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        dims = {_wrap_dim(d, len(shape)) for d in dims}
-        new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
-    return reshape(x, new)
-
-
-@composite_op(OPS)
-def unsqueeze(x, dim):
-    """Insert a size-1 dim at dim."""
-    shape = x._data.shape
-    d = _wrap_dim(dim, len(shape) + 1)
-    return reshape(x, shape[:d] + (1,) + shape[d:])
-
-
-@composite_op(OPS)
-def flatten(x, start_dim=0, end_dim=-1):
-    """Merge dims start_dim..end_dim into one."""
-    shape = x._data.shape
-    if not shape:
-        return reshape(x, (1,))
-    s, e = _wrap_dim(start_dim, len(shape)), _wrap_dim(end_dim, len(shape))
-    if s > e:
-        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-    n = 1
-    for v in shape[s:e + 1]:
-        n *= v
-    return reshape(x, shape[:s] + (n,) + shape[e + 1:])
-
-
-@composite_op(OPS)
-def unflatten(x, dim, sizes):
-    """Split dim into the given sizes."""
-    shape = x._data.shape
-    if not shape:
-        raise RuntimeError("unflatten: Dimension specified as 0 but tensor has no dimensions")
-    d = _wrap_dim(dim, len(shape))
-    sizes = tuple(sizes)
-    if -1 in sizes:
-        known = 1
-        for s in sizes:
-            if s != -1:
-                known *= s
-        sizes = tuple(shape[d] // known if s == -1 else s for s in sizes)
-    n = 1
-    for s in sizes:
-        n *= s
-    if n != shape[d]:
-        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of "
-                           f"dim {dim} ({shape[d]}) in the input tensor")
-    return reshape(x, shape[:d] + sizes + shape[d + 1:])
-
-
-def broadcast_shapes(*shapes):
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for s in shapes:
-        for i, v in enumerate(s):
-            j = ndim - len(s) + i
-            if out[j] == 1:
-                out[j] = v
-            elif v != 1 and v != out[j]:
-                raise RuntimeError(
-                    f"shape mismatch: objects cannot be broadcast to a single shape; "
-                    f"shapes {[list(s) for s in shapes]} are not broadcastable at dimension {j}"
-                )
-    return tuple(out)
+    return call_op1("permute", input, {"axes": dims})
 
 
 def _expand_rule(ctx, g):
     return sum_to(g, ctx.meta[0][0])
 
 
-def expand(x, *sizes):
-    sizes = _shape_args(sizes)
-    shape = x._data.shape
+@op(primitive="broadcast_to", derivative=_expand_rule, view=True, exposed=("Tensor",))
+def expand(input, *sizes):
+    """A broadcast view of ``input`` at a larger shape (-1 keeps a size)."""
+    sizes = shape_args(sizes)
+    shape = input._data.shape
     if len(sizes) < len(shape):
         raise RuntimeError(
             f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
@@ -213,19 +109,32 @@ def expand(x, *sizes):
             )
     target = tuple(target)
     if target == shape:
-        return x
-    return _view_out(x, x._backend.kernels["broadcast_to"](x._data, target), "expand", _expand_rule, None)
+        return input
+    return call_op1("expand", input, {"shape": target})
 
 
-def broadcast_to(x, shape):
-    return expand(x, tuple(shape))
+@public("plugtorch", "Tensor")
+def broadcast_to(input, shape):
+    """``input`` expanded to ``shape``."""
+    return expand(input, tuple(shape))
 
 
-def expand_as(x, other):
-    return expand(x, other.shape)
+@public("Tensor")
+def expand_as(input, other):
+    return expand(input, other.shape)
 
 
-OPS.append(OpDef("expand", derivative=_expand_rule, doc="Broadcast to a larger shape (a view)."))
+@public("Tensor")
+def view_as(input, other):
+    return reshape(input, other.shape)
+
+
+@public("Tensor")
+def reshape_as(input, other):
+    return reshape(input, other.shape)
+
+
+public("plugtorch")(broadcast_shapes)
 
 
 def sum_to(g, shape):
@@ -247,105 +156,137 @@ def sum_to(g, shape):
     return reshape(out, tuple(shape))
 
 
-# -- casts and moves ---------------------------------------------------------------
+# -- views built on those ------------------------------------------------------------
 
-def _cast_rule(ctx, g):
-    return cast(g, ctx.meta[0][1])
-
-
-def cast(x, dtype):
-    if dtype is x.dtype:
-        return x
-    b = x._backend
-    out = wrap(b.kernels["cast"](x._data, dtype), b)
-    if x.requires_grad and _grad.enabled and dtype.is_floating_point:
-        record(out, "cast", _cast_rule, (x,))
-    return out
+@composite(view=True, exposed=_EVERYWHERE, aliases=("swapaxes", "swapdims"))
+def transpose(input, dim0, dim1):
+    """Swap two dims (a view)."""
+    n = input.ndim
+    if n == 0:
+        return input
+    d0, d1 = _wrap_dim(dim0, n), _wrap_dim(dim1, n)
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(input, dims)
 
 
-OPS.append(OpDef("cast", derivative=_cast_rule, doc="Convert to another dtype."))
+@composite(view=True, exposed=_EVERYWHERE)
+def t(input):
+    """Transpose a tensor of at most 2 dims."""
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
-def _move_rule(ctx, g):
-    return move(g, ctx.attrs)
+@composite(view=True, exposed=_EVERYWHERE)
+def squeeze(input, dim=None):
+    """Remove size-1 dims (all, or those in dim)."""
+    shape = input._data.shape
+    if dim is None:
+        new = tuple(s for s in shape if s != 1)
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        dims = {_wrap_dim(d, len(shape)) for d in dims}
+        new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
+    return reshape(input, new)
 
 
-def move(x, backend):
-    """Copy ``x`` to another backend, through host memory (differentiable)."""
-    src = x._backend
-    if backend is src:
-        return x
-    host = src.kernels["to_host"](x._data)
-    out = wrap(backend.kernels["from_host"](host, x.dtype), backend)
-    if x.requires_grad and _grad.enabled:
-        record(out, "move", _move_rule, (x,), attrs=src)
-    return out
+@composite(view=True, exposed=_EVERYWHERE)
+def unsqueeze(input, dim):
+    """Insert a size-1 dim at dim."""
+    shape = input._data.shape
+    d = _wrap_dim(dim, len(shape) + 1)
+    return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
-def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
-    """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)`` or ``x.to(other_tensor)``."""
-    from ..device import Device, get_backend
-    for a in args:
-        if isinstance(a, _dtype):
-            dtype = a
-        elif isinstance(a, (str, Device)):
-            device = a
-        elif isinstance(a, Tensor):
-            device, dtype = a._backend.name, a.dtype
-        elif a is not None:
-            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
-    out = x
-    if device is not None:
-        out = move(out, get_backend(device))
-    if dtype is not None:
-        out = cast(out, dtype)
-    if copy and out is x:
-        out = clone(x)
-    return out
+@composite(view=True, exposed=_EVERYWHERE)
+def flatten(input, start_dim=0, end_dim=-1):
+    """Merge dims start_dim..end_dim into one."""
+    shape = input._data.shape
+    if not shape:
+        return reshape(input, (1,))
+    s, e = _wrap_dim(start_dim, len(shape)), _wrap_dim(end_dim, len(shape))
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    n = 1
+    for v in shape[s:e + 1]:
+        n *= v
+    return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-def _clone_rule(ctx, g):
+@composite(view=True, exposed=_EVERYWHERE)
+def unflatten(input, dim, sizes):
+    """Split dim into the given sizes."""
+    shape = input._data.shape
+    if not shape:
+        raise RuntimeError("unflatten: Dimension specified as 0 but tensor has no dimensions")
+    d = _wrap_dim(dim, len(shape))
+    sizes = tuple(sizes)
+    if -1 in sizes:
+        known = 1
+        for s in sizes:
+            if s != -1:
+                known *= s
+        sizes = tuple(shape[d] // known if s == -1 else s for s in sizes)
+    n = 1
+    for s in sizes:
+        n *= s
+    if n != shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of "
+                           f"dim {dim} ({shape[d]}) in the input tensor")
+    return reshape(input, shape[:d] + sizes + shape[d + 1:])
+
+
+# -- copies ----------------------------------------------------------------------------
+
+def _identity_rule(ctx, g):
     return g
 
 
-def clone(x):
-    b = x._backend
-    out = wrap(b.kernels["copy"](x._data), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "clone", _clone_rule, (x,))
-    return out
+@op(primitive="copy", derivative=_identity_rule, exposed=_EVERYWHERE)
+def clone(input):
+    """A copy that owns its memory."""
+    return call_op1("clone", input)
 
 
-def contiguous(x):
-    data = x._backend.kernels["contiguous"](x._data)
-    return x if data is x._data else _view_out(x, data, "contiguous", _clone_rule, None)
+@op(primitive="contiguous", derivative=_identity_rule, exposed=("Tensor",))
+def contiguous(input):
+    """``input`` itself if its memory is already contiguous, else a contiguous copy."""
+    out = call_op1("contiguous", input)
+    return input if out._data is input._data else out
 
 
-OPS.append(OpDef("clone", derivative=_clone_rule, doc="A copy that owns its memory."))
-
-
-# -- joining ----------------------------------------------------------------------
+# -- joining ---------------------------------------------------------------------------
 
 def _cat_rule(ctx, g):
-    dim, sizes = ctx.attrs
+    dim = ctx.attrs["dim"]
     grads, start = [], 0
-    for s in sizes:
-        idx = (slice(None),) * dim + (slice(start, start + s),)
-        grads.append(g[idx])
-        start += s
+    for meta in ctx.meta:
+        size = meta[0][dim]
+        grads.append(g[(slice(None),) * dim + (slice(start, start + size),)])
+        start += size
     return tuple(grads)
 
 
+def _lower_cat(backend, arrays, *, dim):
+    return backend.primitives["concatenate"](arrays, dim)
+
+
+@op(lower=_lower_cat, derivative=_cat_rule, variadic=True, exposed=("plugtorch",),
+    aliases=("concat", "concatenate"))
 def cat(tensors, dim=0):
+    """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    b = same_backend("cat", tensors)
-    # torch skips legacy 1-D empty tensors when concatenating
     for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"cat(): expected a sequence of Tensors, but element {i} is "
+                            f"{type(t).__name__}")
         if t.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated; "
                                "use stack, or unsqueeze it first")
+    # torch skips legacy 1-D empty tensors when concatenating
     nonempty = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
     ref = nonempty[0]
     d = _wrap_dim(dim, ref.ndim)
@@ -361,18 +302,13 @@ def cat(tensors, dim=0):
                     f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list."
                 )
     dt = result_type(*nonempty)
-    nonempty = [t if t.dtype is dt else cast(t, dt) for t in nonempty]
-    out = wrap(b.kernels["concatenate"]([t._data for t in nonempty], d), b)
-    if _grad.enabled and any(t.requires_grad for t in nonempty):
-        record(out, "cat", _cat_rule, tuple(nonempty), attrs=(d, tuple(t.shape[d] for t in nonempty)))
-    return out
+    return call_op("cat", tuple(t if t.dtype is dt else cast(t, dt) for t in nonempty), {"dim": d})
 
 
 concat = concatenate = cat
-OPS.append(OpDef("cat", derivative=_cat_rule, doc="Join tensors along an existing dimension."))
 
 
-@composite_op(OPS)
+@composite(variadic=True, exposed=("plugtorch",))
 def stack(tensors, dim=0):
     """Join equally shaped tensors along a new dim."""
     tensors = list(tensors)
@@ -387,3 +323,8 @@ def stack(tensors, dim=0):
             )
     d = _wrap_dim(dim, len(shape) + 1)
     return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+__all__ = ["reshape", "view", "permute", "expand", "broadcast_to", "expand_as", "view_as",
+           "reshape_as", "broadcast_shapes", "sum_to", "transpose", "t", "squeeze", "unsqueeze",
+           "flatten", "unflatten", "clone", "contiguous", "cat", "concat", "concatenate", "stack"]

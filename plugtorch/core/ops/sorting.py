@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..dispatch import wrap
-from ..registry import OpDef
+from ..dispatch import call_op, wrap
+from ..dtypes import int64
+from ..optable import op
 from ..tensor import _wrap_dim
 from .index import gather
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
@@ -23,38 +24,40 @@ median_result = namedtuple("median", ["values", "indices"])
 
 def _order(x, dim, descending):
     d = _wrap_dim(dim, x.ndim) if x.ndim else 0
-    b = x._backend
     if x.ndim == 0:
-        return wrap(b.kernels["zeros"]((), _int64()), b), d
-    return wrap(b.kernels["argsort"](x._data, d, bool(descending)), b), d
+        return wrap(x._backend.primitives["zeros"]((), int64), x._backend), d
+    return call_op("argsort", (x,), {"axis": d, "descending": bool(descending)}), d
 
 
-def _int64():
-    from ..dtypes import int64
-    return int64
-
-
+@op(primitive="argsort", exposed=_EVERYWHERE, dtypes="-> int64")
 def argsort(input, dim=-1, descending=False, stable=False):
-    """Indices that sort ``input`` along ``dim`` (always stable: ties keep their order)."""
+    """Indices that sort ``input`` along ``dim`` (always stable: ties keep their order; nan sorts
+    as the largest value)."""
     return _order(input, dim, descending)[0]
 
 
-OPS.append(OpDef("argsort", doc="Indices that sort along dim (stable); nan sorts as the largest value."))
-
-
-def sort(input, dim=-1, descending=False, stable=False):
-    """(values, indices) sorted along ``dim``; the values' gradient flows back through the indices."""
+def _sort(input, *, dim, descending):
     idx, d = _order(input, dim, descending)
     if input.ndim == 0:
         return sort_result(input.clone(), idx)
     return sort_result(gather(input, d, idx), idx)
 
 
-OPS.append(OpDef("sort", doc="(values, indices) sorted along dim; ties keep their order."))
+@op(decompose=_sort, multi_output=True, exposed=_EVERYWHERE)
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) sorted along ``dim``; ties keep their order, and the values' gradient
+    flows back through the indices."""
+    return call_op("sort", (input,), {"dim": dim, "descending": descending})
 
 
+@op(decompose=lambda input, *, k, dim, largest: _topk(input, k, dim, largest), multi_output=True,
+    exposed=_EVERYWHERE)
 def topk(input, k, dim=-1, largest=True, sorted=True):
-    """The k largest (or smallest) entries along ``dim`` and their indices."""
+    """The k largest (largest=False: smallest) entries along dim, sorted, with their indices."""
+    return call_op("topk", (input,), {"k": k, "dim": dim, "largest": largest})
+
+
+def _topk(input, k, dim, largest):
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
@@ -66,14 +69,11 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     return topk_result(gather(input, d, idx), idx)
 
 
-OPS.append(OpDef("topk", doc="The k largest (largest=False: smallest) entries along dim, sorted, with indices."))
-
-
 def _select(input, position, dim, keepdim, result, op):
     """The entry at sorted position ``position`` along ``dim``, and its index."""
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
     if input.ndim == 0:
-        return result(input.clone(), wrap(input._backend.kernels["zeros"]((), _int64()), input._backend))
+        return result(input.clone(), wrap(input._backend.primitives["zeros"]((), int64), input._backend))
     n = input.shape[d]
     if not 0 <= position < n:
         raise IndexError(f"{op}(): dimension {d} of size {n} has no entry at sorted position {position + 1}")
@@ -85,16 +85,22 @@ def _select(input, position, dim, keepdim, result, op):
     return result(values, idx)
 
 
+@op(decompose=lambda input, *, k, dim, keepdim: _select(input, k - 1, dim, keepdim, kthvalue_result,
+                                                        "kthvalue"),
+    multi_output=True, exposed=_EVERYWHERE)
 def kthvalue(input, k, dim=-1, keepdim=False):
     """The k-th smallest entry (1-based) along ``dim``, and its index."""
-    return _select(input, k - 1, dim, keepdim, kthvalue_result, "kthvalue")
+    return call_op("kthvalue", (input,), {"k": k, "dim": dim, "keepdim": keepdim})
 
 
-OPS.append(OpDef("kthvalue", doc="The k-th smallest entry along dim (1-based) and its index."))
-
-
+@op(decompose=lambda input, *, dim, keepdim: _median(input, dim, keepdim), multi_output=True,
+    exposed=_EVERYWHERE)
 def median(input, dim=None, keepdim=False):
-    """The lower median: of all entries (dim=None), or (values, indices) along ``dim``."""
+    """The lower median of all entries (dim=None), or (values, indices) along ``dim``."""
+    return call_op("median", (input,), {"dim": dim, "keepdim": keepdim})
+
+
+def _median(input, dim, keepdim):
     if dim is None:
         flat = input.reshape(-1)
         if flat.numel() == 0:  # torch: nan, the median of nothing (still in the graph)
@@ -103,6 +109,3 @@ def median(input, dim=None, keepdim=False):
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
     return _select(input, (n - 1) // 2, d, keepdim, median_result, "median")
-
-
-OPS.append(OpDef("median", doc="The lower median of all entries, or (values, indices) along dim."))

@@ -9,17 +9,17 @@ from __future__ import annotations
 import math
 import warnings
 
-from ..dispatch import call_op, record, wrap
+from ..dispatch import call_op
 from ..dtypes import int64
-from ..grad_mode import _state as _grad
-from ..registry import OpDef
+from ..optable import op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
-from ._composite import call_fused, composite
-from .reduce import _count, _kept_shape, amax, amin, normalize_dims
+from ._args import count, kept_shape, normalize_dims
+from .movement import flip
+from .reduce import amax, amin
 from .reduce import sum as _sum
 
-OPS: list[OpDef] = []
+_EVERYWHERE = ("plugtorch", "Tensor")
 
 
 def _tensor_arg(op, x):
@@ -39,9 +39,9 @@ def _accumulate_dtype(x, dtype):
 
 def _prod_rule(ctx, g):
     x = ctx.saved[0]
-    axes, keepdim = ctx.attrs
-    if not keepdim:
-        g = g.reshape(_kept_shape(ctx.meta[0][0], axes))
+    axes = ctx.attrs["axes"]
+    if not ctx.attrs["keepdims"]:
+        g = g.reshape(kept_shape(ctx.meta[0][0], axes))
     # d prod / d x_i is the product of the other entries. Dividing the product by x_i fails
     # at zeros, so the product of the non-zero entries is divided instead and times the
     # product of the *other zero* entries, written so that its own derivative is right too
@@ -58,48 +58,37 @@ def _prod_rule(ctx, g):
     return g * base * other_zeros
 
 
+@op(primitive="prod", derivative=_prod_rule, save="inputs", exposed=_EVERYWHERE,
+    dtypes="bool and integers multiply as int64 unless dtype is given")
 def prod(input, dim=None, keepdim=False, *, dtype=None):
-    """Product over ``dim`` (an int, a tuple, or None for all); integers give int64."""
+    """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
     x = _tensor_arg("prod", input)
     out_dtype = _accumulate_dtype(x, dtype)
     if x.dtype is not out_dtype:
         x = x.to(out_dtype)
-    axes = normalize_dims(dim, x.ndim)
-    b = x._backend
-    out = wrap(b.kernels["prod"](x._data, axes, keepdim, out_dtype), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "prod", _prod_rule, (x,), saved=(x,), attrs=(axes, keepdim))
-    return out
-
-
-OPS.append(OpDef("prod", derivative=_prod_rule, save=("inputs",),
-                 doc="Product over dims; the gradient is exact at zeros."))
+    return call_op("prod", (x,), {"axes": normalize_dims(dim, x.ndim), "keepdims": keepdim,
+                                  "dtype": out_dtype})
 
 
 # -- cumsum ----------------------------------------------------------------------------
 
 def _cumsum_rule(ctx, g):
-    from .movement import flip
-    d = ctx.attrs
+    d = ctx.attrs["axis"]
     return flip(cumsum(flip(g, (d,)), d), (d,))
 
 
+@op(primitive="cumsum", derivative=_cumsum_rule, exposed=_EVERYWHERE,
+    dtypes="bool and integers accumulate as int64 unless dtype is given")
 def cumsum(input, dim, *, dtype=None):
+    """Running sum along ``dim``."""
     x = _tensor_arg("cumsum", input)
     out_dtype = _accumulate_dtype(x, dtype)
     if x.dtype is not out_dtype:
         x = x.to(out_dtype)
     d = _wrap_dim(dim, x.ndim)
-    b = x._backend
-    data = x._data if x.ndim else b.kernels["reshape"](x._data, (1,))
-    data = b.kernels["cumsum"](data, d, out_dtype)
-    out = wrap(data if x.ndim else b.kernels["reshape"](data, ()), b)
-    if x.requires_grad and _grad.enabled:
-        record(out, "cumsum", _cumsum_rule if x.ndim else (lambda ctx, g: g), (x,), attrs=d)
-    return out
-
-
-OPS.append(OpDef("cumsum", derivative=_cumsum_rule, doc="Running sum along dim."))
+    if x.ndim == 0:
+        return call_op("cumsum", (x.reshape(1),), {"axis": 0, "dtype": out_dtype}).reshape(())
+    return call_op("cumsum", (x,), {"axis": d, "dtype": out_dtype})
 
 
 # -- var / std -------------------------------------------------------------------------
@@ -114,39 +103,39 @@ def _correction(op, dim, unbiased, correction):
     return dim, correction
 
 
-def _var_decompose(x, axes, correction, keepdim):
-    n = _count(x, axes)
+def _var(x, *, axes, correction, keepdims):
+    n = count(x.shape, axes)
     if n - correction <= 0 and x.numel():
         warnings.warn("var()/std(): degrees of freedom is <= 0. Correction should be strictly less than "
                       "the reduction factor (input numel divided by output numel).", stacklevel=4)
     d = x - x.mean(axes, keepdim=True)
     # torch divides by max(0, N - correction): inf or nan when that is 0, never negative.
-    return _sum(d * d, axes, keepdim) / max(0, n - correction)
+    return _sum(d * d, axes, keepdims) / max(0, n - correction)
 
 
-_VAR = composite(OPS, "var", _var_decompose,
-                 "Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0).")
-
-
+@op(decompose=_var, exposed=_EVERYWHERE)
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
     x = _floating("var", input)
     dim, correction = _correction("var", dim, unbiased, correction)
-    return call_op(_VAR, (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
-                                "keepdim": keepdim})
+    return call_op("var", (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
+                                 "keepdims": keepdim})
 
 
-_STD = composite(OPS, "std", lambda x, axes, correction, keepdim:
-                 ew.sqrt(var(x, axes, keepdim=keepdim, correction=correction)),
-                 "Standard deviation: sqrt(var) with the same arguments.")
+def _std(x, *, axes, correction, keepdims):
+    return ew.sqrt(var(x, axes, keepdim=keepdims, correction=correction))
 
 
+@op(decompose=_std, exposed=_EVERYWHERE)
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation: sqrt(var) with the same arguments."""
     x = _floating("std", input)
     dim, correction = _correction("std", dim, unbiased, correction)
-    return call_op(_STD, (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
-                                "keepdim": keepdim})
+    return call_op("std", (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
+                                 "keepdims": keepdim})
 
 
+@public("plugtorch")
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     x = _floating("var_mean", input)
     dim, correction = _correction("var_mean", dim, unbiased, correction)
@@ -154,6 +143,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(x, axes, keepdim=keepdim, correction=correction), x.mean(axes, keepdim)
 
 
+@public("plugtorch")
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     x = _floating("std_mean", input)
     dim, correction = _correction("std_mean", dim, unbiased, correction)
@@ -171,7 +161,8 @@ def _floating(op, x):
 
 # -- norm ------------------------------------------------------------------------------
 
-def _norm_decompose(x, p, axes, keepdim):
+def _norm(x, *, p, axes, keepdims):
+    keepdim = keepdims
     a = ew.abs(x)
     if p == math.inf:
         return amax(a, axes, keepdim)
@@ -188,9 +179,9 @@ def _norm_decompose(x, p, axes, keepdim):
 
 def _norm_rule(ctx, g):
     x, out = ctx.saved[0], ctx.output
-    p, axes, keepdim = ctx.attrs["p"], ctx.attrs["axes"], ctx.attrs["keepdim"]
-    if not keepdim:
-        kept = _kept_shape(ctx.meta[0][0], axes)
+    p, axes = ctx.attrs["p"], ctx.attrs["axes"]
+    if not ctx.attrs["keepdims"]:
+        kept = kept_shape(ctx.meta[0][0], axes)
         g, out = g.reshape(kept), out.reshape(kept)
     if p == 0:
         return ew.mul(x, 0.0)
@@ -209,12 +200,9 @@ def _norm_rule(ctx, g):
     return ew.where(zero, 0.0, g * ew.sign(x) * ew.pow(a / safe, p - 1))
 
 
-_NORM = composite(OPS, "norm", _norm_decompose,
-                  "Vector p-norm over dims: p = 2 ('fro'), 1, inf, -inf, 0 or any other number.",
-                  _norm_rule, ("inputs", "output"))
-
-
+@op(decompose=_norm, derivative=_norm_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector p-norm over dims: p = 2 ('fro'), 1, inf, -inf, 0 or any other number."""
     x = _tensor_arg("norm", input)
     if dtype is not None:
         x = x.to(dtype)
@@ -225,5 +213,5 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         p = 2
     elif isinstance(p, str):
         raise RuntimeError(f"norm(): p={p!r} is not supported; use a number, inf, -inf or 'fro'")
-    return call_fused(_NORM, (x,), {"p": float(p), "axes": normalize_dims(dim, x.ndim),
-                                    "keepdim": keepdim})
+    return call_op("norm", (x,), {"p": float(p), "axes": normalize_dims(dim, x.ndim),
+                                  "keepdims": keepdim})

@@ -38,8 +38,8 @@ def _index_put_zeros(g):
             return out
         if is_torch(m):
             return m.zeros(5, 2, dtype=v.dtype).index_put((i,), v, accumulate=True)
-        from plugtorch.core.ops.index import _index_put_zeros
-        return _index_put_zeros(v, (5, 2), v.dtype, (i._data,))
+        from plugtorch.core.ops.index import index_put_zeros
+        return index_put_zeros(v, (5, 2), v.dtype, (i._data,))
 
     def ref(v, i):
         return call(np, v, i)

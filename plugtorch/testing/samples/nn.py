@@ -1,7 +1,7 @@
 """Samples for activations, (log-)softmax, and the convolution/pooling ops."""
 from __future__ import annotations
 
-from ._common import F, Sample, Waiver, empty, np, scalar
+from ._common import F, Sample, Waiver, empty, is_torch, np, scalar
 
 SAMPLES: dict = {}
 
@@ -150,7 +150,7 @@ _softmax_like("log_softmax")
 # -- convolution and pooling: the window view, its adjoint, and the ops built on them ---------
 
 def _windows(g):
-    from plugtorch.core.ops import conv
+    from plugtorch.core.ops import window
 
     def unfold(k, s, d=(1, 1)):
         def call(m, x):
@@ -158,7 +158,7 @@ def _windows(g):
                 if d != (1, 1):
                     return NotImplemented
                 return x.unfold(-2, k[0], s[0]).unfold(-2, k[1], s[1])
-            return conv.windows(x, k, s, d)
+            return window.windows(x, k, s, d)
         return call
 
     def conv2d(**kw):
@@ -191,13 +191,13 @@ def _windows(g):
 
 
 def _fold(g):
-    from plugtorch.core.ops import conv
+    from plugtorch.core.ops import window
 
     def call(shape, k, s, d=(1, 1)):
         def f(m, cols):
             if m.__name__ == "torch":
                 return NotImplemented
-            return conv.fold(cols, shape, k, s, d)
+            return window.fold(cols, shape, k, s, d)
         return f
 
     def ref(shape, k, s, d=(1, 1)):
@@ -219,26 +219,6 @@ def _fold(g):
                ref=ref((1, 1, 5, 5), (2, 2), (1, 1), (2, 2)), desc="dilated"),
         Sample((empty(0, 1, 2, 2, 2, 2),), call=call((0, 1, 3, 3), (2, 2), (1, 1)), ref=ref((0, 1, 3, 3), (2, 2), (1, 1))),
         Waiver("zero_dim", "fold is the adjoint of the window view of a 4-D input; a 0-d input has no windows"),
-    ]
-
-
-def _pad2d(g):
-    from plugtorch.core.ops import conv
-
-    def call(p, value=0.0):
-        def f(m, x):
-            if m.__name__ == "torch":
-                return m.nn.functional.pad(x, (p[1], p[1], p[0], p[0]), value=value)
-            return conv.pad2d(x, p, value)
-        return f
-    def ref(p, value=0.0):
-        return lambda a: np.pad(a, [(0, 0)] * (a.ndim - 2) + [(p[0], p[0]), (p[1], p[1])],
-                                constant_values=value)
-    return [
-        Sample((g.randn(1, 2, 3, 3),), call=call((1, 2)), ref=ref((1, 2))),
-        Sample((g.randn(2, 3),), call=call((0, 1), -1.0), ref=ref((0, 1), -1.0)),
-        Sample((empty(0, 2, 2),), call=call((1, 1)), ref=ref((1, 1))),
-        Waiver("zero_dim", "pad2d pads the last two dims; a 0-d input has none"),
     ]
 
 
@@ -298,7 +278,82 @@ def _adaptive_avg_pool2d(g):
     ]
 
 
-# conv2d and the average pools are checked through the window op's samples while they are
-# compositions, and under their own names once they are registered ops.
-SAMPLES.update(windows=_windows, fold=_fold, pad2d=_pad2d, max_pool2d=_max_pool2d, conv2d=_conv2d,
-               avg_pool2d=_avg_pool2d, adaptive_avg_pool2d=_adaptive_avg_pool2d)
+# -- the ops conv2d's and max_pool2d's derivatives are written with -----------------------------
+
+def _conv_grads(op_name):
+    """conv2d_input_grad / conv2d_weight_grad against torch.nn.grad (an output gradient is input 0)."""
+    def samples(g):
+        def call(x_shape, w_shape, **kw):
+            kw = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, **kw}
+
+            def f(m, grad_output, other):
+                pairs = {k: (v, v) if isinstance(v, int) and k != "groups" else v for k, v in kw.items()}
+                if is_torch(m):
+                    if op_name == "conv2d_input_grad":
+                        return m.nn.grad.conv2d_input(x_shape, other, grad_output, **kw)
+                    return m.nn.grad.conv2d_weight(other, w_shape, grad_output, **kw)
+                from plugtorch.core.ops import conv
+                fn = getattr(conv, op_name)
+                return fn(grad_output, other, x_shape if op_name == "conv2d_input_grad" else w_shape,
+                          **pairs)
+            return f
+        # (grad_output, weight) for the input gradient; (grad_output, input) for the weight gradient
+        if op_name == "conv2d_input_grad":
+            return [
+                Sample((g.randn(1, 3, 3, 3), g.randn(3, 2, 2, 2)), call=call((1, 2, 4, 4), (3, 2, 2, 2))),
+                Sample((g.randn(2, 2, 3, 3), g.randn(2, 1, 3, 3)),
+                       call=call((2, 2, 5, 5), (2, 1, 3, 3), stride=2, padding=1, groups=2),
+                       gradgrad=False, desc="stride, padding, groups"),
+                Sample((g.randn(1, 1, 2, 2), g.randn(1, 1, 2, 2)),
+                       call=call((1, 1, 6, 6), (1, 1, 2, 2), stride=2, dilation=2), gradgrad=False,
+                       desc="dilation, uncovered edge"),
+                Sample((empty(0, 2, 3, 3), g.randn(2, 1, 2, 2)), call=call((0, 1, 4, 4), (2, 1, 2, 2))),
+                Waiver("zero_dim", "a convolution's gradient has the 4-D shape of its input"),
+            ]
+        return [
+            Sample((g.randn(1, 3, 3, 3), g.randn(1, 2, 4, 4)), call=call((1, 2, 4, 4), (3, 2, 2, 2))),
+            Sample((g.randn(2, 2, 3, 3), g.randn(2, 2, 5, 5)),
+                   call=call((2, 2, 5, 5), (2, 1, 3, 3), stride=2, padding=1, groups=2),
+                   gradgrad=False, desc="stride, padding, groups"),
+            Sample((g.randn(1, 1, 2, 2), g.randn(1, 1, 6, 6)),
+                   call=call((1, 1, 6, 6), (1, 1, 2, 2), stride=2, dilation=2), gradgrad=False,
+                   desc="dilation, uncovered edge"),
+            Sample((empty(0, 2, 3, 3), g.randn(0, 1, 4, 4)), call=call((0, 1, 4, 4), (2, 1, 2, 2))),
+            Waiver("zero_dim", "a convolution's gradient has the 4-D shape of its weight"),
+        ]
+    return samples
+
+
+def _max_pool2d_backward(g):
+    """The input gradient of max_pool2d for a given output gradient, against torch's autograd."""
+    def call(**kw):
+        geometry = {"kernel_size": 2, "stride": None, "padding": 0, "dilation": 1, "ceil_mode": False,
+                    **kw}
+
+        def f(m, grad_output, x):
+            if is_torch(m):
+                x = x.detach().requires_grad_(True)
+                out = m.nn.functional.max_pool2d(x, **geometry)
+                return m.autograd.grad(out, x, grad_output, create_graph=True)[0]
+            from plugtorch.core.ops import pooling
+            norm = pooling._geometry("max_pool2d", x, geometry["kernel_size"], geometry["stride"],
+                                     geometry["padding"], geometry["dilation"], geometry["ceil_mode"])
+            out = pooling.max_pool2d(x.detach(), **geometry)
+            return pooling.max_pool2d_backward(grad_output, x, out, **norm)
+        return f
+    return [
+        Sample((g.randn(1, 2, 2, 2), g.distinct(1, 2, 4, 4)), call=call(), grad_inputs=(0,)),
+        Sample((g.randn(2, 1, 3, 3), g.distinct(2, 1, 5, 5)), call=call(kernel_size=3, stride=2, padding=1),
+               grad_inputs=(0,), desc="stride, padding"),
+        Sample((g.randn(1, 1, 3, 3), g.distinct(1, 1, 5, 5)), call=call(ceil_mode=True), grad_inputs=(0,),
+               desc="ceil_mode"),
+        Sample((empty(0, 1, 2, 2), empty(0, 1, 4, 4)), call=call(), grad_inputs=(0,)),
+        Waiver("zero_dim", "max_pool2d's gradient has the 4-D shape of its input"),
+    ]
+
+
+SAMPLES.update(windows=_windows, fold=_fold, max_pool2d=_max_pool2d, conv2d=_conv2d,
+               avg_pool2d=_avg_pool2d, adaptive_avg_pool2d=_adaptive_avg_pool2d,
+               conv2d_input_grad=_conv_grads("conv2d_input_grad"),
+               conv2d_weight_grad=_conv_grads("conv2d_weight_grad"),
+               max_pool2d_backward=_max_pool2d_backward)

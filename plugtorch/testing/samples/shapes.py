@@ -1,7 +1,7 @@
 """Samples for shape and movement ops."""
 from __future__ import annotations
 
-from ._common import F, Sample, empty, np, scalar
+from ._common import is_torch, F, Sample, empty, np, scalar
 
 SAMPLES: dict = {}
 
@@ -118,6 +118,36 @@ def _cast(g):
         Sample((g.bools(4),), call=lambda m, x: x.float(), grad=False, ref=lambda a: a.astype(np.float32)),
         Sample((scalar(1.5),), call=to("float32"), ref=lambda a: a.astype(np.float32), numerical=False),
         Sample((empty(0, 2),), call=to("int32"), grad=False, ref=lambda a: a.astype(np.int32)),
+    ]
+
+
+def _move(g):
+    """A round trip through another available backend: values and gradients survive both moves."""
+    def there_and_back(m, x):
+        if is_torch(m):
+            return x * 1.0 if x.dtype.is_floating_point else x.clone()
+        from plugtorch.core.ops.conversion import move
+        reg = m.get_registry()
+        here = x._backend
+        other = next((b for b in reg.backends.values() if b.available and b is not here
+                      and not b.name.endswith("_bare")), None) or next(
+            (b for b in reg.backends.values() if b.available and b is not here), here)
+        return move(move(x, other), here)
+    return [
+        Sample((g.randn(2, 3),), call=there_and_back, ref=lambda a: a),
+        Sample((scalar(1.5),), call=there_and_back, ref=lambda a: a),
+        Sample((empty(0, 2),), call=there_and_back, ref=lambda a: a),
+        Sample((g.ints(3),), call=there_and_back, grad=False, ref=lambda a: a),
+    ]
+
+
+def _contiguous(g):
+    return [
+        Sample((g.randn(2, 3),), call=lambda m, x: x.t().contiguous(), ref=lambda a: a.T.copy(),
+               desc="a transposed view"),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.contiguous(), ref=lambda a: a, desc="already contiguous"),
+        Sample((scalar(1.0),), call=lambda m, x: x.contiguous(), ref=lambda a: a),
+        Sample((empty(0, 2),), call=lambda m, x: x.t().contiguous(), ref=lambda a: a.T),
     ]
 
 
@@ -350,6 +380,7 @@ SAMPLES.update(unbind=_unbind, narrow=_narrow, ravel=_ravel, repeat_interleave=_
                meshgrid=_meshgrid)
 SAMPLES.update(reshape=_reshape, permute=_permute, transpose=_transpose, t=_t, squeeze=_squeeze,
                unsqueeze=_unsqueeze, flatten=_flatten, unflatten=_unflatten, expand=_expand, cast=_cast,
+               move=_move, contiguous=_contiguous,
                clone=_clone, cat=_cat, stack=_stack, flip=_flip, roll=_roll, repeat=_repeat, tile=_tile,
                movedim=_movedim, split=_split, tensor_split=_tensor_split, chunk=_chunk, pad=_pad)
 _flip_lr_ud("fliplr", np.fliplr, 2)

@@ -1,0 +1,41 @@
+"""Debug mode: the checks that would read device memory on the host.
+
+Some checks need tensor *values* on the host (class labels in range, embedding
+indices in the table). On a backend whose memory is host memory that read is free,
+so they always run there; on a device backend each would synchronise the device on
+every step, so they run only in debug mode — ``plugtorch.set_debug(True)`` or
+``PLUGTORCH_DEBUG=1`` — as Chainer's ``is_debug()`` did. Without them, bad values
+reach the kernels, whose behaviour is the backend's (CuPy wraps indices around).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+_debug = os.environ.get("PLUGTORCH_DEBUG", "") not in ("", "0", "false", "False")
+
+
+def set_debug(enabled: bool) -> None:
+    """Run value checks on every backend (True) or only on host-memory backends (False)."""
+    global _debug
+    _debug = bool(enabled)
+
+
+def is_debug() -> bool:
+    return _debug
+
+
+@contextlib.contextmanager
+def debug_mode(enabled: bool = True):
+    """``with plugtorch.debug_mode():`` — debug mode for a block."""
+    prev = _debug
+    set_debug(enabled)
+    try:
+        yield
+    finally:
+        set_debug(prev)
+
+
+def checks_values(tensor) -> bool:
+    """Whether a check that reads ``tensor``'s values on the host should run now."""
+    return _debug or tensor._backend.host_memory

@@ -1,0 +1,136 @@
+"""``OpDef``: the one declaration of an op.
+
+Everything about an op is written here once, and everything else is derived from it:
+
+* its public face: ``function`` (torch's parameter names and defaults), where it is
+  ``exposed`` (``plugtorch.*``, ``Tensor.*``, ``nn.functional.*``), ``aliases`` and
+  whether an in-place ``Tensor.<name>_`` exists;
+* how it computes: the backend ``primitive`` it maps to, a ``lower`` function that
+  builds it from primitives on native arrays, or its ``decompose``-ition into other
+  ops — a backend may register a kernel of its own for it, which dispatch prefers;
+* its ``derivative`` rule, written with plugtorch ops (so it is differentiable
+  itself), and what the rule reads (``save``: "inputs" for every operand, an operand's
+  position for that one only, "output");
+* its dtype policy (``dtypes``), its docs and its conformance ``samples``.
+
+How an op is called (the calling convention every kernel, lowering and decomposition
+shares): the *operands* — the tensors it computes on; numbers or ``None`` where the
+signature allows them — come positionally, the other arguments (*attrs*, already
+normalised by the op's ``function``) by keyword. A ``variadic`` op takes one sequence
+of tensors instead (``cat``, ``stack``, ``einsum``): kernels receive a list of arrays.
+
+A derivative rule is ``rule(ctx, grad) -> one gradient (or None) per operand``. ``ctx``
+is the graph node: ``ctx.saved`` (the operands, if ``save`` has "inputs"),
+``ctx.output`` (if ``save`` has "output"), ``ctx.attrs`` (a dict), and
+``ctx.needs_input_grad``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# What a front-end may name in ``exposed``.
+PLACES = ("plugtorch", "Tensor", "nn.functional")
+
+
+@dataclass(eq=False)
+class OpDef:
+    """An op's definition, independent of any backend (see the module docstring)."""
+
+    name: str
+    decompose: Callable | None = None
+    derivative: Callable | None = None
+    save: tuple[str | int, ...] | str = ()
+    doc: str = ""
+    plugin: str | None = None
+    samples: Callable | None = None
+    primitive: str | None = None
+    lower: Callable | None = None
+    dtypes: str = ""
+    function: Callable | None = None
+    exposed: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    method: Callable | None = None
+    inplace: bool = False
+    variadic: bool = False
+    view: bool = False
+    multi_output: bool = False
+    no_kernel: str = ""
+    module: str = ""
+
+    def __post_init__(self):
+        if isinstance(self.save, str):
+            self.save = (self.save,)
+        self.save = tuple(self.save)
+        bad = [s for s in self.save if s not in ("inputs", "output") and not isinstance(s, int)]
+        if bad:
+            raise ValueError(f"OpDef '{self.name}': save may hold 'inputs', 'output' and operand "
+                             f"positions, not {bad}")
+        unknown = set(self.exposed) - set(PLACES)
+        if unknown:
+            raise ValueError(f"OpDef '{self.name}': exposed names {sorted(unknown)}; use some of {PLACES}")
+
+    # -- what dispatch reads --------------------------------------------------------
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name == "save":  # what record() reads on every node, worked out once
+            save = tuple(value) if not isinstance(value, str) else (value,)
+            picked = frozenset(s for s in save if isinstance(s, int))
+            object.__setattr__(self, "saved_positions", True if "inputs" in save else (picked or None))
+            object.__setattr__(self, "saves_output", "output" in save)
+
+    @property
+    def kernel_refusal(self) -> str:
+        """Why no backend kernel can serve this op ("" when kernels are welcome)."""
+        if self.view:
+            return (f"op '{self.name}' returns a view of its input (writes through it reach the "
+                    "input), built from the view primitives reshape, permute, broadcast_to and "
+                    "getitem; a kernel could not keep that guarantee, so register those primitives "
+                    "instead")
+        if self.no_kernel:
+            return f"op '{self.name}' {self.no_kernel}"
+        if self.multi_output:
+            return (f"op '{self.name}' returns several tensors, and kernels return one array; "
+                    "register kernels for the ops it is built from instead")
+        return ""
+
+    def summary(self) -> str:
+        """One line for the catalog: ``doc``, else the first line of the function's docstring."""
+        return self.doc or _first_line(self.function) or _first_line(self.decompose)
+
+    def describe_kind(self) -> str:
+        """How the op computes when a backend has no kernel of its own (for the catalog)."""
+        if self.primitive is not None:
+            return f"primitive `{self.primitive}`"
+        if self.lower is not None:
+            return "lowered to primitives"
+        if self.decompose is not None:
+            return "composite" + (" + rule" if self.derivative is not None else "")
+        return "kernel only"
+
+
+def inherit(new: OpDef, old: OpDef) -> OpDef:
+    """What an overriding definition keeps of the one it replaces: the op's public face.
+
+    An override replaces how an op computes and differentiates; its signature, where it
+    is exposed, its docs and its samples stay unless the override gives its own (a
+    different signature is a different op: define it under a new name).
+    """
+    new.function = old.function
+    new.method = old.method if new.method is None else new.method
+    new.exposed = new.exposed or old.exposed
+    new.aliases = new.aliases or old.aliases
+    new.inplace = new.inplace or old.inplace
+    new.variadic = old.variadic
+    new.view = old.view
+    new.multi_output = old.multi_output
+    new.no_kernel = new.no_kernel or old.no_kernel
+    new.dtypes = new.dtypes or old.dtypes
+    new.samples = new.samples or old.samples
+    new.module = new.module or old.module
+    new.doc = new.doc or old.summary()
+    return new
+
+
+def _first_line(fn: Any) -> str:
+    return ((getattr(fn, "__doc__", None) or "").strip().split("\n") or [""])[0]

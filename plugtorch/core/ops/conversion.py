@@ -1,0 +1,113 @@
+"""Dtype casts and moves between backends, each differentiable.
+
+``cast`` and ``move`` are the two ops; ``Tensor.to`` and the ``float()``/``long()``/...
+family are their public spellings.
+"""
+from __future__ import annotations
+
+from ..dispatch import call_op
+from ..dtypes import dtype as _dtype, dtype_from_name
+from ..grad_mode import _state as _grad
+from ..opdef import OpDef
+from ..optable import TABLE, declare, public
+from ..tensor import Tensor
+
+
+def _cast_rule(ctx, g):
+    return cast(g, ctx.meta[0][1])
+
+
+def cast(input, dtype):
+    """``input`` converted to ``dtype`` (the input itself when it already has it)."""
+    if dtype is input.dtype:
+        return input
+    b = input._backend
+    fn = b.kernels.get("cast")
+    if fn is None:
+        return call_op("cast", (input,), {"dtype": dtype})
+    from ..dispatch import record, wrap
+    out = wrap(fn(input._data, dtype=dtype), b)
+    if input.requires_grad and _grad.enabled and dtype.is_floating_point:
+        record(out, TABLE["cast"], (input,), {"dtype": dtype})
+    return out
+
+
+declare(OpDef("cast", primitive="cast", derivative=_cast_rule, function=cast, module="conversion",
+              doc="Convert to another dtype; the gradient is cast back."))
+
+
+def _move_rule(ctx, g):
+    return move(g, ctx.attrs["source"])
+
+
+def _lower_move(backend, x, *, source, target):
+    """Through host memory: the source backend's ``to_host``, then the target's ``from_host``."""
+    return target.primitives["from_host"](source.primitives["to_host"](x), source.dtype_of(x))
+
+
+def move(input, backend):
+    """Copy ``input`` to another backend (a ``Backend`` object), through host memory."""
+    src = input._backend
+    if backend is src:
+        return input
+    from ..dispatch import record, wrap
+    out = wrap(TABLE["move"].lower(src, input._data, source=src, target=backend), backend)
+    if input.requires_grad and _grad.enabled:
+        record(out, TABLE["move"], (input,), {"source": src, "target": backend})
+    return out
+
+
+declare(OpDef("move", lower=_lower_move, derivative=_move_rule, function=move, module="conversion",
+              no_kernel="joins two backends, so no one backend's kernel can serve it; it is built "
+              "from their to_host and from_host primitives",
+              doc="Copy to another backend through host memory; the gradient moves back."))
+
+
+@public("Tensor")
+def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)`` or ``x.to(other_tensor)``."""
+    from ..device import Device, get_backend
+    for a in args:
+        if isinstance(a, _dtype):
+            dtype = a
+        elif isinstance(a, (str, Device)):
+            device = a
+        elif isinstance(a, Tensor):
+            device, dtype = a._backend.name, a.dtype
+        elif a is not None:
+            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+    out = input
+    if device is not None:
+        out = move(out, get_backend(device))
+    if dtype is not None:
+        out = cast(out, dtype)
+    if copy and out is input:
+        from .shape import clone
+        out = clone(input)
+    return out
+
+
+@public("Tensor")
+def cpu(input):
+    """The tensor on the host backend ("cpu")."""
+    return to(input, "cpu")
+
+
+def _caster(name):
+    target = dtype_from_name(name)
+
+    def method(input):
+        return cast(input, target)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``self.to(plugtorch.{target.name})``."
+    return method
+
+
+for _name in ("float", "double", "half", "long", "int", "bool"):
+    public("Tensor")(_caster(_name))
+
+
+@public("Tensor")
+def type_as(input, other):
+    """``input`` cast to ``other``'s dtype."""
+    return cast(input, other.dtype)
