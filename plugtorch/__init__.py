@@ -6,7 +6,8 @@ for what a backend implements.
 """
 from __future__ import annotations
 
-from ._ops import *  # noqa: F401,F403  (every op and tensor function, from the op table)
+from . import _ops
+from ._ops import *  # noqa: F403  (every op and tensor function, from the op table)
 from .core.device import Device as device, backend, current_backend, get_backend, use
 from .core.debug import debug_mode, is_debug, set_debug
 from .core.dtypes import (bool_ as bool, dtype, float16, float32, float64, get_default_dtype,
@@ -31,3 +32,14 @@ double = float64
 long = int64
 half = float16
 short = int16
+
+__all__ = [
+    "device", "backend", "current_backend", "get_backend", "use", "debug_mode", "is_debug", "set_debug",
+    "bool", "dtype", "float16", "float32", "float64", "get_default_dtype", "int8", "int16", "int32",
+    "int64", "promote_types", "result_type", "set_default_dtype", "uint8", "float", "double", "long",
+    "half", "short", "BackendMismatchError", "BackendUnavailableError", "MissingKernelError",
+    "PluginError", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "get_registry",
+    "list_plugins", "register_plugin", "Generator", "get_rng_state", "initial_seed", "manual_seed",
+    "seed", "set_rng_state", "Size", "Tensor", "autograd", "viz", "nn", "distributed", "optim", "utils",
+    "load", "save",
+] + _ops.__all__

@@ -130,7 +130,9 @@ def _result_type_key(dims: tuple, zero_dims: tuple, scalars: tuple) -> dtype:
 
 def result_type(*operands) -> dtype:
     """torch.result_type over tensors (anything with ``dtype`` and ``ndim``) and Python scalars."""
-    dims, zero_dims, scalars = [], [], []
+    dims: list[dtype] = []
+    zero_dims: list[dtype] = []
+    scalars: list[dtype] = []
     for op in operands:
         d = getattr(op, "dtype", None)
         if isinstance(d, dtype):

@@ -10,7 +10,7 @@ A plugin is any object (usually a module) that
 Plugins are found through the ``plugtorch`` entry-point group, through the
 ``PLUGTORCH_PLUGINS`` environment variable (comma-separated module names), or
 registered at run time with :func:`plugtorch.register_plugin`. The built-in
-NumPy, CuPy and MPI plugins use exactly this mechanism.
+NumPy and MPI plugins use exactly this mechanism.
 
 Example — a third-party backend::
 
@@ -47,7 +47,9 @@ class PlugtorchSpec:
         """Add this plugin's backends, op definitions, kernels and services.
 
         ``registrar`` is a :class:`plugtorch.core.registry.Registrar` bound to the
-        calling plugin, offering ``add_backend``, ``add_op``, ``add_kernel`` and
-        ``add_service``. Conflicting registrations raise an error naming both
-        plugins unless the later one passes ``override=True``.
+        calling plugin, offering ``add_backend``, ``add_op`` (an :class:`OpDef`),
+        ``add_kernel`` and ``add_service``. Conflicting registrations raise an error
+        naming both plugins unless the later one passes ``override=True``; a
+        registration that could never take effect (a kernel for an unknown op, for a
+        primitive, for a view) is refused with the reason.
         """

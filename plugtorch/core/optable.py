@@ -20,7 +20,7 @@ The core declares its ops with the helpers below (a plugin passes an ``OpDef`` t
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from typing import Any, Callable
 
 from .opdef import PLACES, OpDef
 
@@ -37,9 +37,11 @@ def declare(opdef: OpDef) -> OpDef:
     CORE.append(opdef)
     for place in opdef.exposed:
         fn = opdef.method if (place == "Tensor" and opdef.method is not None) else opdef.function
+        if fn is None:
+            raise ValueError(f"op '{opdef.name}' is exposed in {place} but has no function")
         for name in (opdef.name,) + tuple(opdef.aliases):
             _add_public(place, name, fn)
-    if opdef.inplace:
+    if opdef.inplace and opdef.function is not None:
         for name in (opdef.name,) + tuple(opdef.aliases):
             INPLACE[name + "_"] = opdef.function
     return opdef
@@ -102,7 +104,10 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool)
     """
     from .dispatch import NO_ATTRS, call_op
     params = list(inspect.signature(fn).parameters.values())
-    defaults, text, operands, attrs = {}, [], [], []
+    defaults: dict[str, object] = {}
+    text: list[str] = []
+    operands: list[str] = []
+    attrs: list[str] = []
     star_done = False
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
@@ -126,7 +131,7 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool)
            f"    return _call_op({opname!r}, {operand_expr}, {attr_expr})\n")
     namespace = {"_call_op": call_op, "_NO_ATTRS": NO_ATTRS, **defaults}
     exec(compile(src, f"<plugtorch op {opname}>", "exec"), namespace)  # noqa: S102 - our own text
-    front = namespace[fn.__name__]
+    front: Any = namespace[fn.__name__]
     front.__doc__ = fn.__doc__
     front.__module__ = fn.__module__
     front.__qualname__ = fn.__qualname__

@@ -6,13 +6,28 @@ so this module stays about what a tensor *is*.
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING, Any
 
 from . import dispatch
 from .device import Device
 from .grad_mode import _state as _grad_state
 
+if TYPE_CHECKING:  # the methods bound at import, as type checkers and IDEs see them
+    from ._tensor_api import TensorMethods as _BoundMethods
+else:
+    _BoundMethods = object
 
-class Tensor:
+
+class Tensor(_BoundMethods):
+    _data: Any
+    _backend: Any
+    dtype: Any
+    requires_grad: bool
+    grad: Any
+    grad_fn: Any
+    _vc: list
+    _accum: Any
+    _retains_grad: bool
     __slots__ = ("_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn", "_vc",
                  "_accum", "_retains_grad", "__weakref__")
 
@@ -263,7 +278,7 @@ class RemovableHandle:
     _next_id = 0
 
     def __init__(self, hooks: dict):
-        self._hooks = weakref.ref(hooks) if not isinstance(hooks, dict) else hooks
+        self._hooks = hooks
         RemovableHandle._next_id += 1
         self.id = RemovableHandle._next_id
 
@@ -286,4 +301,5 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
     return dim + n if dim < 0 else dim
 
 
+CLASS_BODY = frozenset(vars(Tensor))  # what the class itself defines; the rest is bound at import
 dispatch.Tensor = Tensor

@@ -17,36 +17,21 @@ T = Tensor
 api.bind_tensor(T)
 
 # Operators bind the two-operand functions directly: no frame for ``alpha``, one call per op.
-T.__add__ = T.__radd__ = ew._add
-T.__sub__ = ew._sub
-T.__rsub__ = ew.rsub
-T.__mul__ = T.__rmul__ = ew.mul
-T.__truediv__ = ew.div
-T.__rtruediv__ = ew.rdiv
-T.__floordiv__ = ew.floor_divide
-T.__rfloordiv__ = lambda self, other: ew.floor_divide(self._full_like_scalar(other), self)
-T.__mod__ = ew.remainder
-T.__pow__ = ew.pow
-T.__rpow__ = ew.rpow
-T.__matmul__ = linalg.matmul
-T.__rmatmul__ = lambda self, other: linalg.matmul(other, self)
-T.__neg__ = ew.neg
-T.__pos__ = lambda self: self
-T.__abs__ = ew.abs
-T.__invert__ = ew.logical_not
-T.__and__ = ew.logical_and
-T.__or__ = ew.logical_or
-T.__eq__ = ew.eq
-T.__ne__ = ew.ne
-T.__lt__ = ew.lt
-T.__le__ = ew.le
-T.__gt__ = ew.gt
-T.__ge__ = ew.ge
-T.__getitem__ = index.getitem
-T.__setitem__ = inplace.setitem
-T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, T.div_
-T.T = property(lambda self: shape.permute(self, tuple(range(self.ndim - 1, -1, -1))))
-T.mT = property(lambda self: shape.transpose(self, -2, -1))
+OPERATORS = {
+    "__add__": ew._add, "__radd__": ew._add, "__sub__": ew._sub, "__rsub__": ew.rsub,
+    "__mul__": ew.mul, "__rmul__": ew.mul, "__truediv__": ew.div, "__rtruediv__": ew.rdiv,
+    "__floordiv__": ew.floor_divide,
+    "__rfloordiv__": lambda self, other: ew.floor_divide(self._full_like_scalar(other), self),
+    "__mod__": ew.remainder, "__pow__": ew.pow, "__rpow__": ew.rpow,
+    "__matmul__": linalg.matmul, "__rmatmul__": lambda self, other: linalg.matmul(other, self),
+    "__neg__": ew.neg, "__pos__": lambda self: self, "__abs__": ew.abs,
+    "__invert__": ew.logical_not, "__and__": ew.logical_and, "__or__": ew.logical_or,
+    "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt, "__le__": ew.le, "__gt__": ew.gt, "__ge__": ew.ge,
+    "__getitem__": index.getitem, "__setitem__": inplace.setitem,
+    "__iadd__": T.add_, "__isub__": T.sub_, "__imul__": T.mul_, "__itruediv__": T.div_,
+    "T": property(lambda self: shape.permute(self, tuple(range(self.ndim - 1, -1, -1)))),
+    "mT": property(lambda self: shape.transpose(self, -2, -1)),
+}
 
 
 def _full_like_scalar(self, value):
@@ -63,5 +48,6 @@ def _tensor_like(self, data):
     return creation.tensor(data, device=self._backend.name)
 
 
-T._full_like_scalar = _full_like_scalar
-T._tensor_like = _tensor_like
+OPERATORS.update(_full_like_scalar=_full_like_scalar, _tensor_like=_tensor_like)
+for _name, _fn in OPERATORS.items():
+    setattr(T, _name, _fn)

@@ -1,8 +1,10 @@
 """The optimizer base class: parameter groups, per-parameter state, and their state dict.
 
-Subclasses implement ``step``; everything here is bookkeeping shared by all of
-them, with PyTorch's names, formats and error messages so code and checkpoints
-written for ``torch.optim`` read the same here.
+``step`` here loops over the parameters that have a gradient and calls ``_update(p, group)``,
+which a subclass implements to say how one parameter moves (Adam, RMSprop); a subclass
+that needs the whole group at once (SGD) overrides ``step`` instead. The rest is
+bookkeeping shared by all of them, with PyTorch's names, formats and error messages so
+code and checkpoints written for ``torch.optim`` read the same here.
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ family are their public spellings.
 """
 from __future__ import annotations
 
-from ..dispatch import call_op
+from ..device import Device, get_backend
+from ..dispatch import call_op, record, wrap
 from ..dtypes import dtype as _dtype, dtype_from_name
 from ..grad_mode import _state as _grad
 from ..opdef import OpDef
@@ -25,7 +26,6 @@ def cast(input, dtype):
     fn = b.kernels.get("cast")
     if fn is None:
         return call_op("cast", (input,), {"dtype": dtype})
-    from ..dispatch import record, wrap
     out = wrap(fn(input._data, dtype=dtype), b)
     if input.requires_grad and _grad.enabled and dtype.is_floating_point:
         record(out, TABLE["cast"], (input,), {"dtype": dtype})
@@ -50,7 +50,6 @@ def move(input, backend):
     src = input._backend
     if backend is src:
         return input
-    from ..dispatch import record, wrap
     out = wrap(TABLE["move"].lower(src, input._data, source=src, target=backend), backend)
     if input.requires_grad and _grad.enabled:
         record(out, TABLE["move"], (input,), {"source": src, "target": backend})
@@ -66,7 +65,6 @@ declare(OpDef("move", lower=_lower_move, derivative=_move_rule, function=move, m
 @public("Tensor")
 def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
     """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)`` or ``x.to(other_tensor)``."""
-    from ..device import Device, get_backend
     for a in args:
         if isinstance(a, _dtype):
             dtype = a
@@ -82,7 +80,7 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
     if dtype is not None:
         out = cast(out, dtype)
     if copy and out is input:
-        from .shape import clone
+        from .shape import clone  # shape builds on this module's cast
         out = clone(input)
     return out
 

@@ -8,6 +8,7 @@ from ..dispatch import wrap
 from ..dtypes import bool_, dtype as _dtype, float64, get_default_dtype, int64
 from ..random import default_generator
 from ..optable import public
+from ..plugins import get_registry
 from ..tensor import Tensor
 
 
@@ -15,7 +16,6 @@ def _backend_for(device, data=None):
     if device is not None:
         return get_backend(device)
     if data is not None and not isinstance(data, (list, tuple, builtins.int, builtins.float, builtins.bool)):
-        from ..plugins import get_registry
         for b in get_registry().backends.values():
             if b.available and b.is_native(data):
                 return b

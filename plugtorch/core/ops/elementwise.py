@@ -13,6 +13,7 @@ by the engine (it sums a gradient down to its operand's shape).
 from __future__ import annotations
 
 import builtins
+from typing import Any, Callable
 
 from ..dispatch import call_op, record, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
@@ -21,6 +22,7 @@ from ..grad_mode import _state as _grad
 from ..opdef import OpDef
 from ..optable import TABLE, composite, declare, op, public
 from ..tensor import Tensor
+from ._args import broadcast_shapes
 from .conversion import cast
 from .creation import zeros_like
 
@@ -50,7 +52,7 @@ FLOAT, SAME, INT_UNCHANGED, TO_BOOL = ("integers -> default float", "keeps the d
                                        "integers returned unchanged", "-> bool")
 
 
-def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc=""):
+def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="") -> Callable[..., Any]:
     floating, keep_ints = dtypes == FLOAT, dtypes == INT_UNCHANGED
 
     def fn(input):
@@ -92,9 +94,17 @@ log = _unary("log", lambda ctx, g: g / ctx.saved[0], "inputs")
 log1p = _unary("log1p", lambda ctx, g: g / (ctx.saved[0] + 1), "inputs")
 expm1 = _unary("expm1", lambda ctx, g: g * (ctx.output + 1), "output")
 sqrt = _unary("sqrt", lambda ctx, g: g / (ctx.output * 2), "output")
-abs = _unary("abs", lambda ctx, g: g * sign(ctx.saved[0]), "inputs", dtypes=SAME)
+def _abs_rule(ctx, g):
+    return g * sign(ctx.saved[0])
+
+
+def _sin_rule(ctx, g):
+    return g * cos(ctx.saved[0])
+
+
+abs = _unary("abs", _abs_rule, "inputs", dtypes=SAME)
 sign = _unary("sign", _zero_grad, dtypes=SAME)
-sin = _unary("sin", lambda ctx, g: g * cos(ctx.saved[0]), "inputs")
+sin = _unary("sin", _sin_rule, "inputs")
 cos = _unary("cos", lambda ctx, g: -(g * sin(ctx.saved[0])), "inputs")
 tanh = _unary("tanh", lambda ctx, g: g - g * ctx.output * ctx.output, "output")
 floor = _unary("floor", _zero_grad, dtypes=INT_UNCHANGED)
@@ -157,10 +167,12 @@ def _promote_scalar(a, s):
     return a
 
 
-def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False, doc="", alpha=False):
-    """Declare a binary op; returns its function. With ``alpha``, the public function also
-    takes torch's ``alpha`` (``other`` is scaled first) and is ``fn.with_alpha``; operators
-    (``a + b``) bind the two-operand function and skip that frame."""
+def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False, doc="",
+            alpha=None) -> Any:
+    """Declare a binary op; returns its function. With ``alpha`` (the operator's symbol), the
+    public function also takes torch's ``alpha`` (``other`` is scaled first) and both are
+    returned, (two-operand function, public function): operators (``a + b``) bind the first
+    and skip that frame."""
     floating = dtypes == TRUE_DIVIDE
 
     def fn(input, other):
@@ -216,11 +228,10 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
         def front(input, other, *, alpha=1):
             return fn(input, other if alpha == 1 else other * alpha)
         front.__name__ = front.__qualname__ = name
-        front.__doc__ = f"input {doc} alpha * other, with broadcasting; ``other`` may be a Python number."
-        fn.with_alpha = front
+        front.__doc__ = f"input {alpha} alpha * other, with broadcasting; ``other`` may be a Python number."
     declare(OpDef(name, primitive=name, derivative=rule, save=save, dtypes=dtypes, function=front,
                   exposed=_EVERYWHERE, aliases=aliases, inplace=inplace, module="elementwise"))
-    return fn
+    return (fn, front) if alpha else fn
 
 
 def _add_rule(ctx, g):
@@ -231,9 +242,8 @@ def _sub_rule(ctx, g):
     return g, (-g if ctx.needs_input_grad[1] else None)
 
 
-_add = _binary("add", _add_rule, doc="+", alpha=True, inplace=True)
-_sub = _binary("sub", _sub_rule, doc="-", alpha=True, inplace=True, aliases=("subtract",))
-add, sub = _add.with_alpha, _sub.with_alpha
+_add, add = _binary("add", _add_rule, alpha="+", inplace=True)
+_sub, sub = _binary("sub", _sub_rule, alpha="-", inplace=True, aliases=("subtract",))
 
 
 def _mul_rule(ctx, g):
@@ -282,8 +292,16 @@ def _max_min_rule(pick):
     return rule
 
 
-maximum = _binary("maximum", _max_min_rule(lambda a, b: gt(a, b)), "inputs", inplace=True)
-minimum = _binary("minimum", _max_min_rule(lambda a, b: lt(a, b)), "inputs", inplace=True)
+def _greater(a, b):
+    return gt(a, b)
+
+
+def _less(a, b):
+    return lt(a, b)
+
+
+maximum = _binary("maximum", _max_min_rule(_greater), "inputs", inplace=True)
+minimum = _binary("minimum", _max_min_rule(_less), "inputs", inplace=True)
 
 
 def _remainder_rule(ctx, g):
@@ -356,7 +374,7 @@ def where(condition, input=None, other=None):
     if not isinstance(condition, Tensor):
         raise TypeError("where(): argument 'condition' must be a Tensor")
     if input is None and other is None:
-        from .index import nonzero
+        from .index import nonzero  # index builds on this module
         return nonzero(condition, as_tuple=True)
     if condition.dtype.name != "bool":
         raise RuntimeError(
@@ -374,7 +392,6 @@ def where(condition, input=None, other=None):
     try:
         return call_op("where", (condition, input, other))
     except ValueError:
-        from .shape import broadcast_shapes
         broadcast_shapes(*(t.shape for t in (condition, input, other) if isinstance(t, Tensor)))
         raise
 

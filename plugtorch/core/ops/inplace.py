@@ -23,6 +23,11 @@ from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
 from ..optable import op, public
 from ..tensor import Tensor
+from ._args import broadcast_shapes
+from .conversion import move
+from .creation import tensor
+from .index import getitem_native, native_index
+from .shape import clone
 
 
 def _check_leaf(x, op_name):
@@ -86,8 +91,6 @@ def inplace(fn, name):
 @public("Tensor")
 def copy_(input, src, non_blocking=False):
     """Write ``src`` (broadcast, cast and moved as needed) into ``input``."""
-    from .conversion import move
-    from .shape import clone
     _check_leaf(input, "copy_")
     tracking = _tracking(input, src)
     if src._backend is not input._backend:
@@ -132,7 +135,6 @@ def _index_put_rule(ctx, g):
     gx = index_fill(g, index, 0) if need[0] else None
     gv = None
     if need[1]:
-        from .index import getitem_native
         gv = getitem_native(g, index)  # the engine sums it down to value's shape
     return gx, gv
 
@@ -159,8 +161,6 @@ def index_fill(input, index, value):
 
 def setitem(x, key, value):
     """``x[key] = value``."""
-    from .creation import tensor
-    from .index import native_index
     _check_leaf(x, "__setitem__")
     index, _ = native_index(x, key)
     b = x._backend
@@ -189,7 +189,6 @@ def _check_put_shapes(b, data, index, value):
     except IndexError as e:
         raise IndexError(f"x[index] = value on a tensor of shape {list(data.shape)}: {e}") from None
     if isinstance(value, Tensor):
-        from ._args import broadcast_shapes
         try:
             ok = broadcast_shapes(target, value.shape) == tuple(target)
         except RuntimeError:

@@ -18,8 +18,9 @@ from .elementwise import eq, gt, isinf, maximum, minimum, ne, where
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
-max_result = namedtuple("max", ["values", "indices"])
-min_result = namedtuple("min", ["values", "indices"])
+# torch.return_types names: the classes are called like the ops
+max_result = namedtuple("max", ["values", "indices"])  # type: ignore[name-match]
+min_result = namedtuple("min", ["values", "indices"])  # type: ignore[name-match]
 
 
 def _expand_back(ctx, g):

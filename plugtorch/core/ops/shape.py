@@ -14,6 +14,7 @@ from ..optable import composite, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes, shape_args
 from .conversion import cast
+from .reduce import sum as reduce_sum
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
@@ -151,8 +152,7 @@ def sum_to(g, shape):
             axes.append(lead + i)
         elif s != gshape[lead + i]:
             raise ValueError(f"cannot sum shape {gshape} to {shape}")
-    from .reduce import sum as _sum
-    out = _sum(g, tuple(axes), keepdim=True) if axes else g
+    out = reduce_sum(g, tuple(axes), keepdim=True) if axes else g
     return reshape(out, tuple(shape))
 
 

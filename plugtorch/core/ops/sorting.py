@@ -16,10 +16,11 @@ from .index import gather
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
-sort_result = namedtuple("sort", ["values", "indices"])
-topk_result = namedtuple("topk", ["values", "indices"])
-kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
-median_result = namedtuple("median", ["values", "indices"])
+# torch.return_types names: the classes are called like the ops
+sort_result = namedtuple("sort", ["values", "indices"])  # type: ignore[name-match]
+topk_result = namedtuple("topk", ["values", "indices"])  # type: ignore[name-match]
+kthvalue_result = namedtuple("kthvalue", ["values", "indices"])  # type: ignore[name-match]
+median_result = namedtuple("median", ["values", "indices"])  # type: ignore[name-match]
 
 
 def _order(x, dim, descending):

@@ -4,13 +4,10 @@ from __future__ import annotations
 import math
 
 import plugtorch
+from ...core.ops._args import pair
 from .. import functional as F, init
 from ..parameter import Parameter
 from .module import Module
-
-
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
 
 
 # For each padding mode: the source index of every padded position, given positions
@@ -61,14 +58,14 @@ class Conv2d(Module):
                 raise ValueError(
                     f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}"
                 )
-            if padding == "same" and any(s != 1 for s in _pair(stride)):
+            if padding == "same" and any(s != 1 for s in pair(stride, "stride")):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         self.in_channels = in_channels
         self.out_channels = out_channels
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride)
-        self.padding = padding if isinstance(padding, str) else _pair(padding)
-        self.dilation = _pair(dilation)
+        self.kernel_size = pair(kernel_size, "kernel_size")
+        self.stride = pair(stride, "stride")
+        self.padding = padding if isinstance(padding, str) else pair(padding, "padding")
+        self.dilation = pair(dilation, "dilation")
         self.groups = groups
         self.padding_mode = padding_mode
         kh, kw = self.kernel_size
