@@ -79,10 +79,10 @@ def to_dot(tensor, params: dict | None = None, show_attrs: bool = False) -> str:
             continue
         label = fn.name_()
         inputs = getattr(fn, "meta", None) or ()
-        if inputs:
-            label += "\n" + ", ".join(_shape(shape) for shape, _ in inputs)
+        if inputs:  # a number or None operand has no shape
+            label += "\n" + ", ".join(_shape(m[0]) if m is not None else "number" for m in inputs)
         attrs = getattr(fn, "attrs", None)
-        if show_attrs and attrs is not None and not isinstance(attrs, Tensor):
+        if show_attrs and attrs:
             label += "\n" + repr(attrs)[:60]
         lines.append(f"  {nid} [label={_quote(label)}, fillcolor={_OP_COLOR}];")
         for child in fn.next:

@@ -3,10 +3,12 @@
 No recursion anywhere, so a chain of 100,000 ops backprops fine. Gradients that
 meet at a node are summed before the node runs (each node runs once), and each
 node's saved values are dropped after it runs unless ``retain_graph`` is set.
+A node with several outputs (a custom Function's) receives a list of per-output
+gradients, filled by the :class:`~.graph.OutputNode` of each of its outputs.
 """
 from __future__ import annotations
 
-from .graph import AccumulateGrad, _FREED_MSG
+from .graph import AccumulateGrad, Node, OutputNode, _FREED_MSG
 from .grad_mode import _state as _grad_state
 from . import anomaly
 
@@ -94,13 +96,28 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                         g = out
             if capture is not None and node in capture:
                 captured[node] = g
-            if type(node) is AccumulateGrad:
-                if g is not None and accumulate:
-                    _accumulate(node.variable, g, create_graph)
-                    if node.post_hooks:
-                        for hook in list(node.post_hooks.values()):
-                            hook(node.variable)
-                continue
+            if type(node) is not Node:  # one check on the hot path, as before
+                if type(node) is AccumulateGrad:
+                    if g is not None and accumulate:
+                        _accumulate(node.variable, g, create_graph)
+                        if node.post_hooks:
+                            for hook in list(node.post_hooks.values()):
+                                hook(node.variable)
+                    continue
+                if type(node) is OutputNode and g is not None and (needed is None or node in needed):
+                    # One output of a multi-output node: its node receives the list of
+                    # per-output gradients (each OutputNode runs once, so no sum is needed).
+                    fn = node.fn
+                    slots = pending_get(fn)
+                    if slots is None:
+                        slots = pending[fn] = [None] * fn.n_outputs
+                    slots[node.index] = g
+                    left = deps[fn] - 1
+                    deps[fn] = left
+                    if left == 0:
+                        ready_append(fn)
+                    continue
+                # a custom Function's node (a Node subclass) runs as a built-in op's does
             if g is None or (needed is not None and node not in needed):
                 # Nothing flows through this node; its inputs still stop waiting on it.
                 for child in node.next:
@@ -152,7 +169,7 @@ def _check_versions(node):
     tensors = (node.saved or ()) + ((node.output,) if node.output is not None else ())
     for i, (t, v) in enumerate(zip(tensors, node.versions)):
         if v is not None and t._vc[0] != v:
-            what = "the output" if t is node.output else f"input {i}"
+            what = "the output" if t is node.output else node.saved_name(i)
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: [{t.dtype.name} {list(t.shape)}], which is {what} of "

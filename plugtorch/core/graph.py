@@ -3,12 +3,16 @@
 A :class:`Node` is recorded by each differentiable op whose inputs need grad. It
 keeps only what the op's derivative rule reads (saved inputs and/or output, plus
 the input shapes and dtypes) and the edges to the nodes of its inputs. Leaves that
-require grad get an :class:`AccumulateGrad` node, created on first use.
+require grad get an :class:`AccumulateGrad` node, created on first use. A node with
+several outputs (a custom ``autograd.Function``'s) is reached through one
+:class:`OutputNode` per output, so an edge still names one node and the engine's
+path for single-output nodes stays as it is.
 
 The node is also the context its rule receives — for built-in ops and for
 ``autograd.Function`` alike: ``ctx.saved`` (``ctx.saved_tensors``), ``ctx.output``,
 ``ctx.attrs`` (always a dict of named fields), ``ctx.needs_input_grad`` and
 ``ctx.meta`` (each operand's shape and dtype; None for a number or None operand).
+A Function's ctx is a subclass of :class:`Node` (``autograd/function.py``).
 """
 from __future__ import annotations
 
@@ -58,7 +62,43 @@ class Node:
 
     @property
     def next_functions(self):
-        return tuple((n, 0) for n in self.next)
+        # torch's (node, output_nr) pairs: an OutputNode stands for output `index` of its node
+        return tuple((n.fn, n.index) if type(n) is OutputNode else (n, 0) for n in self.next)
+
+    def saved_name(self, i: int) -> str:
+        """How the version-check error names saved tensor ``i``."""
+        return f"input {i}"
+
+
+class OutputNode:
+    """Output ``index`` of ``fn``, a node with several outputs: what that output's ``grad_fn`` is.
+
+    The engine files the gradient reaching it under ``index`` in the list of per-output
+    gradients ``fn`` receives (length ``fn.n_outputs``; None where nothing arrived).
+    Anything else read off it (``name_()``, ``saved_tensors``, ``next_functions``, attributes
+    a Function set on its ctx) is ``fn``'s, as torch's ``grad_fn`` of every output is the
+    Function's one node.
+    """
+
+    __slots__ = ("fn", "index", "next", "pre_hooks", "__weakref__")
+
+    def __init__(self, fn, index: int):
+        self.fn = fn
+        self.index = index
+        self.next = (fn,)
+        self.pre_hooks = None
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in OutputNode.__slots__:  # unset slot, copy protocols
+            raise AttributeError(name)
+        return getattr(self.fn, name)
+
+    def __repr__(self) -> str:
+        return f"<{self.fn.name_()}>"
+
+    @property
+    def next_functions(self):
+        return self.fn.next_functions
 
 
 class AccumulateGrad:

@@ -49,3 +49,10 @@ def test_render_explains_what_is_missing(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="'dot' program"):
         viz.render(plugtorch.ones(1, requires_grad=True) * 2, str(tmp_path / "g.svg"))
+
+
+def test_a_node_with_a_number_operand_is_drawn():
+    # x * 2 records the number 2 as an operand without a shape: it is labelled, not a crash
+    x = plugtorch.randn(2, 3, requires_grad=True)
+    dot = plugtorch.viz.to_dot(x * 2, show_attrs=True)
+    assert "MulBackward0\\n(2, 3), number" in dot
