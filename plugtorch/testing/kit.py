@@ -44,14 +44,17 @@ def check_forward(opdef, sample: Sample, backend: str, torch=None):
     inputs = pt_inputs(sample, backend, requires_grad=track)
     out = call(plugtorch, *inputs)
     _check_backend(out, backend, what)
-    _check_inputs_unchanged(sample, inputs, what)
-    compared = []
+    compared, t_inputs = [], None
     if torch is not None:
-        expected = _caller(opdef, sample, True)(torch, *torch_inputs(torch, sample, requires_grad=track))
-        if expected is not NotImplemented:
+        t_inputs = torch_inputs(torch, sample, requires_grad=track)
+        expected = _caller(opdef, sample, True)(torch, *t_inputs)
+        if expected is NotImplemented:
+            t_inputs = None
+        else:
             _compare(out, expected, sample, what + " vs torch")
             _compare_requires_grad(out, expected, what)
             compared.append("torch")
+    _check_inputs_unchanged(sample, inputs, what, t_inputs)
     if sample.ref is not None:
         expected = sample.ref(*sample.inputs)
         _compare(out, expected, sample, what + " vs NumPy reference", check_dtype=False)
@@ -59,9 +62,15 @@ def check_forward(opdef, sample: Sample, backend: str, torch=None):
     return compared
 
 
-def _check_inputs_unchanged(sample, inputs, what):
-    """An op leaves its inputs alone (a kernel that writes into its argument fails here)."""
+def _check_inputs_unchanged(sample, inputs, what, t_inputs=None):
+    """An op leaves its inputs alone (a kernel that writes into its argument fails here), except
+    those the sample says it ``mutates``: they must hold what torch's call left in torch's."""
     for key in _array_keys(sample):
+        if key[0] in sample.mutates:
+            if t_inputs is not None:
+                _compare(_get(inputs, key), _get(t_inputs, key), sample,
+                         f"{what}: input {key[0]} as the op left it, vs torch's")
+            continue
         before, after = _get(list(sample.inputs), key), _get(inputs, key)
         if not np.array_equal(_host(after), before, equal_nan=before.dtype.kind == "f"):
             raise ConformanceError(f"{what}: the op modified its input {key[0]}"

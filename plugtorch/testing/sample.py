@@ -42,6 +42,9 @@ class Sample:
                 (a cast to float32), leaving the comparison with torch's gradient.
     raises:     the inputs are invalid; the op must raise this exception type (and torch,
                 where installed, must raise too).
+    mutates:    positions of inputs the op writes into by design (batch_norm's running
+                statistics in training): they are compared with torch's inputs after torch's
+                call instead of with their old values (unchecked without torch).
     """
 
     inputs: tuple
@@ -54,6 +57,7 @@ class Sample:
     gradgrad: bool = True
     numerical: bool = True
     raises: type | tuple | None = None
+    mutates: tuple = ()
     atol: float = 1e-9
     rtol: float = 1e-7
     desc: str = ""

@@ -11,11 +11,11 @@ import plugtorch.nn.functional as F
 
 FUNCTIONAL = ["linear", "relu", "leaky_relu", "gelu", "silu", "elu", "softplus", "sigmoid", "tanh",
               "softmax", "log_softmax", "dropout", "dropout2d", "conv2d", "max_pool2d",
-              "avg_pool2d", "adaptive_avg_pool2d", "batch_norm", "layer_norm", "embedding",
+              "avg_pool2d", "adaptive_avg_pool2d", "batch_norm", "layer_norm", "group_norm", "embedding",
               "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
               "binary_cross_entropy_with_logits", "one_hot", "pad"]
 MODULES = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten",
-           "Unflatten", "Dropout", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Embedding",
+           "Unflatten", "Dropout", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
            "Identity", "ReLU", "LeakyReLU", "GELU", "SiLU", "ELU", "Softplus", "Sigmoid", "Tanh",
            "Softmax", "LogSoftmax", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
            "BCEWithLogitsLoss", "Sequential", "ModuleList", "ModuleDict"]

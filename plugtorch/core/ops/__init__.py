@@ -5,7 +5,7 @@ order); the core plugin then registers them like any plugin's.
 """
 from . import (conversion, creation, elementwise, pointwise, reduce, statistics, shape, index,  # noqa: F401
                movement, sorting, scatter, inplace, linalg, einsum, activation, window, conv,
-               pooling)
+               pooling, loss, classification, normalization)
 
 # Catalog sections, by the module an op is declared in.
 SECTIONS = {
@@ -15,5 +15,5 @@ SECTIONS = {
     "scatter": "Indexing", "inplace": "Indexing", "linalg": "Linear algebra",
     "einsum": "Linear algebra", "activation": "Activations", "window": "Convolution and pooling",
     "conv": "Convolution and pooling", "pooling": "Convolution and pooling",
-    "loss": "Losses", "normalization": "Normalization",
+    "loss": "Losses", "classification": "Losses", "normalization": "Normalization",
 }

@@ -22,7 +22,7 @@ def _parse(equation, operands):
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise RuntimeError(f"einsum(): more operands were provided than specified in the equation"
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation"
                            if len(operands) > len(terms) else
                            "einsum(): fewer operands were provided than specified in the equation")
     n_ell = 0

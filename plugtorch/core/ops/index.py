@@ -123,7 +123,7 @@ def _check_gather(op, x, dim, index, src=None):
     if not isinstance(index, Tensor) or index.dtype is not int64:
         raise RuntimeError(f"{op}(): Expected dtype int64 for index")
     if index.ndim != x.ndim:
-        raise RuntimeError(f"Index tensor must have the same number of dimensions as input tensor")
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     d = _wrap_dim(dim, x.ndim)
     for k in range(x.ndim):
         if (k != d and index.shape[k] > x.shape[k]) or (src is not None and index.shape[k] > src.shape[k]):

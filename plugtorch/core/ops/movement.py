@@ -10,7 +10,7 @@ import builtins
 
 from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import composite, op, public
+from ..optable import composite, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import shape_args

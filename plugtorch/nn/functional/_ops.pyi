@@ -15,7 +15,7 @@ def avg_pool2d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = .
     ...
 
 def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = ..., bias: Any = ..., training: Any = ..., momentum: Any = ..., eps: Any = ...) -> Tensor:
-    """Normalise each channel (dim 1) of an (N, C, *) input, then scale and shift."""
+    """Normalise each channel of an (N, C, *) input, then scale and shift; training moves the running stats."""
     ...
 
 def binary_cross_entropy(input: Any, target: Any, weight: Any = ..., size_average: Any = ..., reduce: Any = ..., reduction: Any = ...) -> Tensor:
@@ -23,7 +23,7 @@ def binary_cross_entropy(input: Any, target: Any, weight: Any = ..., size_averag
     ...
 
 def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = ..., size_average: Any = ..., reduce: Any = ..., reduction: Any = ..., pos_weight: Any = ...) -> Tensor:
-    """Binary cross-entropy on logits, as softplus terms (large |input| never overflows);"""
+    """Binary cross-entropy on logits, as softplus terms (large |input| never overflows)."""
     ...
 
 def celu(input: Any, alpha: Any = ...) -> Tensor:
@@ -35,7 +35,7 @@ def conv2d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding:
     ...
 
 def cross_entropy(input: Any, target: Any, weight: Any = ..., size_average: Any = ..., ignore_index: Any = ..., reduce: Any = ..., reduction: Any = ..., label_smoothing: Any = ...) -> Tensor:
-    """Cross-entropy of logits against class indices or class probabilities, computed through"""
+    """Cross-entropy of logits against class indices or class probabilities (via a stable log-softmax)."""
     ...
 
 def elu(input: Any, alpha: Any = ..., inplace: Any = ...) -> Tensor:
@@ -47,7 +47,7 @@ def gelu(input: Any, approximate: Any = ...) -> Tensor:
     ...
 
 def group_norm(input: Any, num_groups: Any, weight: Any = ..., bias: Any = ..., eps: Any = ...) -> Tensor:
-    """Normalise each of ``num_groups`` groups of channels of an (N, C, *) input, then scale and"""
+    """Normalise each of ``num_groups`` groups of channels of an (N, C, *) input; scale and shift per channel."""
     ...
 
 def hardsigmoid(input: Any) -> Tensor:

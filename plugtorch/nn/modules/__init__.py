@@ -9,7 +9,7 @@ from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
-from .normalization import LayerNorm
+from .normalization import GroupNorm, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .sparse import Embedding
 
@@ -29,6 +29,7 @@ __all__ = [
     "Embedding",
     "Flatten",
     "GELU",
+    "GroupNorm",
     "Identity",
     "L1Loss",
     "LayerNorm",

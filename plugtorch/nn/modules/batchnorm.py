@@ -69,15 +69,29 @@ class _BatchNorm(Module):
         self._check_input(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            count = self._batches_tracked() if self.momentum is None else None
             with plugtorch.no_grad():
                 self.num_batches_tracked.add_(1)
-            if self.momentum is None:  # a cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+            if count is not None:  # a cumulative moving average
+                self._host_count = (self.num_batches_tracked, self.num_batches_tracked._version, count + 1)
+                factor = 1.0 / (count + 1)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if track else None,
                             self.running_var if track else None, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
+
+    def _batches_tracked(self) -> int:
+        """num_batches_tracked as a Python int, for momentum=None's factor 1 / count.
+
+        torch reads the buffer on every step (a device sync); the count is kept on the host
+        beside the buffer instead, and read back only when someone else wrote the buffer
+        (load_state_dict, reset_running_stats, .to(): a new tensor or a new version).
+        """
+        n, known = self.num_batches_tracked, self.__dict__.get("_host_count")
+        if known is not None and known[0] is n and known[1] == n._version:
+            return known[2]
+        return int(n.item())
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):

@@ -1,16 +1,16 @@
 """Loss modules: each holds its options and calls the ``nn.functional`` form."""
 from __future__ import annotations
 
+from ...core.ops.loss import check_reduction, legacy_reduction
 from .. import functional as F
 from .module import Module
-from ..functional.loss import _legacy_reduction, _check_reduction
 
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__()
-        self.reduction = _legacy_reduction(size_average, reduce, reduction)
-        _check_reduction(self.reduction)
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
+        check_reduction(self.reduction)
 
 
 class _WeightedLoss(_Loss):

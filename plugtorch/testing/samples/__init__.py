@@ -4,8 +4,8 @@ A plugin's own ops carry their samples on their ``OpDef.samples`` instead.
 """
 from __future__ import annotations
 
-from . import elementwise, indexing, linalg, nn, reductions, shapes, sorting
+from . import elementwise, indexing, linalg, losses, nn, reductions, shapes, sorting
 
 SAMPLES: dict = {}
-for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn):
+for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses):
     SAMPLES.update(_module.SAMPLES)
