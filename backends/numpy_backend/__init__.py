@@ -71,7 +71,7 @@ def make_primitives():
     return table
 
 
-def make_backend(name: str = NAME, aliases=("cpu",)) -> Backend:
+def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -> Backend:
     return Backend(
         name=name,
         primitives=make_primitives(),
@@ -79,6 +79,7 @@ def make_backend(name: str = NAME, aliases=("cpu",)) -> Backend:
         is_native=lambda obj: isinstance(obj, (np.ndarray, np.generic)),
         aliases=aliases,
         array_module=np,
+        host_memory=host_memory,
     )
 
 

@@ -76,7 +76,7 @@ class MNIST(Dataset):
         """``[images [B, 1, 28, 28], labels [B]]`` in one gather (per sample only with transforms)."""
         if self.transform is not None or self.target_transform is not None:
             return default_collate([self[int(i)] for i in indices])
-        idx = _index_tensor(indices)
+        idx = _index_tensor(indices, like=self.data)
         images = (self.data[idx].to(float32) / 255.0).unsqueeze(1)
         return [images, self.targets[idx]]
 

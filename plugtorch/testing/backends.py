@@ -23,7 +23,8 @@ def bare_backend(base: str) -> str:
     b = reg.backends[reg.resolve_name(base)]
     twin = Backend(name=name, primitives=b.primitives, dtype_of=b.dtype_of, is_native=b.is_native,
                    available=b.available, unavailable_reason=b.unavailable_reason,
-                   device_index=b.device_index, array_module=b.array_module)
+                   device_index=b.device_index, array_module=b.array_module,
+                   host_memory=b.host_memory)
     reg.registrar(PLUGIN_NAME).add_backend(twin)
     return name
 

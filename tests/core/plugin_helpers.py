@@ -25,9 +25,13 @@ def plugin(register, contract=CONTRACT_VERSION, name=None):
     return mod
 
 
-def numpy_clone_backend(name: str) -> Backend:
-    """A second backend over NumPy, with no aliases and none of the fused kernels."""
-    return make_backend(name=name, aliases=())
+def numpy_clone_backend(name: str, host_memory: bool = True) -> Backend:
+    """A second backend over NumPy, with no aliases and none of the fused kernels.
+
+    ``host_memory=False`` makes it declare device memory, as a GPU backend does, so its
+    value checks run in debug mode only and a test can count its host syncs without a GPU.
+    """
+    return make_backend(name=name, aliases=(), host_memory=host_memory)
 
 
 def unavailable_backend(name: str, why: str) -> Backend:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import plugtorch
+from ...core.debug import checks_values
 from ...core.tensor import Tensor
 
 
@@ -25,7 +26,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
 
     ``max_norm``: looked-up rows whose ``norm_type``-norm exceeds it are rescaled to it
     in place first (torch's embedding_renorm_). ``scale_grad_by_freq``: each row's
-    gradient is divided by how often it occurs in ``input``.
+    gradient is divided by how often it occurs in ``input``. Indices outside the table
+    raise IndexError on host-memory backends and, on device backends, in debug mode
+    (``plugtorch.set_debug``); otherwise the backend's indexing decides, with no sync.
     """
     if sparse:
         raise ValueError(
@@ -38,13 +41,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
             f"Long, Int; but got {input.dtype.name} instead (while checking arguments for embedding)"
         )
     n = weight.shape[0]
-    if input.numel():
-        lo, hi = int(input.min()), int(input.max())
-        if lo < 0 or hi >= n:
-            raise IndexError(
-                f"embedding(): index out of range: got indices in [{lo}, {hi}] for an embedding "
-                f"table of {n} rows"
-            )
+    if input.numel() and checks_values(input):
+        _check_indices(input, n)
     if max_norm is not None:
         _renorm_rows(weight, input, max_norm, norm_type)
     out = weight[input]
@@ -60,6 +58,17 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         # Lookups of the padding row pass no gradient back, so training never moves it.
         out = plugtorch.where((input != padding_idx).unsqueeze(-1), out, out.detach())
     return out
+
+
+def _check_indices(input, n):
+    # Reads the indices on the host: free on host memory; on a device backend a sync per
+    # call, so it runs there only in debug mode (see core.debug). One transfer for both.
+    lo, hi = plugtorch.stack((input.min(), input.max())).tolist()
+    if lo < 0 or hi >= n:
+        raise IndexError(
+            f"embedding(): index out of range: got indices in [{lo}, {hi}] for an embedding "
+            f"table of {n} rows; indices must lie in [0, {n - 1}]"
+        )
 
 
 def _renorm_rows(weight, input, max_norm, norm_type):

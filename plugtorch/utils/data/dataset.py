@@ -15,6 +15,7 @@ from ...core.dtypes import int64
 from ...core.ops.creation import randperm, tensor
 from ...core.random import default_generator
 from ...core.tensor import Tensor
+from .sampler import host_device
 
 
 class Dataset:
@@ -27,10 +28,12 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-def _index_tensor(indices):
+def _index_tensor(indices, like=None):
+    """``indices`` as an int64 tensor on ``like``'s backend (the default backend without one)."""
+    device = None if like is None else like.backend
     if isinstance(indices, Tensor):
-        return indices if indices.dtype is int64 else indices.to(int64)
-    return tensor(list(indices), dtype=int64)
+        return indices.to(dtype=int64, device=device)
+    return tensor(list(indices), dtype=int64, device=device)
 
 
 class IterableDataset(Dataset):
@@ -60,8 +63,11 @@ class TensorDataset(Dataset):
         return self.tensors[0].size(0)
 
     def get_batch(self, indices):
-        idx = _index_tensor(indices)
-        return [t[idx] for t in self.tensors]
+        idx = {}  # backend -> the indices there: the tensors may live on different backends
+        for t in self.tensors:
+            if t.backend not in idx:
+                idx[t.backend] = _index_tensor(indices, like=t)
+        return [t[idx[t.backend]] for t in self.tensors]
 
 
 class Subset(Dataset):
@@ -138,6 +144,6 @@ def random_split(dataset, lengths, generator=default_generator):
     if sum(lengths) != n:
         raise ValueError(f"Sum of input lengths does not equal the length of the input dataset! "
                          f"(lengths {list(lengths)} sum to {sum(lengths)}, the dataset has {n})")
-    indices = randperm(sum(lengths), generator=generator).tolist()
+    indices = randperm(sum(lengths), generator=generator, device=host_device()).tolist()
     return [Subset(dataset, indices[end - length:end])
             for end, length in zip(accumulate(lengths), lengths)]

@@ -4,6 +4,8 @@ All ranks shuffle with the same seed (``seed + epoch``), pad (or drop) the index
 list to a multiple of the world size, and take every ``num_replicas``-th index
 starting at their rank, so the shares are disjoint and of equal length and
 together cover the dataset once per epoch (torch.utils.data.DistributedSampler).
+The shuffle is drawn on the host backend, so every rank draws the same order
+whatever backend it computes on.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import math
 from ... import distributed as dist
 from ...core.ops.creation import randperm
 from ...core.random import Generator
-from .sampler import Sampler
+from .sampler import Sampler, host_device
 
 
 class DistributedSampler(Sampler):
@@ -45,7 +47,7 @@ class DistributedSampler(Sampler):
         if self.shuffle:
             g = Generator()
             g.manual_seed(self.seed + self.epoch)
-            indices = randperm(n, generator=g).tolist()
+            indices = randperm(n, generator=g, device=host_device()).tolist()
         else:
             indices = list(range(n))
         if self.drop_last:

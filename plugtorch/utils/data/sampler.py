@@ -1,8 +1,29 @@
-"""Samplers: the order in which a DataLoader visits indices, and how it groups them."""
+"""Samplers: the order in which a DataLoader visits indices, and how it groups them.
+
+Random orders are drawn on the host backend (``host_device()``), as torch's samplers
+draw on the CPU, whatever the default backend is: the indices are wanted as Python
+ints, so drawing them on a device would cost a device sync per epoch, and the
+sequence for a seed would depend on the backend in use.
+"""
 from __future__ import annotations
 
+from ...core.device import current_backend
 from ...core.ops.creation import randint, randperm
+from ...core.plugins import get_registry
 from ...core.random import Generator
+
+
+def host_device() -> str:
+    """The backend random orders are drawn on: the one answering to ``"cpu"``, else the
+    first available host-memory backend, else the default backend."""
+    reg = get_registry()
+    cpu = reg.backends.get(reg.resolve_name("cpu"))
+    if cpu is not None and cpu.available and cpu.host_memory:
+        return cpu.name
+    for b in reg.backends.values():
+        if b.available and b.host_memory:
+            return b.name
+    return current_backend()
 
 
 class Sampler:
@@ -28,11 +49,11 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
-def _fresh_generator(generator):
+def _fresh_generator(generator, device):
     """``generator`` itself, or a new one seeded from the default generator (as torch does)."""
     if generator is not None:
         return generator
-    seed = int(randint(0, 2 ** 62, ()).item())
+    seed = int(randint(0, 2 ** 62, (), device=device).item())
     return Generator().manual_seed(seed)
 
 
@@ -61,27 +82,29 @@ class RandomSampler(Sampler):
 
     def __iter__(self):
         n = len(self.data_source)
-        gen = _fresh_generator(self.generator)
+        host = host_device()
+        gen = _fresh_generator(self.generator, host)
         if self.replacement:
-            yield from randint(0, n, (self.num_samples,), generator=gen).tolist()
+            yield from randint(0, n, (self.num_samples,), generator=gen, device=host).tolist()
             return
         for _ in range(self.num_samples // n):
-            yield from randperm(n, generator=gen).tolist()
-        yield from randperm(n, generator=gen).tolist()[:self.num_samples % n]
+            yield from randperm(n, generator=gen, device=host).tolist()
+        yield from randperm(n, generator=gen, device=host).tolist()[:self.num_samples % n]
 
     def __len__(self) -> int:
         return self.num_samples
 
 
 class SubsetRandomSampler(Sampler):
-    """The given indices, in a random order each pass."""
+    """The given indices, in a random order each pass, drawn from ``generator`` (by default
+    the default generator itself, as torch's is)."""
 
     def __init__(self, indices, generator=None):
         self.indices = indices
         self.generator = generator
 
     def __iter__(self):
-        for i in randperm(len(self.indices), generator=_fresh_generator(self.generator)).tolist():
+        for i in randperm(len(self.indices), generator=self.generator, device=host_device()).tolist():
             yield self.indices[i]
 
     def __len__(self) -> int:
