@@ -88,7 +88,8 @@ def main():
             for t in small:
                 dist.all_reduce(t, op=dist.ReduceOp.SUM)
 
-        methods = [("raw", raw), ("raw_nb", raw_nb), ("bucket", bucket), ("ddp_sync", ddp_sync), ("per_param", per_param)]
+        methods = [("raw", raw), ("raw_nb", raw_nb), ("bucket", bucket), ("ddp_sync", ddp_sync),
+                   ("per_param", per_param)]
         times = {name: [] for name, _ in methods}
         for i in range(ROUNDS):
             for name, fn in (methods if i % 2 else methods[::-1]):  # alternate the order

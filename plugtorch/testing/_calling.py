@@ -161,8 +161,9 @@ def _compare(actual, expected, sample, what, check_dtype=True, atol=None, rtol=N
             ok = np.array_equal(ah, eh)
         if not ok:
             diff = np.abs(ah.astype(np.float64) - eh.astype(np.float64))
+            worst = np.nanmax(diff) if diff.size else 0
             raise ConformanceError(
-                f"{what}: output {k} differs from the reference (max |diff| = {np.nanmax(diff) if diff.size else 0:.3g})\n"
+                f"{what}: output {k} differs from the reference (max |diff| = {worst:.3g})\n"
                 f"got:\n{ah}\nexpected:\n{eh}")
 
 

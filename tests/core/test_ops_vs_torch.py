@@ -29,8 +29,8 @@ UNARY = {
     "getitem": (lambda x: x[..., None, 1:, ::2][0], "any"),
     "pow_scalar": (lambda x: x ** 3, "any"), "rpow": (lambda x: 2 ** x, "any"),
     "rsub_rdiv": (lambda x: (1 - x) / (2 + x * x), "any"),
-    "cat": (lambda x: plugtorch.cat([x, x * 2], 0) if isinstance(x, plugtorch.Tensor) else torch.cat([x, x * 2], 0), "any"),
-    "stack": (lambda x: plugtorch.stack([x, x], -1) if isinstance(x, plugtorch.Tensor) else torch.stack([x, x], -1), "any"),
+    "cat": (lambda x: (plugtorch if isinstance(x, plugtorch.Tensor) else torch).cat([x, x * 2], 0), "any"),
+    "stack": (lambda x: (plugtorch if isinstance(x, plugtorch.Tensor) else torch).stack([x, x], -1), "any"),
 }
 BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,

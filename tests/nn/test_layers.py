@@ -124,7 +124,8 @@ def test_inplace_activation_writes_into_input():
     assert out is v
     out.sum().backward()
     s = 1 / (1 + np.exp(1.0))
-    assert w.grad.tolist() == pytest.approx([s * (1 + -1.0 * (1 - s)), 1.0 / (1 + np.exp(-2.0)) * (1 + 2.0 / (1 + np.exp(2.0)))], rel=1e-5)
+    expected = [s * (1 + -1.0 * (1 - s)), 1.0 / (1 + np.exp(-2.0)) * (1 + 2.0 / (1 + np.exp(2.0)))]
+    assert w.grad.tolist() == pytest.approx(expected, rel=1e-5)
 
 
 def test_flatten_unflatten(torch):

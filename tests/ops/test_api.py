@@ -25,7 +25,8 @@ lerp diag diagonal trace addmm masked_select argwhere nonzero count_nonzero clam
 topk kthvalue median unbind narrow ravel repeat_interleave take_along_dim scatter scatter_ index_add
 index_add_""".split()
 
-FUNCTIONAL = "relu leaky_relu gelu silu softplus elu softmax log_softmax one_hot pad conv2d max_pool2d avg_pool2d".split()
+FUNCTIONAL = ("relu leaky_relu gelu silu softplus elu softmax log_softmax one_hot pad conv2d max_pool2d "
+              "avg_pool2d").split()
 # in the core (plugtorch.core.ops.activation), for nn.functional to re-export
 CORE_ACTIVATIONS = "hardtanh relu6 selu celu mish hardsigmoid hardswish softsign logsigmoid tanhshrink".split()
 

@@ -212,12 +212,14 @@ def _fold(g):
             return out
         return f
     return [
-        Sample((g.randn(1, 2, 3, 3, 2, 2),), call=call((1, 2, 4, 4), (2, 2), (1, 1)), ref=ref((1, 2, 4, 4), (2, 2), (1, 1))),
-        Sample((g.randn(1, 1, 2, 2, 3, 2),), call=call((1, 1, 5, 4), (3, 2), (2, 2)), ref=ref((1, 1, 5, 4), (3, 2), (2, 2)),
-               desc="strided"),
+        Sample((g.randn(1, 2, 3, 3, 2, 2),), call=call((1, 2, 4, 4), (2, 2), (1, 1)),
+               ref=ref((1, 2, 4, 4), (2, 2), (1, 1))),
+        Sample((g.randn(1, 1, 2, 2, 3, 2),), call=call((1, 1, 5, 4), (3, 2), (2, 2)),
+               ref=ref((1, 1, 5, 4), (3, 2), (2, 2)), desc="strided"),
         Sample((g.randn(1, 1, 3, 3, 2, 2),), call=call((1, 1, 5, 5), (2, 2), (1, 1), (2, 2)),
                ref=ref((1, 1, 5, 5), (2, 2), (1, 1), (2, 2)), desc="dilated"),
-        Sample((empty(0, 1, 2, 2, 2, 2),), call=call((0, 1, 3, 3), (2, 2), (1, 1)), ref=ref((0, 1, 3, 3), (2, 2), (1, 1))),
+        Sample((empty(0, 1, 2, 2, 2, 2),), call=call((0, 1, 3, 3), (2, 2), (1, 1)),
+               ref=ref((0, 1, 3, 3), (2, 2), (1, 1))),
         Waiver("zero_dim", "fold is the adjoint of the window view of a 4-D input; a 0-d input has no windows"),
     ]
 

@@ -102,7 +102,7 @@ class TwoHeads(nn.Module):
 plugtorch.manual_seed(3)
 heads = TwoHeads()
 ddp = DDP(heads, find_unused_parameters=True, bucket_cap_mb=0.0001)
-for step in range(2):  # the second step proves the first one finished its reduction
+for _step in range(2):  # the second step proves the first one finished its reduction
     heads.zero_grad()
     ddp(data(rank), use_b=rank == 1).sum().backward()
 assert heads.never.weight.grad is None, "a parameter unused on every rank keeps grad None"
