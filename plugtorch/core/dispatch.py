@@ -7,6 +7,8 @@ the same steps in their own functions (``ops/elementwise.py``).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from . import anomaly
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
@@ -14,7 +16,7 @@ from .graph import AccumulateGrad, Node
 from .optable import TABLE
 
 _new = object.__new__
-Tensor = None  # bound by core.tensor to avoid an import cycle
+Tensor: Any = None  # bound by core.tensor to avoid an import cycle
 NO_ATTRS: dict = {}  # shared by calls without attrs; never written
 
 

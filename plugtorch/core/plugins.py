@@ -2,7 +2,8 @@
 
 Discovery order: the core's own op definitions, then entry points in the
 ``plugtorch`` group (unless ``PLUGTORCH_DISABLE_PLUGIN_AUTOLOAD=1``), then the
-modules named in ``PLUGTORCH_PLUGINS``. ``register_plugin`` adds more at run time.
+modules named in ``PLUGTORCH_PLUGINS``. ``register_plugin`` adds more at run time, and
+``unregister_plugin`` takes one out again.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def _check_contract(plugin, name: str) -> None:
 
 def _register_into(registry: Registry, pm: pluggy.PluginManager, plugin) -> None:
     name = pm.get_name(plugin)
+    assert name is not None, "the plugin manager names every plugin it holds"
     _check_contract(plugin, name)
     # Each implementation is called on its own so the registrar knows which plugin is
     # writing; conflict errors can then name both plugins. This runs once per plugin.
@@ -87,22 +89,40 @@ def get_registry() -> Registry:
 
 def get_plugin_manager() -> pluggy.PluginManager:
     get_registry()
+    assert _pm is not None, "get_registry() builds the plugin manager"
     return _pm
 
 
 def register_plugin(plugin, name: str | None = None) -> str:
-    """Register a plugin object (module or instance) at run time; returns its name."""
+    """Register a plugin object (module or instance) at run time; returns its name.
+
+    A plugin whose hook raises leaves nothing behind: what it registered before the error
+    is undone, so the registry stays as it was.
+    """
     with _lock:
         registry = get_registry()
-        name = _pm.register(plugin, name=name)
-        if name is None:
+        pm = get_plugin_manager()
+        registered = pm.register(plugin, name=name)
+        if registered is None:
             raise PluginError(f"plugin {plugin!r} is already registered")
         try:
-            _register_into(registry, _pm, plugin)
+            _register_into(registry, pm, plugin)
         except Exception:
-            _pm.unregister(plugin)
+            if registered in registry.plugins:
+                registry.remove_plugin(registered)
+            pm.unregister(plugin)
             raise
-        return name
+        return registered
+
+
+def unregister_plugin(name: str) -> None:
+    """Undo what plugin ``name`` registered (see :meth:`Registry.remove_plugin`) and forget it,
+    so it can be registered again."""
+    with _lock:
+        get_registry().remove_plugin(name)
+        pm = get_plugin_manager()
+        if pm.has_plugin(name):
+            pm.unregister(name=name)
 
 
 def list_plugins() -> list[str]:

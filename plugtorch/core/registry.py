@@ -17,6 +17,10 @@ Whatever a plugin registers is used, or refused at once with the reason:
   definition it replaced, so from then on only the overriding plugin's kernels serve it;
 * a kernel must name a defined op that can take one (not a primitive, a view or an
   op with several outputs).
+
+Every registration is also kept, per key, in registration order (``history``), so
+:meth:`Registry.remove_plugin` can undo one plugin's registrations and bring back
+what they replaced.
 """
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ class Registry:
     services: dict[str, tuple[Any, str]] = field(default_factory=dict)
     plugins: list[str] = field(default_factory=list)
     overridden: dict[str, OpDef] = field(default_factory=dict)  # op name -> the definition replaced
+    # (kind, key) -> [(plugin, what it registered), ...] in registration order; the last is in force
+    history: dict[tuple[str, Any], list[tuple[str, Any]]] = field(default_factory=dict)
 
     def plugin_names(self) -> list[str]:
         return list(self.plugins)
@@ -79,6 +85,53 @@ class Registry:
     def service(self, name: str, default=None):
         entry = self.services.get(name)
         return entry[0] if entry else default
+
+    # -- undoing a plugin --------------------------------------------------
+    def _log(self, kind: str, key, plugin: str, value, replaced) -> None:
+        # nothing in force before: whatever history remains was removed by other means
+        if replaced is None:
+            self.history[(kind, key)] = [(plugin, value)]
+        else:
+            self.history.setdefault((kind, key), []).append((plugin, value))
+
+    def remove_plugin(self, name: str) -> None:
+        """Undo everything plugin ``name`` registered: its op definitions, kernels, backends and
+        services. What they replaced comes back (an op it overrode gets back the definition in
+        force before, other plugins' kernels serve that op again), and the dispatch tables of
+        the remaining backends are rebuilt. A backend it registered loses its kernels: tensors
+        still on it keep their arrays, but ops on them raise MissingKernelError.
+        """
+        if name == CORE_PLUGIN:
+            raise PluginError(f"plugin '{CORE_PLUGIN}' defines the core ops and cannot be removed")
+        if name not in self.plugins:
+            raise PluginError(f"no plugin named '{name}' is registered; registered plugins: "
+                              f"{', '.join(self.plugins) or '(none)'}")
+        tables: dict[str, dict[Any, Any]] = {"op": self.ops, "kernel": self.kernels,
+                                             "backend": self.backends, "service": self.services}
+        before = list(self.backends.values())
+        for (kind, key), entries in list(self.history.items()):
+            kept = [e for e in entries if e[0] != name]
+            if len(kept) == len(entries):
+                continue
+            if kept:
+                self.history[(kind, key)] = kept
+                tables[kind][key] = kept[-1][1]
+            else:
+                del self.history[(kind, key)]
+                tables[kind].pop(key, None)
+            if kind == "op":
+                if len(kept) > 1:
+                    self.overridden[key] = kept[0][1]
+                else:
+                    self.overridden.pop(key, None)
+        self.plugins.remove(name)
+        for b in before:
+            if self.backends.get(b.name) is not b:
+                b.kernels.clear()
+        self.aliases.clear()
+        for b in self.backends.values():
+            self.aliases.update((alias, b.name) for alias in b.aliases)
+            self._rebuild(b)
 
     # -- the per-backend dispatch tables ------------------------------------
     def _entry(self, op: str, backend: Backend):
@@ -131,6 +184,7 @@ class Registrar:
         backend.plugin = self.plugin_name
         backend.primitives = PrimitiveTable(backend.primitives, backend.name, r)
         r.backends[backend.name] = backend
+        r._log("backend", backend.name, self.plugin_name, backend, old)
         for alias in backend.aliases:
             r.aliases[alias] = backend.name
         r._rebuild(backend)
@@ -158,6 +212,7 @@ class Registrar:
         if old is not None:
             r.overridden.setdefault(op.name, old)
         r.ops[op.name] = op
+        r._log("op", op.name, self.plugin_name, op, old)
         r._refresh(op.name)
 
     def add_kernel(self, op: str, backend: str, fn: Callable, *, override: bool = False) -> None:
@@ -188,6 +243,7 @@ class Registrar:
                 f"override=True in '{self.plugin_name}' to replace it."
             )
         r.kernels[(op, backend)] = _Kernel(fn, self.plugin_name)
+        r._log("kernel", (op, backend), self.plugin_name, r.kernels[(op, backend)], old)
         b = r.backends.get(backend)
         if b is not None:
             r._refresh(op, b)
@@ -201,3 +257,4 @@ class Registrar:
                 f"Uninstall one, or pass override=True in '{self.plugin_name}'."
             )
         self._r.services[name] = (obj, self.plugin_name)
+        self._r._log("service", name, self.plugin_name, self._r.services[name], old)

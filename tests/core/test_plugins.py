@@ -151,3 +151,21 @@ def test_unavailable_backend_is_listed_with_its_reason():
         plugtorch.zeros(1, device="gpu_test_backend")
     msg = str(info.value)
     assert "gpu_test_backend: installed, but no CUDA device" in msg and "numpy" in msg
+
+
+def test_a_plugin_that_fails_halfway_leaves_nothing_behind():
+    def register(r):
+        r.add_backend(numpy_clone_backend("half_backend"))
+        r.add_op(OpDef("half_op", decompose=lambda x: x * 2))
+        raise RuntimeError("the plugin's own bug")
+
+    before_ops = set(plugtorch.get_registry().ops)
+    with pytest.raises(RuntimeError, match="the plugin's own bug"):
+        plugtorch.register_plugin(plugin(register), name="half_plugin")
+    reg = plugtorch.get_registry()
+    assert "half_backend" not in reg.backends and set(reg.ops) == before_ops
+    assert "half_plugin" not in reg.plugin_names()
+    plugtorch.register_plugin(plugin(lambda r: r.add_op(OpDef("half_op", decompose=lambda x: x * 2))),
+                              name="half_plugin")  # the name is free again
+    plugtorch.unregister_plugin("half_plugin")
+    assert "half_op" not in plugtorch.get_registry().ops

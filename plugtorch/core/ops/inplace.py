@@ -178,7 +178,8 @@ def setitem(x, key, value):
         return
     old = _alias(x)
     _check_put_shapes(b, x._data, index, value)
-    out = index_put(old, index, value)
+    # a number goes through index_fill, its own op, so its kernels and overrides are what run
+    out = index_put(old, index, value) if isinstance(value, Tensor) else index_fill(old, index, value)
     x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
     x._vc[0] += 1
 
