@@ -8,6 +8,14 @@ differentiates for double backward.
 
 The ops work channels-first, batch-second: the im2col copy then reads contiguous rows
 (8x faster than the N-first order on MNIST shapes) and fold's adds are contiguous.
+
+The weight gradient rebuilds the patches instead of keeping the forward's alive until
+backward (nine times the input's size for a 3x3 kernel). The two backward ops take the
+batch a few images at a time (about ``CHUNK_BYTES`` of patches): a chunk's im2col copy is
+still in cache when its matmul reads it, and no whole-batch buffer is allocated (glibc's
+default malloc maps buffers that size afresh, page faults included, on every step). The
+forward keeps one patch matrix: chunking it paid only while the allocator's pages stayed
+mapped.
 """
 from __future__ import annotations
 
@@ -16,7 +24,10 @@ from ..optable import op
 from ..tensor import Tensor
 from ._args import pair
 from .movement import pad
+from .shape import cat
 from .window import fold, windows
+
+CHUNK_BYTES = 4 << 20
 
 
 def batched(op_name, x, expected_ndim=4):
@@ -29,16 +40,26 @@ def batched(op_name, x, expected_ndim=4):
                        f"to {op_name}, but got input of size: {list(x.shape)}")
 
 
-def _im2col(x, kernel, stride, padding, dilation, groups):
-    """(G, C/G * kh * kw, N * OH * OW) patches of a padded (N, C, H, W) input, and (OH, OW)."""
-    (kh, kw), (ph, pw) = kernel, padding
-    n, c = x.shape[0], x.shape[1]
-    xc = pad(x, (pw, pw, ph, ph)).permute(1, 0, 2, 3)              # (C, N, Hp, Wp)
-    cols = windows(xc, (kh, kw), stride, dilation)                  # (C, N, OH, OW, kh, kw)
-    oh, ow = cols.shape[2], cols.shape[3]
+def _chunks(n, bytes_per_image):
+    """(start, stop) ranges over a batch of ``n``, each about ``CHUNK_BYTES`` of patches."""
+    step = max(1, CHUNK_BYTES // max(1, bytes_per_image))
+    return [(a, min(n, a + step)) for a in range(0, n, step)] or [(0, 0)]
+
+
+def _patch_windows(x, kernel, stride, padding, dilation):
+    """The (C, N, OH, OW, kh, kw) window view of the zero-padded input, channels first."""
+    (ph, pw) = padding
+    xc = (pad(x, (pw, pw, ph, ph)) if ph or pw else x).permute(1, 0, 2, 3)
+    return windows(xc, kernel, stride, dilation)
+
+
+def _im2col(win, groups, a, b):
+    """(G, C/G * kh * kw, (b - a) * OH * OW) patches of images a..b of a ``_patch_windows`` view."""
+    c, n, oh, ow, kh, kw = win.shape
     cg = c // groups
-    cols = cols.reshape(groups, cg, n, oh, ow, kh, kw).permute(0, 1, 5, 6, 2, 3, 4)
-    return cols.reshape(groups, cg * kh * kw, n * oh * ow), (oh, ow)
+    part = win if (a, b) == (0, n) else win[:, a:b]
+    part = part.reshape(groups, cg, b - a, oh, ow, kh, kw).permute(0, 1, 5, 6, 2, 3, 4)
+    return part.reshape(groups, cg * kh * kw, (b - a) * oh * ow)
 
 
 def _grad_matrix(g, groups):
@@ -47,13 +68,19 @@ def _grad_matrix(g, groups):
     return g.permute(1, 0, 2, 3).reshape(groups, o // groups, n * oh * ow)
 
 
+def _columns(m, a, b, per_image):
+    """Columns of images a..b of a (..., N * per_image) matrix (a view)."""
+    return m if (a * per_image, b * per_image) == (0, m.shape[-1]) else m[..., a * per_image:b * per_image]
+
+
 # -- the forward -----------------------------------------------------------------------------
 
 def _conv2d(input, weight, bias, *, stride, padding, dilation, groups):
     n = input.shape[0]
     o, cg, kh, kw = weight.shape
-    cols, (oh, ow) = _im2col(input, (kh, kw), stride, padding, dilation, groups)
-    out = weight.reshape(groups, o // groups, cg * kh * kw) @ cols    # (G, O/G, N*OH*OW)
+    win = _patch_windows(input, (kh, kw), stride, padding, dilation)
+    oh, ow = win.shape[2], win.shape[3]
+    out = weight.reshape(groups, o // groups, cg * kh * kw) @ _im2col(win, groups, 0, n)
     out = out.reshape(o, n, oh, ow).permute(1, 0, 2, 3)               # (N, O, OH, OW), a view
     return out if bias is None else out + bias.reshape(1, o, 1, 1)
 
@@ -139,12 +166,15 @@ def _conv2d_input_grad(grad_output, weight, *, input_shape, stride, padding, dil
     _, cg, kh, kw = weight.shape
     _, c, h, w = input_shape
     (ph, pw) = padding
-    wmat = weight.reshape(groups, o // groups, cg * kh * kw)
-    dcols = wmat.mT @ _grad_matrix(grad_output, groups)                 # (G, K, N*OH*OW)
-    dcols = dcols.reshape(groups, cg, kh, kw, n, oh, ow).permute(0, 1, 4, 5, 6, 2, 3)
-    dcols = dcols.reshape(c, n, oh, ow, kh, kw)
-    dx = fold(dcols, (c, n, h + 2 * ph, w + 2 * pw), (kh, kw), stride, dilation)
-    dx = dx.permute(1, 0, 2, 3)
+    wmat_t = weight.reshape(groups, o // groups, cg * kh * kw).mT
+    gmat = _grad_matrix(grad_output, groups)
+    parts = []
+    for a, b in _chunks(n, c * kh * kw * oh * ow * grad_output.element_size()):
+        dcols = wmat_t @ _columns(gmat, a, b, oh * ow)                 # (G, K, chunk*OH*OW)
+        dcols = dcols.reshape(groups, cg, kh, kw, b - a, oh, ow).permute(0, 1, 4, 5, 6, 2, 3)
+        dcols = dcols.reshape(c, b - a, oh, ow, kh, kw)
+        parts.append(fold(dcols, (c, b - a, h + 2 * ph, w + 2 * pw), (kh, kw), stride, dilation))
+    dx = (parts[0] if len(parts) == 1 else cat(parts, 1)).permute(1, 0, 2, 3)
     return dx[:, :, ph:ph + h, pw:pw + w] if (ph or pw) else dx
 
 
@@ -158,8 +188,14 @@ def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilatio
 
 def _conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dilation, groups):
     o, cg, kh, kw = weight_shape
-    cols, _ = _im2col(input, (kh, kw), stride, padding, dilation, groups)
-    gw = _grad_matrix(grad_output, groups) @ cols.mT                      # (G, O/G, K)
+    n, c = input.shape[0], input.shape[1]
+    win = _patch_windows(input, (kh, kw), stride, padding, dilation)
+    oh, ow = win.shape[2], win.shape[3]
+    gmat = _grad_matrix(grad_output, groups)
+    gw = None
+    for a, b in _chunks(n, c * kh * kw * oh * ow * input.element_size()):
+        part = _columns(gmat, a, b, oh * ow) @ _im2col(win, groups, a, b).mT   # (G, O/G, K)
+        gw = part if gw is None else gw + part
     return gw.reshape(o, cg, kh, kw)
 
 
