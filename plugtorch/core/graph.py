@@ -45,7 +45,7 @@ class Node:
     # -- what derivative rules see -------------------------------------------------
     @property
     def needs_input_grad(self) -> tuple[bool, ...]:
-        return tuple(n is not None for n in self.next)
+        return tuple([n is not None for n in self.next])  # a list comprehension: rules read it per call
 
     @property
     def saved_tensors(self) -> tuple:

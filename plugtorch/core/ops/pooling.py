@@ -57,8 +57,9 @@ def _padded(x, kernel_size, stride, padding, dilation, value):
     h, w = x.shape[-2], x.shape[-1]
     oh = (h + 2 * ph - dh * (kh - 1) - 1 + sh - 1) // sh + 1
     ow = (w + 2 * pw - dw * (kw - 1) - 1 + sw - 1) // sw + 1
-    return pad(x, (pw, pw + max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw)),
-                   ph, ph + max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph))), value=value)
+    widths = (pw, pw + max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw)),
+              ph, ph + max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph)))
+    return pad(x, widths, value=value) if any(widths) else x  # pad() would copy even for none
 
 
 def _pool_windows(x, value, *, kernel_size, stride, padding, dilation, ceil_mode):
