@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from .optable import API, INPLACE
 
+__all__ = ["names", "bind_module", "bind_tensor"]
+
 
 def names(place: str) -> dict:
     """name -> callable for one place ("plugtorch", "Tensor" or "nn.functional")."""

@@ -5,6 +5,8 @@ from typing import Any, Callable, Mapping
 
 from .errors import MissingKernelError
 
+__all__ = ["Backend", "PrimitiveTable"]
+
 
 class PrimitiveTable(dict):
     """primitive name -> function for one backend. A miss raises a readable error, never a KeyError."""

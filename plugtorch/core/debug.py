@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+__all__ = ["set_debug", "is_debug", "debug_mode", "checks_values"]
+
 _debug = os.environ.get("PLUGTORCH_DEBUG", "") not in ("", "0", "false", "False")
 
 

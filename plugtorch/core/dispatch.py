@@ -15,6 +15,9 @@ from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
 from .optable import TABLE
 
+__all__ = ["call_op", "call_op1", "record", "wrap", "edge", "needs_grad", "same_backend", "backend_of",
+           "decomposition_rule", "NO_ATTRS"]
+
 _new = object.__new__
 Tensor: Any = None  # bound by core.tensor to avoid an import cycle
 NO_ATTRS: dict = {}  # shared by calls without attrs; never written

@@ -1,6 +1,8 @@
 """Errors raised by the core. Each message names the op, the backends involved and the remedy."""
 from __future__ import annotations
 
+__all__ = ["PluginError", "MissingKernelError", "BackendMismatchError", "BackendUnavailableError"]
+
 
 class PluginError(RuntimeError):
     """A plugin could not be loaded or registered something that conflicts."""

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import pluggy
 
+__all__ = ["CONTRACT_VERSION", "PROJECT_NAME", "hookimpl", "hookspec", "PlugtorchSpec"]
+
 PROJECT_NAME = "plugtorch"
 CONTRACT_VERSION = 1
 

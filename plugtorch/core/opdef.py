@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+__all__ = ["OpDef", "PLACES", "inherit"]
+
 # What a front-end may name in ``exposed``.
 PLACES = ("plugtorch", "Tensor", "nn.functional")
 

@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 from .opdef import PLACES, OpDef
 
+__all__ = ["TABLE", "CORE", "API", "INPLACE", "declare", "public", "op", "composite"]
+
 TABLE: dict[str, OpDef] = {}
 CORE: list[OpDef] = []
 API: dict[str, dict[str, Callable]] = {place: {} for place in PLACES}

@@ -18,6 +18,8 @@ from .hookspecs import CONTRACT_VERSION, PROJECT_NAME, PlugtorchSpec
 from .optable import TABLE
 from .registry import CORE_PLUGIN, Registry
 
+__all__ = ["get_registry", "get_plugin_manager", "register_plugin", "unregister_plugin", "list_plugins"]
+
 _lock = threading.RLock()
 _pm: pluggy.PluginManager | None = None
 _registry: Registry | None = None

@@ -18,6 +18,8 @@ of the same dtype as ``x`` *or* a Python scalar, in which case the result keeps
 """
 from __future__ import annotations
 
+__all__ = ["PRIMITIVES", "PRIMITIVE_NAMES"]
+
 # name -> "signature: meaning". The keys are the contract; the text is the doc.
 PRIMITIVES: dict[str, str] = {
     # elementwise unary: same dtype out (floating ops only receive floating input)
