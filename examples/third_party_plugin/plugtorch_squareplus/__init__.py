@@ -16,7 +16,7 @@ from plugtorch.core.registry import OpDef
 PLUGTORCH_CONTRACT = CONTRACT_VERSION
 
 
-def _decompose(x, b=4.0):
+def _decompose(x, *, b):
     return (x + (x * x + b).sqrt()) / 2
 
 
@@ -42,15 +42,20 @@ def _samples(g):
     ]
 
 
-SQUAREPLUS = OpDef("squareplus", decompose=_decompose, derivative=_derivative, save=("inputs",),
-                   doc="(x + sqrt(x*x + b)) / 2, a smooth ReLU", samples=_samples)
+def squareplus(input, b=4.0):
+    """(x + sqrt(x*x + b)) / 2, a smooth ReLU."""
+    # dispatch reads the op's current definition: an override by another plugin applies here too
+    return call_op("squareplus", (input,), {"b": float(b)})
 
 
-def squareplus(x, b=4.0):
-    return call_op(SQUAREPLUS, (x,), {"b": float(b)})
+# The whole op, declared once: its function, its decomposition (what runs on a backend
+# without a kernel of its own), its derivative and what that reads, its samples.
+SQUAREPLUS = OpDef("squareplus", function=squareplus, decompose=_decompose, derivative=_derivative,
+                   save=("inputs",), samples=_samples)
 
 
-def _numpy_squareplus(x, b):
+def _numpy_squareplus(x, *, b):
+    # a kernel receives the operand as a native array and the attrs by keyword
     return ((x + np.sqrt(x * x + b)) / 2).astype(x.dtype, copy=False)
 
 
