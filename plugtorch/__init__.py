@@ -16,6 +16,7 @@ from .core.dtypes import (bool_ as bool, dtype, float16, float32, float64, get_d
 from .core.errors import (BackendMismatchError, BackendUnavailableError, MissingKernelError,
                           PluginError)
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .core.plugin_report import plugins
 from .core.plugins import get_registry, list_plugins, register_plugin, unregister_plugin
 from .core.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .core.tensor import Size, Tensor
@@ -24,6 +25,8 @@ from . import nn
 from . import distributed
 from . import optim, utils
 from .serialization import load, save
+from . import library
+from .library import ops
 
 __version__ = "0.1.0"
 
@@ -39,7 +42,8 @@ __all__ = [
     "int64", "promote_types", "result_type", "set_default_dtype", "uint8", "float", "double", "long",
     "half", "short", "BackendMismatchError", "BackendUnavailableError", "MissingKernelError",
     "PluginError", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "get_registry",
-    "list_plugins", "register_plugin", "unregister_plugin", "Generator", "get_rng_state", "initial_seed", "manual_seed",
+    "list_plugins", "plugins", "register_plugin", "unregister_plugin", "Generator", "get_rng_state",
+    "initial_seed", "manual_seed",
     "seed", "set_rng_state", "Size", "Tensor", "autograd", "viz", "nn", "distributed", "optim", "utils",
-    "load", "save",
+    "load", "save", "library", "ops",
 ] + _ops.__all__

@@ -59,11 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate on the first N samples only")
     t.add_argument("--quiet", action="store_true",
                    help="print only the final accuracy (no progress bar or epoch lines)")
+    p = sub.add_parser("plugins", help="list plugins, backends, and what serves each op",
+                       description="The loaded plugins (package, version, entry point, contract; "
+                                   "failed ones with their traceback), the backends (available or why "
+                                   "not), and for each op which plugin's kernel, primitive or "
+                                   "decomposition computes it on each backend.")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--op", metavar="NAME", default=None, help="only this op")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "plugins":
+        from .core import plugin_report
+        return plugin_report.main(args.json, args.op)
     if args.command == "train":
         from .train import TrainConfig, train
         options = {k: v for k, v in vars(args).items() if k != "command"}

@@ -57,8 +57,10 @@ class Node:
         return f"<{self.name_()}>"
 
     def name_(self) -> str:
-        """torch's spelling of a node's name: ``log_softmax`` -> ``LogSoftmaxBackward0``."""
-        return "".join(part[:1].upper() + part[1:] for part in self.name.split("_")) + "Backward0"
+        """torch's spelling of a node's name: ``log_softmax`` -> ``LogSoftmaxBackward0``
+        (a custom op ``mylib::swish`` -> ``MylibSwishBackward0``)."""
+        parts = self.name.replace("::", "_").split("_")
+        return "".join(part[:1].upper() + part[1:] for part in parts) + "Backward0"
 
     @property
     def next_functions(self):

@@ -120,7 +120,7 @@ class Registry:
                 del self.history[(kind, key)]
                 tables[kind].pop(key, None)
             if kind == "op":
-                if len(kept) > 1:
+                if kept and kept[-1][0] != kept[0][0]:  # in force: another plugin's than the first
                     self.overridden[key] = kept[0][1]
                 else:
                     self.overridden.pop(key, None)
@@ -209,7 +209,7 @@ class Registrar:
             raise PluginError(f"plugin '{self.plugin_name}': op '{op.name}' maps to '{op.primitive}', "
                               f"which is not a primitive of contract {CONTRACT_VERSION}")
         op.plugin = self.plugin_name
-        if old is not None:
+        if old is not None and old.plugin != self.plugin_name:  # an owner updating its op is no override
             r.overridden.setdefault(op.name, old)
         r.ops[op.name] = op
         r._log("op", op.name, self.plugin_name, op, old)

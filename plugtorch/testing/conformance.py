@@ -1,13 +1,16 @@
 """The conformance suite as pytest tests, over every registered op and every backend.
 
-Import it into a test module to run it (plugtorch's own tests/conformance does)::
+Run it with ``pytest --plugtorch-conformance`` (plugtorch installs a pytest plugin that
+adds this module to the session), or import it into a test module (plugtorch's own
+tests/conformance does)::
 
     from plugtorch.testing.conformance import *  # noqa: F401,F403
 
 Ops, samples and backends are read from the registry when the module is imported,
 so register a plugin (entry point, ``PLUGTORCH_PLUGINS`` or ``register_plugin`` in a
-conftest) before that. ``PLUGTORCH_CONFORMANCE_BACKENDS=name,name`` restricts the
-backends; by default each available backend runs twice: as registered, and as its
+conftest) before that. ``PLUGTORCH_CONFORMANCE_OPS=op,op,plugin:NAME`` restricts the ops
+(``plugin:NAME``: every op that plugin defines) and ``PLUGTORCH_CONFORMANCE_BACKENDS=name,name``
+the backends; by default each available backend runs twice: as registered, and as its
 ``<name>_bare`` twin without fused kernels (so the core decompositions are checked).
 """
 from __future__ import annotations
@@ -29,10 +32,26 @@ __all__ = ["conformance_backend", "reference_torch", "test_op_has_samples", "tes
 GRADGRAD_MAX_NUMEL = 24
 
 
+def _selected_ops(reg) -> list[str]:
+    """``PLUGTORCH_CONFORMANCE_OPS``: op names, or ``plugin:NAME`` for every op a plugin defines."""
+    wanted = [w.strip() for w in os.environ.get("PLUGTORCH_CONFORMANCE_OPS", "").split(",") if w.strip()]
+    if not wanted:
+        return sorted(reg.ops)
+    names = set()
+    for w in wanted:
+        if w.startswith("plugin:"):
+            names.update(n for n, d in reg.ops.items() if d.plugin == w[len("plugin:"):])
+        elif w in reg.ops:
+            names.add(w)
+        else:
+            raise ValueError(f"PLUGTORCH_CONFORMANCE_OPS names '{w}', which is not a registered op")
+    return sorted(names)
+
+
 def _collect():
     reg = plugtorch.get_registry()
     items, errors = {}, {}
-    for name in sorted(reg.ops):
+    for name in _selected_ops(reg):
         try:
             items[name] = samples_for(reg.ops[name])
         except Exception as e:  # noqa: BLE001 - reported by test_op_has_samples, naming the op
