@@ -292,8 +292,8 @@ def unregister_plugin(name: str) -> None:
         if pm.has_plugin(name):
             plugin = pm.get_plugin(name)
             pm.unregister(name=name)
-            if getattr(plugin, "_registrar", None) is not None:  # a library can register again
-                plugin._registrar = None
+            if plugin is not None and getattr(plugin, "_registrar", None) is not None:
+                plugin._registrar = None  # a library can register again
         _records.pop(name, None)
 
 
