@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..core.ops.creation import zeros_like
 from ..core.ops.elementwise import maximum
+from ._pointwise import addcmul_, lerp_
 from .optimizer import Optimizer
 
 
@@ -57,8 +58,8 @@ class Adam(Optimizer):
             else:
                 grad = grad.add(p, alpha=weight_decay)
 
-        exp_avg.add_(grad - exp_avg, alpha=1 - beta1)  # lerp towards grad
-        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+        lerp_(exp_avg, grad, 1 - beta1)
+        addcmul_(exp_avg_sq.mul_(beta2), grad, grad, value=1 - beta2)
 
         step_size = lr / (1 - beta1 ** step)
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5

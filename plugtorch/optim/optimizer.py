@@ -8,6 +8,7 @@ code and checkpoints written for ``torch.optim`` read the same here.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from collections import defaultdict
 from itertools import chain
@@ -30,6 +31,16 @@ def _typename(obj) -> str:
     return f"plugtorch.{type(obj).__name__}" if isinstance(obj, Tensor) else type(obj).__name__
 
 
+def _marks_stepped(step):
+    """Wrap a ``step`` so the optimizer records that it ran: a scheduler stepped before its
+    optimizer ever was warns, as torch's does (it skips the schedule's first value)."""
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        self._opt_called = True
+        return step(self, *args, **kwargs)
+    return wrapper
+
+
 class Optimizer:
     """Base class of all optimizers.
 
@@ -37,6 +48,11 @@ class Optimizer:
     (parameter groups) each holding ``"params"`` and any per-group options that
     override ``defaults``.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:  # subclasses that write their own step (SGD, user optimizers)
+            cls.step = _marks_stepped(cls.__dict__["step"])
 
     def __init__(self, params, defaults: dict):
         if isinstance(params, Tensor):
@@ -109,7 +125,7 @@ class Optimizer:
             warnings.warn("optimizer contains a parameter group with duplicate parameters; "
                           "in future, this will cause an error", stacklevel=3)
 
-        seen = set()
+        seen: set[int] = set()
         for group in self.param_groups:
             seen.update(id(p) for p in group["params"])
             if ("param_names" in param_group) != ("param_names" in group):
@@ -137,6 +153,7 @@ class Optimizer:
                         g.requires_grad_(False)
                     g.zero_()
 
+    @_marks_stepped
     def step(self, closure=None):
         """Re-evaluate the loss with ``closure`` (if given), then update every parameter that has a
         gradient, under no_grad. Subclasses implement ``_update(p, group)``, or override this."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core.ops.creation import zeros_like
+from ._pointwise import addcdiv_, addcmul_, lerp_
 from .optimizer import Optimizer
 
 
@@ -51,17 +52,17 @@ class RMSprop(Optimizer):
         if weight_decay != 0:
             grad = grad.add(p, alpha=weight_decay)
         square_avg = state["square_avg"]
-        square_avg.mul_(alpha).add_(grad * grad, alpha=1 - alpha)
+        addcmul_(square_avg.mul_(alpha), grad, grad, value=1 - alpha)
         if group["centered"]:
             grad_avg = state["grad_avg"]
-            grad_avg.add_(grad - grad_avg, alpha=1 - alpha)  # lerp towards grad
-            avg = (square_avg - grad_avg * grad_avg).sqrt()
+            lerp_(grad_avg, grad, 1 - alpha)
+            avg = addcmul_(square_avg.clone(), grad_avg, grad_avg, value=-1).sqrt()
         else:
             avg = square_avg.sqrt()
         avg = avg.add_(eps)
         if momentum > 0:
             buf = state["momentum_buffer"]
-            buf.mul_(momentum).add_(grad / avg)
+            addcdiv_(buf.mul_(momentum), grad, avg)
             p.add_(buf, alpha=-lr)
         else:
-            p.add_(grad / avg, alpha=-lr)
+            addcdiv_(p, grad, avg, value=-lr)

@@ -17,6 +17,7 @@ CONFIGS = [
     ("Adam", dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
     ("Adam", dict(lr=1e-2, amsgrad=True)),
     ("Adam", dict(lr=1e-2, maximize=True)),
+    ("Adam", dict(lr=1e-2, betas=(0.3, 0.9))),  # lerp weight >= 0.5: torch's other formula
     ("AdamW", dict(lr=1e-2)),
     ("AdamW", dict(lr=1e-2, weight_decay=0.3, amsgrad=True)),
     ("RMSprop", dict()),
