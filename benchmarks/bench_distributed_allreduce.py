@@ -15,7 +15,9 @@ For each total size, on the same bytes:
   all-reduces, and the copy back into ``.grad``;
 * ``per_param``: one blocking all-reduce per parameter (what fusion avoids), 1024 parameters.
 
-Bandwidth is bytes / time (algorithm bandwidth). Other processes share the cores, so the
+Bandwidth is bytes / time (algorithm bandwidth, "algbw"); bus bandwidth ("busbw", the
+nccl-tests convention) is algbw * 2(n-1)/n, the rate each rank's link carries in a ring
+all-reduce, comparable across numbers of ranks. Other processes share the cores, so the
 methods are timed in interleaved short rounds (alternating order); the ratios are medians
 of per-round ratios, which pair measurements taken moments apart.
 """
@@ -57,8 +59,8 @@ def main():
     if rank == 0:
         print(f"{world} ranks; MB = 2**20 bytes; bandwidth = bytes / best time of {ROUNDS} rounds; "
               "x/raw = median over rounds of the raw time / x time, same round")
-        print(f"{'size MB':>8} {'raw MB/s':>9} {'Iallreduce/raw':>15} {'bucket MB/s':>12} {'bucket/raw':>11} "
-              f"{'ddp_sync MB/s':>14} {'ddp/raw':>8} {'per_param MB/s':>15}")
+        print(f"{'size MB':>8} {'raw MB/s':>9} {'raw busbw':>10} {'Iallreduce/raw':>15} {'bucket MB/s':>12} "
+              f"{'bucket busbw':>13} {'bucket/raw':>11} {'ddp_sync MB/s':>14} {'ddp/raw':>8} {'per_param MB/s':>15}")
     for mb in (0.25, 1, 4, 16, 64):
         numel = int(mb * 2**20 / 4)
         reps = max(2, int(8 / mb))
@@ -97,8 +99,10 @@ def main():
         bw = {k: mb / min(v) for k, v in times.items()}
         ratio = {k: float(np.median(np.array(times["raw"]) / np.array(v))) for k, v in times.items()}
         if rank == 0:
-            print(f"{mb:8.2f} {bw['raw']:9.0f} {ratio['raw_nb']:15.2f} {bw['bucket']:12.0f} {ratio['bucket']:11.2f} "
-                  f"{bw['ddp_sync']:14.0f} {ratio['ddp_sync']:8.2f} {bw['per_param']:15.0f}")
+            bus = 2 * (world - 1) / world
+            print(f"{mb:8.2f} {bw['raw']:9.0f} {bw['raw'] * bus:10.0f} {ratio['raw_nb']:15.2f} {bw['bucket']:12.0f} "
+                  f"{bw['bucket'] * bus:13.0f} {ratio['bucket']:11.2f} {bw['ddp_sync']:14.0f} {ratio['ddp_sync']:8.2f} "
+                  f"{bw['per_param']:15.0f}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,22 @@
 """Data-parallel training throughput: plugtorch DDP over MPI vs PyTorch DDP over gloo.
 
-The workload: an MNIST-shaped MLP (784-512-256-10, ReLU), cross-entropy, SGD with
-momentum, a fixed per-rank batch, synthetic inputs (data loading is not measured),
-one BLAS thread per rank. Samples/s counts every rank's samples.
+The workload: an MNIST-shaped MLP (784-512-256-10, ReLU) or ``plugtorch train``'s MNIST
+CNN (``--model cnn``), cross-entropy, SGD with momentum, a fixed per-rank batch,
+synthetic inputs (data loading is not measured). Samples/s counts every rank's samples.
 
-    python benchmarks/bench_distributed_training.py            # all four, 5 runs each, a table
-    python benchmarks/bench_distributed_training.py --batch 64 --steps 100 --repeat 3
+    python benchmarks/bench_distributed_training.py                       # 1, 2, 4 ranks, a table
+    python benchmarks/bench_distributed_training.py --model cnn --ranks 1,2,4 --repeat 3
 
-runs ``plugtorch`` on 1 process (``python``) and 2 (``mpiexec -n 2``), and PyTorch on 1
-process and 2 (DDP, gloo backend; ranks from the MPI launcher, rendezvous over TCP).
-The target is 2-rank plugtorch >= 1.7x the 1-process samples/s. The cores are shared
-with other work, so runs are interleaved and both the best and the median are shown,
-and "plugtorch --local" runs the 2 ranks without DDP: the most 2 ranks can reach on
-the cores they actually got, so DDP / --local is the cost of communication alone;
-"--sync-only" adds just a 4-byte all-reduce per step: the cost of ranks waiting for
-each other, before any gradient bytes move.
+runs ``plugtorch`` (``python``, then ``mpiexec -n N``) and PyTorch (DDP, gloo backend;
+ranks from the MPI launcher, rendezvous over TCP) on each number of ranks; 4 ranks on
+this 2-core machine are oversubscribed. No thread variable is set: plugtorch sizes each
+rank's BLAS pool itself, and the PyTorch workers call ``torch.set_num_threads`` with the
+same share (cores // ranks). The cores are shared with other work, so runs are
+interleaved and both the best and the median are shown. "plugtorch --local" runs the
+ranks without DDP: the most N ranks can reach on the cores they actually got, so
+DDP / --local is the cost of communication alone; "--sync-only" adds just a 4-byte
+all-reduce per step: the cost of ranks waiting for each other. ``--threads 1`` pins
+every run to one BLAS thread (steadier when other jobs load the machine).
 """
 from __future__ import annotations
 
@@ -32,13 +34,22 @@ import numpy as np
 SIZES = (784, 512, 256, 10)
 
 
-def _batches(rank, batch, n=8):
+def _share() -> int:
+    """This rank's share of the cores, as plugtorch sizes it (for the PyTorch workers)."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return int(os.environ["OMP_NUM_THREADS"])
+    world = int(os.environ.get("PMI_SIZE", "1"))
+    return max(1, len(os.sched_getaffinity(0)) // world)
+
+
+def _batches(rank, batch, model, n=8):
     rng = np.random.default_rng(rank)
-    return [(rng.standard_normal((batch, SIZES[0])).astype(np.float32),
+    shape = (batch, SIZES[0]) if model == "mlp" else (batch, 1, 28, 28)
+    return [(rng.standard_normal(shape).astype(np.float32),
              rng.integers(0, SIZES[-1], batch)) for _ in range(n)]
 
 
-def run_plugtorch(batch, steps, warmup, local=False, sync_only=False):
+def run_plugtorch(batch, steps, warmup, local=False, sync_only=False, model_name="mlp"):
     import plugtorch
     import plugtorch.distributed as dist
     import plugtorch.optim
@@ -48,16 +59,20 @@ def run_plugtorch(batch, steps, warmup, local=False, sync_only=False):
     dist.init()
     rank, world = dist.get_rank(), dist.get_world_size()
     plugtorch.manual_seed(0)
-    layers = []
-    for a, b in zip(SIZES[:-1], SIZES[1:]):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    model = nn.Sequential(*layers[:-1])
+    if model_name == "cnn":
+        from plugtorch.train import CNN
+        model = CNN(dropout=0.0)
+    else:
+        layers = []
+        for a, b in zip(SIZES[:-1], SIZES[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        model = nn.Sequential(*layers[:-1])
     if not (local or sync_only):  # --local: no communication (the ceiling for N ranks)
         model = DistributedDataParallel(model)
     token = plugtorch.zeros(1)  # --sync-only: no DDP, but ranks meet once a step
     opt = plugtorch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    data = [(plugtorch.from_numpy(x), plugtorch.from_numpy(y)) for x, y in _batches(rank, batch)]
+    data = [(plugtorch.from_numpy(x), plugtorch.from_numpy(y)) for x, y in _batches(rank, batch, model_name)]
 
     def step(i):
         x, y = data[i % len(data)]
@@ -77,25 +92,49 @@ def run_plugtorch(batch, steps, warmup, local=False, sync_only=False):
     return rank, world, time.perf_counter() - t0
 
 
-def run_torch(batch, steps, warmup):
+class TorchCNN:
+    """``plugtorch.train.CNN`` in PyTorch (built lazily: torch is imported in the worker only)."""
+
+    @staticmethod
+    def build():
+        from torch import nn
+
+        class CNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv1, self.conv2 = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(16, 32, 3, padding=1)
+                self.pool = nn.MaxPool2d(2)
+                self.fc1, self.fc2 = nn.Linear(32 * 7 * 7, 128), nn.Linear(128, 10)
+
+            def forward(self, x):
+                x = self.pool(self.conv1(x).relu())
+                x = self.pool(self.conv2(x).relu())
+                return self.fc2(self.fc1(x.flatten(1)).relu())
+        return CNN()
+
+
+def run_torch(batch, steps, warmup, model_name="mlp"):
     import torch
     import torch.distributed as tdist
     from torch import nn
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(_share())
     world = int(os.environ.get("PMI_SIZE", "1"))
     rank = int(os.environ.get("PMI_RANK", "0"))
     torch.manual_seed(0)
-    layers = []
-    for a, b in zip(SIZES[:-1], SIZES[1:]):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    model = nn.Sequential(*layers[:-1])
+    if model_name == "cnn":
+        model = TorchCNN.build()
+    else:
+        layers = []
+        for a, b in zip(SIZES[:-1], SIZES[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        model = nn.Sequential(*layers[:-1])
     if world > 1:
         tdist.init_process_group("gloo", rank=rank, world_size=world)
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in _batches(rank, batch)]
+    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in _batches(rank, batch, model_name)]
 
     def step(i):
         x, y = data[i % len(data)]
@@ -119,9 +158,9 @@ def run_torch(batch, steps, warmup):
 def worker(args):
     if args.worker == "plugtorch":
         rank, world, seconds = run_plugtorch(args.batch, args.steps, args.warmup, args.local,
-                                             args.sync_only)
+                                             args.sync_only, args.model)
     else:
-        rank, world, seconds = run_torch(args.batch, args.steps, args.warmup)
+        rank, world, seconds = run_torch(args.batch, args.steps, args.warmup, args.model)
     if rank == 0:
         print(json.dumps({"framework": args.worker, "world": world, "batch_per_rank": args.batch,
                           "steps": args.steps, "seconds": seconds,
@@ -136,15 +175,22 @@ def _free_port() -> int:
 
 def driver(args):
     mpiexec = shutil.which("mpiexec")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               MASTER_ADDR="127.0.0.1")
-    configs = [("plugtorch", 1), ("plugtorch", 2), ("plugtorch --local", 2),
-               ("plugtorch --sync-only", 2), ("torch", 1), ("torch", 2)]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["MASTER_ADDR"] = "127.0.0.1"
+    if args.threads:
+        env.update(OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
+                   MKL_NUM_THREADS=str(args.threads))
+    worlds = [int(w) for w in args.ranks.split(",")]
+    configs = [(f, w) for w in worlds for f in ("plugtorch", "torch")]
+    configs += [("plugtorch --local", w) for w in worlds if w > 1]
+    if args.sync_only_too:
+        configs += [("plugtorch --sync-only", w) for w in worlds if w > 1]
     runs: dict = {c: [] for c in configs}
     for _ in range(args.repeat):  # interleaved, so load from other processes hits all alike
         for framework, world in configs:
             cmd = [sys.executable, __file__, "--worker", *framework.split(), "--batch", str(args.batch),
-                   "--steps", str(args.steps), "--warmup", str(args.warmup)]
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--model", args.model]
             if world > 1:
                 cmd = [mpiexec, "-n", str(world)] + cmd
             env["MASTER_PORT"] = str(_free_port())
@@ -152,8 +198,11 @@ def driver(args):
             if out.returncode != 0:
                 sys.exit(f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}")
             runs[framework, world].append(json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"])
-    print(f"MLP {'-'.join(map(str, SIZES))}, batch {args.batch} per rank, {args.steps} steps, one BLAS "
-          f"thread per rank, {args.repeat} interleaved runs each; load average {os.getloadavg()[0]:.2f}")
+    workload = f"MLP {'-'.join(map(str, SIZES))}" if args.model == "mlp" else "MNIST CNN (plugtorch train's)"
+    threads = f"{args.threads} thread(s) per rank" if args.threads else "threads sized by plugtorch"
+    print(f"{workload}, batch {args.batch} per rank, {args.steps} steps, {len(os.sched_getaffinity(0))} cores, "
+          f"{threads}, "
+          f"{args.repeat} interleaved runs each; load average {os.getloadavg()[0]:.2f}")
     print(f"{'framework':>22} {'ranks':>5} {'best samples/s':>15} {'speed-up':>9} "
           f"{'median samples/s':>17} {'speed-up':>9}")
     for framework, world in configs:
@@ -166,6 +215,11 @@ def driver(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", choices=("plugtorch", "torch"))
+    parser.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    parser.add_argument("--ranks", default="1,2,4", help="comma-separated numbers of ranks")
+    parser.add_argument("--sync-only-too", action="store_true", help="also run the --sync-only rows")
+    parser.add_argument("--threads", type=int, help="BLAS threads per rank for every run (OMP_NUM_THREADS); "
+                        "default: plugtorch's sizing, cores // ranks")
     parser.add_argument("--batch", type=int, default=128, help="samples per rank per step")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)

@@ -59,6 +59,16 @@ class Buffer:
             return np.empty(shape, dtype=self.array.dtype)
         return self.tensor._backend.primitives["zeros"](shape, self.tensor.dtype)
 
+    def host_array(self) -> np.ndarray:
+        """This buffer's values in host memory (the array itself where it already is)."""
+        if isinstance(self.array, np.ndarray):
+            return self.array
+        return np.asarray(self.tensor._backend.primitives["to_host"](self.array))
+
+    def store_host(self, array: np.ndarray) -> None:
+        """Make the host array ``array`` (this buffer's shape) the tensor's value."""
+        write(self.tensor, array, from_host=True)
+
     def store(self) -> None:
         """Make what MPI wrote into this buffer the tensor's value."""
         if self.copied:

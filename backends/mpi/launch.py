@@ -50,8 +50,11 @@ class MPIProvider:
             return "this process was not started by an MPI launcher (run it with mpiexec -n N ...)"
         return "no reason known"
 
-    def create(self):
-        """The process group of the launched world, or None for a plain single-process run."""
+    def create(self, timeout: float = 600.0):
+        """The process group of the launched world, or None for a plain single-process run.
+
+        ``timeout`` (seconds) bounds every collective of the group, its creation included.
+        """
         size = launched_size()
         if size is None and not _mpi_already_initialized():
             return None
@@ -63,4 +66,4 @@ class MPIProvider:
                     "work). Install it: pip install mpi4py mpich", RuntimeWarning, stacklevel=3)
             return None
         from .group import MPIProcessGroup
-        return MPIProcessGroup()
+        return MPIProcessGroup(timeout=timeout)

@@ -9,23 +9,73 @@ process or many.
 
 Set ``PLUGTORCH_DISTRIBUTED_DEBUG=1`` to check, before every collective, that all
 ranks call the same collective with the same shapes and dtypes (see ``debug``).
+
+Every collective is bounded by the group's ``timeout`` (default 10 minutes,
+``PLUGTORCH_DISTRIBUTED_TIMEOUT`` seconds): a rank that does not arrive makes the
+others abort the job with a diagnosis instead of hanging. Under a launcher, each
+rank's BLAS threads are sized to its share of the node's cores (``plugtorch.threads``).
 """
 from __future__ import annotations
 
+import datetime
 import os
+import sys
 
+from .. import threads
 from ..core.tensor import Tensor
+from .grad_bucket import GradBucket
 from .process_group import ProcessGroup, ReduceOp, SingleProcessGroup, Work
 
 __all__ = [
     "ReduceOp", "Work", "ProcessGroup", "init", "init_process_group", "destroy_process_group",
     "is_available", "is_initialized", "is_mpi_available", "get_rank", "get_world_size",
     "get_backend", "barrier", "all_reduce", "broadcast", "all_gather", "all_gather_object",
-    "broadcast_object_list", "abort",
+    "broadcast_object_list", "abort", "group", "default_pg_timeout", "GradBucket",
 ]
 
 SERVICE = "distributed.process_group"
+default_pg_timeout = datetime.timedelta(minutes=10)
 _default_pg: ProcessGroup | None = None
+
+
+class _World:
+    """``dist.group.WORLD``: the default process group (None before init)."""
+
+    @property
+    def WORLD(self) -> ProcessGroup | None:  # noqa: N802  (torch's name)
+        return _default_pg
+
+
+group = _World()
+
+
+def _timeout_seconds(timeout) -> float:
+    """``timeout`` (a timedelta or seconds), else PLUGTORCH_DISTRIBUTED_TIMEOUT, else 10 minutes."""
+    if timeout is None:
+        env = os.environ.get("PLUGTORCH_DISTRIBUTED_TIMEOUT")
+        if not env:
+            return default_pg_timeout.total_seconds()
+        try:
+            seconds = float(env)
+        except ValueError:
+            raise ValueError(f"PLUGTORCH_DISTRIBUTED_TIMEOUT={env!r} is not a number of seconds") from None
+    else:
+        seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+    if not seconds > 0:
+        raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
+    return seconds
+
+
+def _size_threads(pg: ProcessGroup) -> None:
+    """Give each rank its share of its node's cores, and say so once (see plugtorch.threads)."""
+    sharing, cores = pg.cpu_share()
+    n = threads.size_for_ranks(sharing, cores)
+    if n is not None and pg.rank() == 0:
+        sys.stderr.write(
+            f"plugtorch.distributed: {sharing} ranks share {cores} cores on this node, so each rank's BLAS "
+            f"uses {n} thread{'s' if n > 1 else ''}; set OMP_NUM_THREADS or call plugtorch.set_num_threads() "
+            "to choose\n")
+        sys.stderr.flush()
 
 
 def _provider():
@@ -53,9 +103,12 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
 
     backend: ``None`` (MPI when launched under it, else a single process), ``"mpi"``
     (required: an error if this process was not launched under MPI) or ``"single"``.
-    ``init_method``, ``timeout``, ``world_size`` and ``rank`` are accepted for torch
-    compatibility: with MPI the launcher decides the world, and a ``world_size`` or ``rank``
-    that disagrees with it is an error. (Pass a timeout to ``Work.wait`` instead.)
+    timeout: a ``datetime.timedelta`` or seconds bounding every collective (default
+    ``PLUGTORCH_DISTRIBUTED_TIMEOUT`` seconds, else 10 minutes); a collective that some rank
+    does not join in time aborts the job with a diagnosis naming it and the missing ranks.
+    ``init_method``, ``world_size`` and ``rank`` are accepted for torch compatibility: with MPI
+    the launcher decides the world, and a ``world_size`` or ``rank`` that disagrees with it is
+    an error.
     """
     global _default_pg
     if _default_pg is not None:
@@ -64,11 +117,12 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
     if backend not in (None, "mpi", "single"):
         raise ValueError(f"unknown distributed backend {backend!r}; plugtorch offers 'mpi' "
                          "(the MPI plugin, under mpiexec) and 'single' (one process)")
+    seconds = _timeout_seconds(timeout)
     pg = None
     if backend != "single":
         provider = _provider()
         if provider is not None:
-            pg = provider.create()
+            pg = provider.create(timeout=seconds)
         if pg is None and backend == "mpi":
             why = ("no plugin provides it (pip install 'plugtorch[mpi]')" if provider is None
                    else provider.unavailable_reason())
@@ -79,6 +133,8 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
         pg.shutdown()
         raise ValueError(f"init_process_group(world_size={world_size}, rank={rank}) disagrees with "
                          f"the launcher, which started this process as rank {pg.rank()} of {pg.size()}")
+    if pg.size() > 1:
+        _size_threads(pg)
     if os.environ.get("PLUGTORCH_DISTRIBUTED_DEBUG", "").upper() in ("1", "DETAIL", "INFO"):
         from .debug import CheckedProcessGroup
         pg = CheckedProcessGroup(pg)
@@ -86,9 +142,12 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
     return pg
 
 
-def init(backend: str | None = None) -> ProcessGroup:
-    """Join the launched world (or a single process); a no-op if already initialised."""
-    return _default_pg if _default_pg is not None else init_process_group(backend)
+def init(backend: str | None = None, timeout=None) -> ProcessGroup:
+    """Join the launched world (or a single process); a no-op if already initialised.
+
+    ``timeout`` as for :func:`init_process_group`.
+    """
+    return _default_pg if _default_pg is not None else init_process_group(backend, timeout=timeout)
 
 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:

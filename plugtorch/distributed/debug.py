@@ -47,9 +47,10 @@ class CheckedProcessGroup(ProcessGroup):
                     "the same shape and dtype."
                 )
 
-    def allreduce(self, tensor, op):
-        self._check(f"all_reduce({_describe(tensor)}, op={op.name})")
-        return self.pg.allreduce(tensor, op)
+    def allreduce(self, tensor, op, wire_dtype=None):
+        wire = "" if wire_dtype is None else f", wire_dtype={wire_dtype}"
+        self._check(f"all_reduce({_describe(tensor)}, op={op.name}{wire})")
+        return self.pg.allreduce(tensor, op, wire_dtype)
 
     def broadcast(self, tensor, src):
         self._check(f"broadcast({_describe(tensor)}, src={src})")
@@ -70,6 +71,15 @@ class CheckedProcessGroup(ProcessGroup):
     def broadcast_object(self, obj, src):
         self._check(f"broadcast_object(src={src})")
         return self.pg.broadcast_object(obj, src)
+
+    def cpu_share(self):
+        return self.pg.cpu_share()
+
+    def __getattr__(self, name):  # the wrapped group's own attributes (timeout, counters)
+        pg = self.__dict__.get("pg")
+        if pg is None:
+            raise AttributeError(name)
+        return getattr(pg, name)
 
     def shutdown(self) -> None:
         self.pg.shutdown()

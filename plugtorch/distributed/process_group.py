@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import enum
 
+from ..futures import Future
+from ..threads import usable_cores
+
 
 class ReduceOp(enum.Enum):
     """Reduction applied by ``all_reduce`` (torch.distributed.ReduceOp)."""
@@ -33,7 +36,13 @@ class ReduceOp(enum.Enum):
 
 
 class Work:
-    """The handle of a collective; ``wait()`` blocks until its result is in the tensors."""
+    """The handle of a collective; ``wait()`` blocks until its result is in the tensors.
+
+    This base class is a collective that completed when it was posted (one process).
+    """
+
+    def __init__(self, tensors=()):
+        self.tensors = list(tensors)
 
     def wait(self, timeout=None) -> bool:
         return True
@@ -43,6 +52,22 @@ class Work:
 
     def is_success(self) -> bool:
         return self.is_completed()
+
+    def result(self) -> list:
+        """The tensors the collective wrote (torch's ``Work.result()``)."""
+        return self.tensors
+
+    def get_future(self) -> Future:
+        """A :class:`~plugtorch.futures.Future` completed with ``result()`` once the work is."""
+        def drive():
+            try:
+                self.wait()
+            except Exception as e:  # the future carries the failure to whoever waits on it
+                fut.set_exception(e)
+            else:
+                fut.set_result(self.result())
+        fut = Future._pending(drive, self.is_completed)
+        return fut
 
 
 class ProcessGroup:
@@ -56,7 +81,10 @@ class ProcessGroup:
     def size(self) -> int:
         raise NotImplementedError
 
-    def allreduce(self, tensor, op: ReduceOp) -> Work:
+    def allreduce(self, tensor, op: ReduceOp, wire_dtype: str | None = None) -> Work:
+        """Reduce ``tensor`` in place. ``wire_dtype="bfloat16"``: the values travel and are
+        reduced as bfloat16 (half the bytes; plugtorch has no bfloat16 tensor dtype), and the
+        result is written back in ``tensor``'s dtype."""
         raise NotImplementedError
 
     def broadcast(self, tensor, src: int) -> Work:
@@ -67,6 +95,10 @@ class ProcessGroup:
 
     def barrier(self) -> Work:
         raise NotImplementedError
+
+    def cpu_share(self) -> tuple[int, int]:
+        """(processes of this group that share this process's cores, itself included; those cores)."""
+        return 1, len(usable_cores())
 
     def allgather_object(self, obj) -> list:
         """Every rank's picklable ``obj``, in rank order."""
@@ -102,17 +134,20 @@ class SingleProcessGroup(ProcessGroup):
     def size(self) -> int:
         return 1
 
-    def allreduce(self, tensor, op: ReduceOp) -> Work:
-        return Work()
+    def allreduce(self, tensor, op: ReduceOp, wire_dtype: str | None = None) -> Work:
+        if wire_dtype is not None:
+            from .wire import round_to
+            round_to(tensor, wire_dtype)
+        return Work([tensor])
 
     def broadcast(self, tensor, src: int) -> Work:
-        return Work()
+        return Work([tensor])
 
     def allgather(self, out_tensors: list, tensor) -> Work:
         from ..core.grad_mode import no_grad
         with no_grad():
             out_tensors[0].copy_(tensor)
-        return Work()
+        return Work(out_tensors)
 
     def barrier(self) -> Work:
         return Work()

@@ -8,79 +8,21 @@ These run in the normal ``python -m pytest`` command; ``-m mpi`` selects just th
 from __future__ import annotations
 
 import json
-import os
-import pathlib
-import shutil
-import signal
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+from mpi_harness import MPIEXEC, _env, check, launch, needs_mpi
 
 import plugtorch
-
-SCRIPTS = pathlib.Path(__file__).parent / "mpi_scripts"
-MPIEXEC = shutil.which("mpiexec") or shutil.which("mpirun")
-
-try:
-    import mpi4py  # noqa: F401  (only to know whether to skip; does not initialise MPI)
-    HAVE_MPI4PY = True
-except ImportError:
-    HAVE_MPI4PY = False
-
-
-def needs_mpi(test):
-    """Mark a test that launches mpiexec: selectable with -m mpi, skipped (saying why) without MPI."""
-    test = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH: pip install mpich mpi4py")(test)
-    test = pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed: pip install mpi4py")(test)
-    return pytest.mark.mpi(test)
-
-
-def _env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
-                        "PLUGTORCH_DISTRIBUTED_DEBUG")}
-    # 2 cores shared by up to 4 ranks: one BLAS thread each.
-    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", **extra)
-    return env
-
-
-def launch(nprocs, script, *args, timeout=60, env=None):
-    """Run ``script`` on ``nprocs`` ranks (0: plain python, no launcher); returns the result."""
-    cmd = [sys.executable, str(SCRIPTS / script), *map(str, args)]
-    if nprocs:
-        cmd = [MPIEXEC, "-n", str(nprocs)] + cmd
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env or _env(), start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} hung for {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def check(result, expected_lines: int):
-    assert result.returncode == 0, (f"{' '.join(result.args)} exited {result.returncode}\n"
-                                    f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
-    assert result.stdout.count(" ok on rank ") == expected_lines, result.stdout
 
 
 @needs_mpi
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_collectives(nprocs):
     check(launch(nprocs, "collectives.py"), nprocs)
-
-
-@pytest.fixture(scope="module")
-def single_process_params(tmp_path_factory):
-    out = tmp_path_factory.mktemp("equivalence") / "n1.npz"
-    result = launch(0, "train_mlp.py", out)
-    assert result.returncode == 0, result.stderr
-    return dict(np.load(out))
 
 
 @needs_mpi

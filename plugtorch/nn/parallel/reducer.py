@@ -4,12 +4,15 @@ Parameters are grouped into buckets of about ``bucket_cap_mb`` in *reverse*
 registration order (roughly the order backward produces their gradients), one
 dtype and backend per bucket. A post-accumulate-grad hook on each parameter
 copies its gradient into its bucket's flat buffer; when the bucket's last
-gradient arrives the bucket's all-reduce (SUM) is posted without waiting, so
-communication overlaps with the rest of backward. Buckets are posted strictly in
-bucket order, so every rank posts the same collectives in the same order even
-when its gradients become ready in another order. When the last bucket has
-been posted (the end of backward), the reducer waits for all of them and writes
-sum / world_size into ``.grad``, so ``optimizer.step()`` sees the average.
+gradient arrives the bucket is handed to the communication hook at once (by
+default an all-reduce SUM), so communication overlaps with the rest of backward.
+Buckets are launched strictly in bucket order, so every rank posts the same
+collectives in the same order even when its gradients become ready in another
+order. When the last bucket has been launched (the end of backward), the reducer
+waits for all of them and writes the average into ``.grad``, so
+``optimizer.step()`` sees it: sum / world size by default, sum / ranks still
+training under ``join(divide_by_initial_world_size=False)``, or whatever a
+registered communication hook returned.
 
 Everything here uses public tensor operations; how the flat buffers reach the
 wire is the process group's business.
@@ -19,6 +22,7 @@ from __future__ import annotations
 from ... import distributed as dist
 from ...core.grad_mode import no_grad
 from ...core.ops.creation import tensor, zeros
+from ...distributed.grad_bucket import GradBucket
 
 # A small first bucket starts communication early in backward (as torch does).
 FIRST_BUCKET_BYTES = 1024 * 1024
@@ -27,7 +31,7 @@ FIRST_BUCKET_BYTES = 1024 * 1024
 class Bucket:
     """A flat buffer holding the gradients of ``params``, and each one's view of it."""
 
-    __slots__ = ("params", "names", "flat", "views", "ready", "pending", "work")
+    __slots__ = ("params", "names", "flat", "views", "ready", "pending", "future")
 
     def __init__(self, params, names, allocate: bool = True):
         self.params = params
@@ -36,16 +40,26 @@ class Bucket:
         if allocate:
             p0 = params[0]
             self.flat = zeros(sum(p.numel() for p in params), dtype=p0.dtype, device=p0.device)
-            self.views, off = [], 0
-            for p in params:
-                self.views.append(self.flat[off:off + p.numel()].view(p.shape))
-                off += p.numel()
+            self.views = _views(self.flat, params)
         self.reset()
 
     def reset(self) -> None:
         self.ready = [False] * len(self.params)
         self.pending = len(self.params)
-        self.work = None
+        self.future = None
+
+    @property
+    def work(self):
+        """The bucket's reduction in flight this iteration (None before it is launched)."""
+        return self.future
+
+
+def _views(flat, params) -> list:
+    views, off = [], 0
+    for p in params:
+        views.append(flat[off:off + p.numel()].view(p.shape))
+        off += p.numel()
+    return views
 
 
 def assign_buckets(named_params, cap_bytes: int, first_bytes: int = FIRST_BUCKET_BYTES):
@@ -84,10 +98,12 @@ class Reducer:
                 self.where[id(p)] = (bi, i)
                 if self.active:
                     self.hooks.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+        self.comm_hook = None   # (state, hook) from DDP.register_comm_hook
         self.armed = False      # a synchronised backward is expected
         self.any_ready = False  # some gradient of this iteration has arrived
         self.next_bucket = 0
         self.used = None        # (mask, work) of globally used parameters (find_unused)
+        self.divisor_work = None  # join(divide_by_initial_world_size=False): ranks still training
 
     # -- per iteration -------------------------------------------------------------
     def prepare(self, outputs) -> None:
@@ -115,6 +131,10 @@ class Reducer:
         mask = tensor(used)
         self.used = (mask, dist.all_reduce(mask, op=dist.ReduceOp.MAX, group=self.pg, async_op=True))
 
+    def set_divisor_work(self, work) -> None:
+        """Divide this iteration's sums by the value ``work`` all-reduces (ranks still training)."""
+        self.divisor_work = work
+
     def _grad_ready(self, p) -> None:
         if not self.armed:
             return  # no_sync(), or a backward not preceded by a DDP forward
@@ -130,14 +150,25 @@ class Reducer:
         self._mark_ready(bucket, i, p)
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             b = self.buckets[self.next_bucket]
-            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, group=self.pg, async_op=True)
+            b.future = self._launch(self.next_bucket, b.flat, b.views, b.params)
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
             self._finalize()
         elif self.next_bucket:
-            # MPI progresses posted collectives only inside MPI calls; asking whether one is
-            # done (MPI_Test) moves them all along while backward is still computing.
-            self.buckets[self.next_bucket - 1].work.is_completed()
+            # Where the process group has no progress thread, asking whether a posted bucket is
+            # done (MPI_Test) moves it along while backward is still computing.
+            self.buckets[self.next_bucket - 1].future.done()
+
+    def _launch(self, index: int, flat, views, params):
+        """Hand one bucket to the communication hook (default: all-reduce SUM); its Future."""
+        if self.comm_hook is None:
+            return dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.pg, async_op=True).get_future()
+        state, hook = self.comm_hook
+        future = hook(state, GradBucket(index, flat, views, params, index == len(self.buckets) - 1))
+        if not hasattr(future, "wait") or not hasattr(future, "then"):
+            raise RuntimeError(f"DistributedDataParallel: the communication hook {getattr(hook, '__name__', hook)} "
+                               f"must return a plugtorch.futures.Future, got {type(future).__name__}")
+        return future
 
     def _mark_ready(self, bucket, i, p) -> None:
         with no_grad():
@@ -156,16 +187,42 @@ class Reducer:
             work.wait()
             used = mask.tolist()
             self.used = None
-        k = 0
         scale = 1.0 / self.pg.size()
+        if self.divisor_work is not None:
+            self.divisor_work.wait()
+            scale = 1.0 / self.divisor_work.result()[0].item()
+            self.divisor_work = None
+        k = 0
         with no_grad():
             for bucket in self.buckets:
-                bucket.work.wait()
-                for view, p in zip(bucket.views, bucket.params):
+                result = bucket.future.wait()
+                if self.comm_hook is None:
+                    result = result[0]
+                elif result.numel() != bucket.flat.numel():
+                    raise RuntimeError(f"DistributedDataParallel: the communication hook returned a tensor of "
+                                       f"{result.numel()} elements for bucket {self.buckets.index(bucket)} of "
+                                       f"{bucket.flat.numel()}; return the reduced bucket")
+                views = bucket.views if result is bucket.flat else _views(result, bucket.params)
+                for view, p in zip(views, bucket.params):
                     if used is None or used[k]:
-                        # the sum becomes the average in the same pass that writes .grad
-                        p.grad = view * scale
+                        # the hook returned the average; the default sum becomes it in this pass
+                        p.grad = view * scale if self.comm_hook is None else view.clone()
                     k += 1
+
+    # -- a joined rank's side of an iteration (DistributedDataParallel.join) ----------
+    def shadow_backward(self) -> None:
+        """Post the collectives of one synchronised backward, contributing zeros."""
+        if not self.active:
+            return
+        if self.find_unused:
+            mask = zeros(sum(len(b.params) for b in self.buckets))
+            dist.all_reduce(mask, op=dist.ReduceOp.MAX, group=self.pg)
+        futures = []
+        for index, b in enumerate(self.buckets):
+            flat = zeros(b.flat.numel(), dtype=b.flat.dtype, device=b.flat.device)
+            futures.append(self._launch(index, flat, _views(flat, b.params), b.params))
+        for f in futures:
+            f.wait()
 
     def _unfinished_error(self):
         missing = [name for b in self.buckets for name, ready in zip(b.names, b.ready) if not ready]
@@ -206,4 +263,3 @@ def _tensors(obj):
     elif isinstance(obj, dict):
         for o in obj.values():
             yield from _tensors(o)
-

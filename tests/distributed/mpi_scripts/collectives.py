@@ -31,6 +31,19 @@ ints = plugtorch.tensor([rank, 10 * rank])
 dist.all_reduce(ints)
 assert ints.tolist() == [sum(range(world)), 10 * sum(range(world))] and ints.dtype is plugtorch.int64
 
+# float16 sums with its own rounding (plugtorch's NumPy sum, not MPICH's slower one)
+h = plugtorch.tensor([1.0 + 2.0**-10, 3e-7, -2.0, 60000.0], dtype=plugtorch.float16)
+dist.all_reduce(h)
+want = np.float16([1.0 + 2.0**-10, 3e-7, -2.0, 60000.0])
+total = want.copy()
+for _ in range(world - 1):
+    with np.errstate(over="ignore"):
+        total = total + want
+assert h.dtype is plugtorch.float16 and np.array_equal(h.numpy(), total), (h.numpy(), total)
+h = plugtorch.full((3,), 2.0, dtype=plugtorch.float16)
+dist.all_reduce(h, op=dist.ReduceOp.AVG)
+assert h.tolist() == [2.0] * 3
+
 # a 0-d tensor and a non-contiguous view (written back into the base tensor)
 s = plugtorch.tensor(float(rank + 1))
 dist.all_reduce(s, op=dist.ReduceOp.MAX)

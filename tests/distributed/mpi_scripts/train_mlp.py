@@ -5,6 +5,7 @@ seed and global batch every world size must end with the same parameters. The
 global batch of B samples is split across ranks by DistributedSampler.
 Usage: train_mlp.py OUT.npz [STEPS] [GLOBAL_BATCH]
 """
+import socket
 import sys
 
 import numpy as np
@@ -54,4 +55,4 @@ while step < steps:
 
 if rank == 0:
     np.savez(out, **{name: p.detach().numpy() for name, p in model.named_parameters()})
-print(f"rank {rank}/{world}: {steps} steps, final local loss {loss.item():.6f}")
+print(f"rank {rank}/{world} on {socket.gethostname()}: {steps} steps, final local loss {loss.item():.6f}")

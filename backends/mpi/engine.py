@@ -1,0 +1,214 @@
+"""The process group's communication thread: progress for posted collectives, and a watchdog.
+
+Progress. MPI advances a non-blocking collective only while some thread is inside
+an MPI call. Left to the training loop, a posted gradient bucket moves only when a
+later gradient hook happens to poll it, and a long matrix product in between
+stalls it (over TCP, after one socket buffer's worth). So while collectives are
+posted and the main thread is not itself blocked in ``MPI_Wait``, this thread calls
+``MPI_Testsome`` on them every ``POLL_S``; NumPy releases the GIL in its kernels,
+so the polls run beside backward's heavy work. ``PLUGTORCH_MPI_PROGRESS_THREAD=0``
+turns polling off (the watchdog stays), for comparison.
+
+Watchdog. Every collective gets a deadline, ``timeout`` after it is posted (torch's
+``init_process_group(timeout=)``, as NCCL's watchdog does). When one passes, this
+rank asks every other rank, on a communicator of its own, which collective it has
+reached; each rank's thread answers, even while its main thread sleeps, waits on
+I/O or spins in Python. The lowest rank that timed out prints a diagnosis — the
+collective, its sequence number, the ranks that did not arrive and where they are
+— and aborts the job (the stall inspector of Horovod, in the small).
+
+Waiting. MPI_Wait spins, which is fastest while each rank has a core of its own. With
+more ranks than cores, a spinning rank takes the core another rank needs to compute,
+so there the main thread sleeps until the progress thread has seen its work complete.
+``PLUGTORCH_MPI_WAIT=spin`` or ``sleep`` overrides the choice.
+
+Only the thread that completes a request touches it: the main thread *claims* a
+work before spinning on it, and the thread tests only unclaimed ones.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+
+from mpi4py import MPI
+
+from .stall import diagnosis
+
+POLL_S = 2e-4       # between MPI_Testsome calls while collectives are pending
+IDLE_S = 0.05       # between watchdog rounds otherwise
+GRACE_S = 2.0       # how long a diagnosing rank waits for the others' answers
+QUERY, REPLY = 1, 2  # tags on the diagnostic communicator
+
+
+class Engine:
+    """One per MPI process group; see the module docstring."""
+
+    def __init__(self, comm, timeout: float, oversubscribed: bool = False):
+        self.comm = comm
+        self.diag = comm.Dup()
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.wakeup = threading.Condition(self.lock)
+        self.open: dict = {}      # seq -> posted work the thread has not seen complete
+        self.seq = 0              # collectives posted so far
+        self.last = "none yet"    # the latest one, in words
+        self.blocked = 0          # works the main thread is blocked on (in MPI_Wait)
+        self.deferred_to: int | None = None  # a lower rank that is already diagnosing a stall
+        self.stopping = False
+        self.progress = os.environ.get("PLUGTORCH_MPI_PROGRESS_THREAD", "1") != "0"
+        self.threaded = MPI.Query_thread() == MPI.THREAD_MULTIPLE
+        wait = os.environ.get("PLUGTORCH_MPI_WAIT", "sleep" if oversubscribed else "spin")
+        self.sleep_in_wait = wait == "sleep" and self.progress
+        self.thread = None
+        if self.threaded and self.size > 1:
+            self.thread = threading.Thread(target=self._run, name="plugtorch-mpi", daemon=True)
+            self.thread.start()
+            atexit.register(self.stop)  # before mpi4py finalises MPI
+
+    # -- the main thread's side ----------------------------------------------------------
+    def post(self, work) -> None:
+        with self.lock:
+            self.seq += 1
+            work.seq = self.seq
+            work.deadline = time.monotonic() + self.timeout
+            self.last = f"#{work.seq} {work.what}"
+            self.open[work.seq] = work
+            self.wakeup.notify_all()
+
+    def wait(self, work) -> None:
+        """Block until ``work``'s request is complete (the watchdog keeps its deadline)."""
+        if self.thread is None:
+            while not self.test(work):  # no thread to watch: watch from here
+                self.service()
+                time.sleep(POLL_S)
+            return
+        with self.lock:
+            if self.sleep_in_wait:  # the progress thread completes it and wakes us
+                while not work.completed:
+                    self.wakeup.wait()
+            if work.completed:
+                return
+            work.claimed = True
+            self.blocked += 1
+        try:
+            work.request.Wait()
+        finally:
+            with self.lock:
+                self.blocked -= 1
+                work.completed = True
+                self.open.pop(work.seq, None)
+
+    def test(self, work) -> bool:
+        """Whether ``work``'s request is complete; never blocks."""
+        if work.completed or (self.thread is not None and self.progress):
+            return work.completed  # the thread tests it
+        with self.lock:
+            if not work.completed and work.request.Test():
+                work.completed = True
+                self.open.pop(work.seq, None)
+        return work.completed
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            self.wakeup.notify_all()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+        if not MPI.Is_finalized() and self.diag != MPI.COMM_NULL:
+            self.diag.Free()
+
+    # -- the thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while self._step():
+                self.service()
+        except BaseException:  # a dead watchdog would turn the next stall into a hang
+            sys.stderr.write(f"plugtorch.distributed: the communication thread of rank {self.rank} failed; "
+                             "aborting the job\n")
+            import traceback
+            traceback.print_exc()
+            sys.stderr.flush()
+            self.comm.Abort(1)
+
+    def _step(self) -> bool:
+        """Drive pending requests once, or sleep until there are some; False once stopping."""
+        with self.lock:
+            if self.stopping:
+                return False
+            pending = []
+            if self.progress and not self.blocked:
+                pending = [w for w in self.open.values() if not w.claimed]
+            if pending:
+                done = MPI.Request.Testsome([w.request for w in pending]) or ()
+                for i in done:
+                    pending[i].completed = True
+                    self.open.pop(pending[i].seq, None)
+                if done:
+                    self.wakeup.notify_all()
+            else:
+                self.wakeup.wait(IDLE_S)
+        if pending:
+            time.sleep(POLL_S)
+        return True
+
+    def service(self) -> None:
+        """Answer other ranks' questions; diagnose and abort on a passed deadline."""
+        self._answer_queries()
+        now = time.monotonic()
+        with self.lock:
+            late = [w for w in self.open.values() if not w.completed and now > w.deadline]
+            for w in late:
+                # a work nobody waits on and nothing polls (progress off) may simply be done
+                if not w.claimed and w.request.Test():
+                    w.completed = True
+                    self.open.pop(w.seq, None)
+            late = [w for w in late if not w.completed]
+        if late:
+            self._stalled(min(late, key=lambda w: w.seq))
+
+    # -- the stall protocol --------------------------------------------------------------
+    def _state(self) -> dict:
+        with self.lock:
+            waiting = [(w.seq, w.what) for w in sorted(self.open.values(), key=lambda w: w.seq)
+                       if not w.completed]
+            return {"rank": self.rank, "posted": self.seq, "last": self.last, "open": waiting}
+
+    def _answer_queries(self) -> None:
+        status = MPI.Status()
+        while self.diag.Iprobe(source=MPI.ANY_SOURCE, tag=QUERY, status=status):
+            source = status.Get_source()
+            self.diag.recv(source=source, tag=QUERY)
+            if source < self.rank and (self.deferred_to is None or source < self.deferred_to):
+                self.deferred_to = source
+            self.diag.send(self._state(), dest=source, tag=REPLY)  # small: sent eagerly
+
+    def _defer(self) -> None:
+        """A lower rank diagnoses this stall and will abort the job: answer it, and give it time."""
+        deadline = time.monotonic() + 3 * GRACE_S
+        while self.deferred_to is not None and time.monotonic() < deadline:
+            self._answer_queries()
+            time.sleep(0.01)
+
+    def _stalled(self, work) -> None:
+        self._defer()
+        for r in range(self.size):
+            if r != self.rank:
+                self.diag.send(work.seq, dest=r, tag=QUERY)
+        replies = {self.rank: self._state()}
+        status = MPI.Status()
+        deadline = time.monotonic() + min(GRACE_S, self.timeout / 2)
+        while len(replies) < self.size and time.monotonic() < deadline:
+            self._answer_queries()
+            while self.diag.Iprobe(source=MPI.ANY_SOURCE, tag=REPLY, status=status):
+                replies[status.Get_source()] = self.diag.recv(source=status.Get_source(), tag=REPLY)
+            time.sleep(0.01)
+        self._defer()  # two ranks timed out together: the lower one reports
+        sys.stdout.flush()
+        sys.stderr.write(diagnosis(work, self.rank, self.size, self.timeout, replies,
+                                   min(GRACE_S, self.timeout / 2)))
+        sys.stderr.flush()
+        self.comm.Abort(1)
