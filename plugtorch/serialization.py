@@ -5,8 +5,13 @@ A checkpoint is a zip archive (readable by ``numpy.load`` as an ``.npz``) holdin
 references — and one ``tensors/<n>.npy`` per tensor, read back with
 ``allow_pickle=False``. Loading therefore never runs code from the file, which
 is why only tensors, NumPy arrays, numbers, strings, bools, None, dtypes and
-dicts / lists / tuples of them can be saved. Pickled files (including
-``torch.save`` output) are refused with an explanation.
+dicts / lists / tuples of them can be saved.
+
+``load`` also reads PyTorch's ``.pt`` files (``torch.save``'s zip format) with a
+restricted reader that accepts only what ``torch.load(weights_only=True)`` does and
+never imports torch (:mod:`plugtorch.interop.torch_checkpoint`); other pickles are
+refused with an explanation. For exchanging weights, ``plugtorch.save_file`` /
+``load_file`` speak safetensors (:mod:`plugtorch.interop.safetensors`).
 
 Saving to a path writes a temporary file in the same directory, fsyncs it and
 renames it over the target: a crash mid-write leaves the previous checkpoint
@@ -25,15 +30,12 @@ import numpy as np
 from .core.dtypes import dtype as _dtype, dtype_from_name
 from .core.ops.creation import from_numpy
 from .core.tensor import Tensor
+from .interop.torch_checkpoint import UnsafeCheckpointError, is_torch_zip, load_torch_zip
 from .utils.atomic import atomic_write
 
 FORMAT = "plugtorch.save"
 VERSION = 1
 MANIFEST = "plugtorch.json"
-
-
-class UnsafeCheckpointError(RuntimeError):
-    """A file plugtorch.load refuses because reading it would mean unpickling."""
 
 
 # -- encoding -------------------------------------------------------------------------------
@@ -103,10 +105,11 @@ def save(obj, f) -> None:
 
 def _refuse(name: str, what: str):
     raise UnsafeCheckpointError(
-        f"{name} is {what}. plugtorch.load never unpickles, because unpickling a file can run "
-        "arbitrary code. If you trust the file, load it with the program that wrote it (e.g. "
-        "torch.load) and re-save its tensors with plugtorch.save(obj, path) (a state_dict of "
-        "tensors, numbers and strings).")
+        f"{name} is {what}. plugtorch.load never unpickles a bare pickle, because unpickling a "
+        "file can run arbitrary code (PyTorch's zip checkpoints, torch.save since 1.6, are read "
+        "with a restricted reader instead). If you trust the file, load it with the program "
+        "that wrote it (e.g. torch.load) and re-save its tensors with plugtorch.save(obj, path) "
+        "or torch.save(obj, path).")
 
 
 class _Decoder:
@@ -177,8 +180,10 @@ def load(f, map_location=None, *, weights_only=True):
     """Load an object saved by :func:`save` from a path or readable binary file.
 
     ``map_location`` names the device (backend) to put tensors on; by default each
-    goes back where it was saved. Pickled files are refused (``weights_only`` is
-    accepted for PyTorch compatibility; nothing else is ever loaded).
+    goes back where it was saved. A PyTorch ``.pt`` file (``torch.save``) is read
+    as ``torch.load(weights_only=True)`` would, without running any of its code; other
+    pickles are refused. ``weights_only`` is accepted for PyTorch compatibility:
+    nothing but weights is ever loaded.
     """
     name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<file>")
     if isinstance(f, (str, os.PathLike)):
@@ -198,8 +203,8 @@ def _load(fh, name: str, map_location):
     with zipfile.ZipFile(fh) as zf:
         names = set(zf.namelist())
         if MANIFEST not in names:
-            if any(n.endswith("data.pkl") for n in names):
-                _refuse(name, "a PyTorch checkpoint (a zip archive around a pickle, data.pkl)")
+            if is_torch_zip(names):
+                return load_torch_zip(zf, name, map_location)
             raise ValueError(f"{name} is a zip archive but not a plugtorch checkpoint "
                              f"(no {MANIFEST} inside)")
         manifest = json.loads(zf.read(MANIFEST))

@@ -10,7 +10,11 @@ rank 0 prints and writes checkpoints and metrics.
 
 A checkpoint written after each epoch holds the model, optimizer, scheduler,
 RNG state and epoch count, so ``--resume`` continues to the same parameters an
-uninterrupted run reaches.
+uninterrupted run reaches; with a larger ``--epochs`` it extends a run (finished or not),
+laying the learning-rate schedule out again over the new length.
+
+``--log-csv``, ``--plot``, ``--tensorboard`` and ``--export`` are written by
+``train_outputs.py`` (rank 0, after every epoch; the weights at the end).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 import plugtorch
 from plugtorch import distributed as dist
+from plugtorch import train_outputs as outputs
 from plugtorch import nn, optim
 from plugtorch.datasets import MNIST, FashionMNIST
 from plugtorch.nn import functional as F
@@ -56,6 +61,10 @@ class TrainConfig:
     eval_batch_size: int = 1000
     download: bool = True
     normalize: bool = True
+    log_csv: str | None = None       # per-epoch metrics as CSV
+    plot: str | None = None          # learning curves as an image (matplotlib)
+    tensorboard: str | None = None   # a TensorBoard log directory (tensorboard)
+    export: str | None = None        # the trained weights as safetensors (safetensors)
 
 
 # -- models -------------------------------------------------------------------------------
@@ -174,6 +183,7 @@ class EpochStats:
     samples: int
     lr: float = field(default=0.0)
     train_cpu_seconds: float = field(default=0.0)  # this process's CPU time: robust on a busy machine
+    train_accuracy: float | None = field(default=None)  # running, in train mode (None: older runs)
 
 
 class Trainer:
@@ -191,6 +201,8 @@ class Trainer:
             plugtorch.use(cfg.backend)
         self.device = plugtorch.current_backend()
         self.world = World()
+        if self.world.is_main:  # before any data is read: a missing package stops the run now
+            outputs.check_available(cfg)
         self.local_batch = self.world.local_batch_size(cfg.batch_size)
         self.train_set, self.test_set = self._datasets()
         ds_cls = DATASETS[cfg.dataset]
@@ -202,6 +214,7 @@ class Trainer:
         self.scheduler = build_scheduler(cfg.lr_schedule, self.optimizer, cfg.epochs)
         self.start_epoch = 0
         self.history: list[EpochStats] = []
+        self.tensorboard = None
         if cfg.resume:
             self._resume()
         self.net = self.world.wrap(self.model)
@@ -241,27 +254,35 @@ class Trainer:
             print(msg, file=self.out, flush=True)
 
     # -- one epoch ------------------------------------------------------------------------
-    def train_epoch(self, epoch: int) -> tuple[float, int, float, float]:
+    def train_epoch(self, epoch: int) -> tuple[float, float, int, float, float]:
+        """(mean loss, accuracy, samples, seconds, CPU seconds) of one epoch over all ranks."""
         self.net.train()
         self.sampler.set_epoch(epoch)
-        bar = ProgressBar(len(self.train_loader), f"epoch {epoch + 1}/{self.cfg.epochs}",
+        steps = len(self.train_loader)
+        bar = ProgressBar(steps, f"epoch {epoch + 1}/{self.cfg.epochs}",
                           enabled=self.world.is_main and not self.cfg.quiet)
-        loss_sum, count = 0.0, 0
+        loss_sum, count, correct = 0.0, 0, None
         start, cpu_start = time.perf_counter(), time.process_time()
-        for x, y in self.train_loader:
+        for step, (x, y) in enumerate(self.train_loader):
             x, y = self._inputs(x, y)
-            loss = F.cross_entropy(self.net(x), y)
+            logits = self.net(x)
+            loss = F.cross_entropy(logits, y)
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
+            hits = (logits.detach().argmax(1) == y).sum()  # summed on the device, read once
+            correct = hits if correct is None else correct + hits
             n, value = y.shape[0], loss.item()
             loss_sum += value * n
             count += n
             bar.update(n * self.world.size, value)
+            if self.tensorboard is not None:
+                self.tensorboard.step(epoch * steps + step + 1, value)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         bar.close()
-        loss_sum, count = self.world.sum([loss_sum, float(count)])
-        return loss_sum / max(count, 1), int(count), seconds, cpu_seconds
+        hit_count = float(correct.item()) if correct is not None else 0.0
+        loss_sum, count, hit_count = self.world.sum([loss_sum, float(count), hit_count])
+        return loss_sum / max(count, 1), hit_count / max(count, 1), int(count), seconds, cpu_seconds
 
     def evaluate(self) -> tuple[float, float]:
         """(mean loss, accuracy) over the whole test set, summed across ranks."""
@@ -279,21 +300,18 @@ class Trainer:
 
     # -- checkpoints ----------------------------------------------------------------------
     def _identity(self) -> dict:
-        """The settings a resumed run must share with its checkpoint."""
+        """The settings a resumed run must share with its checkpoint (--epochs may grow)."""
         c = self.cfg
-        ident = {"dataset": c.dataset, "model": c.model, "optimizer": c.optimizer,
-                 "lr_schedule": c.lr_schedule, "batch_size": c.batch_size, "seed": c.seed,
-                 "normalize": c.normalize}
-        if c.lr_schedule != "constant":  # the schedule was laid out over that many epochs
-            ident["epochs"] = c.epochs
-        return ident
+        return {"dataset": c.dataset, "model": c.model, "optimizer": c.optimizer,
+                "lr_schedule": c.lr_schedule, "batch_size": c.batch_size, "seed": c.seed,
+                "normalize": c.normalize}
 
     def save_checkpoint(self, epochs_done: int) -> None:
         if not self.cfg.checkpoint or not self.world.is_main:
             return
         state = {
             "format": CHECKPOINT_FORMAT,
-            "config": self._identity(),
+            "config": {**self._identity(), "epochs": self.cfg.epochs},
             "epoch": epochs_done,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -320,14 +338,31 @@ class Trainer:
                                for k, (new, old) in mismatched.items())
             raise ValueError(f"cannot resume from {path}: this run has {detail}; use the same "
                              "settings or another --checkpoint path")
+        done, planned = int(state["epoch"]), state["config"].get("epochs")
+        if self.cfg.epochs < done:
+            raise ValueError(f"cannot resume from {path}: it has trained {done} epochs already and "
+                             f"this run asks for --epochs {self.cfg.epochs}; pass --epochs larger "
+                             f"than {done} to extend it, or use another --checkpoint path")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state["scheduler"] is not None:
+            plan = {k: v for k, v in vars(self.scheduler).items() if k in ("T_max", "step_size")}
             self.scheduler.load_state_dict(state["scheduler"])
+            if planned != self.cfg.epochs:  # lay the schedule out over the new length
+                vars(self.scheduler).update(plan)
+                lrs = self.scheduler._get_closed_form_lr()
+                for group, lr in zip(self.optimizer.param_groups, lrs):
+                    group["lr"] = lr
+                self.scheduler._last_lr = list(lrs)
         plugtorch.set_rng_state(state["rng_state"])
-        self.start_epoch = int(state["epoch"])
+        self.start_epoch = done
         self.history = [EpochStats(**h) for h in state["history"]]
         self.log(f"resumed from {path} after epoch {self.start_epoch}")
+        if planned is not None and planned != self.cfg.epochs:
+            schedule = ("" if self.scheduler is None else
+                        f"; the {self.cfg.lr_schedule} schedule now spans {self.cfg.epochs} epochs")
+            self.log(f"extending the run from {planned} to {self.cfg.epochs} epochs{schedule} "
+                     f"(lr {self.optimizer.param_groups[0]['lr']:.3g} for epoch {done + 1})")
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> dict:
@@ -339,19 +374,18 @@ class Trainer:
                      f"{len(self.train_set):,} train / {len(self.test_set):,} test samples, "
                      f"backend {self.device}, world size {self.world.size}, "
                      f"batch {cfg.batch_size}, {cfg.optimizer} lr {cfg.lr}")
-        for epoch in range(self.start_epoch, cfg.epochs):
-            train_loss, samples, seconds, cpu_seconds = self.train_epoch(epoch)
-            lr = self.optimizer.param_groups[0]["lr"]
-            if self.scheduler is not None:
-                self.scheduler.step()
-            test_loss, acc = self.evaluate()
-            self.history.append(EpochStats(epoch + 1, train_loss, test_loss, acc, seconds,
-                                           samples, lr, cpu_seconds))
-            if not cfg.quiet:
-                self.log(f"epoch {epoch + 1}/{cfg.epochs}  train loss {train_loss:.4f}  "
-                         f"test loss {test_loss:.4f}  test acc {100 * acc:.2f}%  "
-                         f"{seconds:.1f} s  {samples / max(seconds, 1e-9):,.0f} samples/s")
-            self.save_checkpoint(epoch + 1)
+        if cfg.tensorboard and self.world.is_main:
+            self.tensorboard = outputs.TensorBoardLog(cfg.tensorboard)
+        try:
+            self._train_epochs()
+            if self.history and self.start_epoch == cfg.epochs:  # nothing left to train
+                self._write_logs()
+        finally:
+            if self.tensorboard is not None:
+                self.tensorboard.close()
+                self.tensorboard = None
+        if cfg.export and self.world.is_main:
+            outputs.export_weights(cfg.export, self.model)
         if self.history and self.history[-1].epoch == cfg.epochs:
             last = self.history[-1]
             test_loss, acc = last.test_loss, last.test_accuracy
@@ -365,6 +399,7 @@ class Trainer:
             "lr": cfg.lr, "batch_size": cfg.batch_size, "epochs": cfg.epochs, "seed": cfg.seed,
             "test_accuracy": acc, "test_loss": test_loss,
             "train_loss": self.history[-1].train_loss if self.history else None,
+            "train_accuracy": self.history[-1].train_accuracy if self.history else None,
             "samples_per_second": train_samples / train_seconds if train_seconds else None,
             "seconds_per_epoch": train_seconds / len(run_epochs) if run_epochs else None,
             "cpu_seconds_per_epoch": (sum(h.train_cpu_seconds for h in run_epochs) / len(run_epochs)
@@ -378,6 +413,37 @@ class Trainer:
         if cfg.metrics_json and self.world.is_main:
             _write_json(cfg.metrics_json, metrics)
         return metrics
+
+    def _train_epochs(self) -> None:
+        cfg = self.cfg
+        for epoch in range(self.start_epoch, cfg.epochs):
+            train_loss, train_acc, samples, seconds, cpu_seconds = self.train_epoch(epoch)
+            lr = self.optimizer.param_groups[0]["lr"]
+            if self.scheduler is not None:
+                self.scheduler.step()
+            test_loss, acc = self.evaluate()
+            self.history.append(EpochStats(epoch + 1, train_loss, test_loss, acc, seconds,
+                                           samples, lr, cpu_seconds, train_acc))
+            if not cfg.quiet:
+                self.log(f"epoch {epoch + 1}/{cfg.epochs}  train loss {train_loss:.4f}  "
+                         f"test loss {test_loss:.4f}  test acc {100 * acc:.2f}%  "
+                         f"{seconds:.1f} s  {samples / max(seconds, 1e-9):,.0f} samples/s")
+            self.save_checkpoint(epoch + 1)
+            self._write_logs()
+
+    def _write_logs(self) -> None:
+        """The per-epoch outputs asked for, rewritten after every epoch (rank 0)."""
+        cfg, last = self.cfg, self.history[-1]
+        if not self.world.is_main:
+            return
+        if cfg.log_csv:
+            outputs.write_csv(cfg.log_csv, self.history)
+        if cfg.plot:
+            outputs.write_plot(cfg.plot, self.history,
+                               f"{cfg.model} on {cfg.dataset}: test accuracy "
+                               f"{100 * last.test_accuracy:.2f}% after {last.epoch} epochs")
+        if self.tensorboard is not None:
+            self.tensorboard.epoch(last)
 
 
 def _write_json(path: str, obj) -> None:

@@ -1,16 +1,21 @@
-"""Autograd graph visualisation: Graphviz DOT text with no dependencies, rendering where Graphviz exists.
+"""Autograd graph visualisation: Graphviz DOT text with no dependencies, images through ``dot``.
 
 ``to_dot(y)`` walks the graph that produced ``y`` (its ``grad_fn`` and their inputs) and
 returns DOT source: one box per op (with the shapes of the inputs it received), one
 node per leaf tensor that requires grad (its shape, marked as requiring grad) and the
-output tensor itself. ``render(y, "graph.svg")`` writes an image through the
-``graphviz`` Python package and the ``dot`` binary, and says what to install if
-either is missing.
+output tensor itself. ``render(y, "graph.svg")`` runs the Graphviz ``dot`` program
+(``apt-get install graphviz``, ``brew install graphviz``) to draw it; where ``dot`` is
+missing it writes the DOT text beside the requested path instead and warns, so a run
+never fails for want of a picture. ``plugtorch viz`` does the same for the model
+``plugtorch train`` trains.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import warnings
 
 from .core.dispatch import edge
 from .core.graph import AccumulateGrad
@@ -94,26 +99,61 @@ def to_dot(tensor, params: dict | None = None, show_attrs: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(tensor, path: str, params: dict | None = None, show_attrs: bool = False) -> str:
-    """Write the graph as an image; the format is the extension of ``path`` (svg, png, pdf).
+_TEXT = ("dot", "gv")
 
-    Returns the written path. Raises RuntimeError naming what to install when the
-    ``graphviz`` package or the Graphviz ``dot`` binary is missing (``to_dot`` needs neither).
-    """
-    root, ext = os.path.splitext(path)
+
+def render(tensor, path: str, params: dict | None = None, show_attrs: bool = False) -> str:
+    """Write the graph to ``path``: an image in the format of its extension (svg, png, pdf,
+    ...) drawn by Graphviz's ``dot``, or DOT text for ``.dot`` / ``.gv``. Returns the path
+    written: where ``dot`` is not installed, the DOT text goes to ``<path>.dot`` instead,
+    with a warning that says how to get the image."""
+    root, ext = os.path.splitext(os.fspath(path))
     fmt = ext.lstrip(".").lower() or "svg"
-    try:
-        import graphviz
-    except ImportError:
-        raise RuntimeError(
-            "plugtorch.viz.render needs the 'graphviz' Python package (pip install graphviz) and the "
-            "Graphviz 'dot' program (e.g. apt-get install graphviz). plugtorch.viz.to_dot(tensor) "
-            "gives the DOT text without either.") from None
-    if shutil.which("dot") is None:
-        raise RuntimeError(
-            "plugtorch.viz.render found the 'graphviz' package but not the Graphviz 'dot' program on "
-            "PATH; install Graphviz (e.g. apt-get install graphviz, brew install graphviz). "
-            "plugtorch.viz.to_dot(tensor) gives the DOT text without it.")
-    source = graphviz.Source(to_dot(tensor, params, show_attrs))
-    return source.render(filename=os.path.basename(root), directory=os.path.dirname(root) or ".",
-                         format=fmt, cleanup=True)
+    source = to_dot(tensor, params, show_attrs)
+    if os.path.dirname(root):
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+    dot = shutil.which("dot")
+    if fmt in _TEXT or dot is None:
+        target = os.fspath(path) if fmt in _TEXT else root + ".dot"
+        with open(target, "w") as f:
+            f.write(source)
+        if fmt not in _TEXT:
+            warnings.warn(f"plugtorch.viz.render: the Graphviz 'dot' program is not on PATH, so "
+                          f"the graph was written as DOT text to {target} instead of {path}. "
+                          "Install Graphviz (apt-get install graphviz, brew install graphviz) "
+                          f"and run `dot -T{fmt} {target} -o {path}`, or paste the text into "
+                          "any Graphviz viewer.", UserWarning, stacklevel=2)
+        return target
+    run = subprocess.run([dot, f"-T{fmt}", "-o", os.fspath(path)], input=source.encode(),
+                         capture_output=True, timeout=120)
+    if run.returncode != 0:
+        raise RuntimeError(f"Graphviz dot failed to write {path} (format {fmt!r}): "
+                           f"{run.stderr.decode(errors='replace').strip()}")
+    return os.fspath(path)
+
+
+def model_graph(model_name: str = "mlp"):
+    """(DOT-ready loss tensor, parameter names) for one batch through a `plugtorch train` model."""
+    import plugtorch
+    from .nn import functional as F
+    from .train import MODELS
+    plugtorch.manual_seed(0)
+    model = MODELS[model_name]()
+    images, labels = plugtorch.randn(2, 1, 28, 28), plugtorch.randint(0, 10, (2,))
+    loss = F.cross_entropy(model(images), labels)
+    return loss, dict(model.named_parameters())
+
+
+def main(model_name: str, output: str, show_attrs: bool) -> int:
+    """``plugtorch viz``: see cli.py."""
+    loss, params = model_graph(model_name)
+    if output == "-":
+        sys.stdout.write(to_dot(loss, params, show_attrs))
+        return 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        written = render(loss, output, params, show_attrs)
+    for w in caught:
+        print(f"plugtorch viz: {w.message}", file=sys.stderr)
+    print(f"wrote {written}")
+    return 0

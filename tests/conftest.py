@@ -31,9 +31,10 @@ def torch():
 
 @pytest.fixture
 def data_root() -> pathlib.Path:
-    """The data root holding mnist/ (and fashion-mnist/ where installed)."""
+    """A data root holding mnist/: $PLUGTORCH_DATA where it has one, else the repository's data/."""
     env = os.environ.get("PLUGTORCH_DATA")
-    root = pathlib.Path(env) if env else ROOT.parent / "shared" / "data"
-    if not (root / "mnist").is_dir():
-        pytest.skip(f"MNIST files not found under {root}; set PLUGTORCH_DATA to a data root holding mnist/")
-    return root
+    for root in ([pathlib.Path(env)] if env else []) + [ROOT / "data"]:
+        if (root / "mnist").is_dir():
+            return root
+    pytest.skip(f"MNIST files not found under {ROOT / 'data'} (a clone has them in data/mnist/); "
+                "set PLUGTORCH_DATA to a data root holding mnist/")

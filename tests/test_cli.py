@@ -1,9 +1,12 @@
 """`plugtorch train`: tiny runs end to end, metrics JSON, checkpoints, resume equivalence, errors."""
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 
 import plugtorch
+import plugtorch.train
 from plugtorch.cli import main
 from plugtorch.train import TrainConfig, Trainer, train
 from plugtorch.utils.progress import ProgressBar
@@ -87,13 +91,37 @@ def test_resume_refuses_a_checkpoint_of_another_setup(data_root, tmp_path, capsy
                  "--lr-schedule", "constant"])
     assert code == 1
     assert "--model cnn (checkpoint: mlp)" in capsys.readouterr().err
-    # A constant learning rate can be extended; a schedule was planned for its epoch count.
     m = train(_cfg(data_root, epochs=2, checkpoint=str(ck), resume=True, lr_schedule="constant"))
     assert [h["epoch"] for h in m["history"]] == [1, 2]
-    sched = tmp_path / "s.pt"
-    train(_cfg(data_root, epochs=1, checkpoint=str(sched), lr_schedule="cosine"))
-    with pytest.raises(ValueError, match="--epochs 2 \\(checkpoint: 1\\)"):
-        train(_cfg(data_root, epochs=2, checkpoint=str(sched), lr_schedule="cosine", resume=True))
+    with pytest.raises(ValueError, match="it has trained 2 epochs already and this run asks for "
+                                         "--epochs 1"):
+        train(_cfg(data_root, epochs=1, checkpoint=str(ck), resume=True, lr_schedule="constant"))
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "step"])
+def test_resume_extends_a_finished_run(data_root, tmp_path, schedule):
+    ck, out = tmp_path / "c.pt", io.StringIO()
+    train(_cfg(data_root, epochs=2, checkpoint=str(ck), lr_schedule=schedule, lr=0.01))
+    m = train(_cfg(data_root, epochs=4, checkpoint=str(ck), resume=True, lr_schedule=schedule,
+                   lr=0.01, quiet=False), out=out)
+    assert [h["epoch"] for h in m["history"]] == [1, 2, 3, 4] and m["epochs"] == 4
+    assert "extending the run from 2 to 4 epochs" in out.getvalue()
+    # epochs 3 and 4 follow the schedule laid out over 4 epochs, as if planned so from the start
+    fresh = optim_lrs(schedule, 0.01, 4)
+    assert [h["lr"] for h in m["history"][2:]] == pytest.approx(fresh[2:])
+    assert plugtorch.load(ck)["epoch"] == 4
+
+
+def optim_lrs(schedule, lr, epochs):
+    from plugtorch.train import build_optimizer, build_scheduler
+    opt = build_optimizer("adam", [plugtorch.zeros(1, requires_grad=True)], lr)
+    sched = build_scheduler(schedule, opt, epochs)
+    lrs = []
+    for _ in range(epochs):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return lrs
 
 
 def test_missing_data_exits_with_instructions(tmp_path, capsys):
@@ -102,6 +130,8 @@ def test_missing_data_exits_with_instructions(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "MNIST files not found" in err and str(tmp_path / "mnist") in err
     assert "Traceback" not in err
+    for name in ("train-images", "train-labels", "t10k-images", "t10k-labels"):  # all at once
+        assert f"{name}-idx" in err, name
 
 
 def test_python_dash_m_entry_point(data_root, tmp_path):
@@ -143,18 +173,106 @@ def test_progress_bar_draws_on_a_terminal_only():
         bar.update(64, 0.5)
         bar.update(64, 0.25)
         bar.close()
-    assert "[" in tty.getvalue() and "2/2" in tty.getvalue() and "loss 0.2500" in tty.getvalue()
+    text = tty.getvalue()
+    assert "epoch 1/1 [" in text and "2/2" in text and "loss 0.2500" in text
+    assert re.search(r"1/2 \d\d:\d\d<\d\d:\d\d ", text)  # elapsed<ETA, as the step counts
+    assert text.endswith("\r")  # the line is cleared at the end
     assert pipe.getvalue() == ""
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"plugtorch {plugtorch.__version__}"
+
+
+def test_plot_csv_tensorboard_and_export(data_root, tmp_path, torch):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed: pip install 'plugtorch[plot]'")
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed: pip install 'plugtorch[tensorboard]'")
+    pytest.importorskip("safetensors", reason="safetensors is not installed: pip install 'plugtorch[safetensors]'")
+    out = tmp_path / "run"
+    assert main(["train", "--data-dir", str(data_root), "--no-download", "--quiet", "--epochs", "2",
+                 "--limit-train", "256", "--limit-test", "128", "--batch-size", "64",
+                 "--log-csv", str(out / "log.csv"), "--plot", str(out / "curves.png"),
+                 "--tensorboard", str(out / "tb"), "--export", str(out / "model.safetensors"),
+                 "--metrics-json", str(out / "m.json")]) == 0
+    metrics = json.loads((out / "m.json").read_text())
+
+    rows = list(csv.DictReader((out / "log.csv").open()))
+    assert [r["epoch"] for r in rows] == ["1", "2"]
+    for row, h in zip(rows, metrics["history"]):
+        for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr"):
+            assert float(row[key]) == pytest.approx(h[key]), key
+    assert 0.0 < float(rows[1]["train_accuracy"]) <= 1.0
+
+    from matplotlib.image import imread
+    img = imread(out / "curves.png")
+    assert img.shape[0] > 300 and img.shape[1] > 800 and img[..., :3].std() > 0.05  # drawn, not blank
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util.tensor_util import make_ndarray
+    events = EventAccumulator(str(out / "tb"), size_guidance={"tensors": 0})
+    events.Reload()
+    tags = set(events.Tags()["tensors"])
+    assert {"loss/train", "loss/test", "accuracy/train", "accuracy/test", "lr", "loss/train_step"} <= tags
+    test_acc = [(e.step, float(make_ndarray(e.tensor_proto))) for e in events.Tensors("accuracy/test")]
+    assert test_acc == [(h["epoch"], pytest.approx(h["test_accuracy"])) for h in metrics["history"]]
+    assert len(events.Tensors("loss/train_step")) == 8  # 2 epochs of 4 steps
+
+    from safetensors.torch import load_file
+    from interop.torch_models import images, plugtorch_outputs, torch_twin  # tests/interop
+    twin = torch_twin(torch, "mlp")
+    twin.load_state_dict(load_file(str(out / "model.safetensors")))
+    model = plugtorch.train.MLP()
+    model.load_state_dict(plugtorch.load_file(out / "model.safetensors"))
+    x = images()
+    with torch.no_grad():
+        np.testing.assert_allclose(plugtorch_outputs(model, x), twin.eval()(torch.from_numpy(x)).numpy(),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_a_missing_optional_package_stops_the_run_before_training(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "tensorboard.summary", None)
+    code = main(["train", "--data-dir", str(tmp_path), "--no-download", "--plot", "p.png",
+                 "--tensorboard", "tb"])
+    err = capsys.readouterr().err
+    assert code == 1 and "MNIST files not found" not in err  # refused before reading any data
+    assert "--plot needs matplotlib: pip install 'plugtorch[plot]'" in err
+    assert "--tensorboard needs tensorboard: pip install 'plugtorch[tensorboard]'" in err
+
+
+def test_viz_renders_through_dot(tmp_path, capsys):
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed (apt-get install graphviz): "
+                    "rendering an image needs it")
+    assert main(["viz", "--model", "cnn", "-o", str(tmp_path / "g.svg")]) == 0
+    svg = (tmp_path / "g.svg").read_text()
+    assert svg.lstrip().startswith(("<?xml", "<svg")) and svg.rstrip().endswith("</svg>")
+    assert "conv1.weight" in svg and "fc2.bias" in svg and svg.count("Backward0") >= 10  # ops drawn
+    assert main(["viz", "-o", str(tmp_path / "g.png")]) == 0
+    assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_viz_without_dot_writes_the_dot_text(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert main(["viz", "-o", str(tmp_path / "g.svg")]) == 0
+    captured = capsys.readouterr()
+    assert "'dot' program is not on PATH" in captured.err and "apt-get install graphviz" in captured.err
+    assert (tmp_path / "g.dot").read_text().startswith("digraph") and not (tmp_path / "g.svg").exists()
+    assert main(["viz", "-o", "-"]) == 0
+    assert "fc1.weight" in capsys.readouterr().out
 
 
 def test_example_script_trains(data_root, tmp_path):
     script = os.path.join(os.path.dirname(__file__), "..", "examples", "mnist_mlp.py")
-    res = subprocess.run([sys.executable, script, "--epochs", "1", "--data-dir", str(data_root)],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    res = subprocess.run([sys.executable, script, "--epochs", "1", "--data-dir", str(data_root),
+                          "--out-dir", "out"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr
     accuracy = float(res.stdout.split("test accuracy ")[-1].split("%")[0])
     assert accuracy > 90.0  # one epoch of the full training set
-    assert set(plugtorch.load(tmp_path / "mnist_mlp.pt")) == {"model", "optimizer"}
+    assert os.listdir(tmp_path) == ["out"]  # nothing left in the working directory
+    assert set(plugtorch.load(tmp_path / "out" / "mnist_mlp.pt")) == {"model", "optimizer"}
 
 
 def test_two_ranks_reach_the_parameters_of_one_process(data_root, tmp_path):

@@ -104,11 +104,13 @@ def test_pickled_files_are_refused_without_running_them(tmp_path):
     assert not ran.exists()
 
 
-def test_torch_checkpoints_are_refused(tmp_path, torch):
-    path = tmp_path / "torch.pt"
-    torch.save({"w": torch.ones(2)}, path)
-    with pytest.raises(UnsafeCheckpointError, match="PyTorch checkpoint"):
-        plugtorch.load(path)
+def test_torch_checkpoints_are_read_and_legacy_ones_refused(tmp_path, torch):
+    # the restricted reader and its refusals are tested in tests/interop/test_torch_checkpoint.py
+    torch.save({"w": torch.ones(2)}, tmp_path / "torch.pt")
+    assert plugtorch.load(tmp_path / "torch.pt")["w"].tolist() == [1.0, 1.0]
+    torch.save({"w": torch.ones(2)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    with pytest.raises(UnsafeCheckpointError, match="never unpickles a bare pickle"):
+        plugtorch.load(tmp_path / "legacy.pt")
 
 
 @pytest.mark.filterwarnings("ignore:Duplicate name")

@@ -14,15 +14,15 @@ from .store import Resource, load_files
 class MNIST(Dataset):
     """The MNIST handwritten digits (60,000 train, 10,000 test).
 
-    ``root`` is a data root holding ``mnist/`` (see :mod:`plugtorch.datasets.store`
-    for the default). A sample is ``(image, label)``: a float32 ``[1, 28, 28]``
+    ``root`` is a data root holding ``mnist/`` (or torchvision's ``MNIST/raw/``; see
+    :mod:`plugtorch.datasets.store` for the default). A sample is ``(image, label)``: a float32 ``[1, 28, 28]``
     tensor in [0, 1] (what torchvision's ``ToTensor()`` gives) and an int, each
     passed through ``transform`` / ``target_transform`` when given. ``data``
     holds all images as uint8 ``[N, 28, 28]`` and ``targets`` the int64 labels.
     """
 
     title = "MNIST"
-    folder = "mnist"
+    folder = ["mnist", "MNIST/raw"]  # plugtorch's layout, then torchvision's
     mirrors = ["https://ossci-datasets.s3.amazonaws.com/mnist/",
                "http://yann.lecun.com/exdb/mnist/"]
     resources = [
@@ -48,9 +48,10 @@ class MNIST(Dataset):
         self.target_transform = target_transform
         prefix = "train" if train else "t10k"
         wanted = [r for r in self.resources if r.name.startswith(prefix + "-")]
+        others = [r for r in self.resources if r not in wanted]
         contents = load_files(self.title, self.folder, wanted, data_dir=root,
                               download_missing=download, mirrors=self.mirrors,
-                              system_package=self.system_package)
+                              system_package=self.system_package, companions=others)
         images = parse_idx(contents[f"{prefix}-images-idx3-ubyte"], f"{prefix}-images-idx3-ubyte")
         labels = parse_idx(contents[f"{prefix}-labels-idx1-ubyte"], f"{prefix}-labels-idx1-ubyte")
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
@@ -89,7 +90,7 @@ class FashionMNIST(MNIST):
     """Zalando's Fashion-MNIST: the MNIST layout with ten kinds of clothing (folder ``fashion-mnist/``)."""
 
     title = "Fashion-MNIST"
-    folder = "fashion-mnist"
+    folder = ["fashion-mnist", "FashionMNIST/raw"]
     mirrors = ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
                "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/"]
     resources = [

@@ -33,8 +33,9 @@ class ChecksumError(ValueError):
     """A dataset file whose md5 is not the published one."""
 
 
-class DatasetNotFoundError(FileNotFoundError):
-    """Dataset files that are neither on disk nor downloadable; the message says where to put them."""
+class DatasetNotFoundError(FileNotFoundError, RuntimeError):
+    """Dataset files that are neither on disk nor downloadable; the message says where to put them.
+    Also a RuntimeError, which is what torchvision raises, so ported handlers still catch it."""
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,17 @@ def verified_content(data: bytes, res: Resource, origin: str) -> bytes:
     return raw
 
 
-def find_file(res: Resource, folder: str, roots: list[Path]) -> Path | None:
+def _folders(folder) -> list[str]:
+    return [folder] if isinstance(folder, str) else list(folder)
+
+
+def find_file(res: Resource, folder, roots: list[Path]) -> Path | None:
+    """The first copy of ``res`` under a root; ``folder`` may be a list of layouts to try."""
     for root in roots:
-        for candidate in (root / folder / (res.name + ".gz"), root / folder / res.name):
-            if candidate.is_file():
-                return candidate
+        for sub in _folders(folder):
+            for candidate in (root / sub / (res.name + ".gz"), root / sub / res.name):
+                if candidate.is_file():
+                    return candidate
     return None
 
 
@@ -136,21 +143,29 @@ def download(res: Resource, dest_dir: Path, mirrors, timeout: float = DOWNLOAD_T
     return None, errors
 
 
-def load_files(title: str, folder: str, resources, data_dir=None, download_missing=False,
-               mirrors=(), system_package=None) -> dict[str, bytes]:
-    """Locate (or download) each resource and return its verified, uncompressed IDX bytes."""
+def load_files(title: str, folder, resources, data_dir=None, download_missing=False,
+               mirrors=(), system_package=None, companions=()) -> dict[str, bytes]:
+    """Locate (or download) each resource and return its verified, uncompressed IDX bytes.
+
+    ``folder`` is the dataset's folder under a root, or a list of them (the first is where
+    downloads go). ``companions`` are the dataset's other files (the other split): when
+    something is missing, those missing too are listed in the same error, so a user fixes
+    the data once instead of once per split.
+    """
     roots = data_roots(data_dir)
+    home = roots[0] / _folders(folder)[0]
     found, missing, failures, unreachable = {}, [], [], set()
     for res in resources:
         path = find_file(res, folder, roots)
         if path is None and download_missing:
-            path, errors = download(res, roots[0] / folder, mirrors, unreachable=unreachable)
+            path, errors = download(res, home, mirrors, unreachable=unreachable)
             failures += errors
         if path is None:
             missing.append(res)
         else:
             found[res.name] = path
     if missing:
+        missing += [res for res in companions if find_file(res, folder, roots) is None]
         raise DatasetNotFoundError(_missing_message(title, folder, roots, missing, mirrors,
                                                     download_missing, failures, system_package))
     return {res.name: verified_content(found[res.name].read_bytes(), res, str(found[res.name]))
@@ -158,8 +173,9 @@ def load_files(title: str, folder: str, resources, data_dir=None, download_missi
 
 
 def _missing_message(title, folder, roots, missing, mirrors, tried, failures, system_package):
+    folders = _folders(folder)
     lines = [f"{title} files not found. Looked in:"]
-    lines += [f"  {root / folder}/" for root in roots]
+    lines += [f"  {root / sub}/" for root in roots for sub in folders]
     if tried:
         lines.append("Downloading them failed:" if failures else "No download mirror is configured.")
         lines += [f"  {f}" for f in failures]
@@ -167,13 +183,14 @@ def _missing_message(title, folder, roots, missing, mirrors, tried, failures, sy
         lines.append("Downloading was not requested (pass download=True, or run `plugtorch train`, "
                      "which downloads).")
     lines.append(f"Place these files (gzip-compressed, or uncompressed without .gz) in "
-                 f"{roots[0] / folder}/:")
+                 f"{roots[0] / folders[0]}/:")
     lines += [f"  {res.name}.gz  (md5 {res.gz_md5})" for res in missing]
     if mirrors:
         lines.append(f"They are published at {mirrors[0]}")
     lines.append("Or point --data-dir (or the PLUGTORCH_DATA environment variable) at a data root "
-                 f"that holds {folder}/.")
+                 f"that holds {folders[0]}/ (a clone of plugtorch has MNIST in data/mnist/: "
+                 "--data-dir data).")
     if system_package:
-        lines.append(f"On Debian or Ubuntu: apt-get install {system_package} (installs "
-                     f"{SYSTEM_ROOT / folder}/).")
+        lines.append(f"On Debian or Ubuntu: apt-get install {system_package} (installs its files "
+                     f"under {SYSTEM_ROOT}/, which is searched too).")
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""plugtorch.viz: DOT text without Graphviz; render says what is missing."""
+"""plugtorch.viz: DOT text without Graphviz; images through dot; DOT text where dot is missing."""
 from __future__ import annotations
 
 import re
@@ -16,7 +16,7 @@ def test_to_dot_shows_ops_shapes_and_grad_leaves():
     loss = (x @ w + b).relu().sum()
     dot = viz.to_dot(loss, params={"weight": w, "bias": b})
     assert dot.startswith("digraph") and dot.rstrip().endswith("}")
-    for text in ("MatmulBackward0", "AddBackward0", "ReluBackward0", "SumBackward0",
+    for text in ("MmBackward0", "AddBackward0", "ReluBackward0", "SumBackward0",
                  "weight\\n(3, 2) float32\\nrequires_grad", "bias\\n(2) float32", "output\\n() float32"):
         assert text in dot, text
     # every edge joins declared nodes, and the leaf x (no grad) is not drawn
@@ -38,17 +38,26 @@ def test_shared_subgraphs_are_drawn_once():
     assert dot.count("ExpBackward0") == 1
 
 
-def test_render_explains_what_is_missing(tmp_path, monkeypatch):
-    try:
-        import graphviz  # noqa: F401
-    except ImportError:
-        with pytest.raises(RuntimeError, match="pip install graphviz"):
-            viz.render(plugtorch.ones(1, requires_grad=True) * 2, str(tmp_path / "g.svg"))
-        return
+def test_render_without_dot_writes_dot_text_and_says_how_to_draw_it(tmp_path, monkeypatch):
     import shutil
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(RuntimeError, match="'dot' program"):
-        viz.render(plugtorch.ones(1, requires_grad=True) * 2, str(tmp_path / "g.svg"))
+    y = plugtorch.ones(1, requires_grad=True) * 2
+    with pytest.warns(UserWarning, match="'dot' program is not on PATH") as caught:
+        written = viz.render(y, str(tmp_path / "sub" / "g.svg"))
+    assert written == str(tmp_path / "sub" / "g.dot") and "dot -Tsvg" in str(caught[0].message)
+    assert open(written).read() == viz.to_dot(y)
+    assert viz.render(y, str(tmp_path / "g.gv")) == str(tmp_path / "g.gv")  # DOT asked for: no warning
+
+
+def test_render_draws_through_dot(tmp_path):
+    import shutil
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed (apt-get install graphviz)")
+    x = plugtorch.randn(2, 3, requires_grad=True)
+    path = viz.render((x.exp() * 2).sum(), str(tmp_path / "g.pdf"), params={"x": x})
+    assert path == str(tmp_path / "g.pdf") and open(path, "rb").read(5) == b"%PDF-"
+    with pytest.raises(RuntimeError, match="Graphviz dot failed"):
+        viz.render(x.exp().sum(), str(tmp_path / "g.not-a-format"))
 
 
 def test_a_node_with_a_number_operand_is_drawn():

@@ -6,8 +6,9 @@ from .dataset import (ConcatDataset, Dataset, IterableDataset, Subset, TensorDat
 from .distributed import DistributedSampler
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler)
+from .workers import WorkerInfo, get_worker_info
 
 __all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler",
            "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "Subset",
-           "SubsetRandomSampler", "TensorDataset", "default_collate", "default_convert",
-           "random_split"]
+           "SubsetRandomSampler", "TensorDataset", "WorkerInfo", "default_collate",
+           "default_convert", "get_worker_info", "random_split"]

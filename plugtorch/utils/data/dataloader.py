@@ -1,13 +1,16 @@
 """DataLoader: draw indices from a sampler, fetch the samples, collate them into batches."""
 from __future__ import annotations
 
+import multiprocessing
+
+from ...core.ops.creation import randint
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
-from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from .sampler import BatchSampler, RandomSampler, SequentialSampler, host_device
 
 
 class DataLoader:
-    """Iterate over ``dataset`` in batches, in the main process.
+    """Iterate over ``dataset`` in batches, in the main process or ``num_workers`` processes.
 
     Like ``torch.utils.data.DataLoader``: ``shuffle=True`` draws a new permutation
     each epoch from ``generator`` (seed it for reproducible runs), ``sampler`` or
@@ -15,17 +18,44 @@ class DataLoader:
     batch from a list of samples. With the default collate, a dataset that offers
     ``get_batch(indices)`` (TensorDataset, MNIST, their Subsets) is batched by
     indexing whole tensors at once.
+
+    ``num_workers > 0`` builds batches in worker processes (see ``workers.py``): worth
+    it when a sample costs real work (per-image transforms, decoding files), not for
+    a tensor dataset, whose batch is one indexing op. ``pin_memory`` is accepted and has
+    no effect: no backend offers page-locked host memory.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, generator=None, *, prefetch_factor=None,
-                 persistent_workers=False):
-        if num_workers != 0:
-            raise ValueError(
-                f"num_workers={num_workers}: plugtorch's DataLoader loads batches in the main "
-                "process; pass num_workers=0 (batching a tensor dataset is a single indexing op, "
-                "so worker processes would not speed it up)")
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
+                             "disable multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
+                             "let num_workers > 0 to enable multiprocessing, otherwise set "
+                             "prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if multiprocessing_context is not None:
+            if num_workers == 0:
+                raise ValueError("multiprocessing_context can only be used with multi-process "
+                                 f"loading (num_workers > 0), but got num_workers={num_workers}")
+            if isinstance(multiprocessing_context, str):
+                methods = multiprocessing.get_all_start_methods()
+                if multiprocessing_context not in methods:
+                    raise ValueError("multiprocessing_context option should specify a valid start "
+                                     f"method in {methods!r}, but got "
+                                     f"multiprocessing_context={multiprocessing_context!r}")
+                multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable and (shuffle or sampler is not None or batch_sampler is not None):
             raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle, "
@@ -60,6 +90,10 @@ class DataLoader:
         self.worker_init_fn = worker_init_fn
         self.prefetch_factor = prefetch_factor
         self.persistent_workers = persistent_workers
+        self.multiprocessing_context = multiprocessing_context
+        self.pin_memory_device = pin_memory_device
+        self.in_order = in_order
+        self._workers = None  # the persistent workers' iterator, kept across epochs
         self._auto_collation = (batch_size is not None if self._iterable
                                 else batch_sampler is not None)
         if collate_fn is None:
@@ -70,6 +104,18 @@ class DataLoader:
         self.collate_fn = collate_fn
 
     def __iter__(self):
+        if self.num_workers == 0:
+            return self._batches()
+        from .workers import MultiProcessIter
+        if self._workers is not None:  # persistent workers: a new epoch, same processes
+            self._workers._reset()
+            return self._workers
+        it = MultiProcessIter(self, _draw_seed(self.generator))
+        if self.persistent_workers:
+            self._workers = it
+        return it
+
+    def _batches(self):
         dataset, collate = self.dataset, self.collate_fn
         if self._iterable:
             yield from self._iter_stream()
@@ -110,3 +156,9 @@ class DataLoader:
         if self._auto_collation:
             return len(self.batch_sampler)
         return len(self.sampler)
+
+
+def _draw_seed(generator) -> int:
+    """The workers' base seed, drawn per iterator from ``generator`` or the default generator
+    (as torch's), so ``manual_seed`` makes a run with workers reproducible."""
+    return int(randint(0, 2 ** 62, (), generator=generator, device=host_device()).item())

@@ -1,0 +1,1 @@
+"""Interop tests: safetensors, PyTorch checkpoints, DLPack, NumPy."""

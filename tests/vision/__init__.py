@@ -1,0 +1,1 @@
+"""plugtorch.vision: torchvision-style datasets and transforms."""
