@@ -16,6 +16,7 @@ from .core.dtypes import (bool_ as bool, dtype, float16, float32, float64, get_d
 from .core.errors import (BackendMismatchError, BackendUnavailableError, MissingKernelError,
                           PluginError)
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .core.inference_mode import inference_mode, is_inference_mode_enabled
 from .core.plugin_report import plugins
 from .core.plugins import get_registry, list_plugins, register_plugin, unregister_plugin
 from .core.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
@@ -25,8 +26,11 @@ from . import nn
 from . import distributed
 from . import optim, utils
 from .serialization import load, save
+from .threads import get_num_threads, set_num_threads
+from .interop.safetensors import load_file, save_file
 from . import library
 from .library import ops
+from . import accelerator, backends, cuda, linalg, return_types
 
 __version__ = "0.1.0"
 
@@ -35,15 +39,17 @@ double = float64
 long = int64
 half = float16
 short = int16
+int = int32
 
 __all__ = [
     "device", "backend", "current_backend", "get_backend", "use", "debug_mode", "is_debug", "set_debug",
     "bool", "dtype", "float16", "float32", "float64", "get_default_dtype", "int8", "int16", "int32",
     "int64", "promote_types", "result_type", "set_default_dtype", "uint8", "float", "double", "long",
-    "half", "short", "BackendMismatchError", "BackendUnavailableError", "MissingKernelError",
+    "half", "short", "int", "BackendMismatchError", "BackendUnavailableError", "MissingKernelError",
     "PluginError", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "get_registry",
     "list_plugins", "plugins", "register_plugin", "unregister_plugin", "Generator", "get_rng_state",
     "initial_seed", "manual_seed",
     "seed", "set_rng_state", "Size", "Tensor", "autograd", "viz", "nn", "distributed", "optim", "utils",
-    "load", "save", "library", "ops",
+    "load", "save", "load_file", "save_file", "library", "ops", "get_num_threads", "set_num_threads",
+    "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
 ] + _ops.__all__

@@ -10,6 +10,18 @@ def abs(input: Any) -> Tensor:
     """Elementwise abs."""
     ...
 
+def acos(input: Any) -> Tensor:
+    """Elementwise acos."""
+    ...
+
+def acosh(input: Any) -> Tensor:
+    """Elementwise acosh."""
+    ...
+
+def adaptive_avg_pool1d(input: Any, output_size: Any) -> Tensor:
+    """Mean over torch's adaptive windows of (N, C, L) for a given output length."""
+    ...
+
 def adaptive_avg_pool2d(input: Any, output_size: Any) -> Tensor:
     """Mean over torch's adaptive windows for a given output size (None keeps that size)."""
     ...
@@ -18,33 +30,77 @@ def add(input: Any, other: Any, *, alpha: Any = ...) -> Tensor:
     """input + alpha * other, with broadcasting; ``other`` may be a Python number."""
     ...
 
+def addcdiv(input: Any, tensor1: Any, tensor2: Any, *, value: Any = ...) -> Tensor:
+    """input + value * tensor1 / tensor2 (true division; integer tensor1 and tensor2 are refused)."""
+    ...
+
+def addcmul(input: Any, tensor1: Any, tensor2: Any, *, value: Any = ...) -> Tensor:
+    """input + value * tensor1 * tensor2."""
+    ...
+
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: Any = ..., alpha: Any = ...) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape."""
     ...
 
-def all(input: Any, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+def all(input: Any, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """True where every element along ``dim`` is non-zero (bool result)."""
     ...
 
-def amax(input: Any, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+def allclose(input: Any, other: Any, rtol: Any = ..., atol: Any = ..., equal_nan: Any = ...) -> Any:
+    """Whether every element of input is close to other's (isclose), as a Python bool."""
+    ...
+
+def amax(input: Any, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Max over dims (all by default); tied maxima share the gradient."""
     ...
 
-def amin(input: Any, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+def amin(input: Any, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Min over dims (all by default); tied minima share the gradient."""
     ...
 
-def any(input: Any, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+def aminmax(input: Any, *, dim: Any = ..., keepdim: Any = ...) -> Any:
+    """(min, max) over all elements, or along ``dim``, in one call."""
+    ...
+
+def any(input: Any, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """True where some element along ``dim`` is non-zero (bool result)."""
     ...
 
 def arange(start: Any, end: Any = ..., step: Any = ..., *, dtype: Any = ..., device: Any = ..., requires_grad: Any = ...) -> Tensor: ...
 
-def argmax(input: Any, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+def arccos(input: Any) -> Tensor:
+    """Elementwise acos."""
+    ...
+
+def arccosh(input: Any) -> Tensor:
+    """Elementwise acosh."""
+    ...
+
+def arcsin(input: Any) -> Tensor:
+    """Elementwise asin."""
+    ...
+
+def arcsinh(input: Any) -> Tensor:
+    """Elementwise asinh."""
+    ...
+
+def arctan(input: Any) -> Tensor:
+    """Elementwise atan."""
+    ...
+
+def arctan2(input: Any, other: Any) -> Tensor:
+    """The angle of the point (other, input) in radians, in (-pi, pi]."""
+    ...
+
+def arctanh(input: Any) -> Tensor:
+    """Elementwise atanh."""
+    ...
+
+def argmax(input: Any, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Index of the first maximum (over all elements, or along dim)."""
     ...
 
-def argmin(input: Any, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+def argmin(input: Any, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Index of the first minimum (over all elements, or along dim)."""
     ...
 
@@ -60,6 +116,42 @@ def as_tensor(data: Any, dtype: Any = ..., device: Any = ...) -> Tensor:
     """Like ``tensor`` but shares memory with ``data`` when backend and dtype allow."""
     ...
 
+def asin(input: Any) -> Tensor:
+    """Elementwise asin."""
+    ...
+
+def asinh(input: Any) -> Tensor:
+    """Elementwise asinh."""
+    ...
+
+def atan(input: Any) -> Tensor:
+    """Elementwise atan."""
+    ...
+
+def atan2(input: Any, other: Any) -> Tensor:
+    """The angle of the point (other, input) in radians, in (-pi, pi]."""
+    ...
+
+def atanh(input: Any) -> Tensor:
+    """Elementwise atanh."""
+    ...
+
+def atleast_1d(*tensors: Any) -> Any:
+    """Each tensor viewed with at least 1 dims (leading size-1 dims, NumPy's placement); one tensor in, one out, else a tuple."""
+    ...
+
+def atleast_2d(*tensors: Any) -> Any:
+    """Each tensor viewed with at least 2 dims (leading size-1 dims, NumPy's placement); one tensor in, one out, else a tuple."""
+    ...
+
+def atleast_3d(*tensors: Any) -> Any:
+    """Each tensor viewed with at least 3 dims (leading size-1 dims, NumPy's placement); one tensor in, one out, else a tuple."""
+    ...
+
+def avg_pool1d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., ceil_mode: Any = ..., count_include_pad: Any = ...) -> Tensor:
+    """Mean over sliding windows of (N, C, L): avg_pool2d on a height-1 image."""
+    ...
+
 def avg_pool2d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., ceil_mode: Any = ..., count_include_pad: Any = ..., divisor_override: Any = ...) -> Tensor:
     """Mean over sliding windows (padding, ceil_mode, count_include_pad, divisor_override)."""
     ...
@@ -70,6 +162,34 @@ def batch_norm(input: Any, weight: Any, bias: Any, running_mean: Any, running_va
 
 def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = ..., pos_weight: Any = ..., reduction: Any = ...) -> Any:
     """``torch.binary_cross_entropy_with_logits``: pos_weight third and reduction as torch's enum"""
+    ...
+
+def bincount(input: Any, weights: Any = ..., minlength: Any = ...) -> Tensor:
+    """How often each value 0, 1, ..., max(input) occurs in a 1-D non-negative integer tensor"""
+    ...
+
+def bitwise_and(input: Any, other: Any) -> Tensor:
+    """``input & other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+    ...
+
+def bitwise_left_shift(input: Any, other: Any) -> Tensor:
+    """``input << other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+    ...
+
+def bitwise_not(input: Any) -> Tensor:
+    """``~input`` bit by bit on an integer tensor (logical not on bool)."""
+    ...
+
+def bitwise_or(input: Any, other: Any) -> Tensor:
+    """``input | other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+    ...
+
+def bitwise_right_shift(input: Any, other: Any) -> Tensor:
+    """``input >> other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+    ...
+
+def bitwise_xor(input: Any, other: Any) -> Tensor:
+    """``input ^ other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
     ...
 
 def bmm(input: Any, mat2: Any) -> Tensor:
@@ -92,7 +212,7 @@ def ceil(input: Any) -> Tensor:
     """Elementwise ceil."""
     ...
 
-def celu(input: Any, alpha: Any = ...) -> Tensor:
+def celu(input: Any, alpha: Any = ..., inplace: Any = ...) -> Tensor:
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     ...
 
@@ -120,6 +240,10 @@ def clone(input: Any) -> Tensor:
     """A copy that owns its memory."""
     ...
 
+def column_stack(tensors: Any) -> Tensor:
+    """Join along dim 1, 0-d and 1-D tensors first made columns."""
+    ...
+
 def concat(tensors: Any, dim: Any = ...) -> Tensor:
     """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
     ...
@@ -128,8 +252,32 @@ def concatenate(tensors: Any, dim: Any = ...) -> Tensor:
     """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
     ...
 
+def conv1d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., dilation: Any = ..., groups: Any = ...) -> Tensor:
+    """1-D cross-correlation over (N, C, L): conv2d on a height-1 image, as torch does on CPU,"""
+    ...
+
 def conv2d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., dilation: Any = ..., groups: Any = ...) -> Tensor:
     """2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul."""
+    ...
+
+def conv3d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., dilation: Any = ..., groups: Any = ...) -> Tensor:
+    """3-D cross-correlation over (N, C, D, H, W), im2col + matmul."""
+    ...
+
+def conv_transpose1d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., output_padding: Any = ..., groups: Any = ..., dilation: Any = ...) -> Tensor:
+    """1-D transposed convolution over (N, C, L): conv_transpose2d on a height-1 image."""
+    ...
+
+def conv_transpose2d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., output_padding: Any = ..., groups: Any = ..., dilation: Any = ...) -> Tensor:
+    """2-D transposed convolution ("deconvolution"); weight (in_channels, out_channels/groups, kH, kW)."""
+    ...
+
+def conv_transpose3d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., output_padding: Any = ..., groups: Any = ..., dilation: Any = ...) -> Tensor:
+    """3-D transposed convolution; weight (in_channels, out_channels/groups, kD, kH, kW)."""
+    ...
+
+def copysign(input: Any, other: Any) -> Tensor:
+    """|input| with the sign of other (-0.0 counts as negative)."""
     ...
 
 def cos(input: Any) -> Tensor:
@@ -140,11 +288,31 @@ def cosh(input: Any) -> Tensor:
     """(e**x + e**-x) / 2."""
     ...
 
+def cosine_similarity(x1: Any, x2: Any, dim: Any = ..., eps: Any = ...) -> Tensor:
+    """sum(x1 / ||x1|| * x2 / ||x2||) along ``dim`` (the inputs broadcast); each norm is at least"""
+    ...
+
 def count_nonzero(input: Any, dim: Any = ...) -> Any:
     """How many elements are non-zero (along ``dim``), as int64."""
     ...
 
-def cumsum(input: Any, dim: Any, *, dtype: Any = ...) -> Tensor:
+def cross(input: Any, other: Any, dim: Any = ...) -> Any:
+    """linalg.cross; without ``dim``, along the first dim of size 3 (torch's deprecated default)."""
+    ...
+
+def cummax(input: Any, dim: Any = ..., *, axis: Any = ...) -> Any:
+    """(values, indices) of the running maximum along ``dim``; ties take the later index, and a"""
+    ...
+
+def cummin(input: Any, dim: Any = ..., *, axis: Any = ...) -> Any:
+    """(values, indices) of the running minimum along ``dim``; ties take the later index, and a"""
+    ...
+
+def cumprod(input: Any, dim: Any = ..., *, dtype: Any = ..., axis: Any = ...) -> Tensor:
+    """Running product along ``dim``; the gradient is exact where entries are zero."""
+    ...
+
+def cumsum(input: Any, dim: Any = ..., *, dtype: Any = ..., axis: Any = ...) -> Tensor:
     """Running sum along ``dim``."""
     ...
 
@@ -156,16 +324,24 @@ def diagonal(input: Any, offset: Any = ..., dim1: Any = ..., dim2: Any = ...) ->
     """The diagonal over dims dim1, dim2 (above it for offset > 0), as a new last dim."""
     ...
 
-def div(input: Any, other: Any) -> Tensor:
-    """Elementwise div with broadcasting; ``other`` may be a Python number."""
+def diff(input: Any, n: Any = ..., dim: Any = ..., prepend: Any = ..., append: Any = ...) -> Tensor:
+    """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``"""
     ...
 
-def divide(input: Any, other: Any) -> Tensor:
-    """Elementwise div with broadcasting; ``other`` may be a Python number."""
+def div(input: Any, other: Any, *, rounding_mode: Any = ...) -> Tensor:
+    """input / other; ``rounding_mode`` "trunc" rounds the quotient toward zero, "floor" down"""
+    ...
+
+def divide(input: Any, other: Any, *, rounding_mode: Any = ...) -> Tensor:
+    """input / other; ``rounding_mode`` "trunc" rounds the quotient toward zero, "floor" down"""
     ...
 
 def dot(input: Any, tensor: Any) -> Tensor:
     """Inner product of two 1-D tensors of one dtype."""
+    ...
+
+def dstack(tensors: Any) -> Tensor:
+    """Join along dim 2, after atleast_3d."""
     ...
 
 def einsum(equation: Any, *operands: Any) -> Tensor:
@@ -226,12 +402,20 @@ def floor_divide(input: Any, other: Any) -> Tensor:
     """Elementwise floor_divide with broadcasting; ``other`` may be a Python number."""
     ...
 
+def fmod(input: Any, other: Any) -> Tensor:
+    """C's fmod: the remainder of input / other with the sign of input (remainder takes the divisor's)."""
+    ...
+
 def frac(input: Any) -> Tensor:
     """x - trunc(x): the fractional part, with x's sign; the gradient is 1."""
     ...
 
-def from_numpy(array: Any) -> Tensor:
-    """A tensor on the host backend ("cpu") sharing memory with a NumPy array."""
+def from_dlpack(ext_tensor: Any, *, device: Any = ..., copy: Any = ...) -> Tensor:
+    """A tensor from any DLPack producer (NumPy, PyTorch, CuPy, ...) or capsule, sharing its"""
+    ...
+
+def from_numpy(ndarray: Any) -> Tensor:
+    """A tensor on the host backend ("cpu") sharing memory with a NumPy array, as torch's:"""
     ...
 
 def full(size: Any, fill_value: Any, *, dtype: Any = ..., device: Any = ..., requires_grad: Any = ...) -> Tensor: ...
@@ -250,6 +434,10 @@ def ger(input: Any, vec2: Any) -> Tensor:
     """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
     ...
 
+def get_printoptions() -> Any:
+    """The current print options, as keyword arguments for set_printoptions."""
+    ...
+
 def greater(input: Any, other: Any) -> Tensor:
     """Elementwise gt with broadcasting; ``other`` may be a Python number."""
     ...
@@ -266,12 +454,28 @@ def gt(input: Any, other: Any) -> Tensor:
     """Elementwise gt with broadcasting; ``other`` may be a Python number."""
     ...
 
+def histc(input: Any, bins: Any = ..., min: Any = ..., max: Any = ...) -> Any:
+    """Counts of ``input``'s values in ``bins`` equal bins over [min, max] (the data's range when"""
+    ...
+
+def hstack(tensors: Any) -> Tensor:
+    """Join along dim 1 (dim 0 for 1-D tensors), after atleast_1d."""
+    ...
+
+def hypot(input: Any, other: Any) -> Tensor:
+    """sqrt(input**2 + other**2), without overflow (floating tensors)."""
+    ...
+
 def index_add(input: Any, dim: Any, index: Any, source: Any, *, alpha: Any = ...) -> Tensor:
     """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
     ...
 
 def index_select(input: Any, dim: Any, index: Any) -> Tensor:
     """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed."""
+    ...
+
+def isclose(input: Any, other: Any, rtol: Any = ..., atol: Any = ..., equal_nan: Any = ...) -> Tensor:
+    """|input - other| <= atol + rtol * |other| elementwise (bool); equal infinities are close,"""
     ...
 
 def isfinite(input: Any) -> Tensor:
@@ -332,6 +536,18 @@ def log_softmax(input: Any, dim: Any = ..., dtype: Any = ...) -> Tensor:
     """log(softmax(x)) along dim, computed stably (never log of softmax)."""
     ...
 
+def logaddexp(input: Any, other: Any) -> Tensor:
+    """log(e**input + e**other), without overflow (floating tensors)."""
+    ...
+
+def logaddexp2(input: Any, other: Any) -> Tensor:
+    """log2(2**input + 2**other), without overflow (floating tensors)."""
+    ...
+
+def logcumsumexp(input: Any, dim: Any = ..., *, axis: Any = ...) -> Tensor:
+    """log(cumsum(exp(input))) along ``dim``, without overflow (floating input)."""
+    ...
+
 def logical_and(input: Any, other: Any) -> Tensor:
     """Elementwise logical_and with broadcasting; ``other`` may be a Python number."""
     ...
@@ -344,7 +560,11 @@ def logical_or(input: Any, other: Any) -> Tensor:
     """Elementwise logical_or with broadcasting; ``other`` may be a Python number."""
     ...
 
-def logsumexp(input: Any, dim: Any, keepdim: Any = ...) -> Tensor:
+def logical_xor(input: Any, other: Any) -> Tensor:
+    """True where exactly one of input and other is non-zero (bool result)."""
+    ...
+
+def logsumexp(input: Any, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """log(sum(exp(x))) over dims, computed after subtracting the max."""
     ...
 
@@ -364,19 +584,27 @@ def matmul(input: Any, other: Any) -> Tensor:
     """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims"""
     ...
 
-def max(input: Any, dim: Any = ..., keepdim: Any = ..., *, other: Any = ...) -> Any:
+def max(input: Any, dim: Any = ..., keepdim: Any = ..., *, other: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Any:
     """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, other)``: maximum."""
+    ...
+
+def max_pool1d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
+    """Max over sliding windows of (N, C, L): max_pool2d on a height-1 image."""
     ...
 
 def max_pool2d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
     """Max over sliding windows; the gradient goes to each window's first maximum."""
     ...
 
+def max_pool3d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
+    """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum."""
+    ...
+
 def maximum(input: Any, other: Any) -> Tensor:
     """Elementwise maximum with broadcasting; ``other`` may be a Python number."""
     ...
 
-def mean(input: Any, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ...) -> Tensor:
+def mean(input: Any, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Mean over dims (floating input, or pass dtype)."""
     ...
 
@@ -388,7 +616,7 @@ def meshgrid(*tensors: Any, indexing: Any = ...) -> Any:
     """Coordinate grids from 1-D tensors; indexing='xy' swaps the first two dims, as NumPy's."""
     ...
 
-def min(input: Any, dim: Any = ..., keepdim: Any = ..., *, other: Any = ...) -> Any:
+def min(input: Any, dim: Any = ..., keepdim: Any = ..., *, other: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Any:
     """``min(x)``: the smallest value; ``min(x, dim)``: (values, indices); ``min(x, other)``: minimum."""
     ...
 
@@ -448,15 +676,31 @@ def outer(input: Any, vec2: Any) -> Tensor:
     """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
     ...
 
+def pairwise_distance(x1: Any, x2: Any, p: Any = ..., eps: Any = ..., keepdim: Any = ...) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim (the inputs broadcast)."""
+    ...
+
 def permute(input: Any, *dims: Any) -> Tensor:
     """The dims of ``input`` reordered (a view)."""
+    ...
+
+def pixel_shuffle(input: Any, upscale_factor: Any) -> Tensor:
+    """(*, C * r^2, H, W) -> (*, C, H * r, W * r): channel blocks become r x r pixel blocks."""
+    ...
+
+def pixel_unshuffle(input: Any, downscale_factor: Any) -> Tensor:
+    """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of pixel_shuffle."""
     ...
 
 def pow(input: Any, other: Any) -> Tensor:
     """Elementwise pow with broadcasting; ``other`` may be a Python number."""
     ...
 
-def prod(input: Any, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ...) -> Tensor:
+def printoptions(**kwargs: Any) -> Any:
+    """``with plugtorch.printoptions(precision=2):`` — print options for one block."""
+    ...
+
+def prod(input: Any, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
     ...
 
@@ -504,8 +748,16 @@ def roll(input: Any, shifts: Any, dims: Any = ...) -> Tensor:
     """Shift elements cyclically along ``dims`` (the flattened tensor when dims is None)."""
     ...
 
+def rot90(input: Any, k: Any = ..., dims: Any = ...) -> Tensor:
+    """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first dim toward the"""
+    ...
+
 def round(input: Any) -> Tensor:
     """Round half to even."""
+    ...
+
+def row_stack(tensors: Any) -> Tensor:
+    """Join along dim 0, after atleast_2d (1-D tensors become rows)."""
     ...
 
 def rsqrt(input: Any) -> Tensor:
@@ -520,8 +772,16 @@ def scatter_add(input: Any, dim: Any, index: Any, src: Any) -> Tensor:
     """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
     ...
 
-def selu(input: Any) -> Tensor:
+def scatter_reduce(input: Any, dim: Any, index: Any, src: Any, reduce: Any, *, include_self: Any = ...) -> Tensor:
+    """``input`` with the ``src`` entries at ``index`` along ``dim`` combined into it by ``reduce``"""
+    ...
+
+def selu(input: Any, inplace: Any = ...) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants."""
+    ...
+
+def set_printoptions(precision: Any = ..., threshold: Any = ..., edgeitems: Any = ..., linewidth: Any = ..., profile: Any = ..., sci_mode: Any = ...) -> Any:
+    """How tensors print: decimals, the element count above which they are summarised, items"""
     ...
 
 def sigmoid(input: Any) -> Tensor:
@@ -568,11 +828,13 @@ def stack(tensors: Any, dim: Any = ...) -> Tensor:
     """Join equally shaped tensors along a new dim."""
     ...
 
-def std(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ...) -> Tensor:
+def std(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Standard deviation: sqrt(var) with the same arguments."""
     ...
 
-def std_mean(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ...) -> Any: ...
+def std_mean(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Any:
+    """(std, mean) over dims, with std's arguments."""
+    ...
 
 def sub(input: Any, other: Any, *, alpha: Any = ...) -> Tensor:
     """input - alpha * other, with broadcasting; ``other`` may be a Python number."""
@@ -582,8 +844,8 @@ def subtract(input: Any, other: Any, *, alpha: Any = ...) -> Tensor:
     """input - alpha * other, with broadcasting; ``other`` may be a Python number."""
     ...
 
-def sum(input: Any, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ...) -> Tensor:
-    """Sum over dims (all when dim is None)."""
+def sum(input: Any, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
+    """Sum over dims (all when dim is None); ``axis``/``keepdims`` are NumPy-style aliases."""
     ...
 
 def swapaxes(input: Any, dim0: Any, dim1: Any) -> Tensor:
@@ -600,6 +862,10 @@ def t(input: Any) -> Tensor:
 
 def take_along_dim(input: Any, indices: Any, dim: Any = ...) -> Tensor:
     """gather along dim with broadcasting of the other dims (or of the flattened input)."""
+    ...
+
+def tan(input: Any) -> Tensor:
+    """Elementwise tan."""
     ...
 
 def tanh(input: Any) -> Tensor:
@@ -638,8 +904,8 @@ def triu(input: Any, diagonal: Any = ...) -> Tensor:
     """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
     ...
 
-def true_divide(input: Any, other: Any) -> Tensor:
-    """Elementwise div with broadcasting; ``other`` may be a Python number."""
+def true_divide(input: Any, other: Any) -> Any:
+    """input / other, always true division (integers give the default float dtype)."""
     ...
 
 def trunc(input: Any) -> Tensor:
@@ -654,15 +920,25 @@ def unflatten(input: Any, dim: Any, sizes: Any) -> Tensor:
     """Split dim into the given sizes."""
     ...
 
+def unique(input: Any, sorted: Any = ..., return_inverse: Any = ..., return_counts: Any = ..., dim: Any = ...) -> Any:
+    """The distinct values (or, with ``dim``, the distinct slices along it), sorted; optionally"""
+    ...
+
 def unsqueeze(input: Any, dim: Any) -> Tensor:
     """Insert a size-1 dim at dim."""
     ...
 
-def var(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ...) -> Tensor:
+def var(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
     """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
     ...
 
-def var_mean(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ...) -> Any: ...
+def var_mean(input: Any, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Any:
+    """(var, mean) over dims, with var's arguments."""
+    ...
+
+def vstack(tensors: Any) -> Tensor:
+    """Join along dim 0, after atleast_2d (1-D tensors become rows)."""
+    ...
 
 def where(condition: Any, input: Any = ..., other: Any = ...) -> Tensor:
     """``input`` where ``condition`` holds, else ``other`` (either may be a Python number)."""
@@ -672,4 +948,4 @@ def zeros(*size: Any, dtype: Any = ..., device: Any = ..., requires_grad: Any = 
 
 def zeros_like(input: Any, *, dtype: Any = ..., device: Any = ..., requires_grad: Any = ...) -> Tensor: ...
 
-__all__ = ['abs', 'adaptive_avg_pool2d', 'add', 'addmm', 'all', 'amax', 'amin', 'any', 'arange', 'argmax', 'argmin', 'argsort', 'argwhere', 'as_tensor', 'avg_pool2d', 'batch_norm', 'binary_cross_entropy_with_logits', 'bmm', 'broadcast_shapes', 'broadcast_to', 'cat', 'ceil', 'celu', 'chunk', 'clamp', 'clamp_max', 'clamp_min', 'clip', 'clone', 'concat', 'concatenate', 'conv2d', 'cos', 'cosh', 'count_nonzero', 'cumsum', 'diag', 'diagonal', 'div', 'divide', 'dot', 'einsum', 'empty', 'empty_like', 'eq', 'erf', 'exp', 'exp2', 'expm1', 'eye', 'fix', 'flatten', 'flip', 'fliplr', 'flipud', 'floor', 'floor_divide', 'frac', 'from_numpy', 'full', 'full_like', 'gather', 'ge', 'ger', 'greater', 'greater_equal', 'group_norm', 'gt', 'index_add', 'index_select', 'isfinite', 'isinf', 'isnan', 'kthvalue', 'layer_norm', 'le', 'lerp', 'less', 'less_equal', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logical_and', 'logical_not', 'logical_or', 'logsumexp', 'lt', 'masked_fill', 'masked_select', 'matmul', 'max', 'max_pool2d', 'maximum', 'mean', 'median', 'meshgrid', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'narrow', 'ne', 'neg', 'nonzero', 'norm', 'not_equal', 'ones', 'ones_like', 'outer', 'permute', 'pow', 'prod', 'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'randperm', 'ravel', 'reciprocal', 'relu', 'remainder', 'repeat_interleave', 'reshape', 'roll', 'round', 'rsqrt', 'scatter', 'scatter_add', 'selu', 'sigmoid', 'sign', 'sin', 'sinh', 'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'std_mean', 'sub', 'subtract', 'sum', 'swapaxes', 'swapdims', 't', 'take_along_dim', 'tanh', 'tensor', 'tensor_split', 'tile', 'topk', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unsqueeze', 'var', 'var_mean', 'where', 'zeros', 'zeros_like']
+__all__ = ['abs', 'acos', 'acosh', 'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'add', 'addcdiv', 'addcmul', 'addmm', 'all', 'allclose', 'amax', 'amin', 'aminmax', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'argmax', 'argmin', 'argsort', 'argwhere', 'as_tensor', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'atleast_1d', 'atleast_2d', 'atleast_3d', 'avg_pool1d', 'avg_pool2d', 'batch_norm', 'binary_cross_entropy_with_logits', 'bincount', 'bitwise_and', 'bitwise_left_shift', 'bitwise_not', 'bitwise_or', 'bitwise_right_shift', 'bitwise_xor', 'bmm', 'broadcast_shapes', 'broadcast_to', 'cat', 'ceil', 'celu', 'chunk', 'clamp', 'clamp_max', 'clamp_min', 'clip', 'clone', 'column_stack', 'concat', 'concatenate', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'copysign', 'cos', 'cosh', 'cosine_similarity', 'count_nonzero', 'cross', 'cummax', 'cummin', 'cumprod', 'cumsum', 'diag', 'diagonal', 'diff', 'div', 'divide', 'dot', 'dstack', 'einsum', 'empty', 'empty_like', 'eq', 'erf', 'exp', 'exp2', 'expm1', 'eye', 'fix', 'flatten', 'flip', 'fliplr', 'flipud', 'floor', 'floor_divide', 'fmod', 'frac', 'from_dlpack', 'from_numpy', 'full', 'full_like', 'gather', 'ge', 'ger', 'get_printoptions', 'greater', 'greater_equal', 'group_norm', 'gt', 'histc', 'hstack', 'hypot', 'index_add', 'index_select', 'isclose', 'isfinite', 'isinf', 'isnan', 'kthvalue', 'layer_norm', 'le', 'lerp', 'less', 'less_equal', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logaddexp2', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'masked_select', 'matmul', 'max', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'maximum', 'mean', 'median', 'meshgrid', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'narrow', 'ne', 'neg', 'nonzero', 'norm', 'not_equal', 'ones', 'ones_like', 'outer', 'pairwise_distance', 'permute', 'pixel_shuffle', 'pixel_unshuffle', 'pow', 'printoptions', 'prod', 'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'randperm', 'ravel', 'reciprocal', 'relu', 'remainder', 'repeat_interleave', 'reshape', 'roll', 'rot90', 'round', 'row_stack', 'rsqrt', 'scatter', 'scatter_add', 'scatter_reduce', 'selu', 'set_printoptions', 'sigmoid', 'sign', 'sin', 'sinh', 'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'std_mean', 'sub', 'subtract', 'sum', 'swapaxes', 'swapdims', 't', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_split', 'tile', 'topk', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unique', 'unsqueeze', 'var', 'var_mean', 'vstack', 'where', 'zeros', 'zeros_like']

@@ -156,6 +156,13 @@ def make_table(xp, to_host, from_host_array):
     def where(cond, x, y):
         return nd(xp.where(cond, x, y))
 
+    def strides(x):
+        size = x.itemsize
+        return tuple(s // size for s in x.strides)
+
+    def bitcast(x, dtype):
+        return x.view(to_native[dtype])
+
     return {
         "neg": unary(xp.negative), "exp": quiet(xp.exp), "log": quiet(xp.log),
         "log1p": quiet(xp.log1p), "expm1": quiet(xp.expm1), "sqrt": quiet(xp.sqrt),
@@ -163,6 +170,9 @@ def make_table(xp, to_host, from_host_array):
         "tanh": unary(xp.tanh), "erf": erf, "floor": unary(xp.floor), "ceil": unary(xp.ceil),
         "round": unary(xp.rint), "isnan": unary(xp.isnan), "isinf": unary(xp.isinf),
         "logical_not": unary(xp.logical_not),
+        "tan": unary(xp.tan), "asin": quiet(xp.arcsin), "acos": quiet(xp.arccos),
+        "atan": unary(xp.arctan), "asinh": unary(xp.arcsinh), "acosh": quiet(xp.arccosh),
+        "atanh": quiet(xp.arctanh), "bitwise_not": unary(xp.invert),
         "add": binary(xp.add), "sub": binary(xp.subtract), "mul": binary(xp.multiply),
         "div": quiet(xp.true_divide), "pow": quiet(xp.power), "maximum": binary(xp.maximum),
         "minimum": binary(xp.minimum), "remainder": quiet(xp.remainder),
@@ -170,6 +180,10 @@ def make_table(xp, to_host, from_host_array):
         "eq": binary(xp.equal), "ne": binary(xp.not_equal), "lt": binary(xp.less),
         "le": binary(xp.less_equal), "gt": binary(xp.greater), "ge": binary(xp.greater_equal),
         "logical_and": binary(xp.logical_and), "logical_or": binary(xp.logical_or),
+        "atan2": binary(xp.arctan2), "fmod": quiet(xp.fmod), "copysign": binary(xp.copysign),
+        "bitwise_and": binary(xp.bitwise_and), "bitwise_or": binary(xp.bitwise_or),
+        "bitwise_xor": binary(xp.bitwise_xor), "left_shift": binary(xp.left_shift),
+        "right_shift": binary(xp.right_shift),
         "where": where,
         "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
         "argsort": argsort,
@@ -182,7 +196,7 @@ def make_table(xp, to_host, from_host_array):
         "setitem": setitem, "index_add": index_add, "gather": gather, "scatter_add": scatter_add,
         "concatenate": lambda xs, axis: xp.concatenate(xs, axis=axis),
         "pad": pad, "windows": windows,
-        "copy": lambda x: x.copy(), "contiguous": contiguous,
+        "copy": lambda x: x.copy(), "contiguous": contiguous, "strides": strides, "bitcast": bitcast,
         "cast": cast,
         "zeros": lambda shape, dtype: xp.zeros(shape, dtype=to_native[dtype]),
         "full": lambda shape, value, dtype: xp.full(shape, value, dtype=to_native[dtype]),

@@ -21,7 +21,7 @@ class TensorMethods:
         ...
 
     def __and__(self, other: Any) -> Tensor:
-        """Elementwise logical_and with broadcasting; ``other`` may be a Python number."""
+        """``input & other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
         ...
 
     def __eq__(self, other: Any) -> Any: ...  # type: ignore[override]
@@ -46,12 +46,36 @@ class TensorMethods:
         """In-place version of ``add``."""
         ...
 
+    def __iand__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_and``."""
+        ...
+
+    def __ilshift__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_left_shift``."""
+        ...
+
+    def __imod__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``remainder``."""
+        ...
+
     def __imul__(self, *args: Any, **kwargs: Any) -> Tensor:
         """In-place version of ``mul``."""
         ...
 
     def __invert__(self) -> Tensor:
-        """Elementwise logical_not."""
+        """``~x`` (Python's operator): torch raises TypeError on floating tensors."""
+        ...
+
+    def __ior__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_or``."""
+        ...
+
+    def __ipow__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``pow``."""
+        ...
+
+    def __irshift__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_right_shift``."""
         ...
 
     def __isub__(self, *args: Any, **kwargs: Any) -> Tensor:
@@ -62,8 +86,16 @@ class TensorMethods:
         """In-place version of ``div``."""
         ...
 
+    def __ixor__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_xor``."""
+        ...
+
     def __le__(self, other: Any) -> Tensor:
         """Elementwise le with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def __lshift__(self, other: Any) -> Tensor:
+        """``input << other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
         ...
 
     def __lt__(self, other: Any) -> Tensor:
@@ -89,7 +121,7 @@ class TensorMethods:
         ...
 
     def __or__(self, other: Any) -> Tensor:
-        """Elementwise logical_or with broadcasting; ``other`` may be a Python number."""
+        """``input | other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
         ...
 
     def __pos__(self) -> Tensor: ...
@@ -102,21 +134,43 @@ class TensorMethods:
         """Elementwise add with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def __rand__(self, other: Any) -> Tensor:
+        """``input & other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
+
     def __rfloordiv__(self, other: Any) -> Tensor: ...
 
+    def __rlshift__(self, other: Any) -> Tensor: ...
+
     def __rmatmul__(self, other: Any) -> Tensor: ...
+
+    def __rmod__(self, other: Any) -> Tensor: ...
 
     def __rmul__(self, other: Any) -> Tensor:
         """Elementwise mul with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def __ror__(self, other: Any) -> Tensor:
+        """``input | other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
+
     def __rpow__(self, other: Any) -> Tensor: ...
+
+    def __rrshift__(self, other: Any) -> Tensor: ...
+
+    def __rshift__(self, other: Any) -> Tensor:
+        """``input >> other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
 
     def __rsub__(self, other: Any) -> Tensor:
         """``other - input`` for a Python number ``other`` (``1 - x``)."""
         ...
 
     def __rtruediv__(self, other: Any) -> Tensor: ...
+
+    def __rxor__(self, other: Any) -> Tensor:
+        """``input ^ other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
 
     def __setitem__(self, key: Any, value: Any) -> Tensor:
         """``x[key] = value``."""
@@ -128,6 +182,10 @@ class TensorMethods:
 
     def __truediv__(self, other: Any) -> Tensor:
         """Elementwise div with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def __xor__(self, other: Any) -> Tensor:
+        """``input ^ other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
         ...
 
     def _full_like_scalar(self, value: Any) -> Any:
@@ -144,6 +202,22 @@ class TensorMethods:
         """In-place version of ``abs``."""
         ...
 
+    def acos(self) -> Tensor:
+        """Elementwise acos."""
+        ...
+
+    def acos_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``acos``."""
+        ...
+
+    def acosh(self) -> Tensor:
+        """Elementwise acosh."""
+        ...
+
+    def acosh_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``acosh``."""
+        ...
+
     def add(self, other: Any, *, alpha: Any = ...) -> Tensor:
         """input + alpha * other, with broadcasting; ``other`` may be a Python number."""
         ...
@@ -152,31 +226,111 @@ class TensorMethods:
         """In-place version of ``add``."""
         ...
 
+    def addcdiv(self, tensor1: Any, tensor2: Any, *, value: Any = ...) -> Tensor:
+        """input + value * tensor1 / tensor2 (true division; integer tensor1 and tensor2 are refused)."""
+        ...
+
+    def addcdiv_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``addcdiv``."""
+        ...
+
+    def addcmul(self, tensor1: Any, tensor2: Any, *, value: Any = ...) -> Tensor:
+        """input + value * tensor1 * tensor2."""
+        ...
+
+    def addcmul_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``addcmul``."""
+        ...
+
     def addmm(self, mat1: Any, mat2: Any, *, beta: Any = ..., alpha: Any = ...) -> Tensor:
         """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape."""
         ...
 
-    def all(self, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+    def all(self, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """True where every element along ``dim`` is non-zero (bool result)."""
         ...
 
-    def amax(self, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+    def allclose(self, other: Any, rtol: Any = ..., atol: Any = ..., equal_nan: Any = ...) -> Any:
+        """Whether every element of input is close to other's (isclose), as a Python bool."""
+        ...
+
+    def amax(self, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Max over dims (all by default); tied maxima share the gradient."""
         ...
 
-    def amin(self, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+    def amin(self, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Min over dims (all by default); tied minima share the gradient."""
         ...
 
-    def any(self, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+    def aminmax(self, *, dim: Any = ..., keepdim: Any = ...) -> Any:
+        """(min, max) over all elements, or along ``dim``, in one call."""
+        ...
+
+    def any(self, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """True where some element along ``dim`` is non-zero (bool result)."""
         ...
 
-    def argmax(self, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+    def arccos(self) -> Tensor:
+        """Elementwise acos."""
+        ...
+
+    def arccos_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``acos``."""
+        ...
+
+    def arccosh(self) -> Tensor:
+        """Elementwise acosh."""
+        ...
+
+    def arccosh_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``acosh``."""
+        ...
+
+    def arcsin(self) -> Tensor:
+        """Elementwise asin."""
+        ...
+
+    def arcsin_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``asin``."""
+        ...
+
+    def arcsinh(self) -> Tensor:
+        """Elementwise asinh."""
+        ...
+
+    def arcsinh_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``asinh``."""
+        ...
+
+    def arctan(self) -> Tensor:
+        """Elementwise atan."""
+        ...
+
+    def arctan2(self, other: Any) -> Tensor:
+        """The angle of the point (other, input) in radians, in (-pi, pi]."""
+        ...
+
+    def arctan2_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``atan2``."""
+        ...
+
+    def arctan_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``atan``."""
+        ...
+
+    def arctanh(self) -> Tensor:
+        """Elementwise atanh."""
+        ...
+
+    def arctanh_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``atanh``."""
+        ...
+
+    def argmax(self, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Index of the first maximum (over all elements, or along dim)."""
         ...
 
-    def argmin(self, dim: Any = ..., keepdim: Any = ...) -> Tensor:
+    def argmin(self, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Index of the first minimum (over all elements, or along dim)."""
         ...
 
@@ -186,6 +340,98 @@ class TensorMethods:
 
     def argwhere(self) -> Tensor:
         """Indices of the non-zero elements, one row per element (int64, shape (n, ndim))."""
+        ...
+
+    def asin(self) -> Tensor:
+        """Elementwise asin."""
+        ...
+
+    def asin_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``asin``."""
+        ...
+
+    def asinh(self) -> Tensor:
+        """Elementwise asinh."""
+        ...
+
+    def asinh_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``asinh``."""
+        ...
+
+    def atan(self) -> Tensor:
+        """Elementwise atan."""
+        ...
+
+    def atan2(self, other: Any) -> Tensor:
+        """The angle of the point (other, input) in radians, in (-pi, pi]."""
+        ...
+
+    def atan2_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``atan2``."""
+        ...
+
+    def atan_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``atan``."""
+        ...
+
+    def atanh(self) -> Tensor:
+        """Elementwise atanh."""
+        ...
+
+    def atanh_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``atanh``."""
+        ...
+
+    def bincount(self, weights: Any = ..., minlength: Any = ...) -> Tensor:
+        """How often each value 0, 1, ..., max(input) occurs in a 1-D non-negative integer tensor"""
+        ...
+
+    def bitwise_and(self, other: Any) -> Tensor:
+        """``input & other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
+
+    def bitwise_and_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_and``."""
+        ...
+
+    def bitwise_left_shift(self, other: Any) -> Tensor:
+        """``input << other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
+
+    def bitwise_left_shift_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_left_shift``."""
+        ...
+
+    def bitwise_not(self) -> Tensor:
+        """``~input`` bit by bit on an integer tensor (logical not on bool)."""
+        ...
+
+    def bitwise_not_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_not``."""
+        ...
+
+    def bitwise_or(self, other: Any) -> Tensor:
+        """``input | other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
+
+    def bitwise_or_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_or``."""
+        ...
+
+    def bitwise_right_shift(self, other: Any) -> Tensor:
+        """``input >> other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
+
+    def bitwise_right_shift_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_right_shift``."""
+        ...
+
+    def bitwise_xor(self, other: Any) -> Tensor:
+        """``input ^ other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
+        ...
+
+    def bitwise_xor_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``bitwise_xor``."""
         ...
 
     def bmm(self, mat2: Any) -> Tensor:
@@ -200,12 +446,20 @@ class TensorMethods:
         """``input`` expanded to ``shape``."""
         ...
 
+    def byte(self) -> Any:
+        """``self.to(plugtorch.uint8)``."""
+        ...
+
     def ceil(self) -> Tensor:
         """Elementwise ceil."""
         ...
 
     def ceil_(self, *args: Any, **kwargs: Any) -> Tensor:
         """In-place version of ``ceil``."""
+        ...
+
+    def char(self) -> Any:
+        """``self.to(plugtorch.int8)``."""
         ...
 
     def chunk(self, chunks: Any, dim: Any = ...) -> Any:
@@ -256,6 +510,14 @@ class TensorMethods:
         """Write ``src`` (broadcast, cast and moved as needed) into ``input``."""
         ...
 
+    def copysign(self, other: Any) -> Tensor:
+        """|input| with the sign of other (-0.0 counts as negative)."""
+        ...
+
+    def copysign_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``copysign``."""
+        ...
+
     def cos(self) -> Tensor:
         """Elementwise cos."""
         ...
@@ -276,7 +538,27 @@ class TensorMethods:
         """The tensor on the host backend ("cpu")."""
         ...
 
-    def cumsum(self, dim: Any, *, dtype: Any = ...) -> Tensor:
+    def cross(self, other: Any, dim: Any = ...) -> Any:
+        """linalg.cross; without ``dim``, along the first dim of size 3 (torch's deprecated default)."""
+        ...
+
+    def cummax(self, dim: Any = ..., *, axis: Any = ...) -> Any:
+        """(values, indices) of the running maximum along ``dim``; ties take the later index, and a"""
+        ...
+
+    def cummin(self, dim: Any = ..., *, axis: Any = ...) -> Any:
+        """(values, indices) of the running minimum along ``dim``; ties take the later index, and a"""
+        ...
+
+    def cumprod(self, dim: Any = ..., *, dtype: Any = ..., axis: Any = ...) -> Tensor:
+        """Running product along ``dim``; the gradient is exact where entries are zero."""
+        ...
+
+    def cumprod_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``cumprod``."""
+        ...
+
+    def cumsum(self, dim: Any = ..., *, dtype: Any = ..., axis: Any = ...) -> Tensor:
         """Running sum along ``dim``."""
         ...
 
@@ -288,16 +570,20 @@ class TensorMethods:
         """The diagonal over dims dim1, dim2 (above it for offset > 0), as a new last dim."""
         ...
 
-    def div(self, other: Any) -> Tensor:
-        """Elementwise div with broadcasting; ``other`` may be a Python number."""
+    def diff(self, n: Any = ..., dim: Any = ..., prepend: Any = ..., append: Any = ...) -> Tensor:
+        """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``"""
+        ...
+
+    def div(self, other: Any, *, rounding_mode: Any = ...) -> Tensor:
+        """input / other; ``rounding_mode`` "trunc" rounds the quotient toward zero, "floor" down"""
         ...
 
     def div_(self, *args: Any, **kwargs: Any) -> Tensor:
         """In-place version of ``div``."""
         ...
 
-    def divide(self, other: Any) -> Tensor:
-        """Elementwise div with broadcasting; ``other`` may be a Python number."""
+    def divide(self, other: Any, *, rounding_mode: Any = ...) -> Tensor:
+        """input / other; ``rounding_mode`` "trunc" rounds the quotient toward zero, "floor" down"""
         ...
 
     def divide_(self, *args: Any, **kwargs: Any) -> Tensor:
@@ -390,6 +676,14 @@ class TensorMethods:
         """Elementwise floor_divide with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def fmod(self, other: Any) -> Tensor:
+        """C's fmod: the remainder of input / other with the sign of input (remainder takes the divisor's)."""
+        ...
+
+    def fmod_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``fmod``."""
+        ...
+
     def frac(self) -> Tensor:
         """x - trunc(x): the fractional part, with x's sign; the gradient is 1."""
         ...
@@ -422,6 +716,14 @@ class TensorMethods:
         """``self.to(plugtorch.float16)``."""
         ...
 
+    def histc(self, bins: Any = ..., min: Any = ..., max: Any = ...) -> Any:
+        """Counts of ``input``'s values in ``bins`` equal bins over [min, max] (the data's range when"""
+        ...
+
+    def hypot(self, other: Any) -> Tensor:
+        """sqrt(input**2 + other**2), without overflow (floating tensors)."""
+        ...
+
     def index_add(self, dim: Any, index: Any, source: Any, *, alpha: Any = ...) -> Tensor:
         """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
         ...
@@ -436,6 +738,18 @@ class TensorMethods:
 
     def int(self) -> Any:
         """``self.to(plugtorch.int32)``."""
+        ...
+
+    def is_complex(self) -> Any:
+        """False: plugtorch has no complex dtypes."""
+        ...
+
+    def is_contiguous(self, memory_format: Any = ...) -> Any:
+        """Whether the elements lie in memory in row-major order without gaps (size-1 dims aside)."""
+        ...
+
+    def isclose(self, other: Any, rtol: Any = ..., atol: Any = ..., equal_nan: Any = ...) -> Tensor:
+        """|input - other| <= atol + rtol * |other| elementwise (bool); equal infinities are close,"""
         ...
 
     def isfinite(self) -> Tensor:
@@ -498,6 +812,18 @@ class TensorMethods:
         """log(softmax(x)) along dim, computed stably (never log of softmax)."""
         ...
 
+    def logaddexp(self, other: Any) -> Tensor:
+        """log(e**input + e**other), without overflow (floating tensors)."""
+        ...
+
+    def logaddexp2(self, other: Any) -> Tensor:
+        """log2(2**input + 2**other), without overflow (floating tensors)."""
+        ...
+
+    def logcumsumexp(self, dim: Any = ..., *, axis: Any = ...) -> Tensor:
+        """log(cumsum(exp(input))) along ``dim``, without overflow (floating input)."""
+        ...
+
     def logical_and(self, other: Any) -> Tensor:
         """Elementwise logical_and with broadcasting; ``other`` may be a Python number."""
         ...
@@ -510,7 +836,11 @@ class TensorMethods:
         """Elementwise logical_or with broadcasting; ``other`` may be a Python number."""
         ...
 
-    def logsumexp(self, dim: Any, keepdim: Any = ...) -> Tensor:
+    def logical_xor(self, other: Any) -> Tensor:
+        """True where exactly one of input and other is non-zero (bool result)."""
+        ...
+
+    def logsumexp(self, dim: Any = ..., keepdim: Any = ..., *, axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """log(sum(exp(x))) over dims, computed after subtracting the max."""
         ...
 
@@ -541,7 +871,7 @@ class TensorMethods:
         """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims"""
         ...
 
-    def max(self, dim: Any = ..., keepdim: Any = ..., *, other: Any = ...) -> Any:
+    def max(self, dim: Any = ..., keepdim: Any = ..., *, other: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Any:
         """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, other)``: maximum."""
         ...
 
@@ -553,7 +883,7 @@ class TensorMethods:
         """In-place version of ``maximum``."""
         ...
 
-    def mean(self, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ...) -> Tensor:
+    def mean(self, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Mean over dims (floating input, or pass dtype)."""
         ...
 
@@ -561,7 +891,7 @@ class TensorMethods:
         """The lower median of all entries (dim=None), or (values, indices) along ``dim``."""
         ...
 
-    def min(self, dim: Any = ..., keepdim: Any = ..., *, other: Any = ...) -> Any:
+    def min(self, dim: Any = ..., keepdim: Any = ..., *, other: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Any:
         """``min(x)``: the smallest value; ``min(x, dim)``: (values, indices); ``min(x, other)``: minimum."""
         ...
 
@@ -635,6 +965,10 @@ class TensorMethods:
         """Vector p-norm over dims: p = 2 ('fro'), 1, inf, -inf, 0 or any other number."""
         ...
 
+    def normal_(self, mean: Any = ..., std: Any = ..., *, generator: Any = ...) -> Tensor:
+        """Fill with samples of the normal distribution N(mean, std**2)."""
+        ...
+
     def not_equal(self, other: Any) -> Tensor:
         """Elementwise ne with broadcasting; ``other`` may be a Python number."""
         ...
@@ -655,7 +989,7 @@ class TensorMethods:
         """In-place version of ``pow``."""
         ...
 
-    def prod(self, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ...) -> Tensor:
+    def prod(self, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
         ...
 
@@ -705,6 +1039,10 @@ class TensorMethods:
         """Shift elements cyclically along ``dims`` (the flattened tensor when dims is None)."""
         ...
 
+    def rot90(self, k: Any = ..., dims: Any = ...) -> Tensor:
+        """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first dim toward the"""
+        ...
+
     def round(self) -> Tensor:
         """Round half to even."""
         ...
@@ -727,6 +1065,18 @@ class TensorMethods:
 
     def scatter_add(self, dim: Any, index: Any, src: Any) -> Tensor:
         """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
+        ...
+
+    def scatter_reduce(self, dim: Any, index: Any, src: Any, reduce: Any, *, include_self: Any = ...) -> Tensor:
+        """``input`` with the ``src`` entries at ``index`` along ``dim`` combined into it by ``reduce``"""
+        ...
+
+    def scatter_reduce_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``scatter_reduce``."""
+        ...
+
+    def short(self) -> Any:
+        """``self.to(plugtorch.int16)``."""
         ...
 
     def sigmoid(self) -> Tensor:
@@ -789,8 +1139,12 @@ class TensorMethods:
         """Remove size-1 dims (all, or those in dim)."""
         ...
 
-    def std(self, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ...) -> Tensor:
+    def std(self, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Standard deviation: sqrt(var) with the same arguments."""
+        ...
+
+    def stride(self, dim: Any = ...) -> Any:
+        """The step in elements between neighbours along each dim (or along ``dim``) in memory."""
         ...
 
     def sub(self, other: Any, *, alpha: Any = ...) -> Tensor:
@@ -809,8 +1163,8 @@ class TensorMethods:
         """In-place version of ``sub``."""
         ...
 
-    def sum(self, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ...) -> Tensor:
-        """Sum over dims (all when dim is None)."""
+    def sum(self, dim: Any = ..., keepdim: Any = ..., *, dtype: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
+        """Sum over dims (all when dim is None); ``axis``/``keepdims`` are NumPy-style aliases."""
         ...
 
     def swapaxes(self, dim0: Any, dim1: Any) -> Tensor:
@@ -827,6 +1181,14 @@ class TensorMethods:
 
     def take_along_dim(self, indices: Any, dim: Any = ...) -> Tensor:
         """gather along dim with broadcasting of the other dims (or of the flattened input)."""
+        ...
+
+    def tan(self) -> Tensor:
+        """Elementwise tan."""
+        ...
+
+    def tan_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``tan``."""
         ...
 
     def tanh(self) -> Tensor:
@@ -865,20 +1227,32 @@ class TensorMethods:
         """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
         ...
 
+    def tril_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``tril``."""
+        ...
+
     def triu(self, diagonal: Any = ...) -> Tensor:
         """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
         ...
 
-    def true_divide(self, other: Any) -> Tensor:
-        """Elementwise div with broadcasting; ``other`` may be a Python number."""
+    def triu_(self, *args: Any, **kwargs: Any) -> Tensor:
+        """In-place version of ``triu``."""
+        ...
+
+    def true_divide(self, other: Any) -> Any:
+        """input / other, always true division (integers give the default float dtype)."""
         ...
 
     def true_divide_(self, *args: Any, **kwargs: Any) -> Tensor:
-        """In-place version of ``div``."""
+        """In-place version of ``true_divide``."""
         ...
 
     def trunc(self) -> Tensor:
         """Round toward zero (integers are returned unchanged); the gradient is 0."""
+        ...
+
+    def type(self, dtype: Any = ..., non_blocking: Any = ..., **kwargs: Any) -> Any:
+        """No argument: the type name (``'plugtorch.FloatTensor'``); a dtype or a type name"""
         ...
 
     def type_as(self, other: Any) -> Any:
@@ -893,16 +1267,28 @@ class TensorMethods:
         """Split dim into the given sizes."""
         ...
 
+    def unfold(self, dimension: Any, size: Any, step: Any) -> Tensor:
+        """A view of every ``size``-long slice along ``dimension`` taken each ``step``: that dim"""
+        ...
+
+    def uniform_(self, *args: Any, generator: Any = ..., **kwargs: Any) -> Tensor:
+        """Fill with samples of the uniform distribution on [from, to) (torch's names: ``from``,"""
+        ...
+
+    def unique(self, sorted: Any = ..., return_inverse: Any = ..., return_counts: Any = ..., dim: Any = ...) -> Any:
+        """The distinct values (or, with ``dim``, the distinct slices along it), sorted; optionally"""
+        ...
+
     def unsqueeze(self, dim: Any) -> Tensor:
         """Insert a size-1 dim at dim."""
         ...
 
-    def var(self, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ...) -> Tensor:
+    def var(self, dim: Any = ..., unbiased: Any = ..., keepdim: Any = ..., *, correction: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor:
         """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
         ...
 
     def view(self, *shape: Any) -> Tensor:
-        """A tensor with the same data and a new shape (one dim may be -1)."""
+        """The same memory seen with another shape (one dim may be -1), or, given a dtype, as"""
         ...
 
     def view_as(self, other: Any) -> Any: ...

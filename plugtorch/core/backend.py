@@ -38,6 +38,10 @@ class Backend:
                  device synchronisation. Checks that need tensor values (label ranges,
                  embedding indices) run on such backends always, on others only in debug
                  mode (``plugtorch.set_debug``).
+    accelerator: the kind of device it computes on when that is an accelerator ("cuda",
+                 "mps", "xpu", ...), None for the host CPU. ``plugtorch.accelerator``,
+                 ``plugtorch.cuda`` and ``plugtorch.backends`` answer from it.
+    device_count: () -> how many devices of that kind it can use (1 when not given).
 
     ``kernels`` is filled by the registry: op name -> the function that computes the op
     here (a registered kernel, or the primitive the op's definition maps to).
@@ -56,6 +60,8 @@ class Backend:
         device_index: Callable[[Any], int | None] | None = None,
         array_module: Any = None,
         host_memory: bool = True,
+        accelerator: str | None = None,
+        device_count: Callable[[], int] | None = None,
     ):
         self.name = name
         self.primitives: dict[str, Callable] = dict(primitives)
@@ -67,6 +73,8 @@ class Backend:
         self.device_index = device_index
         self.array_module = array_module
         self.host_memory = host_memory
+        self.accelerator = accelerator
+        self.device_count = device_count
         self.plugin: str | None = None  # set by the registry: the plugin that registered it
         self.kernels: dict[str, Callable] = {}  # filled by the registry
 

@@ -24,6 +24,7 @@ class dtype:
     """A tensor element type. Instances are singletons; compare with ``is`` or ``==``."""
 
     __slots__ = ("name", "itemsize", "category", "is_floating_point", "is_signed", "_rank")
+    is_complex = False  # torch's attribute; plugtorch has no complex dtypes
 
     def __init__(self, name: str, itemsize: int, category: int, rank: int, is_signed: bool = True):
         self.name = name
@@ -53,7 +54,7 @@ float64 = dtype("float64", 8, _FLOAT, 2)
 ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32,
-                 "half": float16, "short": int16})
+                 "half": float16, "short": int16, "char": int8, "byte": uint8})
 
 _default_float = float32
 

@@ -57,10 +57,10 @@ class Node:
         return f"<{self.name_()}>"
 
     def name_(self) -> str:
-        """torch's spelling of a node's name: ``log_softmax`` -> ``LogSoftmaxBackward0``
-        (a custom op ``mylib::swish`` -> ``MylibSwishBackward0``)."""
-        parts = self.name.replace("::", "_").split("_")
-        return "".join(part[:1].upper() + part[1:] for part in parts) + "Backward0"
+        """torch's name for the node: ``log_softmax`` -> ``LogSoftmaxBackward0``, a custom op
+        ``mylib::swish`` -> ``MylibSwishBackward0``; exceptions in ``node_names``."""
+        from .node_names import torch_name
+        return torch_name(self)
 
     @property
     def next_functions(self):

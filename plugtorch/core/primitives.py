@@ -42,6 +42,16 @@ PRIMITIVES: dict[str, str] = {
     "isnan": "isnan(x) -> bool",
     "isinf": "isinf(x) -> bool",
     "logical_not": "logical_not(x) -> bool",
+    # inverse and further trigonometric functions, bitwise ops, strides and dtype views: none can be
+    # composed from the others exactly (or at all); added for issue 11 (PyTorch compatibility)
+    "tan": "tan(x)",
+    "asin": "asin(x): nan outside [-1, 1], no warnings",
+    "acos": "acos(x): nan outside [-1, 1], no warnings",
+    "atan": "atan(x)",
+    "asinh": "asinh(x)",
+    "acosh": "acosh(x): nan below 1, no warnings",
+    "atanh": "atanh(x): +-inf at +-1, nan outside [-1, 1], no warnings",
+    "bitwise_not": "bitwise_not(x): ~x for integer x; logical not for bool x",
     # elementwise binary (broadcasting)
     "add": "add(x, s)", "sub": "sub(x, s)", "mul": "mul(x, s)",
     "div": "div(x, s): true division of floating x; x/0 = ±inf or nan, no warnings",
@@ -53,6 +63,14 @@ PRIMITIVES: dict[str, str] = {
     "eq": "eq(x, s) -> bool", "ne": "ne(x, s) -> bool", "lt": "lt(x, s) -> bool",
     "le": "le(x, s) -> bool", "gt": "gt(x, s) -> bool", "ge": "ge(x, s) -> bool",
     "logical_and": "logical_and(x, y) -> bool", "logical_or": "logical_or(x, y) -> bool",
+    "atan2": "atan2(x, s): the angle of the point (s, x), in (-pi, pi]",
+    "fmod": "fmod(x, s): C's fmod, the remainder with the sign of x (x - trunc(x / s) * s, exactly)",
+    "copysign": "copysign(x, s): |x| with the sign bit of s (-0.0 and -nan count as negative)",
+    "bitwise_and": "bitwise_and(x, s): integer or bool x (bool: logical)",
+    "bitwise_or": "bitwise_or(x, s)", "bitwise_xor": "bitwise_xor(x, s)",
+    "left_shift": "left_shift(x, s): integer x; shifts of the bit width or more (or negative) give 0",
+    "right_shift": ("right_shift(x, s): integer x, arithmetic for signed x; shifts of the bit width "
+                    "or more (or negative) give 0, or -1 for negative x"),
     "where": "where(cond, x, y): cond is bool; x and y arrays of one dtype (or Python scalars)",
     # reductions; axes is a tuple of non-negative ints or None for all
     "sum": "sum(x, axes, keepdims, dtype): dtype is the result dtype",
@@ -84,6 +102,12 @@ PRIMITIVES: dict[str, str] = {
                 "len(window) axes, shape (*lead, *n_windows, *window); n = (size - d*(w-1) - 1)//s + 1"),
     "copy": "copy(x): a contiguous copy that owns its memory",
     "contiguous": "contiguous(x): x itself if already contiguous, else a contiguous copy",
+    "strides": ("strides(x) -> tuple of ints: the distance in elements between neighbours along each "
+                "axis of x in its memory (0 along a broadcast axis); a backend without views answers "
+                "the row-major strides of x's shape"),
+    "bitcast": ("bitcast(x, dtype): a VIEW of x's memory as dtype. Same itemsize: same shape; otherwise "
+                "the last axis (contiguous, its byte size divisible by the new itemsize) scales by the "
+                "ratio of the itemsizes"),
     # dtype, creation, host transfer
     "cast": "cast(x, dtype)",
     "zeros": "zeros(shape, dtype)",

@@ -169,9 +169,45 @@ class Tensor(_BoundMethods):
         memo[id(self)] = t
         return t
 
+    __array_priority__ = 1000  # numpy_scalar * t defers to Tensor's operators, as with torch
+
     def __array__(self, dtype=None, copy=None):
-        a = self.detach().numpy()
-        return a.astype(dtype) if dtype is not None else a
+        # As torch's: numpy.asarray(t) shares memory on a host-memory backend, and a tensor
+        # that requires grad refuses (detach it first). copy= is NumPy 2's protocol.
+        a = self.numpy()
+        if dtype is not None and a.dtype != dtype:
+            if copy is False:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
+            return a.astype(dtype)
+        if copy is False and not self._backend.host_memory:
+            raise ValueError(f"Unable to avoid copy: the tensor lives on the {self.backend} backend's "
+                             "device memory")
+        return a.copy() if copy else a
+
+    # -- DLPack: delegated to the backend's native array, so any backend whose arrays speak it
+    # (NumPy, CuPy) exchanges memory without copies; consumers call these two.
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if self.requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        export = getattr(self._data, "__dlpack__", None)
+        if export is None:
+            raise BufferError(f"the {self.backend} backend's arrays ({type(self._data).__name__}) do "
+                              "not support DLPack; export t.cpu() instead")
+        given = {"stream": stream, "max_version": max_version, "dl_device": dl_device, "copy": copy}
+        return export(**{k: v for k, v in given.items() if v is not None})
+
+    def __dlpack_device__(self):
+        device = getattr(self._data, "__dlpack_device__", None)
+        if device is None:
+            raise BufferError(f"the {self.backend} backend's arrays ({type(self._data).__name__}) do "
+                              "not support DLPack; export t.cpu() instead")
+        return device()
+
+    def __reduce_ex__(self, protocol):
+        # Pickling (DataLoader workers, multiprocessing) carries the values through the host;
+        # the autograd graph stays behind, as it cannot cross a process boundary.
+        return (_rebuild, (type(self), self.detach().numpy(), self.backend,
+                           bool(self.requires_grad and self.is_leaf)))
 
     def __repr__(self) -> str:
         from .printing import tensor_repr
@@ -290,6 +326,15 @@ class RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+def _rebuild(cls, array, backend: str, requires_grad: bool):
+    from .device import get_backend
+    b = get_backend(backend)
+    t = dispatch.wrap(b.primitives["from_host"](array, None), b)
+    if cls is not Tensor:
+        t = t._as_subclass(cls)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:

@@ -7,7 +7,7 @@ constructors.
 """
 from __future__ import annotations
 
-from . import api
+from . import api, printing  # noqa: F401  (printing declares set_printoptions & co.)
 from .dispatch import wrap
 from .dtypes import result_type
 from .ops import creation, elementwise as ew, index, inplace, linalg, shape
@@ -19,16 +19,23 @@ api.bind_tensor(T)
 # Operators bind the two-operand functions directly: no frame for ``alpha``, one call per op.
 OPERATORS = {
     "__add__": ew._add, "__radd__": ew._add, "__sub__": ew._sub, "__rsub__": ew.rsub,
-    "__mul__": ew.mul, "__rmul__": ew.mul, "__truediv__": ew.div, "__rtruediv__": ew.rdiv,
+    "__mul__": ew.mul, "__rmul__": ew.mul, "__truediv__": ew._div, "__rtruediv__": ew.rdiv,
     "__floordiv__": ew.floor_divide,
     "__rfloordiv__": lambda self, other: ew.floor_divide(self._full_like_scalar(other), self),
-    "__mod__": ew.remainder, "__pow__": ew.pow, "__rpow__": ew.rpow,
+    "__mod__": ew.remainder, "__rmod__": ew.rremainder, "__pow__": ew.pow, "__rpow__": ew.rpow,
     "__matmul__": linalg.matmul, "__rmatmul__": lambda self, other: linalg.matmul(other, self),
     "__neg__": ew.neg, "__pos__": lambda self: self, "__abs__": ew.abs,
-    "__invert__": ew.logical_not, "__and__": ew.logical_and, "__or__": ew.logical_or,
+    # & | ^ ~ are bitwise on integers and logical on bool, as torch's
+    "__invert__": ew.invert, "__and__": ew.bitwise_and, "__rand__": ew.bitwise_and,
+    "__or__": ew.bitwise_or, "__ror__": ew.bitwise_or, "__xor__": ew.bitwise_xor,
+    "__rxor__": ew.bitwise_xor, "__lshift__": ew.bitwise_left_shift, "__rlshift__": ew.rlshift,
+    "__rshift__": ew.bitwise_right_shift, "__rrshift__": ew.rrshift,
     "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt, "__le__": ew.le, "__gt__": ew.gt, "__ge__": ew.ge,
     "__getitem__": index.getitem, "__setitem__": inplace.setitem,
     "__iadd__": T.add_, "__isub__": T.sub_, "__imul__": T.mul_, "__itruediv__": T.div_,
+    "__ipow__": T.pow_, "__imod__": T.remainder_, "__iand__": T.bitwise_and_, "__ior__": T.bitwise_or_,
+    "__ixor__": T.bitwise_xor_, "__ilshift__": T.bitwise_left_shift_,
+    "__irshift__": T.bitwise_right_shift_,
     "T": property(lambda self: shape.permute(self, tuple(range(self.ndim - 1, -1, -1)))),
     "mT": property(lambda self: shape.transpose(self, -2, -1)),
 }

@@ -30,7 +30,8 @@ def normalize_dims(dim, ndim: int):
         if len(set(axes)) != len(axes):
             raise RuntimeError(f"dim {list(dim)} appears multiple times in the list of dims")
         return axes
-    return (_wrap_dim(dim, ndim),) if ndim else None
+    axis = _wrap_dim(dim, ndim)  # a 0-d tensor takes dim 0 or -1 (and nothing else), as in torch
+    return (axis,) if ndim else None
 
 
 def kept_shape(shape, axes) -> tuple:
@@ -76,3 +77,16 @@ def broadcast_shapes(*shapes) -> tuple:
                     f"shapes {[list(s) for s in shapes]} are not broadcastable at dimension {j}"
                 )
     return tuple(out)
+
+
+_UNSET: object = object()  # "not passed", where None is a meaningful value
+
+
+def alias(op: str, name: str, value, alias_name: str, alias_value, default=None):
+    """torch's NumPy-style keyword aliases (``axis`` for ``dim``, ``keepdims`` for ``keepdim``):
+    the value given under either name; both at once is an error, as in torch."""
+    if alias_value is _UNSET or alias_value is None:
+        return value
+    if value is not _UNSET and value is not None and value != default and value != ():
+        raise TypeError(f"{op}(): got both '{name}' and its alias '{alias_name}'; pass one")
+    return alias_value

@@ -121,6 +121,35 @@ def log_softmax(input, dim=None, dtype=None):
     return _softmax_like("log_softmax", input, dim, dtype)
 
 
+def _softmin_rule(ctx, g):
+    y = ctx.output
+    return -(y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True)))
+
+
+@op(decompose=lambda input, *, dim: _softmax(-input, dim=dim), derivative=_softmin_rule, save="output",
+    exposed=_F)
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-x) along dim: the smallest entries get the most weight."""
+    return _softmax_like("softmin", input, dim, dtype, _stacklevel)
+
+
+def _glu(input, *, dim):
+    a, b = input.chunk(2, dim)
+    return a * sigmoid(b)
+
+
+@op(decompose=_glu, exposed=_F)
+def glu(input, dim=-1):
+    """Gated linear unit: the first half of ``dim`` times the sigmoid of the second half."""
+    x = _float_input("glu", input)
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = _wrap_dim(dim, x.ndim)
+    if x.shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {x.shape[d]}")
+    return call_op("glu", (x,), {"dim": d})
+
+
 # nn.functional's spellings take torch's ``_stacklevel`` third (for the implicit-dim warning),
 # where plugtorch.softmax takes dtype: the same op, two signatures, as in torch.
 
@@ -247,16 +276,20 @@ def _clamped_grad(x, lo, hi):
 
 
 @composite(exposed=_F)
-def hardtanh(input, min_val=-1.0, max_val=1.0):
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """clamp(x, min_val, max_val); the gradient is 1 strictly between them."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if inplace:
+        return _applied_in_place(hardtanh, "hardtanh_", input, min_val, max_val)
     return _clamped_grad(_float_input("hardtanh", input), min_val, max_val)
 
 
 @composite(exposed=_F)
-def relu6(input):
+def relu6(input, inplace=False):
     """min(max(x, 0), 6)."""
+    if inplace:
+        return _applied_in_place(relu6, "relu6_", input)
     return _clamped_grad(_float_input("relu6", input), 0.0, 6.0)
 
 
@@ -265,35 +298,45 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 @composite(exposed=("plugtorch",) + _F)
-def selu(input):
+def selu(input, inplace=False):
     """scale * elu(x, alpha) with the self-normalising constants."""
+    if inplace:
+        return _applied_in_place(selu, "selu_", input)
     return elu(input, _SELU_ALPHA) * _SELU_SCALE
 
 
 @composite(exposed=("plugtorch",) + _F)
-def celu(input, alpha=1.0):
+def celu(input, alpha=1.0, inplace=False):
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: celu alpha must not be 0")
+    if inplace:
+        return _applied_in_place(celu, "celu_", input, alpha)
     x = _float_input("celu", input)
     return ew.where(ew.gt(x, 0), x, ew.expm1(x / alpha) * alpha)
 
 
 @composite(exposed=_F)
-def mish(input):
+def mish(input, inplace=False):
     """x * tanh(softplus(x))."""
+    if inplace:
+        return _applied_in_place(mish, "mish_", input)
     return input * ew.tanh(softplus(input))
 
 
 @composite(exposed=_F)
-def hardsigmoid(input):
+def hardsigmoid(input, inplace=False):
     """0 for x <= -3, 1 for x >= 3, x / 6 + 1/2 between (gradient 1/6 strictly inside)."""
+    if inplace:
+        return _applied_in_place(hardsigmoid, "hardsigmoid_", input)
     return _clamped_grad(_float_input("hardsigmoid", input) / 6 + 0.5, 0.0, 1.0)
 
 
 @composite(exposed=_F)
-def hardswish(input):
+def hardswish(input, inplace=False):
     """x * relu6(x + 3) / 6; at x = -3 and 3 the gradient is 0 and 1, as torch's."""
+    if inplace:
+        return _applied_in_place(hardswish, "hardswish_", input)
     x = _float_input("hardswish", input)
     return ew.where(ew.le(x, -3), 0.0, ew.where(ew.ge(x, 3), x, x * (x + 3) / 6))
 

@@ -83,12 +83,18 @@ def _classification_args(op_name, input, target, weight, ignore_index, probabili
     return input, target, weight, unbatched
 
 
+# torch's names for dtypes in its error messages
+_TORCH_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long",
+                     "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
 def _check_index_target(op_name, input, target, probabilities):
-    if target.dtype.is_floating_point or target.dtype.name == "bool":
+    if target.dtype.name not in ("int64", "uint8"):
         extra = ("; for class probabilities pass a floating target of the input's shape"
-                 if probabilities else "")
-        raise RuntimeError(f"{op_name}: expected class-index target of an integer dtype (plugtorch.int64), "
-                           f"got {target.dtype.name}{extra}")
+                 if probabilities and target.dtype.is_floating_point else "")
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
+                           f"{_TORCH_TYPE_NAMES[target.dtype.name]} ({op_name}: convert the class "
+                           f"indices with .long(){extra})")
     if input.ndim == 1:
         if target.ndim != 0:
             raise ValueError(f"{op_name}: for an unbatched input of shape {list(input.shape)} the "

@@ -1,10 +1,14 @@
-"""conv2d, and the two ops its derivative is written with: conv2d_input_grad and conv2d_weight_grad.
+"""Convolution: conv2d and conv3d, the ops their derivatives are written with
+(conv{2,3}d_input_grad, conv{2,3}d_weight_grad), and conv1d as a 2-D convolution of height 1.
 
-The forward is im2col + one batched matmul per group, built on the window view. Its
+The forward is im2col + one batched matmul per group, built on the N-d window view. Its
 derivative is two registered ops, so a backend that fuses the forward (a cuDNN-style
 kernel) can fuse the backward as well; each has a decomposition of its own (a
 transposed matmul and ``fold``; a matmul against the windows), which autograd
-differentiates for double backward.
+differentiates for double backward. One set of helpers serves any number of spatial
+dims; each rank is an op of its own, as in torch, so a backend can fuse one rank only.
+conv1d is the 2-D op on a height-1 image (as torch does on CPU), so a backend's 2-D
+kernel serves it.
 
 The ops work channels-first, batch-second: the im2col copy then reads contiguous rows
 (8x faster than the N-first order on MNIST shapes) and fold's adds are contiguous.
@@ -19,15 +23,18 @@ mapped.
 """
 from __future__ import annotations
 
+import builtins
+import math
+
 from ..dispatch import call_op
 from ..optable import op
 from ..tensor import Tensor
-from ._args import pair
 from .movement import pad
 from .shape import cat
 from .window import fold, windows
 
 CHUNK_BYTES = 4 << 20
+_EXPOSED = ("plugtorch", "nn.functional")
 
 
 def batched(op_name, x, expected_ndim=4):
@@ -40,32 +47,55 @@ def batched(op_name, x, expected_ndim=4):
                        f"to {op_name}, but got input of size: {list(x.shape)}")
 
 
+def ntuple(v, n: int, name: str) -> tuple:
+    """An int or a 1- or n-sequence of ints as an n-tuple (conv and pooling arguments)."""
+    if isinstance(v, builtins.int):
+        return (v,) * n
+    v = tuple(v)
+    if len(v) == 1:
+        v = v * n
+    if len(v) != n or not all(isinstance(i, builtins.int) for i in v):
+        raise ValueError(f"{name} must be an int or a sequence of {n} ints, got {v!r}")
+    return v
+
+
 def _chunks(n, bytes_per_image):
     """(start, stop) ranges over a batch of ``n``, each about ``CHUNK_BYTES`` of patches."""
     step = max(1, CHUNK_BYTES // max(1, bytes_per_image))
     return [(a, min(n, a + step)) for a in range(0, n, step)] or [(0, 0)]
 
 
+def _spatial(nd, first=2):
+    return tuple(range(first, first + nd))
+
+
 def _patch_windows(x, kernel, stride, padding, dilation):
-    """The (C, N, OH, OW, kh, kw) window view of the zero-padded input, channels first."""
-    (ph, pw) = padding
-    xc = (pad(x, (pw, pw, ph, ph)) if ph or pw else x).permute(1, 0, 2, 3)
-    return windows(xc, kernel, stride, dilation)
+    """The (C, N, *out, *kernel) window view of the zero-padded input, channels first."""
+    nd = len(kernel)
+    if any(padding):
+        x = pad(x, tuple(w for p in reversed(padding) for w in (p, p)))
+    return windows(x.permute(1, 0, *_spatial(nd)), kernel, stride, dilation)
 
 
-def _im2col(win, groups, a, b):
-    """(G, C/G * kh * kw, (b - a) * OH * OW) patches of images a..b of a ``_patch_windows`` view."""
-    c, n, oh, ow, kh, kw = win.shape
-    cg = c // groups
+def _im2col(win, groups, a, b, out=None):
+    """(G, C/G * prod(k), (b - a) * prod(out)) patches of images a..b of a ``_patch_windows`` view
+    (its first ``out`` windows per axis, where given)."""
+    nd = (win.ndim - 2) // 2
+    c, n = win.shape[0], win.shape[1]
+    k = win.shape[2 + nd:]
     part = win if (a, b) == (0, n) else win[:, a:b]
-    part = part.reshape(groups, cg, b - a, oh, ow, kh, kw).permute(0, 1, 5, 6, 2, 3, 4)
-    return part.reshape(groups, cg * kh * kw, (b - a) * oh * ow)
+    if out is not None and tuple(out) != tuple(win.shape[2:2 + nd]):
+        part = part[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
+    out = part.shape[2:2 + nd]
+    part = part.reshape(groups, c // groups, b - a, *out, *k)
+    part = part.permute(0, 1, *_spatial(nd, 3 + nd), 2, *_spatial(nd, 3))
+    return part.reshape(groups, c // groups * math.prod(k), (b - a) * math.prod(out))
 
 
 def _grad_matrix(g, groups):
-    """(N, O, OH, OW) -> (G, O/G, N * OH * OW), the layout the matmuls above produce."""
-    n, o, oh, ow = g.shape
-    return g.permute(1, 0, 2, 3).reshape(groups, o // groups, n * oh * ow)
+    """(N, O, *out) -> (G, O/G, N * prod(out)), the layout the matmuls above produce."""
+    n, o = g.shape[0], g.shape[1]
+    return g.permute(1, 0, *_spatial(g.ndim - 2)).reshape(groups, o // groups, n * math.prod(g.shape[2:]))
 
 
 def _columns(m, a, b, per_image):
@@ -73,135 +103,210 @@ def _columns(m, a, b, per_image):
     return m if (a * per_image, b * per_image) == (0, m.shape[-1]) else m[..., a * per_image:b * per_image]
 
 
-# -- the forward -----------------------------------------------------------------------------
+# -- the forward, any rank -------------------------------------------------------------------
 
-def _conv2d(input, weight, bias, *, stride, padding, dilation, groups):
+def _conv(input, weight, bias, *, stride, padding, dilation, groups):
+    nd = weight.ndim - 2
     n = input.shape[0]
-    o, cg, kh, kw = weight.shape
-    win = _patch_windows(input, (kh, kw), stride, padding, dilation)
-    oh, ow = win.shape[2], win.shape[3]
-    out = weight.reshape(groups, o // groups, cg * kh * kw) @ _im2col(win, groups, 0, n)
-    out = out.reshape(o, n, oh, ow).permute(1, 0, 2, 3)               # (N, O, OH, OW), a view
-    return out if bias is None else out + bias.reshape(1, o, 1, 1)
+    o, cg, k = weight.shape[0], weight.shape[1], weight.shape[2:]
+    win = _patch_windows(input, k, stride, padding, dilation)
+    out_size = win.shape[2:2 + nd]
+    out = weight.reshape(groups, o // groups, cg * math.prod(k)) @ _im2col(win, groups, 0, n)
+    out = out.reshape(o, n, *out_size).permute(1, 0, *_spatial(nd))      # (N, O, *out), a view
+    return out if bias is None else out + bias.reshape(1, o, *(1,) * nd)
 
 
-def _conv2d_rule(ctx, g):
-    x, w = ctx.saved[0], ctx.saved[1]
-    a = ctx.attrs
-    need = ctx.needs_input_grad
-    gx = conv2d_input_grad(g, w, tuple(x.shape), **a) if need[0] else None
-    gw = conv2d_weight_grad(g, x, tuple(w.shape), **a) if need[1] else None
-    gb = g.sum((0, 2, 3)) if need[2] else None
-    return gx, gw, gb
+def _conv_rule(input_grad_op, weight_grad_op):
+    def rule(ctx, g):
+        x, w = ctx.saved[0], ctx.saved[1]
+        a = ctx.attrs
+        need = ctx.needs_input_grad
+        gx = call_op(input_grad_op, (g, w), {"input_shape": tuple(x.shape), **a}) if need[0] else None
+        gw = call_op(weight_grad_op, (g, x), {"weight_shape": tuple(w.shape), **a}) if need[1] else None
+        gb = g.sum((0,) + _spatial(g.ndim - 2)) if need[2] else None
+        return gx, gw, gb
+    return rule
 
 
-@op(decompose=_conv2d, derivative=_conv2d_rule, save=(0, 1), exposed=("plugtorch", "nn.functional"))
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul.
+def _resolve_padding(name, x, weight, stride, padding, dilation, nd):
+    """Padding per spatial dim (and ``x`` padded at the end where 'same' is uneven)."""
+    if not isinstance(padding, str):
+        return x, ntuple(padding, nd, "padding")
+    if padding == "valid":
+        return x, (0,) * nd
+    if padding != "same":
+        raise ValueError(f"Invalid padding string '{padding}'; expected 'valid' or 'same'")
+    if any(s != 1 for s in stride):
+        raise ValueError("padding='same' is not supported for strided convolutions")
+    totals = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+    if any(t % 2 for t in totals):
+        # an odd total: the extra row/column goes at the end, as torch does
+        x = pad(x, tuple(w for t in reversed(totals) for w in (t // 2, t - t // 2)))
+        return x, (0,) * nd
+    return x, tuple(t // 2 for t in totals)
 
-    A backend kernel for "conv2d" receives (input, weight, bias) as native arrays (input
-    4-D; bias may be None) and stride, padding, dilation (pairs of ints) and groups by
-    name; "same" and "valid" padding are already resolved.
-    """
+
+def check_conv_args(name, input, weight, bias, nd):
+    """Types and ranks of a convolution's tensors; the input with a batch dim, and whether added."""
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
-        raise TypeError(f"conv2d(): input and weight must be Tensors, got {type(input).__name__} "
+        raise TypeError(f"{name}(): input and weight must be Tensors, got {type(input).__name__} "
                         f"and {type(weight).__name__}")
     if bias is not None and not isinstance(bias, Tensor):
-        raise TypeError(f"conv2d(): bias must be a Tensor or None, got {type(bias).__name__}")
-    x, unbatched = batched("conv2d", input)
-    if weight.ndim != 4:
-        raise RuntimeError(f"conv2d: weight must be 4-D (out_channels, in_channels/groups, kH, kW), "
+        raise TypeError(f"{name}(): bias must be a Tensor or None, got {type(bias).__name__}")
+    x, unbatched = batched(name, input, nd + 2)
+    if weight.ndim != nd + 2:
+        dims = ", ".join("kD kH kW".split()[3 - nd:])
+        raise RuntimeError(f"{name}: weight must be {nd + 2}-D (out_channels, in_channels/groups, {dims}), "
                            f"got size {list(weight.shape)}")
-    sh, sw = pair(stride, "stride")
-    dh, dw = pair(dilation, "dilation")
-    kh, kw = weight.shape[2], weight.shape[3]
-    if isinstance(padding, str):
-        if padding == "valid":
-            ph = pw = 0
-        elif padding == "same":
-            if (sh, sw) != (1, 1):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            tot_h, tot_w = dh * (kh - 1), dw * (kw - 1)
-            if tot_h % 2 or tot_w % 2:
-                # an odd total: the extra row/column goes at the end, as torch does
-                x = pad(x, (tot_w // 2, tot_w - tot_w // 2, tot_h // 2, tot_h - tot_h // 2))
-                ph = pw = 0
-            else:
-                ph, pw = tot_h // 2, tot_w // 2
-        else:
-            raise ValueError(f"Invalid padding string '{padding}'; expected 'valid' or 'same'")
-    else:
-        ph, pw = pair(padding, "padding")
-    if min(sh, sw) <= 0 or min(dh, dw) <= 0 or min(ph, pw) < 0:
-        raise RuntimeError(f"conv2d: non-positive stride/dilation or negative padding is not supported "
+    if x.dtype is not weight.dtype:
+        raise RuntimeError(f"{name}: input type ({x.dtype.name}) and weight type ({weight.dtype.name}) "
+                           "should be the same")
+    return x, unbatched
+
+
+def _conv_front(name, nd, input, weight, bias, stride, padding, dilation, groups):
+    """torch's checks and normalisation for conv{nd}d, then the op."""
+    x, unbatched = check_conv_args(name, input, weight, bias, nd)
+    stride = ntuple(stride, nd, "stride")
+    dilation = ntuple(dilation, nd, "dilation")
+    x, padding = _resolve_padding(name, x, weight, stride, padding, dilation, nd)
+    if min(stride + dilation) <= 0 or min(padding) < 0:
+        raise RuntimeError(f"{name}: non-positive stride/dilation or negative padding is not supported "
                            f"(stride={stride}, padding={padding}, dilation={dilation})")
-    n, c, h, w = x.shape
-    o, cg = weight.shape[0], weight.shape[1]
+    c, o, cg = x.shape[1], weight.shape[0], weight.shape[1]
     if groups <= 0 or c % groups or o % groups:
-        raise RuntimeError(f"conv2d: groups={groups} must divide in_channels={c} and out_channels={o}")
+        raise RuntimeError(f"{name}: groups={groups} must divide in_channels={c} and out_channels={o}")
     if cg * groups != c:
         raise RuntimeError(
             f"Given groups={groups}, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
             f"to have {cg * groups} channels, but got {c} channels instead"
         )
-    if h + 2 * ph < dh * (kh - 1) + 1 or w + 2 * pw < dw * (kw - 1) + 1:
+    padded = [s + 2 * p for s, p in zip(x.shape[2:], padding)]
+    span = [d * (k - 1) + 1 for d, k in zip(dilation, weight.shape[2:])]
+    if any(p < s for p, s in zip(padded, span)):
         raise RuntimeError(
-            f"Calculated padded input size per channel: ({h + 2 * ph} x {w + 2 * pw}). Kernel size: "
-            f"({dh * (kh - 1) + 1} x {dw * (kw - 1) + 1}). Kernel size can't be greater than actual input size"
+            f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
+            f"({' x '.join(map(str, span))}). Kernel size can't be greater than actual input size"
         )
-    if x.dtype is not weight.dtype:
-        raise RuntimeError(f"conv2d: input type ({x.dtype.name}) and weight type ({weight.dtype.name}) "
-                           "should be the same")
     if bias is not None and bias.shape != (o,):
-        raise RuntimeError(f"conv2d: bias must have shape [{o}], got {list(bias.shape)}")
-    out = call_op("conv2d", (x, weight, bias), {"stride": (sh, sw), "padding": (ph, pw),
-                                                "dilation": (dh, dw), "groups": groups})
+        raise RuntimeError(f"{name}: bias must have shape [{o}], got {list(bias.shape)}")
+    out = call_op(name, (x, weight, bias), {"stride": stride, "padding": padding, "dilation": dilation,
+                                            "groups": groups})
     return out.squeeze(0) if unbatched else out
+
+
+@op(decompose=_conv, derivative=_conv_rule("conv2d_input_grad", "conv2d_weight_grad"), save=(0, 1),
+    exposed=_EXPOSED)
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul.
+
+    A backend kernel for "conv2d" receives (input, weight, bias) as native arrays (input
+    4-D; bias may be None) and stride, padding, dilation (pairs of ints) and groups by
+    name; "same" and "valid" padding are already resolved. conv1d runs on it too.
+    """
+    return _conv_front("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+@op(decompose=_conv, derivative=_conv_rule("conv3d_input_grad", "conv3d_weight_grad"), save=(0, 1),
+    exposed=_EXPOSED)
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D cross-correlation over (N, C, D, H, W), im2col + matmul.
+
+    A backend kernel for "conv3d" receives a 5-D input, weight and bias (or None) and
+    stride, padding, dilation (triples) and groups by name.
+    """
+    return _conv_front("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def as_2d_attrs(attrs):
+    """A 1-D op's attrs for the 2-D op on a height-1 image (stride/dilation 1, padding 0 on top)."""
+    lead = {"padding": 0, "output_padding": 0}
+    return {k: (v if k == "groups" else (lead.get(k, 1),) + tuple(v)) for k, v in attrs.items()}
+
+
+def _conv1d(input, weight, bias, **attrs):
+    x, w = input.unsqueeze(2), weight.unsqueeze(2)
+    return call_op("conv2d", (x, w, bias), as_2d_attrs(attrs)).squeeze(2)
+
+
+@op(decompose=_conv1d, exposed=_EXPOSED)
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation over (N, C, L): conv2d on a height-1 image, as torch does on CPU,
+    so a backend's conv2d kernel (and conv2d's derivative) serves it.
+
+    A backend kernel for "conv1d" receives a 3-D input, weight and bias (or None) and
+    stride, padding, dilation (1-tuples) and groups by name.
+    """
+    return _conv_front("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
 # -- the derivative's ops ----------------------------------------------------------------------
 
-def _conv2d_input_grad(grad_output, weight, *, input_shape, stride, padding, dilation, groups):
-    n, o, oh, ow = grad_output.shape
-    _, cg, kh, kw = weight.shape
-    _, c, h, w = input_shape
-    (ph, pw) = padding
-    wmat_t = weight.reshape(groups, o // groups, cg * kh * kw).mT
+def _conv_input_grad(grad_output, weight, *, input_shape, stride, padding, dilation, groups):
+    nd = weight.ndim - 2
+    n, o, out_size = grad_output.shape[0], grad_output.shape[1], grad_output.shape[2:]
+    cg, k = weight.shape[1], weight.shape[2:]
+    c, size = input_shape[1], input_shape[2:]
+    per = math.prod(out_size)
+    wmat_t = weight.reshape(groups, o // groups, cg * math.prod(k)).mT
     gmat = _grad_matrix(grad_output, groups)
+    padded = tuple(s + 2 * p for s, p in zip(size, padding))
     parts = []
-    for a, b in _chunks(n, c * kh * kw * oh * ow * grad_output.element_size()):
-        dcols = wmat_t @ _columns(gmat, a, b, oh * ow)                 # (G, K, chunk*OH*OW)
-        dcols = dcols.reshape(groups, cg, kh, kw, b - a, oh, ow).permute(0, 1, 4, 5, 6, 2, 3)
-        dcols = dcols.reshape(c, b - a, oh, ow, kh, kw)
-        parts.append(fold(dcols, (c, b - a, h + 2 * ph, w + 2 * pw), (kh, kw), stride, dilation))
-    dx = (parts[0] if len(parts) == 1 else cat(parts, 1)).permute(1, 0, 2, 3)
-    return dx[:, :, ph:ph + h, pw:pw + w] if (ph or pw) else dx
+    for a, b in _chunks(n, c * math.prod(k) * per * grad_output.element_size()):
+        dcols = wmat_t @ _columns(gmat, a, b, per)                     # (G, K, chunk * prod(out))
+        dcols = dcols.reshape(groups, cg, *k, b - a, *out_size)
+        dcols = dcols.permute(0, 1, 2 + nd, *_spatial(nd, 3 + nd), *_spatial(nd)).reshape(
+            c, b - a, *out_size, *k)
+        parts.append(fold(dcols, (c, b - a) + padded, k, stride, dilation))
+    dx = (parts[0] if len(parts) == 1 else cat(parts, 1)).permute(1, 0, *_spatial(nd))
+    if any(padding):
+        dx = dx[(slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(padding, size))]
+    return dx
 
 
-@op(decompose=_conv2d_input_grad)
+def _conv_weight_grad(grad_output, input, *, weight_shape, stride, padding, dilation, groups):
+    o, cg, k = weight_shape[0], weight_shape[1], tuple(weight_shape[2:])
+    n, c = input.shape[0], input.shape[1]
+    out_size = grad_output.shape[2:]
+    per = math.prod(out_size)
+    # a transposed convolution's output_padding leaves windows past the output's end: unused
+    win = _patch_windows(input, k, stride, padding, dilation)
+    gmat = _grad_matrix(grad_output, groups)
+    gw = None
+    for a, b in _chunks(n, c * math.prod(k) * per * input.element_size()):
+        part = _columns(gmat, a, b, per) @ _im2col(win, groups, a, b, out_size).mT   # (G, O/G, K)
+        gw = part if gw is None else gw + part
+    return gw.reshape(o, cg, *k)
+
+
+def _grad_op_attrs(shape_name, shape, stride, padding, dilation, groups):
+    return {shape_name: tuple(shape), "stride": tuple(stride), "padding": tuple(padding),
+            "dilation": tuple(dilation), "groups": groups}
+
+
+@op(decompose=_conv_input_grad)
 def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its input (a transposed convolution)."""
     return call_op("conv2d_input_grad", (grad_output, weight),
-                   {"input_shape": tuple(input_shape), "stride": stride, "padding": padding,
-                    "dilation": dilation, "groups": groups})
+                   _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
 
 
-def _conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dilation, groups):
-    o, cg, kh, kw = weight_shape
-    n, c = input.shape[0], input.shape[1]
-    win = _patch_windows(input, (kh, kw), stride, padding, dilation)
-    oh, ow = win.shape[2], win.shape[3]
-    gmat = _grad_matrix(grad_output, groups)
-    gw = None
-    for a, b in _chunks(n, c * kh * kw * oh * ow * input.element_size()):
-        part = _columns(gmat, a, b, oh * ow) @ _im2col(win, groups, a, b).mT   # (G, O/G, K)
-        gw = part if gw is None else gw + part
-    return gw.reshape(o, cg, kh, kw)
-
-
-@op(decompose=_conv2d_weight_grad)
+@op(decompose=_conv_weight_grad)
 def conv2d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its weight (patches times the output gradient)."""
     return call_op("conv2d_weight_grad", (grad_output, input),
-                   {"weight_shape": tuple(weight_shape), "stride": stride, "padding": padding,
-                    "dilation": dilation, "groups": groups})
+                   _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups))
+
+
+@op(decompose=_conv_input_grad)
+def conv3d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
+    """The gradient of conv3d with respect to its input (a transposed convolution)."""
+    return call_op("conv3d_input_grad", (grad_output, weight),
+                   _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
+
+
+@op(decompose=_conv_weight_grad)
+def conv3d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
+    """The gradient of conv3d with respect to its weight (patches times the output gradient)."""
+    return call_op("conv3d_weight_grad", (grad_output, input),
+                   _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups))

@@ -101,8 +101,37 @@ def _caster(name):
     return method
 
 
-for _name in ("float", "double", "half", "long", "int", "bool"):
+for _name in ("float", "double", "half", "long", "int", "short", "char", "byte", "bool"):
     public("Tensor")(_caster(_name))
+
+# torch's legacy tensor-type names: Tensor.type() answers them, Tensor.type(name) takes them
+_TYPE_NAMES = {"Float": "float32", "Double": "float64", "Half": "float16", "Long": "int64",
+               "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+_TYPE_OF = {v: k for k, v in _TYPE_NAMES.items()}
+
+
+@public("Tensor", name="type")
+def type_(input, dtype=None, non_blocking=False, **kwargs):
+    """No argument: the type name (``'plugtorch.FloatTensor'``); a dtype or a type name
+    (``'torch.DoubleTensor'``, ``'plugtorch.IntTensor'``): the tensor cast to it."""
+    if dtype is None:
+        return f"plugtorch.{_TYPE_OF[input.dtype.name]}Tensor"
+    if isinstance(dtype, str):
+        name = dtype.rsplit(".", 1)[-1]
+        kind = name[:-len("Tensor")] if name.endswith("Tensor") else None
+        if kind not in _TYPE_NAMES:
+            raise ValueError(f"invalid type: {dtype!r}; expected a dtype or one of "
+                             f"{', '.join('plugtorch.' + k + 'Tensor' for k in _TYPE_NAMES)}")
+        dtype = dtype_from_name(_TYPE_NAMES[kind])
+    if not isinstance(dtype, _dtype):
+        raise TypeError(f"type(): expected a dtype or a type name, got {dtype!r}")
+    return cast(input, dtype)
+
+
+@public("Tensor")
+def is_complex(input) -> bool:
+    """False: plugtorch has no complex dtypes."""
+    return False
 
 
 @public("Tensor")

@@ -100,10 +100,21 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 
 
 @public("plugtorch")
-def from_numpy(array) -> Tensor:
-    """A tensor on the host backend ("cpu") sharing memory with a NumPy array."""
+def from_numpy(ndarray) -> Tensor:
+    """A tensor on the host backend ("cpu") sharing memory with a NumPy array, as torch's:
+    writes through either are seen by the other; arrays of other types are refused."""
+    from ..dlpack import check_numpy
+    check_numpy(ndarray)
     b = get_backend("cpu")
-    return wrap(b.primitives["from_host"](array, None), b)
+    return wrap(b.primitives["from_host"](ndarray, None), b)
+
+
+@public("plugtorch")
+def from_dlpack(ext_tensor, *, device=None, copy=None) -> Tensor:
+    """A tensor from any DLPack producer (NumPy, PyTorch, CuPy, ...) or capsule, sharing its
+    memory where the producer allows (torch.from_dlpack's arguments; see core/dlpack.py)."""
+    from ..dlpack import from_dlpack as impl
+    return impl(ext_tensor, device=device, copy=copy)
 
 
 def _const(size, value, dtype, device, requires_grad):
@@ -200,6 +211,9 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     if steps < 0:
         raise RuntimeError("linspace(): number of steps must be non-negative")
     dtype = dtype or get_default_dtype()
+    if dtype is bool_:
+        raise NotImplementedError('"linspace" not implemented for bool: evenly spaced values need '
+                                  "a numeric dtype")
     if steps == 1:
         return full((1,), start, dtype=dtype, device=device, requires_grad=requires_grad)
     idx = arange(steps, dtype=float64, device=device)
@@ -255,6 +269,8 @@ def randn_like(input, *, dtype=None, device=None, requires_grad=False, generator
 @public("plugtorch")
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False) -> Tensor:
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size): low is 0
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if size is None:

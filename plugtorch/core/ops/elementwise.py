@@ -52,7 +52,7 @@ FLOAT, SAME, INT_UNCHANGED, TO_BOOL = ("integers -> default float", "keeps the d
                                        "integers returned unchanged", "-> bool")
 
 
-def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="") -> Callable[..., Any]:
+def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases=()) -> Callable[..., Any]:
     floating, keep_ints = dtypes == FLOAT, dtypes == INT_UNCHANGED
 
     def fn(input):
@@ -77,7 +77,7 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="") -> Call
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or f"Elementwise {name}."
     declare(OpDef(name, primitive=name, derivative=rule, save=save, dtypes=dtypes, function=fn,
-                  exposed=_EVERYWHERE, inplace=inplace, module="elementwise"))
+                  exposed=_EVERYWHERE, inplace=inplace, aliases=aliases, module="elementwise"))
     return fn
 
 
@@ -112,6 +112,47 @@ ceil = _unary("ceil", _zero_grad, dtypes=INT_UNCHANGED)
 round = _unary("round", _zero_grad, dtypes=INT_UNCHANGED, doc="Round half to even.")
 erf = _unary("erf", lambda ctx, g: g * (_TWO_OVER_SQRT_PI * exp(-(ctx.saved[0] * ctx.saved[0]))),
              "inputs", doc="The error function.")
+def _tan_rule(ctx, g):
+    return g * (1 + ctx.output * ctx.output)
+
+
+def _asin_rule(ctx, g):
+    x = ctx.saved[0]
+    return g * rsqrt(1 - x * x)
+
+
+def _acos_rule(ctx, g):
+    x = ctx.saved[0]
+    return -(g * rsqrt(1 - x * x))
+
+
+def _atan_rule(ctx, g):
+    x = ctx.saved[0]
+    return g / (1 + x * x)
+
+
+def _asinh_rule(ctx, g):
+    x = ctx.saved[0]
+    return g * rsqrt(x * x + 1)
+
+
+def _acosh_rule(ctx, g):
+    x = ctx.saved[0]
+    return g * rsqrt((x - 1) * (x + 1))
+
+
+def _atanh_rule(ctx, g):
+    x = ctx.saved[0]
+    return g / (1 - x * x)
+
+
+tan = _unary("tan", _tan_rule, "output")
+asin = _unary("asin", _asin_rule, "inputs", aliases=("arcsin",))
+acos = _unary("acos", _acos_rule, "inputs", aliases=("arccos",))
+atan = _unary("atan", _atan_rule, "inputs", aliases=("arctan",))
+asinh = _unary("asinh", _asinh_rule, "inputs", aliases=("arcsinh",))
+acosh = _unary("acosh", _acosh_rule, "inputs", aliases=("arccosh",))
+atanh = _unary("atanh", _atanh_rule, "inputs", aliases=("arctanh",))
 isnan = _unary("isnan", dtypes=TO_BOOL, inplace=False)
 isinf = _unary("isinf", dtypes=TO_BOOL, inplace=False)
 logical_not = _unary("logical_not", dtypes=TO_BOOL, inplace=False)
@@ -123,19 +164,32 @@ def isfinite(input):
     return logical_not(logical_or(isnan(input), isinf(input)))
 
 
-@composite(exposed=_EVERYWHERE, inplace=True)
+def _reciprocal_rule(ctx, g):
+    return -(g * ctx.output * ctx.output)
+
+
+def _rsqrt_rule(ctx, g):
+    out = ctx.output
+    return g * out * out * out * -0.5
+
+
+def _square_rule(ctx, g):
+    return g * ctx.saved[0] * 2
+
+
+@composite(exposed=_EVERYWHERE, inplace=True, derivative=_reciprocal_rule, save="output")
 def reciprocal(input):
     """1 / x (integers promote to float)."""
-    return div(1.0, as_float(input))
+    return _div(1.0, as_float(input))
 
 
-@composite(exposed=_EVERYWHERE)
+@composite(exposed=_EVERYWHERE, derivative=_rsqrt_rule, save="output")
 def rsqrt(input):
     """1 / sqrt(x)."""
     return reciprocal(sqrt(input))
 
 
-@composite(exposed=_EVERYWHERE, inplace=True)
+@composite(exposed=_EVERYWHERE, inplace=True, derivative=_square_rule, save="inputs")
 def square(input):
     """x * x."""
     return mul(input, input)
@@ -168,11 +222,13 @@ def _promote_scalar(a, s):
 
 
 def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False, doc="",
-            alpha=None) -> Any:
+            alpha=None, public=None, primitive=None) -> Any:
     """Declare a binary op; returns its function. With ``alpha`` (the operator's symbol), the
     public function also takes torch's ``alpha`` (``other`` is scaled first) and both are
     returned, (two-operand function, public function): operators (``a + b``) bind the first
-    and skip that frame."""
+    and skip that frame. ``public(fn) -> function`` builds a public function of another
+    signature around the two-operand one the same way (``div``'s ``rounding_mode``, the
+    dtype checks of the bitwise ops), keeping those checks off the other ops' path."""
     floating = dtypes == TRUE_DIVIDE
 
     def fn(input, other):
@@ -229,9 +285,13 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
             return fn(input, other if alpha == 1 else other * alpha)
         front.__name__ = front.__qualname__ = name
         front.__doc__ = f"input {alpha} alpha * other, with broadcasting; ``other`` may be a Python number."
-    declare(OpDef(name, primitive=name, derivative=rule, save=save, dtypes=dtypes, function=front,
-                  exposed=_EVERYWHERE, aliases=aliases, inplace=inplace, module="elementwise"))
-    return (fn, front) if alpha else fn
+    elif public is not None:
+        front = public(fn)
+        front.__name__ = front.__qualname__ = name
+    declare(OpDef(name, primitive=primitive or name, derivative=rule, save=save, dtypes=dtypes,
+                  function=front, exposed=_EVERYWHERE, aliases=aliases, inplace=inplace,
+                  module="elementwise"))
+    return (fn, front) if alpha or public else fn
 
 
 def _add_rule(ctx, g):
@@ -261,7 +321,41 @@ def _div_rule(ctx, g):
     return (g / b if need[0] else None), (-g * a / (b * b) if need[1] else None)
 
 
-div = _binary("div", _div_rule, "inputs", TRUE_DIVIDE, aliases=("divide", "true_divide"), inplace=True)
+def _div_front(true_div):
+    def div(input, other, *, rounding_mode=None):
+        """input / other; ``rounding_mode`` "trunc" rounds the quotient toward zero, "floor" down
+        (both keep integer dtypes and have a zero gradient)."""
+        if rounding_mode is None:
+            return true_div(input, other)
+        if rounding_mode == "floor":
+            return floor_divide(input, other)
+        if rounding_mode == "trunc":
+            return _trunc_divide(input, other)
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                           f"found {rounding_mode!r}")
+    return div
+
+
+_div, div = _binary("div", _div_rule, "inputs", TRUE_DIVIDE, aliases=("divide",), inplace=True,
+                    public=_div_front)
+
+
+@public("plugtorch", "Tensor", inplace=True)
+def true_divide(input, other):
+    """input / other, always true division (integers give the default float dtype)."""
+    return _div(input, other)
+
+
+def _trunc_divide(a, b):
+    if not isinstance(a, Tensor):
+        a = b._full_like_scalar(a)
+    if result_type(a, b).is_floating_point:
+        from .pointwise import trunc  # pointwise builds on this module
+        return trunc(_div(a, b))
+    q = floor_divide(a, b)
+    # floor and trunc differ by one where the division is inexact and the signs differ
+    signs_differ = ne(lt(a, 0), lt(b, 0)) if isinstance(b, Tensor) else (lt(a, 0) if b > 0 else ge(a, 0))
+    return where(logical_and(ne(remainder(a, b), 0), signs_differ), q + 1, q)
 
 
 def _pow_rule(ctx, g):
@@ -269,10 +363,12 @@ def _pow_rule(ctx, g):
     need = ctx.needs_input_grad
     ga = gb = None
     if need[0]:
-        if not isinstance(b, Tensor) and b == 0:
-            ga = zeros_like(g)
-        else:
-            ga = g * b * pow(a, b - 1)
+        if not isinstance(b, Tensor):
+            ga = zeros_like(g) if b == 0 else g * b * pow(a, b - 1)
+        else:  # torch: 0 where the exponent is 0 (b * a**(b-1) is 0 * inf at a = 0); the
+            # exponent there is replaced first so that no inf is made (nor a nan in double backward)
+            zero = eq(b, 0)
+            ga = where(zero, 0.0, g * b * pow(a, where(zero, 1.0, b) - 1))
     if need[1]:
         # d/db a**b = a**b * log(a); torch defines it as 0 where a == 0 and b >= 0.
         safe = where(logical_and(eq(a, 0), ge(b, 0)), 0.0, log(a))
@@ -322,6 +418,126 @@ logical_and = _binary("logical_and", dtypes=COMPARE)
 logical_or = _binary("logical_or", dtypes=COMPARE)
 
 
+def _atan2_rule(ctx, g):
+    a, b = ctx.saved
+    need = ctx.needs_input_grad
+    r = a * a + b * b
+    return (g * b / r if need[0] else None), (-(g * a) / r if need[1] else None)
+
+
+def _fmod_rule(ctx, g):
+    a, b = ctx.saved
+    if not ctx.needs_input_grad[1]:
+        return g, None
+    from .pointwise import trunc  # pointwise builds on this module
+    return g, -g * trunc(_div(a, b))
+
+
+def _copysign_rule(ctx, g):
+    a = ctx.saved[0]
+    # d|a|*sign(b)/da: the output's sign over a's sign; 0 at a = 0, as torch's
+    return where(eq(a, 0), 0.0, g * _div(ctx.output, a)), (zeros_like(g) if ctx.needs_input_grad[1] else None)
+
+
+atan2 = _binary("atan2", _atan2_rule, "inputs", TRUE_DIVIDE, aliases=("arctan2",), inplace=True,
+                doc="The angle of the point (other, input) in radians, in (-pi, pi].")
+fmod = _binary("fmod", _fmod_rule, "inputs", inplace=True,
+               doc="C's fmod: the remainder of input / other with the sign of input (remainder "
+                   "takes the divisor's).")
+copysign = _binary("copysign", _copysign_rule, ("inputs", "output"), TRUE_DIVIDE, inplace=True,
+                   doc="|input| with the sign of other (-0.0 counts as negative).")
+
+
+# -- bitwise ------------------------------------------------------------------------
+
+BITS = "integers and bool only"
+
+
+def _bits_front(op, symbol, shift=False):
+    def check(fn):
+        def front(input, other):
+            if _floating_operand(input) or _floating_operand(other):
+                raise _not_for_floats(op, input, other)
+            if shift and _bool_operand(input) and _bool_operand(other):
+                raise NotImplementedError(f'"{op}" not implemented for bool tensors: shift integers '
+                                          "(convert with .long())")
+            return fn(input, other)
+        front.__doc__ = (f"``input {symbol} other`` bit by bit on integer tensors (logical on bool); "
+                         "``other`` may be a Python int or bool.")
+        return front
+    return check
+
+
+def _floating_operand(v):
+    return v.dtype.is_floating_point if isinstance(v, Tensor) else type(v) is builtins.float
+
+
+def _bool_operand(v):
+    return v.dtype.name == "bool" if isinstance(v, Tensor) else type(v) is builtins.bool
+
+
+def _not_for_floats(op, *operands):
+    dt = "".join(o.dtype.name for o in operands if isinstance(o, Tensor) and o.dtype.is_floating_point)
+    return NotImplementedError(f'"{op}" not implemented for floating point ({dt or "a Python float"}): '
+                               "bitwise ops take integer or bool tensors; compare first (x > 0) or "
+                               "convert with .long()")
+
+
+_bitwise_and, bitwise_and = _binary("bitwise_and", dtypes=BITS, inplace=True,
+                                    public=_bits_front("bitwise_and", "&"))
+_bitwise_or, bitwise_or = _binary("bitwise_or", dtypes=BITS, inplace=True,
+                                  public=_bits_front("bitwise_or", "|"))
+_bitwise_xor, bitwise_xor = _binary("bitwise_xor", dtypes=BITS, inplace=True,
+                                    public=_bits_front("bitwise_xor", "^"))
+_left_shift, bitwise_left_shift = _binary("bitwise_left_shift", dtypes=BITS, inplace=True,
+                                          primitive="left_shift",
+                                          public=_bits_front("bitwise_left_shift", "<<", True))
+_right_shift, bitwise_right_shift = _binary("bitwise_right_shift", dtypes=BITS, inplace=True,
+                                            primitive="right_shift",
+                                            public=_bits_front("bitwise_right_shift", ">>", True))
+
+
+def _bitwise_not_fn(input):
+    """``~input`` bit by bit on an integer tensor (logical not on bool)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bitwise_not(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if input.dtype.is_floating_point:
+        raise _not_for_floats("bitwise_not", input)
+    return call_op("bitwise_not", (input,))
+
+
+bitwise_not = _bitwise_not_fn
+bitwise_not.__name__ = bitwise_not.__qualname__ = "bitwise_not"
+declare(OpDef("bitwise_not", primitive="bitwise_not", dtypes=BITS, function=bitwise_not,
+              exposed=_EVERYWHERE, inplace=True, module="elementwise"))
+
+
+def invert(input):
+    """``~x`` (Python's operator): torch raises TypeError on floating tensors."""
+    if input.dtype.is_floating_point:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return call_op("bitwise_not", (input,))
+
+
+def _reflected(fn):
+    """``number <op> tensor`` for a non-commutative op: the number as a 0-d tensor first."""
+    def method(self, other):
+        return fn(self._full_like_scalar(other), self)
+    method.__name__ = method.__qualname__ = "__r" + fn.__name__ + "__"
+    return method
+
+
+rremainder = _reflected(remainder)
+rlshift = _reflected(bitwise_left_shift)
+rrshift = _reflected(bitwise_right_shift)
+
+
+@composite(operands=2, exposed=_EVERYWHERE)
+def logical_xor(input, other):
+    """True where exactly one of input and other is non-zero (bool result)."""
+    return ne(ne(input, 0), ne(other, 0))
+
+
 def _broadcast_error(sa, sb, op, cause):
     """torch's message for shapes that do not broadcast, naming the first clashing dim.
 
@@ -344,7 +560,7 @@ def rsub(input, other):
 
 
 def rdiv(input, other):
-    return div(input._full_like_scalar(other), input)
+    return _div(input._full_like_scalar(other), input)
 
 
 def rpow(input, other):
@@ -382,9 +598,10 @@ def where(condition, input=None, other=None):
             f"{condition.dtype.name}. Compare it first, e.g. where(cond != 0, ...)."
         )
     ta, tb = isinstance(input, Tensor), isinstance(other, Tensor)
-    if not (ta or tb):
-        raise TypeError("where(): expected at least one of input and other to be a Tensor")
     dt = result_type(input, other)
+    if not (ta or tb):  # two numbers: torch makes the first a tensor of their common dtype
+        b = condition._backend
+        input, ta = wrap(b.primitives["full"]((), input, dt), b), True
     if ta and input.dtype is not dt:
         input = cast(input, dt)
     if tb and other.dtype is not dt:
@@ -405,7 +622,22 @@ def _clamp(input, min, max):
     return out
 
 
-@op(decompose=_clamp, exposed=_EVERYWHERE, aliases=("clip",), inplace=True)
+def _clamp_rule(ctx, g):
+    # torch's: the input's gradient passes where min <= x <= max; a tensor bound's where x is
+    # beyond it (both bounds' where min > max and x is beyond both)
+    x, lo, hi = ctx.saved
+    need = ctx.needs_input_grad
+    above_min = ge(x, lo) if lo is not None else None
+    below_max = le(x, hi) if hi is not None else None
+    inside = (above_min if below_max is None else below_max if above_min is None
+              else logical_and(above_min, below_max))
+    return (where(inside, g, 0.0) if need[0] else None,
+            where(above_min, 0.0, g) if need[1] else None,
+            where(below_max, 0.0, g) if need[2] else None)
+
+
+@op(decompose=_clamp, derivative=_clamp_rule, save="inputs", exposed=_EVERYWHERE, aliases=("clip",),
+    inplace=True)
 def clamp(input, min=None, max=None):
     """Clamp to [min, max] (numbers or tensors); the gradient passes where min <= input <= max;
     min > max gives max, as in torch."""
@@ -432,4 +664,7 @@ __all__ = ["neg", "exp", "log", "log1p", "expm1", "sqrt", "abs", "sign", "sin", 
            "ceil", "round", "erf", "isnan", "isinf", "logical_not", "isfinite", "reciprocal", "rsqrt",
            "square", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder",
            "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "where",
-           "clamp", "clamp_min", "clamp_max", "as_float", "rsub", "rdiv", "rpow"]
+           "clamp", "clamp_min", "clamp_max", "as_float", "rsub", "rdiv", "rpow", "tan", "asin", "acos",
+           "atan", "asinh", "acosh", "atanh", "true_divide", "atan2", "fmod", "copysign", "bitwise_and",
+           "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "bitwise_not",
+           "invert", "rremainder", "rlshift", "rrshift", "logical_xor"]

@@ -146,6 +146,10 @@ def _gather_rule(ctx, g):
 
 
 def _lower_gather(backend, x, index, *, dim):
+    # torch allows an index smaller than x in the other dims: it reads that corner of x
+    if any(i != dim and k != s for i, (k, s) in enumerate(zip(index.shape, x.shape))):
+        corner = tuple(slice(None) if i == dim else slice(0, k) for i, k in enumerate(index.shape))
+        x = backend.primitives["getitem"](x, corner)
     return backend.primitives["gather"](x, dim, index)
 
 
@@ -166,6 +170,8 @@ def _scatter_add_rule(ctx, g):
 
 
 def _lower_scatter_add(backend, x, index, src, *, dim):
+    if tuple(src.shape) != tuple(index.shape):  # torch reads the corner of src index covers
+        src = backend.primitives["getitem"](src, tuple(slice(0, k) for k in index.shape))
     return backend.primitives["scatter_add"](x, dim, index, src)
 
 
@@ -233,7 +239,16 @@ def _masked_fill(input, mask, value):
 
 
 
-@op(decompose=_masked_fill, exposed=_EVERYWHERE, inplace=True)
+def _masked_fill_rule(ctx, g):
+    mask = ctx.saved[1]
+    need = ctx.needs_input_grad
+    gv = None
+    if need[2]:  # a 0-d value tensor: every filled position's gradient
+        gv = reduce_sum(where(mask, g, 0.0).expand(g.shape))
+    return (where(mask, 0.0, g) if need[0] else None), None, gv
+
+
+@op(decompose=_masked_fill, derivative=_masked_fill_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
 def masked_fill(input, mask, value):
     """``input`` with ``value`` where ``mask`` is True (mask broadcasts to input)."""
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:

@@ -127,6 +127,42 @@ def fill_(input, value):
     return _fill_in_place(input, value, "fill_")
 
 
+# -- random fills ------------------------------------------------------------------------
+
+def _random_fill(x, kind, low_or_mean, high_or_std, generator, op_name):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{op_name}: expected a floating point tensor, got {x.dtype.name}")
+    from ..random import default_generator
+    b = x._backend
+    gen = (generator or default_generator).native(b)
+    values = b.primitives[kind](gen, tuple(x.shape), float(low_or_mean), float(high_or_std), x.dtype)
+    return _fill_in_place(x, values, op_name)
+
+
+@public("Tensor")
+def normal_(input, mean=0.0, std=1.0, *, generator=None):
+    """Fill with samples of the normal distribution N(mean, std**2)."""
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    return _random_fill(input, "normal", mean, std, generator, "normal_")
+
+
+@public("Tensor")
+def uniform_(input, *args, generator=None, **kwargs):
+    """Fill with samples of the uniform distribution on [from, to) (torch's names: ``from``,
+    ``to``; default [0, 1))."""
+    bounds = dict(zip(("from", "to"), args))
+    for key, v in kwargs.items():
+        if key not in ("from", "to") or key in bounds:
+            raise TypeError(f"uniform_() got an unexpected or repeated keyword argument '{key}'")
+        bounds[key] = v
+    low, high = bounds.get("from", 0.0), bounds.get("to", 1.0)
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={low} > "
+                           f"to={high}")
+    return _random_fill(input, "uniform", low, high, generator, "uniform_")
+
+
 # -- x[index] = value ----------------------------------------------------------------
 
 def _index_put_rule(ctx, g):

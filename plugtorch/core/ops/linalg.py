@@ -1,12 +1,21 @@
 """Matrix products, with torch.matmul's rank rules built on one batched primitive."""
 from __future__ import annotations
 
+import math
+import warnings
+
 from ..dispatch import call_op
+from ..dtypes import result_type
 from ..errors import BackendMismatchError
-from ..optable import composite, op
-from ..tensor import _wrap_dim
+from ..optable import composite, op, public
+from ..tensor import Tensor, _wrap_dim
+from . import elementwise as ew
 from ._args import broadcast_shapes
 from .creation import arange, zeros
+from .reduce import amax, amin
+from .reduce import sum as _sum
+from .shape import cat
+from .statistics import norm as _vector_norm
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
@@ -165,3 +174,131 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if beta == 0:
         return prod  # torch ignores input entirely (its nan and inf do not propagate)
     return prod + (input if beta == 1 else input * beta)
+
+
+# -- cross product ----------------------------------------------------------------------------
+
+def _linalg_cross(input, other, *, dim):
+    def part(t, i):
+        return t.narrow(dim, i, 1)
+    a = [part(input, i) for i in range(3)]
+    b = [part(other, i) for i in range(3)]
+    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], dim)
+
+
+@op(decompose=_linalg_cross)
+def linalg_cross(input, other, *, dim=-1):
+    """The cross product of 3-vectors along ``dim`` (the other dims broadcast)."""
+    for t in (input, other):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"linalg.cross(): expected Tensors, got {type(t).__name__}")
+    if input.ndim != other.ndim:
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions, got "
+                           f"{input.ndim} and {other.ndim}")
+    shape = broadcast_shapes(input.shape, other.shape)
+    d = _wrap_dim(dim, len(shape))
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{input.shape[d]} and {other.shape[d]}")
+    if input.dtype is not other.dtype:
+        dt = result_type(input, other)
+        input, other = input.to(dt), other.to(dt)
+    return call_op("linalg_cross", (input.expand(shape), other.expand(shape)), {"dim": d})
+
+
+@public("plugtorch", "Tensor")
+def cross(input, other, dim=None):
+    """linalg.cross; without ``dim``, along the first dim of size 3 (torch's deprecated default)."""
+    if dim is None:
+        shape = broadcast_shapes(input.shape, other.shape)
+        dim = next((i for i, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise RuntimeError(f"no dimension of size 3 in input (shapes {list(input.shape)} and "
+                               f"{list(other.shape)})")
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated; pass dim or "
+                      "use linalg.cross.", UserWarning, stacklevel=2)
+    return linalg_cross(input, other, dim=dim)
+
+
+# -- norms (plugtorch.linalg) ---------------------------------------------------------------------
+
+def _norm_input(op_name, x, dtype):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if dtype is not None:
+        x = x.to(dtype)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{op_name}: Expected a floating point or complex tensor as input. Got "
+                           f"{x.dtype.name}")
+    return x
+
+
+def _linalg_vector_norm(x, *, ord, dim, keepdim):
+    return _vector_norm(x, ord, dim, keepdim)
+
+
+@op(decompose=_linalg_vector_norm)
+def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """The vector ``ord``-norm of ``x`` over ``dim`` (all entries, flattened, when None)."""
+    x = _norm_input("linalg.vector_norm", x, dtype)
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
+    return call_op("linalg_vector_norm", (x,), {"ord": float(ord), "dim": dim, "keepdim": keepdim})
+
+
+_NO_SVD = ("needs singular values, and plugtorch's backend contract has no SVD primitive; use "
+           "'fro', 1, -1, inf or -inf")
+
+
+def _linalg_matrix_norm(A, *, ord, dim, keepdim):
+    d0, d1 = dim
+    if ord == "fro":
+        return _vector_norm(A, 2, (d0, d1), keepdim)
+    a = ew.abs(A)
+    if ord in (1, -1):  # the largest (smallest) column sum
+        sums, over = _sum(a, d0, keepdim=True), d1
+    else:  # inf, -inf: the largest (smallest) row sum
+        sums, over = _sum(a, d1, keepdim=True), d0
+    out = (amax if ord > 0 else amin)(sums, over, keepdim=True)
+    return out if keepdim else out.squeeze((d0, d1))
+
+
+@op(decompose=_linalg_matrix_norm)
+def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    """The matrix ``ord``-norm over the two dims ``dim``: 'fro', 1, -1, inf or -inf."""
+    A = _norm_input("linalg.matrix_norm", A, dtype)
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions "
+                           f"(got {A.ndim})")
+    dims = tuple(_wrap_dim(d, A.ndim) for d in dim)
+    if len(dims) != 2 or dims[0] == dims[1]:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple of different dims, got {dim}")
+    if ord in ("nuc", 2, -2):
+        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} {_NO_SVD}")
+    if ord != "fro" and ord not in (1, -1, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if A.numel() == 0 and ord != "fro" and any(A.shape[d] == 0 for d in dims):
+        raise IndexError(f"linalg.matrix_norm: Expected a non-empty matrix for ord={ord}")
+    return call_op("linalg_matrix_norm", (A,), {"ord": ord, "dim": dims, "keepdim": keepdim})
+
+
+def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """A vector norm (1-D input or one ``dim``) or a matrix norm (2-D input or two dims);
+    ``ord=None`` is the 2-norm of the flattened input."""
+    if dim is not None and not isinstance(dim, (tuple, list)):
+        dim = (dim,)
+    if ord is None:
+        if dim is not None and len(dim) == 2:
+            return linalg_matrix_norm(A, "fro", dim, keepdim, dtype=dtype)
+        return linalg_vector_norm(A, 2, dim, keepdim, dtype=dtype)
+    if dim is None:
+        if not isinstance(A, Tensor) or A.ndim not in (1, 2):
+            got = A.ndim if isinstance(A, Tensor) else type(A).__name__
+            raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be "
+                               f"1D or 2D. Got {got}D.")
+        dim = tuple(range(A.ndim))
+    if len(dim) == 2:
+        return linalg_matrix_norm(A, ord, dim, keepdim, dtype=dtype)
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.norm: ord={ord!r} is a matrix norm; it needs a 2-D input or two dims")
+    return linalg_vector_norm(A, ord, dim, keepdim, dtype=dtype)

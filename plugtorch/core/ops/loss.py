@@ -301,3 +301,143 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     """
     reduction = reduction_arg(size_average, reduce, reduction)
     return call_op("l1_loss", _regression_args("l1_loss", input, target, weight), {"reduction": reduction})
+
+
+# -- robust regression: smooth L1 and Huber ---------------------------------------------------
+
+def _huber_terms(d, delta):
+    a = ew.abs(d)
+    return ew.where(ew.lt(a, delta), d * d * 0.5, (a - delta * 0.5) * delta)
+
+
+def _smooth_l1_loss(input, target, *, reduction, beta):
+    d = input - target
+    return reduced(_huber_terms(d, beta) / beta if beta else ew.abs(d), reduction)
+
+
+def _smooth_l1_rule(ctx, g):
+    x, t = ctx.saved
+    red, beta, need = ctx.attrs["reduction"], ctx.attrs["beta"], ctx.needs_input_grad
+    d = x - t
+    gd = (ew.clamp(d / beta, -1.0, 1.0) if beta else ew.sign(d)) * upstream(g, red, x.numel())
+    return (gd if need[0] else None), (-gd if need[1] else None)
+
+
+@op(decompose=_smooth_l1_loss, derivative=_smooth_l1_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta = 0 is L1.
+
+    A backend kernel receives input and target as floating arrays of one shape and dtype (a
+    target of another shape is broadcast first, with torch's warning), and reduction and
+    beta by name.
+    """
+    reduction = reduction_arg(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    x, t, _ = _regression_args("smooth_l1_loss", input, target, None)
+    return call_op("smooth_l1_loss", (x, t), {"reduction": reduction, "beta": float(beta)})
+
+
+def _huber_loss(input, target, weight, *, reduction, delta):
+    loss = _huber_terms(input - target, delta)
+    return reduced(loss if weight is None else loss * weight, reduction)
+
+
+def _huber_rule(ctx, g):
+    x, t, w = ctx.saved
+    red, delta, need = ctx.attrs["reduction"], ctx.attrs["delta"], ctx.needs_input_grad
+    d = x - t
+    s = upstream(g, red, x.numel())
+    gx = gt = gw = None
+    if need[0] or need[1]:
+        gd = ew.clamp(d, -delta, delta) * (s if w is None else s * w)
+        gx, gt = (gd if need[0] else None), (-gd if need[1] else None)
+    if need[2]:
+        gw = _huber_terms(d, delta) * s
+    return gx, gt, gw
+
+
+@op(decompose=_huber_loss, derivative=_huber_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); with a weight, 'mean' is
+    mean(w * l) (unlike mse_loss's and l1_loss's sum(w l) / sum(w)), as in torch.
+
+    A backend kernel receives input, target and weight (or None) as floating arrays of one
+    shape and dtype, and reduction and delta by name.
+    """
+    check_reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return call_op("huber_loss", _regression_args("huber_loss", input, target, weight),
+                   {"reduction": reduction, "delta": float(delta)})
+
+
+# -- distribution losses: KL divergence, Poisson NLL ------------------------------------------
+
+def _kl_div(input, target, *, reduction, log_target):
+    if log_target:
+        loss = ew.exp(target) * (target - input)
+    else:  # target * log(target), 0 where target is 0 (torch's xlogy)
+        safe = ew.where(ew.gt(target, 0), target, 1.0)
+        loss = ew.where(ew.eq(target, 0), 0.0, target * ew.log(safe)) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return reduced(loss, reduction)
+
+
+@op(decompose=_kl_div, exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """KL(target || exp(input)) pointwise: target * (log target - input) (``input`` holds
+    log-probabilities; ``log_target``: so does target); 'batchmean' divides the sum by the batch size.
+
+    'mean' averages over every element and warns, as torch does. A backend kernel receives
+    input and target as floating arrays of one shape and dtype, and reduction ('none',
+    'mean', 'sum', 'batchmean') and log_target by name.
+    """
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, reduction)
+    elif reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
+    if reduction not in REDUCTIONS + ("batchmean",):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    check_tensors("kl_div", input=input, target=target)
+    dtype = _float_dtype("kl_div", input, target)
+    shape = broadcast_shapes(input.shape, target.shape)
+    x, t = _fit(input, shape, dtype), _fit(target, shape, dtype)
+    return call_op("kl_div", (x, t), {"reduction": reduction, "log_target": bool(log_target)})
+
+
+_HALF_LOG_2PI = 0.9189385332046727
+
+
+def _poisson_nll_loss(input, target, *, log_input, full, eps, reduction):
+    loss = ew.exp(input) - target * input if log_input else input - target * ew.log(input + eps)
+    if full:  # Stirling's approximation of log(target!), where target > 1
+        safe = ew.where(ew.gt(target, 1), target, 1.0)
+        stirling = safe * ew.log(safe) - safe + ew.log(safe) * 0.5 + _HALF_LOG_2PI
+        loss = loss + ew.where(ew.gt(target, 1), stirling, 0.0)
+    return reduced(loss, reduction)
+
+
+@op(decompose=_poisson_nll_loss, exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    """Negative log-likelihood of ``target`` under Poisson(rate): exp(input) - target * input with
+    ``log_input``, else input - target * log(input + eps); ``full`` adds Stirling's term.
+
+    A backend kernel receives input and target as floating arrays of one shape and dtype,
+    and log_input, full, eps and reduction by name.
+    """
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, reduction)
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    check_tensors("poisson_nll_loss", input=input, target=target)
+    dtype = _float_dtype("poisson_nll_loss", input, target)
+    shape = broadcast_shapes(input.shape, target.shape)
+    return call_op("poisson_nll_loss", (_fit(input, shape, dtype), _fit(target, shape, dtype)),
+                   {"log_input": bool(log_input), "full": bool(full), "eps": float(eps),
+                    "reduction": reduction})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 
 from ..dispatch import call_op
-from ..dtypes import int64
+from ..dtypes import bool_, int64
 from ..optable import composite, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
@@ -210,12 +210,14 @@ def _pad_rule(ctx, g):
 
 @op(primitive="pad", derivative=_pad_rule, exposed=("nn.functional",))
 def pad(input, pad, mode="constant", value=None):
-    """torch.nn.functional.pad, constant mode: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...).
+    """torch.nn.functional.pad: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...).
 
-    Negative widths crop, as in torch.
+    Negative widths crop, as in torch. Modes 'reflect', 'replicate' and 'circular' are the
+    op ``mode_pad`` (``ops/padding.py``).
     """
     if mode != "constant":
-        raise NotImplementedError(f"pad(): mode {mode!r} is not supported; only mode='constant' is")
+        from .padding import mode_pad  # ops/padding.py is imported after this module
+        return mode_pad(input, pad, mode, value)
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2:
         raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)} values {list(pad)}")
@@ -252,13 +254,13 @@ def _band(op, input, diagonal, lower):
     return ew.where(keep, input, zeros_like(input))
 
 
-@composite(exposed=_EVERYWHERE)
+@composite(exposed=_EVERYWHERE, inplace=True)
 def tril(input, diagonal=0):
     """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
     return _band("tril", input, diagonal, True)
 
 
-@composite(exposed=_EVERYWHERE)
+@composite(exposed=_EVERYWHERE, inplace=True)
 def triu(input, diagonal=0):
     """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
     return _band("triu", input, diagonal, False)
@@ -348,3 +350,105 @@ def meshgrid(*tensors, indexing="ij"):
             raise RuntimeError(f"meshgrid expects all tensors to be 0- or 1-dimensional tensors, got "
                                f"{t.ndim if isinstance(t, Tensor) else type(t).__name__}-D")
     return call_op("meshgrid", tuple(tensors), {"indexing": indexing})
+
+
+# -- rot90, diff, unfold --------------------------------------------------------------------
+
+@composite(exposed=_EVERYWHERE)
+def rot90(input, k=1, dims=(0, 1)):
+    """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first dim toward the
+    second."""
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+    d0, d1 = _dims(dims, input.ndim, "rot90")
+    k %= 4
+    if k == 1:
+        return flip(input, (d1,)).transpose(d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return flip(input, (d0,)).transpose(d0, d1)
+    return clone(input)
+
+
+def _diff(input, prepend, append, *, n, dim):
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = cat(parts, dim) if len(parts) > 1 else input
+    for _ in range(n):
+        size = x.shape[dim]
+        later, earlier = _slice_along(x, dim, 1, size), _slice_along(x, dim, 0, builtins.max(size - 1, 0))
+        x = ew.ne(later, earlier) if x.dtype is bool_ else later - earlier
+    return x
+
+
+@op(decompose=_diff, exposed=_EVERYWHERE)
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``
+    and ``append`` to ``input`` there."""
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = _wrap_dim(dim, input.ndim)
+    for name, t in (("prepend", prepend), ("append", append)):
+        if t is not None and t.ndim != input.ndim:
+            raise RuntimeError(f"diff expects prepend or append to be the same dimension as input "
+                               f"({name} has {t.ndim} dims, input {input.ndim})")
+    return call_op("diff", (input, prepend, append), {"n": int(n), "dim": d})
+
+
+def _unfold_positions(backend, n, size, step):
+    """int64 (n, size): the positions window i takes along the unfolded dim."""
+    p = backend.primitives
+    starts = p["reshape"](p["arange"](0, n * step, step, int64), (n, 1))
+    return p["add"](starts, p["reshape"](p["arange"](0, size, 1, int64), (1, size)))
+
+
+def _unfold_order(ndim, dim):
+    """Axes that take (others..., windows, size) to input's order with the windows at ``dim``."""
+    others = [i for i in range(ndim) if i != dim]
+    order = [0] * (ndim + 1)
+    for k, i in enumerate(others):
+        order[i] = k
+    order[dim], order[ndim] = ndim - 1, ndim
+    return tuple(order)
+
+
+def _lower_unfold(backend, x, *, dimension, size, step):
+    p = backend.primitives
+    ndim = len(x.shape)
+    last = tuple(i for i in range(ndim) if i != dimension) + (dimension,)
+    win = p["windows"](p["permute"](x, last), (size,), (step,), (1,))  # (others..., n, size)
+    return p["permute"](win, _unfold_order(ndim, dimension))
+
+
+def _unfold_rule(ctx, g):
+    from .index import index_put_zeros  # index builds on this module
+    shape, dtype = ctx.meta[0]
+    a = ctx.attrs
+    d, size, step = a["dimension"], a["size"], a["step"]
+    n = g.shape[d]
+    moved = g.movedim(d, -2)  # (others..., n, size)
+    positions = _unfold_positions(g._backend, n, size, step)
+    others = tuple(s for i, s in enumerate(shape) if i != d)
+    acc = index_put_zeros(moved, others + (shape[d],), dtype, (Ellipsis, positions))
+    return acc.movedim(-1, d)
+
+
+@op(lower=_lower_unfold, derivative=_unfold_rule, view=True, exposed=("Tensor",))
+def unfold(input, dimension, size, step):
+    """A view of every ``size``-long slice along ``dimension`` taken each ``step``: that dim
+    becomes the number of slices and a new last dim of ``size`` holds them. The view is
+    read-only (its slices overlap)."""
+    d = _wrap_dim(dimension, input.ndim)
+    length = input.shape[d] if input.ndim else 1
+    if size > length or size < 0:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if input.ndim == 0:  # torch: a 0-d tensor unfolds as a 1-element vector, to shape (size,)
+        return unfold(input.reshape(1), 0, size, step).reshape(size)
+    return call_op("unfold", (input,), {"dimension": d, "size": int(size), "step": int(step)})

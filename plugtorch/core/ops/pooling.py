@@ -1,24 +1,28 @@
-"""2-D pooling on the window view: max_pool2d (with its registered backward op), avg_pool2d,
-adaptive_avg_pool2d.
+"""Pooling on the N-d window view: max_pool{2,3}d (with their registered backward ops),
+avg_pool{2,3}d, adaptive_avg_pool{1,2,3}d, and the 1-D max/avg pools as 2-D pools of height 1.
 
-Each op function checks and normalises its arguments (pairs of ints, a batch dim),
-so kernels and decompositions see 4-D input and the resolved geometry.
+Each op function checks and normalises its arguments (one int per spatial dim, a batch
+dim), so kernels and decompositions see batched input and the resolved geometry. One set
+of helpers serves every rank; each rank is an op of its own, as in torch.
 """
 from __future__ import annotations
+
+import itertools
+import math
 
 from ..dispatch import call_op
 from ..dtypes import get_default_dtype
 from ..optable import op
 from ..tensor import Tensor
 from . import elementwise as ew
-from ._args import pair
-from .conv import batched
+from .conv import as_2d_attrs, batched, ntuple
 from .creation import arange, ones
 from .movement import pad
 from .shape import cat, stack
 from .window import fold, windows
 
 _F = ("nn.functional",)
+_BOTH = ("plugtorch",) + _F
 
 
 def _out_size(size, k, s, p, d, ceil_mode=False):
@@ -32,71 +36,104 @@ def _out_size(size, k, s, p, d, ceil_mode=False):
     return span // s + 1
 
 
-def _geometry(op_name, x, kernel_size, stride, padding, dilation, ceil_mode):
+def _geometry(op_name, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
     """The normalised attrs of a pooling call, checked against torch's rules."""
-    kh, kw = pair(kernel_size, "kernel_size")
-    sh, sw = pair(stride if stride not in (None, ()) else (kh, kw), "stride")
-    ph, pw = pair(padding, "padding")
-    dh, dw = pair(dilation, "dilation")
-    if ph > kh // 2 or pw > kw // 2:
+    k = ntuple(kernel_size, nd, "kernel_size")
+    s = ntuple(stride if stride not in (None, (), []) else k, nd, "stride")
+    p = ntuple(padding, nd, "padding")
+    d = ntuple(dilation, nd, "dilation")
+    if min(k + s + d) <= 0 or min(p) < 0:
+        raise RuntimeError(f"{op_name}: kernel_size, stride and dilation must be greater than zero and "
+                           f"padding non-negative, got kernel_size={k}, stride={s}, padding={p}, dilation={d}")
+    if any(pi > ki // 2 for pi, ki in zip(p, k)):
         raise RuntimeError(f"{op_name}: pad should be at most half of effective kernel size, but got "
-                           f"pad={max(ph, pw)}, kernel_size={max(kh, kw)}")
-    h, w = x.shape[-2], x.shape[-1]
-    oh = _out_size(h, kh, sh, ph, dh, ceil_mode)
-    ow = _out_size(w, kw, sw, pw, dw, ceil_mode)
-    if oh <= 0 or ow <= 0:
-        raise RuntimeError(f"{op_name}: Given input size: ({x.shape[-3]}x{h}x{w}). Calculated output "
-                           f"size: ({x.shape[-3]}x{oh}x{ow}). Output size is too small")
-    return {"kernel_size": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw),
-            "ceil_mode": ceil_mode}
+                           f"pad={max(p)}, kernel_size={max(k)}")
+    size = x.shape[x.ndim - nd:]
+    out = [_out_size(*t, ceil_mode) for t in zip(size, k, s, p, d)]
+    if min(out) <= 0:
+        c = x.shape[x.ndim - nd - 1]
+        raise RuntimeError(f"{op_name}: Given input size: ({'x'.join(map(str, (c,) + tuple(size)))}). "
+                           f"Calculated output size: ({'x'.join(map(str, [c] + out))}). Output size is "
+                           "too small")
+    return {"kernel_size": k, "stride": s, "padding": p, "dilation": d, "ceil_mode": ceil_mode}
 
 
 def _padded(x, kernel_size, stride, padding, dilation, value):
     """``x`` padded on both sides, plus at the end where ceil_mode's last window overhangs."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
-    h, w = x.shape[-2], x.shape[-1]
-    oh = (h + 2 * ph - dh * (kh - 1) - 1 + sh - 1) // sh + 1
-    ow = (w + 2 * pw - dw * (kw - 1) - 1 + sw - 1) // sw + 1
-    widths = (pw, pw + max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw)),
-              ph, ph + max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph)))
-    return pad(x, widths, value=value) if any(widths) else x  # pad() would copy even for none
+    nd = len(kernel_size)
+    widths = []
+    for size, k, s, p, d in zip(x.shape[x.ndim - nd:], kernel_size, stride, padding, dilation):
+        n = (size + 2 * p - d * (k - 1) - 1 + s - 1) // s + 1
+        widths.append((p, p + max(0, (n - 1) * s + d * (k - 1) + 1 - (size + 2 * p))))
+    flat = tuple(w for pair in reversed(widths) for w in pair)
+    return pad(x, flat, value=value) if any(flat) else x  # pad() would copy even for none
 
 
 def _pool_windows(x, value, *, kernel_size, stride, padding, dilation, ceil_mode):
-    """The (N, C, OH, OW, kh, kw) windows of a pooling call (ceil_mode's extra one included)."""
-    w = windows(_padded(x, kernel_size, stride, padding, dilation, value), kernel_size, stride,
-                dilation)
-    oh = _out_size(x.shape[-2], kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode)
-    ow = _out_size(x.shape[-1], kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode)
-    return w if (w.shape[2], w.shape[3]) == (oh, ow) else w[:, :, :oh, :ow]
+    """The (N, C, *out, *kernel) windows of a pooling call (ceil_mode's extra one included)."""
+    nd = len(kernel_size)
+    w = windows(_padded(x, kernel_size, stride, padding, dilation, value), kernel_size, stride, dilation)
+    out = tuple(_out_size(*t, ceil_mode) for t in zip(x.shape[2:], kernel_size, stride, padding, dilation))
+    if tuple(w.shape[2:2 + nd]) == out:
+        return w
+    return w[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
 
 
-# -- max_pool2d --------------------------------------------------------------------------
-
-def _max_pool2d(input, **geometry):
-    """A running maximum over the window offsets (NaN-propagating, like torch)."""
-    w = _pool_windows(input, float("-inf"), **geometry)
-    kh, kw = geometry["kernel_size"]
-    out = w[..., 0, 0]
-    for i in range(kh):
-        for j in range(kw):
-            if i or j:
-                out = ew.maximum(out, w[..., i, j])
-    return out.contiguous() if (kh, kw) == (1, 1) else out
+def _lowest(dtype):
+    """The padding value no element can lose a max to: -inf, or the integer dtype's minimum."""
+    if dtype.is_floating_point:
+        return float("-inf")
+    if dtype.name == "bool":
+        return False
+    import numpy as np
+    return int(np.iinfo(dtype.name).min)
 
 
-def _max_pool2d_rule(ctx, g):
-    return max_pool2d_backward(g, ctx.saved[0], ctx.output, **ctx.attrs)
-
-
-def _maybe_unbatched(op_name, input, run):
-    x, unbatched = batched(op_name, input)
+def _maybe_unbatched(op_name, input, nd, run):
+    x, unbatched = batched(op_name, input, nd + 2)
     out = run(x)
-    return out.squeeze(0) if unbatched else out
+    if unbatched:
+        return tuple(o.squeeze(0) for o in out) if isinstance(out, tuple) else out.squeeze(0)
+    return out
 
 
-@op(decompose=_max_pool2d, derivative=_max_pool2d_rule, save=("inputs", "output"),
-    exposed=("plugtorch",) + _F)
+def _check_input(op_name, input, integers=True):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if not input.dtype.is_floating_point and (not integers or input.dtype.name == "bool"):
+        raise RuntimeError(f"{op_name}: expected a floating point input, got {input.dtype.name}")
+
+
+# -- max pooling -------------------------------------------------------------------------
+
+def _max_pool(input, **geometry):
+    """A running maximum over the window offsets (NaN-propagating, like torch)."""
+    w = _pool_windows(input, _lowest(input.dtype), **geometry)
+    offsets = list(itertools.product(*(range(k) for k in geometry["kernel_size"])))
+    out = w[(Ellipsis,) + offsets[0]]
+    for o in offsets[1:]:
+        out = ew.maximum(out, w[(Ellipsis,) + o])
+    return out.contiguous() if len(offsets) == 1 else out
+
+
+def _max_pool_rule(backward_op):
+    def rule(ctx, g):
+        return call_op(backward_op, (g, ctx.saved[0], ctx.output), ctx.attrs)
+    return rule
+
+
+def _max_pool_front(op_name, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
+                    return_indices):
+    _check_input(op_name, input)
+    geometry = _geometry(op_name, batched(op_name, input, nd + 2)[0], nd, kernel_size, stride, padding,
+                         dilation, ceil_mode)
+    if return_indices:
+        return _maybe_unbatched(op_name, input, nd, lambda x: _max_pool_with_indices(x, geometry))
+    return _maybe_unbatched(op_name, input, nd, lambda x: call_op(op_name, (x,), geometry))
+
+
+@op(decompose=_max_pool, derivative=_max_pool_rule("max_pool2d_backward"), save=("inputs", "output"),
+    exposed=_BOTH)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Max over sliding windows; the gradient goes to each window's first maximum.
@@ -104,18 +141,51 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     A backend kernel receives a 4-D input and kernel_size, stride, padding, dilation (pairs)
     and ceil_mode by name.
     """
-    if not isinstance(input, Tensor):
-        raise TypeError(f"max_pool2d(): argument 'input' must be Tensor, not {type(input).__name__}")
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"max_pool2d: expected a floating point input, got {input.dtype.name}")
-    geometry = _geometry("max_pool2d", batched("max_pool2d", input)[0], kernel_size, stride, padding,
-                         dilation, ceil_mode)
+    return _max_pool_front("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
+                           return_indices)
+
+
+@op(decompose=_max_pool, derivative=_max_pool_rule("max_pool3d_backward"), save=("inputs", "output"),
+    exposed=_BOTH)
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum.
+
+    A backend kernel receives a 5-D input and kernel_size, stride, padding, dilation (triples)
+    and ceil_mode by name.
+    """
+    return _max_pool_front("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
+                           return_indices)
+
+
+def _max_pool1d(input, **geometry):
+    return call_op("max_pool2d", (input.unsqueeze(2),), _as_2d(geometry)).squeeze(2)
+
+
+def _as_2d(geometry):
+    out = as_2d_attrs({k: v for k, v in geometry.items() if k != "ceil_mode"})
+    out["ceil_mode"] = geometry["ceil_mode"]
+    return out
+
+
+@op(decompose=_max_pool1d, exposed=_BOTH)
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """Max over sliding windows of (N, C, L): max_pool2d on a height-1 image.
+
+    A backend kernel receives a 3-D input and kernel_size, stride, padding, dilation
+    (1-tuples) and ceil_mode by name.
+    """
+    _check_input("max_pool1d", input, integers=False)  # torch has no integer max_pool1d
     if return_indices:
-        return _maybe_unbatched("max_pool2d", input, lambda x: _max_pool_with_indices(x, geometry))
-    return _maybe_unbatched("max_pool2d", input, lambda x: call_op("max_pool2d", (x,), geometry))
+        geometry = _geometry("max_pool1d", batched("max_pool1d", input, 3)[0], 1, kernel_size, stride,
+                             padding, dilation, ceil_mode)
+        return _maybe_unbatched("max_pool1d", input, 1, lambda x: tuple(
+            o.squeeze(2) for o in _max_pool_with_indices(x.unsqueeze(2), _as_2d(geometry))))
+    return _max_pool_front("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, False)
 
 
-def _max_pool2d_backward(grad_output, input, output, **geometry):
+def _max_pool_backward(grad_output, input, output, **geometry):
     """Each window's gradient goes to its first maximum (row-major), as in torch.
 
     Built from comparisons and multiplies rather than argmax/scatter: on CPUs those
@@ -123,116 +193,196 @@ def _max_pool2d_backward(grad_output, input, output, **geometry):
     """
     x, out = input.detach(), output.detach()
     k, s, p, d = (geometry[a] for a in ("kernel_size", "stride", "padding", "dilation"))
-    padded = _padded(x, k, s, p, d, float("-inf"))
-    w = _pool_windows(x, float("-inf"), **geometry)
+    nd = len(k)
+    w = _pool_windows(x, _lowest(x.dtype), **geometry)
     claimed, parts = None, []
-    for i in range(k[0]):
-        for j in range(k[1]):
-            hit = ew.eq(w[..., i, j], out)
-            if claimed is None:
-                claimed = hit
-            else:
-                hit = ew.logical_and(hit, ew.logical_not(claimed))
-                claimed = ew.logical_or(claimed, hit)
-            parts.append(grad_output * hit.to(grad_output.dtype))
-    # stacked on a new leading axis (contiguous writes), then viewed as (..., kh, kw)
-    cols = stack(parts, 0).reshape(k[0], k[1], *out.shape).permute(2, 3, 4, 5, 0, 1)
-    dx = fold(cols, padded.shape, k, s, d)
-    h, wd = x.shape[-2], x.shape[-1]
-    return dx[..., p[0]:p[0] + h, p[1]:p[1] + wd] if tuple(dx.shape) != tuple(x.shape) else dx
+    for offset in itertools.product(*(range(ki) for ki in k)):
+        hit = ew.eq(w[(Ellipsis,) + offset], out)
+        if claimed is None:
+            claimed = hit
+        else:
+            hit = ew.logical_and(hit, ew.logical_not(claimed))
+            claimed = ew.logical_or(claimed, hit)
+        parts.append(grad_output * hit.to(grad_output.dtype))
+    # stacked on a new leading axis (contiguous writes), then viewed as (..., *kernel)
+    cols = stack(parts, 0).reshape(*k, *out.shape).permute(nd, nd + 1, *range(nd + 2, 2 * nd + 2),
+                                                          *range(nd))
+    # folded onto exactly the span the windows cover (so fold's own derivative sees the same
+    # windows), then cut (padding) or extended with zeros (an uncovered end) to the input's extent
+    span = [(o - 1) * si + di * (ki - 1) + 1 for o, si, di, ki in zip(out.shape[2:], s, d, k)]
+    dx = fold(cols, tuple(out.shape[:2]) + tuple(span), k, s, d)
+    widths = tuple(w for pi, size, t in reversed(list(zip(p, x.shape[2:], span))) for w in (-pi, pi + size - t))
+    return pad(dx, widths) if any(widths) else dx
 
 
-@op(decompose=_max_pool2d_backward)
-def max_pool2d_backward(grad_output, input, output, kernel_size, stride, padding, dilation,
-                        ceil_mode):
-    """The gradient of max_pool2d: ``grad_output`` routed to each window's first maximum."""
-    return call_op("max_pool2d_backward", (grad_output, input, output),
-                   {"kernel_size": kernel_size, "stride": stride, "padding": padding,
-                    "dilation": dilation, "ceil_mode": ceil_mode})
+def _backward_front(name):
+    def backward(grad_output, input, output, kernel_size, stride, padding, dilation, ceil_mode):
+        return call_op(name, (grad_output, input, output),
+                       {"kernel_size": tuple(kernel_size), "stride": tuple(stride),
+                        "padding": tuple(padding), "dilation": tuple(dilation), "ceil_mode": ceil_mode})
+    backward.__name__ = backward.__qualname__ = name
+    backward.__doc__ = (f"The gradient of {name[:-9]}: ``grad_output`` routed to each window's first "
+                        "maximum.")
+    return backward
+
+
+max_pool2d_backward = op(decompose=_max_pool_backward)(_backward_front("max_pool2d_backward"))
+max_pool3d_backward = op(decompose=_max_pool_backward)(_backward_front("max_pool3d_backward"))
 
 
 def _max_pool_with_indices(x, geometry):
-    w = _pool_windows(x, float("-inf"), **geometry)
-    n, c, oh, ow, kh, kw = w.shape
-    flat = w.reshape(n, c, oh, ow, kh * kw)
+    w = _pool_windows(x, _lowest(x.dtype), **geometry)
+    nd = len(geometry["kernel_size"])
+    out_size = w.shape[2:2 + nd]
+    flat = w.reshape(*w.shape[:2 + nd], -1)
     idx = flat.argmax(-1, keepdim=True)      # the first maximum gets the gradient, as in torch
     out = flat.gather(-1, idx).squeeze(-1)
-    return out, _flat_indices(idx.squeeze(-1), x, geometry, oh, ow)
+    return out, _flat_indices(idx.squeeze(-1), x, geometry, out_size)
 
 
-def _flat_indices(win_idx, x, geometry, oh, ow):
-    """Window-relative argmax -> index into the flattened (H*W) input plane (torch's convention)."""
+def _flat_indices(win_idx, x, geometry, out_size):
+    """Window-relative argmax -> index into the flattened input plane/volume (torch's convention)."""
     k, s, p, d = (geometry[a] for a in ("kernel_size", "stride", "padding", "dilation"))
-    dev = x._backend.name
-    r = win_idx // k[1]
-    q = win_idx - r * k[1]
-    rows = arange(oh, device=dev).reshape(oh, 1) * s[0] - p[0] + r * d[0]
-    cols = arange(ow, device=dev).reshape(1, ow) * s[1] - p[1] + q * d[1]
-    return rows * x.shape[-1] + cols
+    nd, dev = len(k), x._backend.name
+    size = x.shape[2:]
+    flat, rest = None, win_idx
+    for i in reversed(range(nd)):
+        r = rest % k[i]
+        rest = rest // k[i]
+        shape = (out_size[i],) + (1,) * (nd - 1 - i)
+        pos = arange(out_size[i], device=dev).reshape(shape) * s[i] - p[i] + r * d[i]
+        term = pos * math.prod(size[i + 1:])
+        flat = term if flat is None else flat + term
+    return flat
 
 
 # -- average pooling ---------------------------------------------------------------------
 
-def _avg_pool2d(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                divisor_override):
+def _avg_pool(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    nd = len(kernel_size)
+    dims = tuple(range(-nd, 0))
     geometry = {"kernel_size": kernel_size, "stride": stride, "padding": padding,
-                "dilation": (1, 1), "ceil_mode": ceil_mode}
-    total = _pool_windows(input, 0.0, **geometry).sum((-2, -1))
-    k = kernel_size
+                "dilation": (1,) * nd, "ceil_mode": ceil_mode}
+    total = _pool_windows(input, 0.0, **geometry).sum(dims)
     if divisor_override:
         return total / divisor_override
-    h, w = input.shape[-2], input.shape[-1]
-    overhang = _padded(input[:1, :1], k, stride, padding, (1, 1), 0.0).shape[-2:] != (
-        h + 2 * padding[0], w + 2 * padding[1])
+    size = input.shape[2:]
+    overhang = tuple(_padded(input[:1, :1], kernel_size, stride, padding, (1,) * nd, 0.0).shape[2:]) != tuple(
+        s + 2 * p for s, p in zip(size, padding))
     if count_include_pad and not overhang:
-        return total / (k[0] * k[1])
+        return total / math.prod(kernel_size)
     # Divide each window by how many of its cells are real (or real + padding) input.
-    mask = ones(1, 1, h, w, dtype=input.dtype, device=input._backend.name)
+    mask = ones(1, 1, *size, dtype=input.dtype, device=input._backend.name)
     if count_include_pad:  # padding counts, the ceil_mode overhang does not
-        mask = pad(mask, (padding[1], padding[1], padding[0], padding[0]), value=1.0)
-        unpadded = {**geometry, "padding": (0, 0)}
-        counts = _pool_windows(mask, 0.0, **unpadded).sum((-2, -1))
+        mask = pad(mask, tuple(w for p in reversed(padding) for w in (p, p)), value=1.0)
+        counts = _pool_windows(mask, 0.0, **{**geometry, "padding": (0,) * nd}).sum(dims)
     else:
-        counts = _pool_windows(mask, 0.0, **geometry).sum((-2, -1))
+        counts = _pool_windows(mask, 0.0, **geometry).sum(dims)
     return total / counts
 
 
-@op(decompose=_avg_pool2d, exposed=("plugtorch",) + _F)
+def _avg_pool_front(op_name, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                    divisor_override):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    x, unbatched = batched(op_name, input, nd + 2)
+    g = _geometry(op_name, x, nd, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError(f"{op_name}: divisor must be not zero")
+    x = x if x.dtype.is_floating_point else x.to(get_default_dtype())
+    attrs = {"kernel_size": g["kernel_size"], "stride": g["stride"], "padding": g["padding"],
+             "ceil_mode": ceil_mode, "count_include_pad": count_include_pad}
+    if nd > 1:
+        attrs["divisor_override"] = divisor_override
+    out = call_op(op_name, (x,), attrs)
+    return out.squeeze(0) if unbatched else out
+
+
+@op(decompose=_avg_pool, exposed=_BOTH)
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Mean over sliding windows (padding, ceil_mode, count_include_pad, divisor_override)."""
-    x, unbatched = batched("avg_pool2d", input)
-    g = _geometry("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
-    x = x if x.dtype.is_floating_point else x.to(get_default_dtype())
-    out = call_op("avg_pool2d", (x,), {"kernel_size": g["kernel_size"], "stride": g["stride"],
-                                       "padding": g["padding"], "ceil_mode": ceil_mode,
-                                       "count_include_pad": count_include_pad,
-                                       "divisor_override": divisor_override})
+    return _avg_pool_front("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                           count_include_pad, divisor_override)
+
+
+@op(decompose=_avg_pool, exposed=_F)
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Mean over sliding 3-D windows of (N, C, D, H, W)."""
+    return _avg_pool_front("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
+                           count_include_pad, divisor_override)
+
+
+def _avg_pool1d(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad):
+    attrs = {"kernel_size": (1,) + kernel_size, "stride": (1,) + stride, "padding": (0,) + padding,
+             "ceil_mode": ceil_mode, "count_include_pad": count_include_pad, "divisor_override": None}
+    return call_op("avg_pool2d", (input.unsqueeze(2),), attrs).squeeze(2)
+
+
+@op(decompose=_avg_pool1d, exposed=_BOTH)
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """Mean over sliding windows of (N, C, L): avg_pool2d on a height-1 image."""
+    return _avg_pool_front("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+                           count_include_pad, None)
+
+
+# -- adaptive average pooling ----------------------------------------------------------------
+
+def _adaptive_avg_pool(input, *, output_size):
+    """Means over torch's adaptive windows, one spatial axis at a time (the windows are boxes,
+    so the mean over a box is the mean of the per-axis means)."""
+    nd = len(output_size)
+    x = input
+    for i, out in enumerate(output_size):
+        axis = x.ndim - nd + i
+        size = x.shape[axis]
+        if size % out == 0:  # equal windows: one reshape and mean
+            k = size // out
+            x = x.reshape(*x.shape[:axis], out, k, *x.shape[axis + 1:]).mean(axis + 1)
+            continue
+        # torch's adaptive windows: start = floor(i*size/out), end = ceil((i+1)*size/out)
+        parts = []
+        for j in range(out):
+            lo, hi = (j * size) // out, -(-((j + 1) * size) // out)
+            parts.append(x.narrow(axis, lo, hi - lo).mean(axis, keepdim=True))
+        x = cat(parts, axis)
+    return x
+
+
+def _adaptive_front(op_name, nd, input, output_size):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    x, unbatched = batched(op_name, input, nd + 2)
+    if output_size is None or isinstance(output_size, int):
+        sizes = (output_size,) * nd
+    else:
+        sizes = tuple(output_size)
+        sizes = sizes * nd if len(sizes) == 1 else sizes
+    if len(sizes) != nd or not all(v is None or isinstance(v, int) for v in sizes):
+        raise ValueError(f"{op_name}: output_size must be an int or {nd} ints (None keeps a size), "
+                         f"got {output_size!r}")
+    size = tuple(x.shape[2 + i] if v is None else v for i, v in enumerate(sizes))
+    if any(s == 0 for s in x.shape[2:]) or min(size, default=1) < 0:
+        raise RuntimeError(f"{op_name}(): Expected input to have non-zero size for non-batch dimensions, "
+                           f"but input has sizes {list(input.shape)}")
+    out = call_op(op_name, (x,), {"output_size": size})
     return out.squeeze(0) if unbatched else out
 
 
-def _adaptive_avg_pool2d(input, *, output_size):
-    oh, ow = output_size
-    h, w = input.shape[-2], input.shape[-1]
-    if h % oh == 0 and w % ow == 0:
-        return avg_pool2d(input, (h // oh, w // ow), (h // oh, w // ow))
-    # torch's adaptive windows: start = floor(i*H/OH), end = ceil((i+1)*H/OH)
-    rows = []
-    for i in range(oh):
-        r0, r1 = (i * h) // oh, -(-((i + 1) * h) // oh)
-        cols = []
-        for j in range(ow):
-            c0, c1 = (j * w) // ow, -(-((j + 1) * w) // ow)
-            cols.append(input[..., r0:r1, c0:c1].mean((-2, -1), keepdim=True))
-        rows.append(cat(cols, -1))
-    return cat(rows, -2)
+@op("adaptive_avg_pool1d", decompose=_adaptive_avg_pool, exposed=_BOTH)
+def adaptive_avg_pool1d(input, output_size):
+    """Mean over torch's adaptive windows of (N, C, L) for a given output length."""
+    return _adaptive_front("adaptive_avg_pool1d", 1, input, output_size)
 
 
-@op(decompose=_adaptive_avg_pool2d, exposed=("plugtorch",) + _F)
+@op(decompose=_adaptive_avg_pool, exposed=_BOTH)
 def adaptive_avg_pool2d(input, output_size):
     """Mean over torch's adaptive windows for a given output size (None keeps that size)."""
-    x, unbatched = batched("adaptive_avg_pool2d", input)
-    oh, ow = pair(output_size, "output_size") if output_size is not None else x.shape[-2:]
-    size = (x.shape[-2] if oh is None else oh, x.shape[-1] if ow is None else ow)
-    out = call_op("adaptive_avg_pool2d", (x,), {"output_size": size})
-    return out.squeeze(0) if unbatched else out
+    return _adaptive_front("adaptive_avg_pool2d", 2, input, output_size)
+
+
+@op(decompose=_adaptive_avg_pool, exposed=_F)
+def adaptive_avg_pool3d(input, output_size):
+    """Mean over torch's adaptive windows of (N, C, D, H, W) (None keeps that size)."""
+    return _adaptive_front("adaptive_avg_pool3d", 3, input, output_size)

@@ -6,21 +6,20 @@ or None for all) before dispatch, so kernels and decompositions see one form.
 from __future__ import annotations
 
 import builtins
-from collections import namedtuple
-
 from ..dispatch import call_op, call_op1, record, wrap
 from ..dtypes import int64
 from ..grad_mode import _state as _grad
+from ..return_types import return_type
 from ..optable import TABLE, composite, op
 from ..tensor import Tensor, _wrap_dim
-from ._args import count, kept_shape, normalize_dims
+from ._args import alias, count, kept_shape, normalize_dims
 from .elementwise import eq, gt, isinf, maximum, minimum, ne, where
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
 # torch.return_types names: the classes are called like the ops
-max_result = namedtuple("max", ["values", "indices"])  # type: ignore[name-match]
-min_result = namedtuple("min", ["values", "indices"])  # type: ignore[name-match]
+max_result = return_type("max", ["values", "indices"])
+min_result = return_type("min", ["values", "indices"])
 
 
 def _expand_back(ctx, g):
@@ -33,8 +32,11 @@ def _expand_back(ctx, g):
 
 @op(primitive="sum", derivative=_expand_back, exposed=_EVERYWHERE,
     dtypes="bool and integers sum as int64 unless dtype is given")
-def sum(input, dim=None, keepdim=False, *, dtype=None):
-    """Sum over dims (all when dim is None)."""
+def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    """Sum over dims (all when dim is None); ``axis``/``keepdims`` are NumPy-style aliases."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = alias("sum", "dim", dim, "axis", axis), alias("sum", "keepdim", keepdim,
+                                                                      "keepdims", keepdims, False)
     axes = normalize_dims(dim, input.ndim)
     if dtype is None:
         dtype = input.dtype if input.dtype.is_floating_point else int64
@@ -45,9 +47,14 @@ def _mean(input, *, axes, keepdims):
     return sum(input, axes, keepdims) / count(input.shape, axes)
 
 
-@op(decompose=_mean, exposed=_EVERYWHERE)
-def mean(input, dim=None, keepdim=False, *, dtype=None):
+def _mean_rule(ctx, g):
+    return _expand_back(ctx, g) / count(ctx.meta[0][0], ctx.attrs["axes"])
+
+
+@op(decompose=_mean, derivative=_mean_rule, exposed=_EVERYWHERE)
+def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Mean over dims (floating input, or pass dtype)."""
+    dim, keepdim = _aliases("mean", dim, keepdim, axis, keepdims)
     if dtype is not None:
         input = input.to(dtype)
     if not input.dtype.is_floating_point:
@@ -92,19 +99,23 @@ def _extreme(kind, x, dim, keepdim):
 
 
 @op(primitive="max", derivative=_extreme_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
-def amax(input, dim=(), keepdim=False):
+def amax(input, dim=(), keepdim=False, *, axis=None, keepdims=None):
     """Max over dims (all by default); tied maxima share the gradient."""
+    dim, keepdim = _aliases("amax", dim, keepdim, axis, keepdims)
     return _extreme("amax", input, dim, keepdim)
 
 
 @op(primitive="min", derivative=_extreme_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
-def amin(input, dim=(), keepdim=False):
+def amin(input, dim=(), keepdim=False, *, axis=None, keepdims=None):
     """Min over dims (all by default); tied minima share the gradient."""
+    dim, keepdim = _aliases("amin", dim, keepdim, axis, keepdims)
     return _extreme("amin", input, dim, keepdim)
 
 
 def _arg(kind, x, dim, keepdim):
-    axis = None if dim is None else _wrap_dim(dim, x.ndim) if x.ndim else None
+    axis = None if dim is None else _wrap_dim(dim, x.ndim)
+    if x.ndim == 0:  # dim 0 or -1 of a 0-d tensor (checked above) reduces over everything
+        axis = None
     if x.numel() == 0:
         if axis is None:
             raise IndexError(f"{kind}(): Expected reduction dim to be specified for input.numel() == 0.")
@@ -117,14 +128,16 @@ def _arg(kind, x, dim, keepdim):
 
 
 @op(primitive="argmax", exposed=_EVERYWHERE, dtypes="-> int64")
-def argmax(input, dim=None, keepdim=False):
+def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the first maximum (over all elements, or along dim)."""
+    dim, keepdim = _aliases("argmax", dim, keepdim, axis, keepdims)
     return _arg("argmax", input, dim, keepdim)
 
 
 @op(primitive="argmin", exposed=_EVERYWHERE, dtypes="-> int64")
-def argmin(input, dim=None, keepdim=False):
+def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the first minimum (over all elements, or along dim)."""
+    dim, keepdim = _aliases("argmin", dim, keepdim, axis, keepdims)
     return _arg("argmin", input, dim, keepdim)
 
 
@@ -158,15 +171,36 @@ def _max_min(kind, x, dim, keepdim, other):
 
 
 @op(decompose=_values_and_indices("max"), multi_output=True, exposed=_EVERYWHERE)
-def max(input, dim=None, keepdim=False, *, other=None):
+def max(input, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
     """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, other)``: maximum."""
+    dim, keepdim = _aliases("max", dim, keepdim, axis, keepdims)
     return _max_min("max", input, dim, keepdim, other)
 
 
 @op(decompose=_values_and_indices("min"), multi_output=True, exposed=_EVERYWHERE)
-def min(input, dim=None, keepdim=False, *, other=None):
+def min(input, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
     """``min(x)``: the smallest value; ``min(x, dim)``: (values, indices); ``min(x, other)``: minimum."""
+    dim, keepdim = _aliases("min", dim, keepdim, axis, keepdims)
     return _max_min("min", input, dim, keepdim, other)
+
+
+aminmax_result = return_type("aminmax", ["min", "max"])
+
+
+def _aminmax(input, *, dim, keepdim):
+    dims = () if dim is None else dim
+    return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
+
+
+@op(decompose=_aminmax, multi_output=True, exposed=_EVERYWHERE)
+def aminmax(input, *, dim=None, keepdim=False):
+    """(min, max) over all elements, or along ``dim``, in one call."""
+    if input.numel() == 0 and (dim is None or input.shape[_wrap_dim(dim, input.ndim)] == 0):
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
+                           "operation has no identity.")
+    if dim is not None:
+        dim = _wrap_dim(dim, input.ndim)
+    return call_op("aminmax", (input,), {"dim": dim, "keepdim": keepdim})
 
 
 def _logsumexp(input, *, axes, keepdims):
@@ -177,19 +211,41 @@ def _logsumexp(input, *, axes, keepdims):
         tuple(s for i, s in enumerate(out.shape) if axes is not None and i not in axes))
 
 
-@op(decompose=_logsumexp, exposed=_EVERYWHERE)
-def logsumexp(input, dim, keepdim=False):
+def _logsumexp_rule(ctx, g):
+    x, out = ctx.saved[0], ctx.output
+    if not ctx.attrs["keepdims"]:
+        kept = kept_shape(ctx.meta[0][0], ctx.attrs["axes"])
+        g, out = g.reshape(kept), out.reshape(kept)
+    return g * (x - out).exp()
+
+
+@op(decompose=_logsumexp, derivative=_logsumexp_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """log(sum(exp(x))) over dims, computed after subtracting the max."""
+    dim, keepdim = _aliases("logsumexp", dim, keepdim, axis, keepdims)
+    if dim is None:
+        raise TypeError("logsumexp() missing required argument 'dim' (pass dim=() to reduce over "
+                        "every dim)")
     return call_op("logsumexp", (input,), {"axes": normalize_dims(dim, input.ndim), "keepdims": keepdim})
 
 
 @composite(exposed=_EVERYWHERE)
-def any(input, dim=None, keepdim=False):
+def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """True where some element along ``dim`` is non-zero (bool result)."""
+    dim, keepdim = _aliases("any", dim, keepdim, axis, keepdims)
     return gt(sum(ne(input, 0), normalize_dims(dim, input.ndim), keepdim), 0)
 
 
 @composite(exposed=_EVERYWHERE)
-def all(input, dim=None, keepdim=False):
+def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """True where every element along ``dim`` is non-zero (bool result)."""
+    dim, keepdim = _aliases("all", dim, keepdim, axis, keepdims)
     return eq(sum(eq(input, 0), normalize_dims(dim, input.ndim), keepdim), 0)
+
+
+def _aliases(op, dim, keepdim, axis, keepdims):
+    """``dim``/``keepdim`` from torch's NumPy-style aliases ``axis``/``keepdims``, when given."""
+    if axis is None and keepdims is None:
+        return dim, keepdim
+    return (alias(op, "dim", dim, "axis", axis),
+            alias(op, "keepdim", keepdim, "keepdims", keepdims, False))

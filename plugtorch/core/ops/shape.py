@@ -6,10 +6,11 @@ a kernel could not promise to return a view.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 from ..dispatch import call_op, call_op1
-from ..dtypes import result_type
+from ..dtypes import dtype as _dtype, result_type
 from ..optable import composite, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes, shape_args
@@ -56,7 +57,117 @@ def reshape(input, *shape):
     return call_op1("reshape", input, {"shape": shape})
 
 
-view = public("Tensor", name="view")(reshape)
+def _view_rule(ctx, g):
+    return reshape(g, ctx.meta[0][0])
+
+
+@op(primitive="reshape", derivative=_view_rule, view=True, exposed=("Tensor",))
+def view(input, *shape):
+    """The same memory seen with another shape (one dim may be -1), or, given a dtype, as
+    another dtype. Never a copy: where the strides cannot express the new shape it raises
+    (``reshape`` copies there instead)."""
+    if len(shape) == 1 and isinstance(shape[0], _dtype):
+        return view_dtype(input, shape[0])
+    shape = _infer_shape(input, shape_args(shape))
+    if not _viewable(input, shape):
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead. "
+            f"(input shape {list(input.shape)}, strides {list(stride(input))}, view shape "
+            f"{list(shape)})")
+    return call_op1("view", input, {"shape": shape})
+
+
+def _contiguous_strides(shape) -> tuple:
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= builtins.max(size, 1)
+    return tuple(reversed(out))
+
+
+def _is_contiguous(shape, strides) -> bool:
+    """torch's rule: row-major apart from size-1 dims (whose stride does not matter)."""
+    expected = 1
+    for size, st in zip(reversed(shape), reversed(strides)):
+        if size == 0:
+            return True
+        if size != 1:
+            if st != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _viewable(x, shape) -> bool:
+    """Whether ``shape`` can be had from ``x``'s strides without a copy (torch's computeStride)."""
+    old = x._data.shape
+    if x._data.size <= 1:
+        return True
+    strides = _strides(x)
+    if _is_contiguous(old, strides):
+        return True
+    view_d, base = len(shape) - 1, strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        # a chunk ends where the memory of dims d-1 and d stops being one run
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return view_d == -1
+
+
+def _strides(x) -> tuple:
+    # a backend that predates the strides primitive has row-major arrays as far as we can tell
+    fn = x._backend.primitives.get("strides")
+    return tuple(fn(x._data)) if fn is not None else _contiguous_strides(x._data.shape)
+
+
+@public("Tensor")
+def stride(input, dim=None):
+    """The step in elements between neighbours along each dim (or along ``dim``) in memory."""
+    strides = _strides(input)
+    return strides if dim is None else strides[_wrap_dim(dim, input.ndim)]
+
+
+@public("Tensor")
+def is_contiguous(input, memory_format=None) -> bool:
+    """Whether the elements lie in memory in row-major order without gaps (size-1 dims aside)."""
+    if memory_format is not None and getattr(memory_format, "name", memory_format) not in (
+            "contiguous_format", "preserve_format"):
+        raise RuntimeError(f"is_contiguous(): memory_format {memory_format!r} is not supported; "
+                           "plugtorch tensors are row-major (contiguous_format)")
+    return _is_contiguous(input._data.shape, _strides(input))
+
+
+def _lower_view_dtype(backend, x, *, dtype):
+    return backend.primitives["bitcast"](x, dtype)
+
+
+@op(lower=_lower_view_dtype, view=True)
+def view_dtype(input, dtype):
+    """``input``'s memory read as ``dtype`` (Tensor.view(dtype)): a view; with another element
+    size the last dim scales by the ratio. Not differentiable, as torch's."""
+    if dtype is input.dtype:
+        return reshape(input, input.shape)
+    old, new = input.dtype.itemsize, dtype.itemsize
+    if old != new and input.ndim:
+        what = f"to view {input.dtype.name} as {dtype.name} (different element sizes)"
+        if input.stride(-1) != 1 and input.shape[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {input.stride(-1)}")
+        if new > old and input.shape[-1] * old % new:
+            raise RuntimeError(f"self.size(-1) must be divisible by {new // old} {what}, but got "
+                               f"{input.shape[-1]}")
+    elif old != new:
+        raise RuntimeError(f"self.dim() cannot be 0 to view {input.dtype.name} as {dtype.name} "
+                           "(different element sizes)")
+    return call_op1("view_dtype", input, {"dtype": dtype})
 
 
 def _permute_rule(ctx, g):
@@ -127,7 +238,7 @@ def expand_as(input, other):
 
 @public("Tensor")
 def view_as(input, other):
-    return reshape(input, other.shape)
+    return view(input, other.shape)
 
 
 @public("Tensor")
@@ -158,7 +269,16 @@ def sum_to(g, shape):
 
 # -- views built on those ------------------------------------------------------------
 
-@composite(view=True, exposed=_EVERYWHERE, aliases=("swapaxes", "swapdims"))
+def _as_input(ctx, g):
+    """The rule of the views that only reshape: the gradient takes the input's shape back."""
+    return reshape(g, ctx.meta[0][0])
+
+
+def _transpose_rule(ctx, g):
+    return transpose(g, ctx.attrs["dim0"], ctx.attrs["dim1"])
+
+
+@composite(view=True, exposed=_EVERYWHERE, aliases=("swapaxes", "swapdims"), derivative=_transpose_rule)
 def transpose(input, dim0, dim1):
     """Swap two dims (a view)."""
     n = input.ndim
@@ -170,7 +290,7 @@ def transpose(input, dim0, dim1):
     return permute(input, dims)
 
 
-@composite(view=True, exposed=_EVERYWHERE)
+@composite(view=True, exposed=_EVERYWHERE, derivative=lambda ctx, g: t(g))
 def t(input):
     """Transpose a tensor of at most 2 dims."""
     if input.ndim > 2:
@@ -178,7 +298,7 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
-@composite(view=True, exposed=_EVERYWHERE)
+@composite(view=True, exposed=_EVERYWHERE, derivative=_as_input)
 def squeeze(input, dim=None):
     """Remove size-1 dims (all, or those in dim)."""
     shape = input._data.shape
@@ -191,7 +311,7 @@ def squeeze(input, dim=None):
     return reshape(input, new)
 
 
-@composite(view=True, exposed=_EVERYWHERE)
+@composite(view=True, exposed=_EVERYWHERE, derivative=_as_input)
 def unsqueeze(input, dim):
     """Insert a size-1 dim at dim."""
     shape = input._data.shape
@@ -308,7 +428,12 @@ def cat(tensors, dim=0):
 concat = concatenate = cat
 
 
-@composite(variadic=True, exposed=("plugtorch",))
+def _stack_rule(ctx, g):
+    d = ctx.attrs["dim"] % g.ndim
+    return tuple(g[(slice(None),) * d + (i,)] for i in range(len(ctx.meta)))
+
+
+@composite(variadic=True, exposed=("plugtorch",), derivative=_stack_rule)
 def stack(tensors, dim=0):
     """Join equally shaped tensors along a new dim."""
     tensors = list(tensors)
@@ -325,6 +450,6 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(t, d) for t in tensors], d)
 
 
-__all__ = ["reshape", "view", "permute", "expand", "broadcast_to", "expand_as", "view_as",
-           "reshape_as", "broadcast_shapes", "sum_to", "transpose", "t", "squeeze", "unsqueeze",
+__all__ = ["reshape", "view", "view_dtype", "stride", "is_contiguous", "permute", "expand", "broadcast_to",
+           "expand_as", "view_as", "reshape_as", "broadcast_shapes", "sum_to", "transpose", "t", "squeeze", "unsqueeze",
            "flatten", "unflatten", "clone", "contiguous", "cat", "concat", "concatenate", "stack"]

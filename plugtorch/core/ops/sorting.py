@@ -6,10 +6,9 @@ gather's rule (ties go to the entry the order picked, as in torch).
 """
 from __future__ import annotations
 
-from collections import namedtuple
-
 from ..dispatch import call_op, wrap
 from ..dtypes import int64
+from ..return_types import return_type
 from ..optable import op
 from ..tensor import _wrap_dim
 from .index import gather
@@ -17,10 +16,10 @@ from .index import gather
 _EVERYWHERE = ("plugtorch", "Tensor")
 
 # torch.return_types names: the classes are called like the ops
-sort_result = namedtuple("sort", ["values", "indices"])  # type: ignore[name-match]
-topk_result = namedtuple("topk", ["values", "indices"])  # type: ignore[name-match]
-kthvalue_result = namedtuple("kthvalue", ["values", "indices"])  # type: ignore[name-match]
-median_result = namedtuple("median", ["values", "indices"])  # type: ignore[name-match]
+sort_result = return_type("sort", ["values", "indices"])
+topk_result = return_type("topk", ["values", "indices"])
+kthvalue_result = return_type("kthvalue", ["values", "indices"])
+median_result = return_type("median", ["values", "indices"])
 
 
 def _order(x, dim, descending):

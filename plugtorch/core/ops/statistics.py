@@ -14,7 +14,7 @@ from ..dtypes import int64
 from ..optable import op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
-from ._args import count, kept_shape, normalize_dims
+from ._args import alias, count, kept_shape, normalize_dims
 from .movement import flip
 from .reduce import amax, amin
 from .reduce import sum as _sum
@@ -60,9 +60,10 @@ def _prod_rule(ctx, g):
 
 @op(primitive="prod", derivative=_prod_rule, save="inputs", exposed=_EVERYWHERE,
     dtypes="bool and integers multiply as int64 unless dtype is given")
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
     x = _tensor_arg("prod", input)
+    dim, keepdim = _aliases("prod", dim, keepdim, axis, keepdims)
     out_dtype = _accumulate_dtype(x, dtype)
     if x.dtype is not out_dtype:
         x = x.to(out_dtype)
@@ -79,9 +80,10 @@ def _cumsum_rule(ctx, g):
 
 @op(primitive="cumsum", derivative=_cumsum_rule, exposed=_EVERYWHERE,
     dtypes="bool and integers accumulate as int64 unless dtype is given")
-def cumsum(input, dim, *, dtype=None):
+def cumsum(input, dim=None, *, dtype=None, axis=None):
     """Running sum along ``dim``."""
     x = _tensor_arg("cumsum", input)
+    dim = _required_dim("cumsum", dim, axis)
     out_dtype = _accumulate_dtype(x, dtype)
     if x.dtype is not out_dtype:
         x = x.to(out_dtype)
@@ -113,10 +115,25 @@ def _var(x, *, axes, correction, keepdims):
     return _sum(d * d, axes, keepdims) / max(0, n - correction)
 
 
-@op(decompose=_var, exposed=_EVERYWHERE)
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _centred_grad(ctx, g):
+    """g spread back over the reduced axes, times (x - mean) / (N - correction)."""
+    x = ctx.saved[0]
+    axes = ctx.attrs["axes"]
+    if not ctx.attrs["keepdims"]:
+        g = g.reshape(kept_shape(ctx.meta[0][0], axes))
+    n = max(0, count(x.shape, axes) - ctx.attrs["correction"])
+    return g * (x - x.mean(axes, keepdim=True)) / n, axes
+
+
+def _var_rule(ctx, g):
+    return _centred_grad(ctx, g)[0] * 2
+
+
+@op(decompose=_var, derivative=_var_rule, save="inputs", exposed=_EVERYWHERE)
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
     x = _floating("var", input)
+    dim, keepdim = _aliases("var", dim, keepdim, axis, keepdims)
     dim, correction = _correction("var", dim, unbiased, correction)
     return call_op("var", (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
                                  "keepdims": keepdim})
@@ -126,29 +143,56 @@ def _std(x, *, axes, correction, keepdims):
     return ew.sqrt(var(x, axes, keepdim=keepdims, correction=correction))
 
 
-@op(decompose=_std, exposed=_EVERYWHERE)
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _std_rule(ctx, g):
+    spread, axes = _centred_grad(ctx, g)
+    out = ctx.output if ctx.attrs["keepdims"] else ctx.output.reshape(kept_shape(ctx.meta[0][0], axes))
+    return spread / out
+
+
+@op(decompose=_std, derivative=_std_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """Standard deviation: sqrt(var) with the same arguments."""
     x = _floating("std", input)
+    dim, keepdim = _aliases("std", dim, keepdim, axis, keepdims)
     dim, correction = _correction("std", dim, unbiased, correction)
     return call_op("std", (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
                                  "keepdims": keepdim})
 
 
 @public("plugtorch")
-def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+             keepdims=None):
+    """(var, mean) over dims, with var's arguments."""
     x = _floating("var_mean", input)
+    dim, keepdim = _aliases("var_mean", dim, keepdim, axis, keepdims)
     dim, correction = _correction("var_mean", dim, unbiased, correction)
     axes = normalize_dims(dim, x.ndim)
     return var(x, axes, keepdim=keepdim, correction=correction), x.mean(axes, keepdim)
 
 
 @public("plugtorch")
-def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+             keepdims=None):
+    """(std, mean) over dims, with std's arguments."""
     x = _floating("std_mean", input)
+    dim, keepdim = _aliases("std_mean", dim, keepdim, axis, keepdims)
     dim, correction = _correction("std_mean", dim, unbiased, correction)
     axes = normalize_dims(dim, x.ndim)
     return std(x, axes, keepdim=keepdim, correction=correction), x.mean(axes, keepdim)
+
+
+def _aliases(op, dim, keepdim, axis, keepdims):
+    if axis is None and keepdims is None:
+        return dim, keepdim
+    return (alias(op, "dim", dim, "axis", axis),
+            alias(op, "keepdim", keepdim, "keepdims", keepdims, False))
+
+
+def _required_dim(op, dim, axis):
+    dim = alias(op, "dim", dim, "axis", axis)
+    if dim is None:
+        raise TypeError(f"{op}() missing required argument 'dim'")
+    return dim
 
 
 def _floating(op, x):

@@ -1,14 +1,21 @@
-"""The sliding-window view and its adjoint, the two ops convolution and pooling are built on.
+"""The sliding-window view and its adjoint, the two ops convolution and pooling are built on,
+and torch's ``unfold``/``fold`` (im2col/col2im) written with them.
 
-``windows(x)`` views every (kh, kw) patch of the last two axes without copying
+``windows(x)`` views every patch of the last ``len(window)`` axes without copying
 (im2col without the copy); ``fold`` sums patch values back into place (col2im), with
 one slice-add per kernel offset. Each is the other's derivative, so double backward
-through anything built on them works.
+through anything built on them works. Both take any number of windowed axes: 1-D, 2-D
+and 3-D convolution and pooling share them.
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 from ..dispatch import call_op
-from ..optable import op
+from ..optable import op, public
+from ..tensor import Tensor
+from .movement import pad
 
 
 def _windows_rule(ctx, g):
@@ -18,7 +25,7 @@ def _windows_rule(ctx, g):
 
 @op(primitive="windows", derivative=_windows_rule, view=True)
 def windows(x, window, strides, dilation=(1, 1)):
-    """A view of shape (..., OH, OW, kh, kw) over the last two axes of ``x``."""
+    """A view of shape (..., *n_windows, *window) over the last ``len(window)`` axes of ``x``."""
     window, strides, dilation = tuple(window), tuple(strides), tuple(dilation)
     n = len(window)
     if not (len(strides) == len(dilation) == n) or min(strides + dilation, default=1) <= 0:
@@ -42,20 +49,141 @@ def _fold_rule(ctx, g):
 def _lower_fold(backend, cols, *, shape, window, strides, dilation):
     """Accumulate each kernel offset's patch values with one strided slice-add."""
     p = backend.primitives
-    (kh, kw), (sh, sw), (dh, dw) = window, strides, dilation
-    oh, ow = cols.shape[-4], cols.shape[-3]
+    n = len(window)
+    counts = cols.shape[cols.ndim - 2 * n:cols.ndim - n]
     acc = p["zeros"](shape, backend.dtype_of(cols))
-    for i in range(kh):
-        rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
-        for j in range(kw):
-            idx = (Ellipsis, rows, slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
-            patch = p["getitem"](cols, (Ellipsis, slice(None), slice(None), i, j))
-            p["setitem"](acc, idx, p["add"](p["getitem"](acc, idx), patch))
+    lead = (slice(None),) * n
+    for offset in itertools.product(*(range(k) for k in window)):
+        idx = (Ellipsis,) + tuple(slice(o * d, o * d + s * (c - 1) + 1, s)
+                                  for o, d, s, c in zip(offset, dilation, strides, counts))
+        patch = p["getitem"](cols, (Ellipsis,) + lead + offset)
+        p["setitem"](acc, idx, p["add"](p["getitem"](acc, idx), patch))
     return acc
+
+
+def _fits(cols, shape, window, strides, dilation):
+    """Whether (..., *n_windows, *window) patches fold into ``shape`` (checked before any kernel)."""
+    n = len(window)
+    if len(cols) < 2 * n or len(shape) != len(cols) - n or not len(strides) == len(dilation) == n:
+        return False
+    lead, counts, kernel = cols[:len(cols) - 2 * n], cols[len(cols) - 2 * n:len(cols) - n], cols[len(cols) - n:]
+    return lead == shape[:len(shape) - n] and kernel == window and all(
+        c == 0 or (c - 1) * s + d * (k - 1) + 1 <= size
+        for c, s, d, k, size in zip(counts, strides, dilation, window, shape[len(shape) - n:]))
 
 
 @op(lower=_lower_fold, derivative=_fold_rule)
 def fold(cols, shape, window, strides, dilation=(1, 1)):
     """The adjoint of ``windows``: sum each patch of ``cols`` back into an array of ``shape``."""
-    return call_op("fold", (cols,), {"shape": tuple(shape), "window": tuple(window),
-                                     "strides": tuple(strides), "dilation": tuple(dilation)})
+    shape, window, strides, dilation = tuple(shape), tuple(window), tuple(strides), tuple(dilation)
+    if not _fits(tuple(cols.shape), shape, window, strides, dilation):
+        raise RuntimeError(f"fold: patches of shape {list(cols.shape)} ((..., *n_windows, *window) with window "
+                           f"{window}, strides {strides}, dilation {dilation}) do not fit an array of shape "
+                           f"{list(shape)}")
+    return call_op("fold", (cols,), {"shape": shape, "window": window, "strides": strides, "dilation": dilation})
+
+
+# -- torch's unfold / fold: (N, C * kh * kw, L) blocks ----------------------------------------
+
+def _pairs(op_name, **named):
+    out = {}
+    for what, v in named.items():
+        v = (v, v) if isinstance(v, int) else tuple(v)
+        if len(v) == 1:
+            v = (v[0], v[0])
+        if len(v) != 2 or not all(isinstance(i, int) for i in v):
+            raise TypeError(f"{op_name}(): {what} must be an int or a pair of ints, got {v!r}")
+        out[what] = v
+    if min(out["kernel_size"] + out["dilation"] + out["stride"]) <= 0 or min(out["padding"]) < 0:
+        raise RuntimeError(f"{op_name}(): kernel_size, dilation and stride must be positive and "
+                           f"padding non-negative, got {out}")
+    return out
+
+
+def _blocks(size, k, d, p, s):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _im2col(input, *, kernel_size, dilation, padding, stride):
+    (ph, pw) = padding
+    x = pad(input, (pw, pw, ph, ph)) if ph or pw else input
+    w = windows(x, kernel_size, stride, dilation)                  # (N, C, OH, OW, kh, kw)
+    n, c, oh, ow, kh, kw = w.shape
+    return w.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+
+
+def _im2col_rule(ctx, g):
+    return call_op("col2im", (g,), {"output_size": tuple(ctx.meta[0][0][2:]), **ctx.attrs})
+
+
+@public("nn.functional", name="unfold")
+@op("im2col", decompose=_im2col, derivative=_im2col_rule)
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding blocks of a (N, C, H, W) input as columns: (N, C * kh * kw, L) (torch's im2col).
+
+    A backend kernel for "im2col" receives a 4-D input and kernel_size, dilation, padding
+    and stride (pairs of ints) by name.
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"unfold(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
+    geometry = _pairs("unfold", kernel_size=kernel_size, dilation=dilation, padding=padding, stride=stride)
+    x = input if input.ndim == 4 else input.unsqueeze(0)
+    blocks = [_blocks(x.shape[2 + i], geometry["kernel_size"][i], geometry["dilation"][i],
+                      geometry["padding"][i], geometry["stride"][i]) for i in range(2)]
+    if min(blocks) < 1:
+        raise RuntimeError(f"unfold(): given input with spatial size {list(x.shape[2:])}, {geometry}, "
+                           f"calculated shape of the array of sliding blocks as {blocks}, but its "
+                           "components must be at least one")
+    out = call_op("im2col", (x,), geometry)
+    return out if input.ndim == 4 else out.squeeze(0)
+
+
+def _col2im(input, *, output_size, kernel_size, dilation, padding, stride):
+    n, ckk, _ = input.shape
+    (h, w), (kh, kw), (ph, pw) = output_size, kernel_size, padding
+    oh, ow = (_blocks(output_size[i], kernel_size[i], dilation[i], padding[i], stride[i]) for i in range(2))
+    c = ckk // (kh * kw)
+    cols = input.reshape(n, c, kh, kw, oh, ow).permute(0, 1, 4, 5, 2, 3)
+    out = fold(cols, (n, c, h + 2 * ph, w + 2 * pw), kernel_size, stride, dilation)
+    return out[:, :, ph:ph + h, pw:pw + w] if ph or pw else out
+
+
+def _col2im_rule(ctx, g):
+    a = dict(ctx.attrs)
+    del a["output_size"]
+    return call_op("im2col", (g,), a)
+
+
+@public("nn.functional", name="fold")
+@op("col2im", decompose=_col2im, derivative=_col2im_rule)
+def fold_blocks(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Sum (N, C * kh * kw, L) columns back into a (N, C, *output_size) image (torch's col2im);
+    overlapping blocks add up.
+
+    A backend kernel for "col2im" receives a 3-D input and output_size, kernel_size,
+    dilation, padding and stride (pairs of ints) by name.
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"fold(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are "
+                           f"supported (got {input.ndim}D)")
+    geometry = _pairs("fold", kernel_size=kernel_size, dilation=dilation, padding=padding, stride=stride)
+    size = _pairs("fold", kernel_size=output_size, dilation=1, padding=0, stride=1)["kernel_size"]
+    x = input if input.ndim == 3 else input.unsqueeze(0)
+    k = geometry["kernel_size"]
+    if x.shape[1] % (k[0] * k[1]):
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of "
+                           f"kernel_size, but got input.size(1)={x.shape[1]} and kernel_size={k}")
+    blocks = [_blocks(size[i], k[i], geometry["dilation"][i], geometry["padding"][i], geometry["stride"][i])
+              for i in range(2)]
+    if min(blocks) < 1 or x.shape[2] != math.prod(blocks):
+        raise RuntimeError(f"Given output_size={size}, kernel_size={k}, dilation={geometry['dilation']}, "
+                           f"padding={geometry['padding']}, stride={geometry['stride']}, expected size "
+                           f"of input's dimension 2 to match the calculated number of sliding blocks "
+                           f"{blocks[0]} * {blocks[1]} = {math.prod(blocks)}, but got "
+                           f"input.size(2)={x.shape[2]}.")
+    out = call_op("col2im", (x,), {"output_size": size, **geometry})
+    return out if input.ndim == 3 else out.squeeze(0)

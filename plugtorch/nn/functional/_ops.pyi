@@ -6,12 +6,28 @@ from typing import Any
 from ...core.tensor import Tensor
 
 
+def adaptive_avg_pool1d(input: Any, output_size: Any) -> Tensor:
+    """Mean over torch's adaptive windows of (N, C, L) for a given output length."""
+    ...
+
 def adaptive_avg_pool2d(input: Any, output_size: Any) -> Tensor:
     """Mean over torch's adaptive windows for a given output size (None keeps that size)."""
     ...
 
+def adaptive_avg_pool3d(input: Any, output_size: Any) -> Tensor:
+    """Mean over torch's adaptive windows of (N, C, D, H, W) (None keeps that size)."""
+    ...
+
+def avg_pool1d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., ceil_mode: Any = ..., count_include_pad: Any = ...) -> Tensor:
+    """Mean over sliding windows of (N, C, L): avg_pool2d on a height-1 image."""
+    ...
+
 def avg_pool2d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., ceil_mode: Any = ..., count_include_pad: Any = ..., divisor_override: Any = ...) -> Tensor:
     """Mean over sliding windows (padding, ceil_mode, count_include_pad, divisor_override)."""
+    ...
+
+def avg_pool3d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., ceil_mode: Any = ..., count_include_pad: Any = ..., divisor_override: Any = ...) -> Tensor:
+    """Mean over sliding 3-D windows of (N, C, D, H, W)."""
     ...
 
 def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = ..., bias: Any = ..., training: Any = ..., momentum: Any = ..., eps: Any = ...) -> Tensor:
@@ -26,40 +42,88 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = ...,
     """Binary cross-entropy on logits, as softplus terms (large |input| never overflows)."""
     ...
 
-def celu(input: Any, alpha: Any = ...) -> Tensor:
+def celu(input: Any, alpha: Any = ..., inplace: Any = ...) -> Tensor:
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
+    ...
+
+def conv1d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., dilation: Any = ..., groups: Any = ...) -> Tensor:
+    """1-D cross-correlation over (N, C, L): conv2d on a height-1 image, as torch does on CPU,"""
     ...
 
 def conv2d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., dilation: Any = ..., groups: Any = ...) -> Tensor:
     """2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul."""
     ...
 
+def conv3d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., dilation: Any = ..., groups: Any = ...) -> Tensor:
+    """3-D cross-correlation over (N, C, D, H, W), im2col + matmul."""
+    ...
+
+def conv_transpose1d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., output_padding: Any = ..., groups: Any = ..., dilation: Any = ...) -> Tensor:
+    """1-D transposed convolution over (N, C, L): conv_transpose2d on a height-1 image."""
+    ...
+
+def conv_transpose2d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., output_padding: Any = ..., groups: Any = ..., dilation: Any = ...) -> Tensor:
+    """2-D transposed convolution ("deconvolution"); weight (in_channels, out_channels/groups, kH, kW)."""
+    ...
+
+def conv_transpose3d(input: Any, weight: Any, bias: Any = ..., stride: Any = ..., padding: Any = ..., output_padding: Any = ..., groups: Any = ..., dilation: Any = ...) -> Tensor:
+    """3-D transposed convolution; weight (in_channels, out_channels/groups, kD, kH, kW)."""
+    ...
+
+def cosine_similarity(x1: Any, x2: Any, dim: Any = ..., eps: Any = ...) -> Tensor:
+    """sum(x1 / ||x1|| * x2 / ||x2||) along ``dim`` (the inputs broadcast); each norm is at least"""
+    ...
+
 def cross_entropy(input: Any, target: Any, weight: Any = ..., size_average: Any = ..., ignore_index: Any = ..., reduce: Any = ..., reduction: Any = ..., label_smoothing: Any = ...) -> Tensor:
     """Cross-entropy of logits against class indices or class probabilities (via a stable log-softmax)."""
+    ...
+
+def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: Any = ..., reduction: Any = ..., zero_infinity: Any = ...) -> Tensor:
+    """The CTC loss of (T, N, C) log-probabilities against targets (N, S) padded or concatenated;"""
     ...
 
 def elu(input: Any, alpha: Any = ..., inplace: Any = ...) -> Tensor:
     """x where x > 0, else alpha * (exp(x) - 1)."""
     ...
 
+def fold(input: Any, output_size: Any, kernel_size: Any, dilation: Any = ..., padding: Any = ..., stride: Any = ...) -> Tensor:
+    """Sum (N, C * kh * kw, L) columns back into a (N, C, *output_size) image (torch's col2im);"""
+    ...
+
 def gelu(input: Any, approximate: Any = ...) -> Tensor:
     """x * Phi(x) (approximate='none', via erf) or its tanh approximation (approximate='tanh')."""
+    ...
+
+def glu(input: Any, dim: Any = ...) -> Tensor:
+    """Gated linear unit: the first half of ``dim`` times the sigmoid of the second half."""
     ...
 
 def group_norm(input: Any, num_groups: Any, weight: Any = ..., bias: Any = ..., eps: Any = ...) -> Tensor:
     """Normalise each of ``num_groups`` groups of channels of an (N, C, *) input; scale and shift per channel."""
     ...
 
-def hardsigmoid(input: Any) -> Tensor:
+def hardsigmoid(input: Any, inplace: Any = ...) -> Tensor:
     """0 for x <= -3, 1 for x >= 3, x / 6 + 1/2 between (gradient 1/6 strictly inside)."""
     ...
 
-def hardswish(input: Any) -> Tensor:
+def hardswish(input: Any, inplace: Any = ...) -> Tensor:
     """x * relu6(x + 3) / 6; at x = -3 and 3 the gradient is 0 and 1, as torch's."""
     ...
 
-def hardtanh(input: Any, min_val: Any = ..., max_val: Any = ...) -> Tensor:
+def hardtanh(input: Any, min_val: Any = ..., max_val: Any = ..., inplace: Any = ...) -> Tensor:
     """clamp(x, min_val, max_val); the gradient is 1 strictly between them."""
+    ...
+
+def huber_loss(input: Any, target: Any, reduction: Any = ..., delta: Any = ..., weight: Any = ...) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); with a weight, 'mean' is"""
+    ...
+
+def interpolate(input: Any, size: Any = ..., scale_factor: Any = ..., mode: Any = ..., align_corners: Any = ..., recompute_scale_factor: Any = ..., antialias: Any = ...) -> Any:
+    """Resample (N, C, *spatial) to ``size`` or by ``scale_factor`` (torch's modes and rules)."""
+    ...
+
+def kl_div(input: Any, target: Any, size_average: Any = ..., reduce: Any = ..., reduction: Any = ..., log_target: Any = ...) -> Tensor:
+    """KL(target || exp(input)) pointwise: target * (log target - input) (``input`` holds"""
     ...
 
 def l1_loss(input: Any, target: Any, size_average: Any = ..., reduce: Any = ..., reduction: Any = ..., weight: Any = ...) -> Tensor:
@@ -82,11 +146,35 @@ def logsigmoid(input: Any) -> Tensor:
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), without overflow."""
     ...
 
+def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: Any = ..., size_average: Any = ..., reduce: Any = ..., reduction: Any = ...) -> Tensor:
+    """max(0, -target * (input1 - input2) + margin): rank input1 above input2 where target is 1."""
+    ...
+
+def max_pool1d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
+    """Max over sliding windows of (N, C, L): max_pool2d on a height-1 image."""
+    ...
+
 def max_pool2d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
     """Max over sliding windows; the gradient goes to each window's first maximum."""
     ...
 
-def mish(input: Any) -> Tensor:
+def max_pool3d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
+    """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum."""
+    ...
+
+def max_unpool1d(input: Any, indices: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., output_size: Any = ...) -> Tensor:
+    """Scatter a max-pooled (N, C, L) input back to the positions its indices name; zeros elsewhere."""
+    ...
+
+def max_unpool2d(input: Any, indices: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., output_size: Any = ...) -> Tensor:
+    """Scatter a max-pooled (N, C, H, W) input back to the positions its indices name; zeros elsewhere."""
+    ...
+
+def max_unpool3d(input: Any, indices: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., output_size: Any = ...) -> Tensor:
+    """Scatter a max-pooled (N, C, D, H, W) input back to the positions its indices name; zeros"""
+    ...
+
+def mish(input: Any, inplace: Any = ...) -> Tensor:
     """x * tanh(softplus(x))."""
     ...
 
@@ -98,19 +186,43 @@ def nll_loss(input: Any, target: Any, weight: Any = ..., size_average: Any = ...
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``."""
     ...
 
+def normalize(input: Any, p: Any = ..., dim: Any = ..., eps: Any = ..., out: Any = ...) -> Tensor:
+    """``input / max(||input||_p, eps)`` along ``dim``; ``out``, if given, receives the result"""
+    ...
+
 def one_hot(tensor: Any, num_classes: Any = ...) -> Tensor:
     """int64 tensor with a trailing dim of num_classes, 1 at each class index."""
     ...
 
 def pad(input: Any, pad: Any, mode: Any = ..., value: Any = ...) -> Tensor:
-    """torch.nn.functional.pad, constant mode: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...)."""
+    """torch.nn.functional.pad: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...)."""
     ...
 
-def relu6(input: Any) -> Tensor:
+def pairwise_distance(x1: Any, x2: Any, p: Any = ..., eps: Any = ..., keepdim: Any = ...) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim (the inputs broadcast)."""
+    ...
+
+def pixel_shuffle(input: Any, upscale_factor: Any) -> Tensor:
+    """(*, C * r^2, H, W) -> (*, C, H * r, W * r): channel blocks become r x r pixel blocks."""
+    ...
+
+def pixel_unshuffle(input: Any, downscale_factor: Any) -> Tensor:
+    """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of pixel_shuffle."""
+    ...
+
+def poisson_nll_loss(input: Any, target: Any, log_input: Any = ..., full: Any = ..., size_average: Any = ..., eps: Any = ..., reduce: Any = ..., reduction: Any = ...) -> Tensor:
+    """Negative log-likelihood of ``target`` under Poisson(rate): exp(input) - target * input with"""
+    ...
+
+def relu6(input: Any, inplace: Any = ...) -> Tensor:
     """min(max(x, 0), 6)."""
     ...
 
-def selu(input: Any) -> Tensor:
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = ..., dropout_p: Any = ..., is_causal: Any = ..., scale: Any = ..., enable_gqa: Any = ..., *, generator: Any = ...) -> Tensor:
+    """softmax(query @ key^T * scale + attn_mask) @ value, dropout applied to the weights."""
+    ...
+
+def selu(input: Any, inplace: Any = ...) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants."""
     ...
 
@@ -122,8 +234,16 @@ def silu(input: Any, inplace: Any = ...) -> Tensor:
     """x * sigmoid(x) (swish)."""
     ...
 
+def smooth_l1_loss(input: Any, target: Any, size_average: Any = ..., reduce: Any = ..., reduction: Any = ..., beta: Any = ...) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta = 0 is L1."""
+    ...
+
 def softmax(input: Any, dim: Any = ..., _stacklevel: Any = ..., dtype: Any = ...) -> Any:
     """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
+    ...
+
+def softmin(input: Any, dim: Any = ..., _stacklevel: Any = ..., dtype: Any = ...) -> Tensor:
+    """softmax(-x) along dim: the smallest entries get the most weight."""
     ...
 
 def softplus(input: Any, beta: Any = ..., threshold: Any = ...) -> Tensor:
@@ -138,4 +258,24 @@ def tanhshrink(input: Any) -> Tensor:
     """x - tanh(x)."""
     ...
 
-__all__ = ['adaptive_avg_pool2d', 'avg_pool2d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv2d', 'cross_entropy', 'elu', 'gelu', 'group_norm', 'hardsigmoid', 'hardswish', 'hardtanh', 'l1_loss', 'layer_norm', 'leaky_relu', 'log_softmax', 'logsigmoid', 'max_pool2d', 'mish', 'mse_loss', 'nll_loss', 'one_hot', 'pad', 'relu6', 'selu', 'sigmoid', 'silu', 'softmax', 'softplus', 'softsign', 'tanhshrink']
+def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: Any = ..., p: Any = ..., eps: Any = ..., swap: Any = ..., size_average: Any = ..., reduce: Any = ..., reduction: Any = ...) -> Tensor:
+    """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-distance; ``swap`` uses"""
+    ...
+
+def unfold(input: Any, kernel_size: Any, dilation: Any = ..., padding: Any = ..., stride: Any = ...) -> Tensor:
+    """Sliding blocks of a (N, C, H, W) input as columns: (N, C * kh * kw, L) (torch's im2col)."""
+    ...
+
+def upsample(input: Any, size: Any = ..., scale_factor: Any = ..., mode: Any = ..., align_corners: Any = ...) -> Any:
+    """Deprecated spelling of :func:`interpolate` (torch warns likewise)."""
+    ...
+
+def upsample_bilinear(input: Any, size: Any = ..., scale_factor: Any = ...) -> Any:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode='bilinear', align_corners=True)``."""
+    ...
+
+def upsample_nearest(input: Any, size: Any = ..., scale_factor: Any = ...) -> Any:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')``."""
+    ...
+
+__all__ = ['adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'cosine_similarity', 'cross_entropy', 'ctc_loss', 'elu', 'fold', 'gelu', 'glu', 'group_norm', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'interpolate', 'kl_div', 'l1_loss', 'layer_norm', 'leaky_relu', 'log_softmax', 'logsigmoid', 'margin_ranking_loss', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'max_unpool1d', 'max_unpool2d', 'max_unpool3d', 'mish', 'mse_loss', 'nll_loss', 'normalize', 'one_hot', 'pad', 'pairwise_distance', 'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'relu6', 'scaled_dot_product_attention', 'selu', 'sigmoid', 'silu', 'smooth_l1_loss', 'softmax', 'softmin', 'softplus', 'softsign', 'tanhshrink', 'triplet_margin_loss', 'unfold', 'upsample', 'upsample_bilinear', 'upsample_nearest']

@@ -1,6 +1,8 @@
 """Activation modules: thin wrappers over ``nn.functional`` with torch's reprs."""
 from __future__ import annotations
 
+import warnings
+
 from .. import functional as F
 from .module import Module
 
@@ -112,3 +114,97 @@ class Softplus(Module):
 
     def extra_repr(self) -> str:
         return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False,
+                 min_value: float | None = None, max_value: float | None = None):
+        super().__init__()
+        for old, new, value in (("min_value", "min_val", min_value), ("max_value", "max_val", max_value)):
+            if value is not None:
+                warnings.warn(f"keyword argument `{old}` is deprecated and renamed to `{new}`",
+                              FutureWarning, stacklevel=2)
+        self.min_val = min_val if min_value is None else min_value
+        self.max_val = max_val if max_value is None else max_value
+        self.inplace = inplace
+        if self.max_val <= self.min_val:
+            raise AssertionError(f"Hardtanh: max_val ({self.max_val}) must be greater than min_val "
+                                 f"({self.min_val})")
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace: bool = False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def forward(self, input):
+        return F.relu6(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class _InplaceActivation(Module):
+    """An activation with only an ``inplace`` switch; ``_fn`` names its nn.functional form."""
+
+    _fn = ""
+    _shows_inplace = True  # Hardsigmoid and Hardswish do not show it in their repr (as torch's)
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return getattr(F, self._fn)(input, inplace=self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace and self._shows_inplace else ""
+
+
+class Hardsigmoid(_InplaceActivation):
+    _fn, _shows_inplace = "hardsigmoid", False
+
+
+class Hardswish(_InplaceActivation):
+    _fn, _shows_inplace = "hardswish", False
+
+
+class Mish(_InplaceActivation):
+    _fn = "mish"
+
+
+class SELU(_InplaceActivation):
+    _fn = "selu"
+
+
+class CELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softsign(Module):
+    def forward(self, input):
+        return F.softsign(input)
+
+
+class LogSigmoid(Module):
+    def forward(self, input):
+        return F.logsigmoid(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)

@@ -1,76 +1,58 @@
-"""``Conv2d``: a learnable 2-D cross-correlation over (N, C, H, W) inputs."""
+"""Convolution layers: ``Conv1d``/``Conv2d``/``Conv3d`` and ``ConvTranspose1d``/``2d``/``3d``.
+
+One base class per kind holds torch's constructor checks, parameters and initialisation
+(``kaiming_uniform_(a=sqrt(5))`` weight, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))); the
+subclasses name the rank and the functional op. Non-zero ``padding_mode`` pads with
+``F.pad`` (reflect, replicate, circular) before an unpadded convolution.
+"""
 from __future__ import annotations
 
 import math
 
 import plugtorch
-from ...core.ops._args import pair
+from .utils import _ntuple
 from .. import functional as F, init
 from ..parameter import Parameter
 from .module import Module
 
-
-# For each padding mode: the source index of every padded position, given positions
-# i in [-lo, n + hi) of a dimension of size n.
-_PAD_INDEX = {
-    "circular": lambda i, n: i % n,
-    "replicate": lambda i, n: plugtorch.clamp(i, 0, n - 1),
-    "reflect": lambda i, n: (n - 1) - ((n - 1) - i.abs()).abs(),
-}
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-def _pad_by_index(x, pads_h, pads_w, mode):
-    """Pad the last two dims by gathering rows/columns (differentiable through indexing)."""
-    for dim, (lo, hi) in ((-2, pads_h), (-1, pads_w)):
-        n = x.shape[dim]
-        if mode == "reflect" and max(lo, hi) >= n:
-            raise RuntimeError(
-                f"Conv2d: reflect padding ({lo}, {hi}) must be smaller than the input size {n} "
-                f"of dimension {x.ndim + dim}"
-            )
-        if lo or hi:
-            idx = _PAD_INDEX[mode](plugtorch.arange(-lo, n + hi, device=x.device), n)
-            x = plugtorch.index_select(x, dim, idx)
-    return x
+class _ConvNd(Module):
+    _rank = 0
+    _transposed = False
 
-
-class Conv2d(Module):
-    """Weight (out_channels, in_channels / groups, kH, kW); torch's default initialisation
-    (``kaiming_uniform_(a=sqrt(5))`` weight, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)))."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 device=None, dtype=None, generator=None):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                 padding_mode, output_padding=0, device=None, dtype=None, generator=None):
         super().__init__()
+        n = self._rank
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
         if in_channels % groups != 0:
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups != 0:
             raise ValueError("out_channels must be divisible by groups")
-        if padding_mode not in _PAD_INDEX and padding_mode != "zeros":
-            raise ValueError(
-                f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], "
-                f"but got padding_mode='{padding_mode}'"
-            )
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {list(_PADDING_MODES)}, but got "
+                             f"padding_mode='{padding_mode}'")
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
-                raise ValueError(
-                    f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}"
-                )
-            if padding == "same" and any(s != 1 for s in pair(stride, "stride")):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in _ntuple(n)(stride)):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         self.in_channels = in_channels
         self.out_channels = out_channels
-        self.kernel_size = pair(kernel_size, "kernel_size")
-        self.stride = pair(stride, "stride")
-        self.padding = padding if isinstance(padding, str) else pair(padding, "padding")
-        self.dilation = pair(dilation, "dilation")
+        self.kernel_size = _ntuple(n)(kernel_size)
+        self.stride = _ntuple(n)(stride)
+        self.padding = padding if isinstance(padding, str) else _ntuple(n)(padding)
+        self.dilation = _ntuple(n)(dilation)
+        self.transposed = self._transposed
+        self.output_padding = _ntuple(n)(output_padding)
         self.groups = groups
         self.padding_mode = padding_mode
-        kh, kw = self.kernel_size
-        self.weight = Parameter(plugtorch.empty(out_channels, in_channels // groups, kh, kw,
-                                                device=device, dtype=dtype))
+        shape = ((in_channels, out_channels // groups) if self._transposed
+                 else (out_channels, in_channels // groups)) + self.kernel_size
+        self.weight = Parameter(plugtorch.empty(*shape, device=device, dtype=dtype))
         if bias:
             self.bias = Parameter(plugtorch.empty(out_channels, device=device, dtype=dtype))
         else:
@@ -85,45 +67,28 @@ class Conv2d(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound, generator=generator)
 
-    def forward(self, input):
-        if input.ndim not in (3, 4):
-            raise RuntimeError(
-                f"{self._get_name()}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape "
-                f"{list(input.shape)}"
-            )
-        c = input.shape[-3]
+    def _check_input(self, input):
+        n = self._rank
+        if input.ndim not in (n + 1, n + 2):
+            raise RuntimeError(f"{self._get_name()}: expected a {n + 1}-D (unbatched) or {n + 2}-D (batched) "
+                               f"input, got shape {list(input.shape)}")
+        c = input.shape[-n - 1]
         if c != self.in_channels:
             raise RuntimeError(
-                f"{self._get_name()}(in_channels={self.in_channels}): expected input with "
-                f"{self.in_channels} channels at dim {input.ndim - 3}, got {c} (input shape "
-                f"{list(input.shape)})"
+                f"{self._get_name()}(in_channels={self.in_channels}): expected input with {self.in_channels} "
+                f"channels at dim {input.ndim - n - 1}, got {c} (input shape {list(input.shape)})"
             )
-        if self.padding_mode != "zeros":
-            ph, pw = self._padding_amounts()
-            return F.conv2d(_pad_by_index(input, ph, pw, self.padding_mode), self.weight,
-                            self.bias, self.stride, 0, self.dilation, self.groups)
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
-
-    def _padding_amounts(self):
-        """(top, bottom), (left, right) padding for a non-zero padding_mode."""
-        if self.padding == "valid":
-            return (0, 0), (0, 0)
-        if self.padding == "same":
-            out = []
-            for k, d in zip(self.kernel_size, self.dilation):
-                total = d * (k - 1)
-                out.append((total // 2, total - total // 2))
-            return tuple(out)
-        return tuple((p, p) for p in self.padding)
 
     def extra_repr(self) -> str:
+        n = self._rank
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * n:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * n:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
@@ -131,3 +96,101 @@ class Conv2d(Module):
         if self.padding_mode != "zeros":
             s += f", padding_mode={self.padding_mode}"
         return s
+
+
+class _Conv(_ConvNd):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None,
+                 generator=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, 0, device, dtype, generator)
+
+    def _pad_widths(self):
+        """F.pad widths (last dim first) for a non-zero padding_mode."""
+        if self.padding == "valid":
+            pairs = [(0, 0)] * self._rank
+        elif self.padding == "same":
+            pairs = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
+                     for k, d in zip(self.kernel_size, self.dilation)]
+        else:
+            pairs = [(p, p) for p in self.padding]
+        return tuple(w for pair in reversed(pairs) for w in pair)
+
+    def forward(self, input):
+        self._check_input(input)
+        conv = (F.conv1d, F.conv2d, F.conv3d)[self._rank - 1]
+        if self.padding_mode != "zeros":
+            widths = self._pad_widths()
+            x = F.pad(input, widths, mode=self.padding_mode) if any(widths) else input
+            return conv(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
+    """1-D convolution over (N, C, L); weight (out_channels, in_channels / groups, kL)."""
+    _rank = 1
+
+
+class Conv2d(_Conv):
+    """2-D convolution over (N, C, H, W); weight (out_channels, in_channels / groups, kH, kW)."""
+    _rank = 2
+
+
+class Conv3d(_Conv):
+    """3-D convolution over (N, C, D, H, W); weight (out_channels, in_channels / groups, kD, kH, kW)."""
+    _rank = 3
+
+
+class _ConvTranspose(_ConvNd):
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
+                 dtype=None, generator=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, output_padding, device, dtype, generator)
+
+    def _output_padding(self, input, output_size):
+        """The output_padding that makes the output ``output_size`` (torch's rule), else the module's."""
+        if output_size is None:
+            return self.output_padding
+        n = self._rank
+        size = list(output_size)
+        if len(size) == n + 2 or (len(size) == n + 1 and input.ndim == n + 1):
+            size = size[-n:]
+        if len(size) != n:
+            raise ValueError(f"ConvTranspose{n}D: for {input.ndim}D input, output_size must have {n} or "
+                             f"{n + 2} elements (got {len(output_size)})")
+        out = []
+        for i in range(n):
+            low = ((input.shape[input.ndim - n + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                   + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            high = low + self.stride[i] - 1
+            if not low <= size[i] <= high:
+                raise ValueError(f"requested an output size of {size}, but valid sizes range from "
+                                 f"{[low]} to {[high]} (for an input of {list(input.shape[input.ndim - n:])})")
+            out.append(size[i] - low)
+        return tuple(out)
+
+    def forward(self, input, output_size=None):
+        self._check_input(input)
+        conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._rank - 1]
+        return conv(input, self.weight, self.bias, self.stride, self.padding,
+                    self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTranspose):
+    """1-D transposed convolution; weight (in_channels, out_channels / groups, kL)."""
+    _rank = 1
+
+
+class ConvTranspose2d(_ConvTranspose):
+    """2-D transposed convolution; weight (in_channels, out_channels / groups, kH, kW)."""
+    _rank = 2
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """3-D transposed convolution; weight (in_channels, out_channels / groups, kD, kH, kW)."""
+    _rank = 3

@@ -52,11 +52,14 @@ class Embedding(Module):
                            self.scale_grad_by_freq, self.sparse)
 
     @classmethod
-    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, **kwargs):
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, max_norm=None,
+                        norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False):
+        """An Embedding holding ``embeddings`` (2-D) as its weight, frozen unless ``freeze=False``."""
         if embeddings.ndim != 2:
-            raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
-        return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze, **kwargs)
+        return cls(rows, cols, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                   scale_grad_by_freq=scale_grad_by_freq, sparse=sparse, _weight=embeddings, _freeze=freeze)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

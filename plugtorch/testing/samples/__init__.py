@@ -4,8 +4,11 @@ A plugin's own ops carry their samples on their ``OpDef.samples`` instead.
 """
 from __future__ import annotations
 
-from . import elementwise, indexing, linalg, losses, nn, reductions, shapes, sorting
+from . import attention, conv, distances, elementwise, indexing, linalg, losses, nn, reductions, sampling, shapes
+from . import sorting
+from . import bitwise, counting, cumulative
 
 SAMPLES: dict = {}
-for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses):
+for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,
+                distances, attention, bitwise, cumulative, counting):
     SAMPLES.update(_module.SAMPLES)

@@ -10,6 +10,14 @@ SAMPLES: dict = {}
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def _quiet(ref):
+    """A NumPy reference evaluated where it gives nan or inf on purpose, without warnings."""
+    def call(*args):
+        with np.errstate(all="ignore"):
+            return ref(*args)
+    return call
+
+
 def _unary(name, domain, ref, int_ok=True):
     """domain(g, *shape) -> float64 inputs where the op is smooth."""
     def samples(g):
@@ -67,6 +75,13 @@ _unary("sinh", _any, np.sinh)
 _unary("cosh", _any, np.cosh)
 _unary("trunc", _frac, np.trunc)
 _unary("frac", _frac, lambda x: x - np.trunc(x), int_ok=False)
+_unary("tan", lambda g, *s: g.uniform(*s, low=-1.2, high=1.2), np.tan)
+_unary("asin", lambda g, *s: g.uniform(*s, low=-0.9, high=0.9), _quiet(np.arcsin))
+_unary("acos", lambda g, *s: g.uniform(*s, low=-0.9, high=0.9), _quiet(np.arccos))
+_unary("atan", _any, np.arctan)
+_unary("asinh", _any, np.arcsinh)
+_unary("acosh", lambda g, *s: g.uniform(*s, low=1.2, high=3.0), _quiet(np.arccosh))
+_unary("atanh", lambda g, *s: g.uniform(*s, low=-0.9, high=0.9), _quiet(np.arctanh))
 
 
 def _lerp(g):
@@ -163,7 +178,32 @@ _binary("add", _u, _u, np.add)
 _binary("sub", _u, _u, np.subtract)
 _binary("mul", _u, _u, np.multiply)
 _binary("div", _u, lambda g, *s: g.away(*s, low=0.5, high=2), np.divide)
+
+
+def _rounded_division(g):
+    ints = np.array([-7, 7, -6, 6, 0])
+    div = np.array([2, -2, 4, -4, 3])
+    x, y = g.uniform(2, 3, low=-3, high=3), g.away(2, 3, low=0.5, high=2)
+    return [
+        Sample((ints, div), kwargs={"rounding_mode": "trunc"}, grad=False,
+               ref=lambda a, b: np.trunc(a / b).astype(np.int64), desc="int trunc"),
+        Sample((ints, div), kwargs={"rounding_mode": "floor"}, grad=False, ref=np.floor_divide,
+               desc="int floor"),
+        Sample((ints, -3), kwargs={"rounding_mode": "trunc"}, grad=False,
+               ref=lambda a, b: np.trunc(a / b).astype(np.int64), desc="int trunc by a number"),
+        Sample((x, y), kwargs={"rounding_mode": "trunc"}, ref=lambda a, b: np.trunc(a / b),
+               desc="float trunc (zero gradient)"),
+        Sample((x, y), kwargs={"rounding_mode": "floor"}, ref=np.floor_divide, desc="float floor"),
+        Sample((x, y), kwargs={"rounding_mode": "round"}, raises=RuntimeError, desc="unknown mode"),
+    ]
+
+
+SAMPLES["div"] = (lambda base: lambda g: base(g) + _rounded_division(g))(SAMPLES["div"])
 _binary("pow", _pos2, _u, np.power, scalar_rhs=3)
+SAMPLES["pow"] = (lambda base: lambda g: base(g) + [
+    Sample((np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 0.0])), ref=np.power, gradgrad=False,
+           numerical=False, desc="0 ** 0: torch's gradients (0, not nan)"),
+])(SAMPLES["pow"])
 _binary("maximum", _distinct, _distinct_shift, np.maximum, scalar_rhs=None)
 _binary("minimum", _distinct, _distinct_shift, np.minimum, scalar_rhs=None)
 _binary("remainder", lambda g, *s: g.uniform(*s, low=0.1, high=0.9) + g.ints(*s, low=-3, high=3),
@@ -193,6 +233,9 @@ def _where(g):
         Sample((g.bools(2, 3), g.ints(2, 3), g.randn(2, 3)), ref=ref, grad=False, desc="int,float promotes"),
         Sample((g.randn(2, 3), g.randn(2, 3), g.randn(2, 3)), raises=RuntimeError, desc="float condition"),
         Sample((g.bools(2, 3),), grad=False, ref=lambda c: tuple(np.nonzero(c)), desc="where(condition) alone"),
+        Sample((g.bools(2, 3), 1.0, 0), grad=False, ref=lambda c, x, y: np.where(c, x, y).astype(np.float32),
+               desc="two numbers: default float"),
+        Sample((g.bools(2, 3), 2, 0), grad=False, ref=lambda c, x, y: np.where(c, x, y), desc="two ints"),
     ]
 
 
@@ -221,3 +264,101 @@ def _clamp(g):
 
 
 SAMPLES["clamp"] = _clamp
+
+
+# -- more binary functions -----------------------------------------------------------------
+
+_binary("atan2", _u, _u, np.arctan2, scalar_rhs=None)
+_binary("fmod", lambda g, *s: g.uniform(*s, low=0.1, high=0.9) + g.ints(*s, low=-3, high=3),
+        lambda g, *s: np.full(s, 1.0), np.fmod, scalar_rhs=-0.75)
+_binary("copysign", _away, _away, np.copysign, scalar_rhs=-1.0)
+_binary("hypot", _away, _away, np.hypot, ints=False, scalar_rhs=None)
+_binary("logaddexp", _u, _u, np.logaddexp, ints=False, scalar_rhs=None)
+_binary("logaddexp2", _u, _u, np.logaddexp2, ints=False, scalar_rhs=None)
+_binary("logical_xor", lambda g, *s: np.round(g.uniform(*s, low=0, high=1)),
+        lambda g, *s: np.round(g.uniform(*s, low=0, high=1)), np.logical_xor, grad=False, scalar_rhs=None)
+
+
+def _extended(name, extra):
+    SAMPLES[name] = (lambda base: lambda g: base(g) + extra(g))(SAMPLES[name])
+
+
+def _special_values(g):
+    inf, nan = np.inf, np.nan
+    a, b = np.array([inf, -inf, inf, nan, 0.0, -0.0]), np.array([inf, -inf, -inf, 1.0, -0.0, 2.0])
+    return a, b
+
+
+_extended("fmod", lambda g: [
+    Sample((np.array([5.0, -5.0, 5.5]), np.array([0.0, 3.0, -2.0])), grad=False, ref=np.fmod,
+           desc="by zero is nan; the sign follows the dividend"),
+    Sample((np.array([7, -7, 8]), 3), grad=False, ref=np.fmod, desc="int64 keeps int64"),
+])
+_extended("copysign", lambda g: [
+    Sample((np.array([1.0, 2.0, 3.0]), np.array([-0.0, 0.0, -np.inf])), grad=False, ref=np.copysign,
+           desc="-0.0 counts as negative"),
+    Sample((np.array([0.0, 0.0]), np.array([1.0, -1.0])), ref=np.copysign, gradgrad=False,
+           desc="gradient 0 at 0, as torch's"),
+])
+_extended("hypot", lambda g: [
+    Sample((np.array([1e200, 3.0, np.inf]), np.array([1e200, 4.0, np.nan])), grad=False, ref=np.hypot,
+           desc="no overflow; inf beats nan"),
+    Sample((g.ints(3), g.ints(3)), raises=NotImplementedError, desc="integer input"),
+])
+for _name, _ref in (("logaddexp", np.logaddexp), ("logaddexp2", np.logaddexp2)):
+    _extended(_name, lambda g, _ref=_ref: [
+        Sample(_special_values(g), grad=False, ref=_ref, desc="infinities, nan, zeros"),
+        Sample((np.array([1000.0, -1000.0]), np.array([999.0, -1001.0])), ref=_ref, desc="no overflow"),
+        Sample((g.ints(3), g.ints(3)), raises=NotImplementedError, desc="integer input"),
+    ])
+
+
+def _isclose(g):
+    a = np.array([1.0, 1.0, np.inf, -np.inf, np.nan, 0.0, 1e-9])
+    b = np.array([1.0 + 1e-6, 1.1, np.inf, np.inf, np.nan, 1e-9, 0.0])
+    return [
+        Sample((a, b), grad=False, ref=lambda x, y: np.isclose(x, y)),
+        Sample((a, b), kwargs={"equal_nan": True}, grad=False,
+               ref=lambda x, y: np.isclose(x, y, equal_nan=True), desc="equal_nan"),
+        Sample((a, b), kwargs={"rtol": 0.2, "atol": 0.0}, grad=False,
+               ref=lambda x, y: np.isclose(x, y, rtol=0.2, atol=0.0), desc="rtol, atol"),
+        Sample((g.randn(2, 3), g.randn(3)), grad=False, ref=np.isclose, desc="broadcast"),
+        Sample((scalar(1.0), scalar(1.0 + 1e-9)), grad=False, ref=np.isclose),
+        Sample((empty(0, 2), empty(0, 2)), grad=False, ref=np.isclose),
+        Sample((g.ints(3), g.ints(3)), grad=False, ref=np.isclose, desc="int64"),
+        Sample((g.ints(3), g.randn(3)), raises=RuntimeError, desc="dtypes differ"),
+    ]
+
+
+SAMPLES["isclose"] = _isclose
+
+
+def _addc(name, npop):
+    def samples(g):
+        def ref(x, a, b, value=1):
+            return x + value * npop(a, b)
+        away = g.away
+        return [
+            Sample((g.randn(2, 3), g.randn(2, 3), away(2, 3)), ref=ref),
+            Sample((g.randn(2, 3), g.randn(3), away(2, 1)), kwargs={"value": -0.5},
+                   ref=lambda x, a, b: ref(x, a, b, -0.5), desc="broadcast, value"),
+            Sample((scalar(1.0), scalar(2.0), scalar(-1.5)), ref=ref),
+            Sample((empty(0, 2), empty(0, 2), empty(1, 2) + 1.0), ref=ref),
+        ]
+    SAMPLES[name] = samples
+
+
+_addc("addcmul", np.multiply)
+_addc("addcdiv", np.divide)
+SAMPLES["addcdiv"] = (lambda base: lambda g: base(g) + [
+    Sample((g.randn(3), g.ints(3), g.ints(3, low=1)), raises=RuntimeError, desc="integer division"),
+])(SAMPLES["addcdiv"])
+
+
+
+for _name, _x, _ref in (("asin", np.array([-2.0, 1.0, 1.5]), np.arcsin),
+                        ("acos", np.array([-2.0, -1.0, 1.5]), np.arccos),
+                        ("acosh", np.array([0.5, 1.0, -1.0]), np.arccosh),
+                        ("atanh", np.array([-1.0, 1.0, 2.0]), np.arctanh)):
+    _extended(_name, lambda g, _x=_x, _ref=_ref: [
+        Sample((_x,), grad=False, ref=_quiet(_ref), desc="outside the domain: nan or inf, no warning")])

@@ -59,6 +59,11 @@ def _gather(g):
                desc="repeats accumulate"),
         Sample((scalar(1.5), 0, np.asarray(0)), ref=lambda a, d, i: a),
         Sample((x, 1, np.zeros((3, 0), np.int64)), ref=lambda a, d, i: np.zeros((3, 0))),
+        Sample((x, 1, np.array([[0, 3], [1, 1]])),
+               ref=lambda a, d, i: np.take_along_axis(a[:2], i, d), desc="index smaller than input"),
+        Sample((x, 0, np.array([[2], [0]])),
+               ref=lambda a, d, i: np.take_along_axis(a[:, :1], i, d), desc="index smaller, dim 0"),
+        Sample((x, 1, g.ints(4, 2, high=4)), raises=RuntimeError, desc="index larger than input"),
         Sample((x, 1, g.ints(3, 2).astype(np.float64)), grad_inputs=(0,), raises=RuntimeError,
                desc="float index"),
     ]
@@ -210,15 +215,38 @@ def _take_along_dim(g):
     ]
 
 
+def _scatter_ref(a, d, idx, src, combine=None):
+    """Write (or combine) src's entries in index order: the last write to a position wins, as on
+    torch's CPU."""
+    if a.ndim == 0:
+        src = src.reshape(1) if isinstance(src, np.ndarray) else src
+        return _scatter_ref(a.reshape(1), 0, idx.reshape(1), src, combine).reshape(())
+    out = a.copy()
+    for pos in np.ndindex(*idx.shape):
+        target = pos[:d] + (idx[pos],) + pos[d + 1:]
+        value = src[pos] if isinstance(src, np.ndarray) else src
+        out[target] = value if combine is None else combine(out[target], value)
+    return out
+
+
 def _scatter(g):
     x = g.randn(3, 4)
     i = np.array([[0, 2], [1, 3], [3, 0]])
-
-    def ref(a, d, idx, src):
-        out = a.copy()
-        np.put_along_axis(out, idx, src[tuple(slice(0, s) for s in idx.shape)], d)
-        return out
+    ref = _scatter_ref
     return [
+        Sample((x, 1, np.array([[1, 1, 1], [0, 2, 0], [3, 3, 1]]), g.randn(3, 3)), ref=ref, grad=False,
+               desc="repeated indices: the last write wins"),
+        Sample((np.array([1, 3, 4, 5]), 0, np.array([0, 0, 0]), np.array([7, 8, 9])), ref=ref, grad=False,
+               desc="int64, repeated"),
+        Sample((x, 0, np.array([[2, 2, 0, 2], [2, 1, 0, 2]]), g.randn(2, 4)), ref=ref, grad=False,
+               desc="repeated along dim 0"),
+        Sample((x, 1, i, g.randn(3, 2)), kwargs={"reduce": "add"}, grad=False,
+               ref=lambda a, d, idx, src: ref(a, d, idx, src, np.add), desc="reduce='add'"),
+        Sample((x, 1, np.array([[0, 0], [1, 3], [3, 3]])), kwargs={"value": 2.0, "reduce": "multiply"},
+               grad=False, ref=lambda a, d, idx: ref(a, d, idx, 2.0, np.multiply),
+               desc="value=, reduce='multiply'"),
+        Sample((x, 1, i, g.randn(3, 2)), kwargs={"reduce": "max"}, raises=RuntimeError,
+               desc="unknown reduce"),
         Sample((x, 1, i, g.randn(3, 2)), ref=ref),
         Sample((x, 0, np.array([[2, 0, 1, 2]]), g.randn(2, 4)), ref=ref, grad=False,
                desc="src larger than index (torch's backward rejects it)"),
@@ -230,6 +258,77 @@ def _scatter(g):
         Sample((x, 1, g.ints(3, 2).astype(np.float64), g.randn(3, 2)), grad_inputs=(0,), raises=RuntimeError,
                desc="float index"),
     ]
+
+
+def _scatter_reduce(g):
+    x = g.randn(3, 4)
+    idx = np.array([[0, 0, 2], [1, 3, 3], [2, 2, 2]])
+    combine = {"sum": np.add, "prod": np.multiply, "amax": np.fmax, "amin": np.fmin}
+
+    def ref(reduce, include_self=True):
+        def fn(a, d, i, s):
+            if reduce == "mean":
+                total = _scatter_ref(a if include_self else _zero_hits(a, d, i), d, i, s, np.add)
+                n = _scatter_ref(np.full(a.shape, 1.0 if include_self else 0.0), d, i, np.ones(i.shape),
+                                 np.add)
+                return np.where(n > 0, total / np.maximum(n, 1), a) if a.dtype.kind == "f" else \
+                    np.where(n > 0, total // np.maximum(n, 1), a)
+            base = a if include_self else _first_hits(a, d, i, s)
+            return _scatter_ref(base, d, i, s, combine[reduce]) if include_self else \
+                _scatter_rest(base, d, i, s, combine[reduce])
+        return fn
+
+    out = []
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        out.append(Sample((x, 1, idx, g.uniform(3, 3, low=0.5, high=1.5)), kwargs={"reduce": reduce},
+                          ref=ref(reduce), desc=reduce))
+        out.append(Sample((x, 1, idx, g.uniform(3, 3, low=0.5, high=1.5)),
+                          kwargs={"reduce": reduce, "include_self": False},
+                          ref=ref(reduce, False), desc=f"{reduce}, include_self=False"))
+    ties = np.array([9.0, 2.0, 9.0, 4.0])
+    out += [
+        Sample((ties, 0, np.array([0, 0, 2, 2, 2]), np.array([5.0, 9.0, 7.0, 9.0, 9.0])),
+               kwargs={"reduce": "amax"}, ref=ref("amax"), numerical=False, gradgrad=False,
+               desc="ties share the gradient, as torch's"),
+        Sample((g.ints(3, 4), 1, idx, g.ints(3, 3)), kwargs={"reduce": "mean"}, grad=False,
+               ref=ref("mean"), desc="int64 mean floors"),
+        Sample((g.ints(3, 4), 1, idx, g.ints(3, 3, low=1)), kwargs={"reduce": "prod"}, grad=False,
+               ref=ref("prod"), desc="int64 prod"),
+        Sample((scalar(1.0), 0, np.asarray(0), scalar(3.0)), kwargs={"reduce": "sum"}, ref=ref("sum")),
+        Sample((x, 1, np.zeros((3, 0), np.int64), empty(3, 0)), kwargs={"reduce": "amax"},
+               ref=lambda a, d, i, s: a),
+        Sample((x, 1, idx, g.randn(3, 3)), kwargs={"reduce": "median"}, raises=RuntimeError,
+               desc="unknown reduce"),
+    ]
+    return out
+
+
+def _zero_hits(a, d, i):
+    out = a.copy()
+    for pos in np.ndindex(*i.shape):
+        out[pos[:d] + (i[pos],) + pos[d + 1:]] = 0
+    return out
+
+
+def _first_hits(a, d, i, s):
+    """a with each written position set to its first src entry (include_self=False's start)."""
+    out, seen = a.copy(), set()
+    for pos in np.ndindex(*i.shape):
+        target = pos[:d] + (i[pos],) + pos[d + 1:]
+        if target not in seen:
+            seen.add(target)
+            out[target] = s[pos]
+    return out
+
+
+def _scatter_rest(base, d, i, s, combine):
+    out, seen = base.copy(), set()
+    for pos in np.ndindex(*i.shape):
+        target = pos[:d] + (i[pos],) + pos[d + 1:]
+        if target in seen:
+            out[target] = combine(out[target], s[pos])
+        seen.add(target)
+    return out
 
 
 def _index_add(g):
@@ -252,7 +351,7 @@ def _index_add(g):
 
 
 SAMPLES.update(masked_select=_masked_select, argwhere=_argwhere, take_along_dim=_take_along_dim,
-               scatter=_scatter, index_add=_index_add)
+               scatter=_scatter, index_add=_index_add, scatter_reduce=_scatter_reduce)
 SAMPLES.update(getitem=_getitem, index_put_zeros=_index_put_zeros, gather=_gather, scatter_add=_scatter_add,
                index_select=_index_select, masked_fill=_masked_fill, one_hot=_one_hot, index_put=_index_put,
                index_fill=_index_fill)

@@ -1,7 +1,7 @@
 """Samples for matrix products: matmul's rank rules, mm, bmm, dot, outer, einsum."""
 from __future__ import annotations
 
-from ._common import Sample, empty, np, scalar
+from ._common import Sample, Waiver, empty, np, scalar
 
 SAMPLES: dict = {}
 
@@ -135,3 +135,65 @@ def _addmm(g):
 
 SAMPLES.update(diagonal=_diagonal, diag=_diag, trace=_trace, addmm=_addmm)
 SAMPLES.update(matmul=_matmul, mm=_mm, bmm=_bmm, dot=_dot, outer=_outer, einsum=_einsum)
+
+
+# -- cross product and norms (plugtorch.linalg) ---------------------------------------------------
+
+def _linalg_cross(g):
+    def call(m, a, b, *dim):
+        return m.linalg.cross(a, b, dim=dim[0]) if dim else m.linalg.cross(a, b)
+    return [
+        Sample((g.randn(4, 3), g.randn(4, 3)), call=call, ref=lambda a, b: np.cross(a, b)),
+        Sample((g.randn(3, 2), g.randn(3, 2), 0), call=call, ref=lambda a, b, d: np.cross(a, b, axis=d),
+               desc="dim 0"),
+        Sample((g.randn(2, 3), g.randn(1, 3)), call=call, ref=lambda a, b: np.cross(a, b), desc="broadcast"),
+        Sample((g.randn(3, 3), g.randn(3, 3)), call=lambda m, a, b: m.cross(a, b, dim=1),
+               ref=lambda a, b: np.cross(a, b), desc="torch.cross"),
+        Sample((g.ints(2, 3), g.ints(2, 3)), call=call, grad=False, ref=lambda a, b: np.cross(a, b),
+               desc="int64"),
+        Sample((empty(0, 3), empty(0, 3)), call=call, ref=lambda a, b: np.zeros((0, 3))),
+        Sample((g.randn(2, 2), g.randn(2, 2)), call=call, raises=RuntimeError, desc="not 3-vectors"),
+        Waiver("zero_dim", "a cross product takes 3-vectors: a 0-d input has none"),
+    ]
+
+
+def _vector_norm(g):
+    def call(m, x, *args, **kwargs):
+        return m.linalg.vector_norm(x, *args, **kwargs)
+    x = g.away(3, 4)
+    n = np.linalg.norm
+    return [
+        Sample((x,), call=call, ref=lambda a: n(a.ravel())),
+        Sample((x, 3, 1), call=call, ref=lambda a, p, d: np.sum(np.abs(a) ** 3, axis=d) ** (1 / 3), desc="ord 3"),
+        Sample((x, 1, (0, 1), True), call=call, ref=lambda a, p, d, k: np.abs(a).sum(keepdims=True),
+               desc="ord 1, keepdim"),
+        Sample((g.distinct(3, 4), float("inf"), 0), call=call, ref=lambda a, p, d: np.abs(a).max(axis=d),
+               desc="inf"),
+        Sample((x, 0, 1), call=call, ref=lambda a, p, d: (a != 0).sum(axis=d).astype(float), desc="ord 0"),
+        Sample((scalar(-2.0),), call=call, ref=np.abs),
+        Sample((empty(0, 3), 2, 1), call=call, ref=lambda a, p, d: np.zeros(0)),
+        Sample((g.ints(3),), call=call, raises=RuntimeError, desc="integer input"),
+    ]
+
+
+def _matrix_norm(g):
+    def call(m, x, *args, **kwargs):
+        return m.linalg.matrix_norm(x, *args, **kwargs)
+    x = g.distinct(3, 4)
+    n = np.linalg.norm
+    return [
+        Sample((g.away(3, 4),), call=call, ref=lambda a: n(a, "fro")),
+        Sample((x, 1), call=call, ref=lambda a, o: n(a, 1), desc="ord 1: largest column sum"),
+        Sample((x, -1), call=call, ref=lambda a, o: n(a, -1), desc="ord -1"),
+        Sample((x, float("inf")), call=call, ref=lambda a, o: n(a, np.inf), desc="ord inf: largest row sum"),
+        Sample((x, float("-inf")), call=call, ref=lambda a, o: n(a, -np.inf), desc="ord -inf"),
+        Sample((g.away(2, 3, 2), "fro", (0, 2), True), call=call,
+               ref=lambda a, o, d, k: np.sqrt((a * a).sum(axis=d, keepdims=True)), desc="dims, keepdim"),
+        Sample((empty(0, 3),), call=call, ref=lambda a: np.asarray(0.0)),
+        Sample((g.randn(3),), call=call, raises=RuntimeError, desc="1-D input"),
+        Waiver("zero_dim", "a matrix norm needs at least 2 dims"),
+    ]
+
+
+SAMPLES.update(linalg_cross=_linalg_cross, linalg_vector_norm=_vector_norm,
+               linalg_matrix_norm=_matrix_norm)

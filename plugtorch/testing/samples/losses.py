@@ -188,6 +188,100 @@ def _regression(name):
     return samples
 
 
+
+def _robust(name, param):
+    """smooth_l1_loss (beta) and huber_loss (delta): quadratic near 0, linear beyond ``param``."""
+    def samples(g):
+        def loss(**kw):
+            return lambda m, x, t, *w: getattr(F(m), name)(x, t, **kw, **({"weight": w[0]} if w else {}))
+        x = g.randn(3, 4)
+        t = x + g.away(3, 4, low=0.1, high=2.5) * np.resize([1, 3], (3, 4))  # both sides of the kink
+        out = [
+            Sample((x, t), call=loss()),
+            Sample((x, t), call=loss(reduction="sum", **{param: 0.5}), desc=f"sum, {param}=0.5"),
+            Sample((x, t), call=loss(reduction="none", **{param: 2.0}), desc=f"none, {param}=2"),
+            Sample((x, t[:1]), call=loss(), desc="target broadcast (with torch's warning)"),
+            Sample((scalar(0.3), scalar(-1.5)), call=loss()),
+            Sample((empty(0, 3), empty(0, 3)), call=loss(reduction="sum"), desc="empty"),
+            Sample((g.ints(3), g.ints(3)), call=loss(), raises=RuntimeError, desc="integer input"),
+            Sample((x, t), call=loss(**{param: -1.0}), raises=RuntimeError, desc=f"negative {param}"),
+        ]
+        if name == "smooth_l1_loss":
+            out.append(Sample((x, t), call=loss(beta=0.0), desc="beta=0 is l1"))
+        else:
+            out += [Sample((x, t, g.positive(3, 4)), call=loss(), grad_inputs=(0, 1), desc="weight, mean"),
+                    Sample((x, t, g.positive(3, 4)), call=loss(reduction="sum"), desc="weight, sum")]
+        return out
+    return samples
+
+
+def _kl_div(g):
+    def kl(**kw):
+        return lambda m, x, t: F(m).kl_div(x, t, **kw)
+    logp = np.log(_probs(g, 3, 4))
+    q = _probs(g, 3, 4)
+    q_zero = q.copy()
+    q_zero[0, 1] = 0.0
+    return [
+        Sample((logp, q), call=kl(reduction="batchmean")),
+        Sample((logp, q), call=kl(reduction="sum"), desc="sum"),
+        Sample((logp, q_zero), call=kl(reduction="none"), grad_inputs=(0,), desc="none, a zero target"),
+        Sample((logp, np.log(q)), call=kl(reduction="batchmean", log_target=True), desc="log_target"),
+        Sample((logp, q[:1]), call=kl(reduction="sum"), desc="target broadcast"),
+        Sample((scalar(-0.5), scalar(0.3)), call=kl(reduction="batchmean"), desc="0-d, batchmean"),
+        Sample((empty(0, 3), empty(0, 3)), call=kl(reduction="sum"), desc="empty"),
+        Sample((logp, q), call=kl(reduction="average"), raises=ValueError, desc="unknown reduction"),
+    ]
+
+
+def _poisson_nll_loss(g):
+    def nll(**kw):
+        return lambda m, x, t: F(m).poisson_nll_loss(x, t, **kw)
+    counts = g.ints(3, 4, high=6).astype(np.float64)
+    # with full=True, torch's target gradient is nan at a zero count (0 * log 0 inside a masked
+    # term); ours is the true 0, so those samples differentiate the input only
+    return [
+        Sample((g.randn(3, 4), counts), call=nll()),
+        Sample((g.randn(3, 4), counts), call=nll(full=True, reduction="sum"), grad_inputs=(0,),
+               desc="full, sum"),
+        Sample((g.positive(3, 4), counts), call=nll(log_input=False, reduction="none"), desc="rates"),
+        Sample((g.positive(3, 4), counts), call=nll(log_input=False, full=True, eps=1e-3),
+               grad_inputs=(0,), desc="rates, full"),
+        Sample((scalar(0.4), scalar(3.0)), call=nll(full=True)),
+        Sample((empty(0, 2), empty(0, 2)), call=nll(reduction="sum"), desc="empty"),
+        Sample((g.randn(2), g.randn(2)), call=nll(reduction="avg"), raises=ValueError, desc="unknown reduction"),
+    ]
+
+
+def _ctc_loss(g):
+    """Through log_softmax, as torch asks: torch's gradient formula is the loss's derivative there."""
+    def ctc(il, tl, logsm=True, **kw):
+        def f(m, x, targets):
+            lp = x.log_softmax(-1) if logsm else x
+            return F(m).ctc_loss(lp, targets, il, tl, **kw)
+        return f
+    x = g.randn(6, 3, 4)
+    targets = np.array([[1, 2, 2], [3, 1, 0], [2, 2, 3]])
+    return [
+        Sample((x, targets), call=ctc([6, 5, 6], [3, 2, 3])),
+        Sample((x, targets), call=ctc([6, 4, 2], [3, 1, 0], reduction="none"), desc="none, an empty target"),
+        Sample((x, targets), call=ctc([6, 6, 3], [3, 2, 3], reduction="sum", zero_infinity=True),
+               desc="zero_infinity, an impossible alignment"),
+        Sample((x, targets), call=ctc([6, 5, 6], [2, 2, 1], blank=3), desc="blank=3"),
+        Sample((x, np.array([1, 2, 3, 1, 2])), call=ctc([6, 5, 4], [2, 2, 1]), desc="concatenated targets"),
+        # straight log-probabilities: torch's formula is not their derivative, so only torch checks it
+        Sample((x, targets), call=ctc([6, 5, 6], [3, 2, 3], logsm=False), numerical=False, desc="raw log_probs"),
+        Sample((g.randn(3, 3), np.array([1, 2])), call=ctc(3, 2, reduction="none"),
+               torch_call=lambda m, x, t: m.nn.functional.ctc_loss(x.log_softmax(-1), t, m.tensor(3), m.tensor(2),
+                                                                   reduction="none"),
+               desc="unbatched (T, C), small"),
+        Sample((empty(6, 0, 4), np.zeros((0, 2), np.int64)), call=ctc([], [], reduction="sum"), raises=RuntimeError,
+               desc="empty log_probs"),
+        Sample((scalar(1.0), np.array([1])), call=ctc([1], [1]), raises=RuntimeError, desc="0-d log_probs"),
+        Sample((x, targets), call=ctc([7, 5, 6], [3, 2, 3]), raises=RuntimeError, desc="input length > T"),
+        Sample((x, targets), call=ctc([6, 5, 6], [3, 2, 3], blank=4), raises=RuntimeError, desc="blank out of range"),
+    ]
+
 # -- layer_norm, group_norm ------------------------------------------------------------------
 
 def _layer_norm(g):
@@ -298,4 +392,6 @@ SAMPLES.update(
     mse_loss=_regression("mse_loss"), l1_loss=_regression("l1_loss"),
     layer_norm=_layer_norm, layer_norm_backward=_layer_norm_backward, group_norm=_group_norm,
     batch_norm=_batch_norm, batch_norm_backward=_batch_norm_backward,
+    smooth_l1_loss=_robust("smooth_l1_loss", "beta"), huber_loss=_robust("huber_loss", "delta"),
+    kl_div=_kl_div, poisson_nll_loss=_poisson_nll_loss, ctc_loss=_ctc_loss,
 )

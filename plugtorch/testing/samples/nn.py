@@ -120,6 +120,36 @@ SAMPLES["softplus"] = (lambda base: lambda g: base(g) + [
 ])(SAMPLES["softplus"])
 
 
+def _glu(g):
+    def glu(dim=-1):
+        return lambda m, x: F(m).glu(x, dim)
+    ref = lambda x, d=-1: np.split(x, 2, d)[0] * _np_sigmoid(np.split(x, 2, d)[1])
+    return [
+        Sample((g.randn(3, 4),), call=glu(), ref=ref),
+        Sample((g.randn(4, 3),), call=glu(0), ref=lambda x: ref(x, 0), desc="dim=0"),
+        Sample((g.randn(2),), call=glu(), ref=ref, desc="small"),
+        Sample((empty(0, 4),), call=glu(), ref=ref),
+        Sample((scalar(1.0),), call=glu(), raises=RuntimeError, desc="0-d input"),
+        Sample((g.randn(2, 3),), call=glu(), raises=RuntimeError, desc="odd size"),
+    ]
+
+
+def _softmin(g):
+    ref = lambda x, d: np.exp(_np_log_softmax(-x, d))
+    call = lambda m, x, d: F(m).softmin(x, d)
+    return [
+        Sample((g.randn(3, 4), 1), call=call, ref=ref),
+        Sample((g.randn(2, 3, 2), 0), call=call, ref=ref),
+        Sample((scalar(0.3), 0), call=call, ref=ref),
+        Sample((empty(0, 3), 1), call=call, ref=ref),
+        Sample((g.ints(2, 3), 1), call=lambda m, x, d: F(m).softmin(x, d, dtype=m.float64), grad=False,
+               desc="int64 input with dtype="),
+    ]
+
+
+SAMPLES.update(glu=_glu, softmin=_softmin)
+
+
 def _np_log_softmax(x, d):
     z = x - np.max(x, axis=d, keepdims=True) if x.size else x
     return z - np.log(np.sum(np.exp(z), axis=d, keepdims=True))
@@ -338,7 +368,7 @@ def _max_pool2d_backward(g):
                 out = m.nn.functional.max_pool2d(x, **geometry)
                 return m.autograd.grad(out, x, grad_output, create_graph=True)[0]
             from plugtorch.core.ops import pooling
-            norm = pooling._geometry("max_pool2d", x, geometry["kernel_size"], geometry["stride"],
+            norm = pooling._geometry("max_pool2d", x, 2, geometry["kernel_size"], geometry["stride"],
                                      geometry["padding"], geometry["dilation"], geometry["ceil_mode"])
             out = pooling.max_pool2d(x.detach(), **geometry)
             return pooling.max_pool2d_backward(grad_output, x, out, **norm)

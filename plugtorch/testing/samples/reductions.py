@@ -196,7 +196,43 @@ def _any_all(name, npfn):
     SAMPLES[name] = samples
 
 
-SAMPLES.update(sum=_sum, mean=_mean, prod=_prod, norm=_norm, logsumexp=_logsumexp, cumsum=_cumsum)
+def _aminmax(g):
+    x = g.distinct(2, 3, 2)
+    return [
+        Sample((x,), ref=lambda a: (np.min(a), np.max(a))),
+        Sample((x,), kwargs={"dim": 1}, ref=lambda a: (np.min(a, axis=1), np.max(a, axis=1))),
+        Sample((x,), kwargs={"dim": -1, "keepdim": True},
+               ref=lambda a: (np.min(a, axis=-1, keepdims=True), np.max(a, axis=-1, keepdims=True)),
+               desc="keepdim"),
+        Sample((scalar(0.5),), kwargs={"dim": 0}, ref=lambda a: (a, a)),
+        Sample((empty(0, 3),), kwargs={"dim": 1}, ref=lambda a: (np.zeros(0), np.zeros(0)), desc="empty rows"),
+        Sample((g.ints(2, 3),), grad=False, ref=lambda a: (np.min(a), np.max(a)), desc="int64"),
+        Sample((empty(0, 3),), raises=RuntimeError, desc="empty, all dims"),
+    ]
+
+
+def _numpy_aliases(name, npfn, integer=False):
+    """torch's ``axis=``/``keepdims=`` spellings, and a 0-d tensor's dim range."""
+    def samples(g):
+        x = g.distinct(2, 3, 2)
+        out = [
+            Sample((x,), kwargs={"axis": 1}, ref=lambda a: npfn(a, axis=1), desc="axis="),
+            Sample((x,), kwargs={"axis": (0, 2), "keepdims": True},
+                   ref=lambda a: npfn(a, axis=(0, 2), keepdims=True), desc="axis=, keepdims="),
+            Sample((x,), kwargs={"dim": 0, "axis": 1}, raises=TypeError, desc="dim and axis"),
+            Sample((scalar(1.5), 1), raises=IndexError, desc="0-d: dim 1 is out of range"),
+        ]
+        if name in ("max", "min", "argmax", "argmin", "any", "all", "prod"):  # one dim only
+            out = [s for s in out if not isinstance(s.kwargs.get("axis"), tuple)]
+        if name in ("argmax", "argmin", "any", "all"):
+            for s in out:
+                s.grad = False
+        return out
+    return samples
+
+
+SAMPLES.update(sum=_sum, mean=_mean, prod=_prod, norm=_norm, logsumexp=_logsumexp, cumsum=_cumsum,
+               aminmax=_aminmax)
 _var_like("var", np.var)
 _var_like("std", np.std)
 _extreme("amax", np.max)
@@ -207,3 +243,22 @@ _arg("argmax", np.argmax)
 _arg("argmin", np.argmin)
 _any_all("any", np.any)
 _any_all("all", np.all)
+
+for _name, _npfn in (("sum", np.sum), ("mean", np.mean), ("prod", np.prod), ("amax", np.max),
+                     ("amin", np.min), ("var", lambda a, axis, keepdims=False: np.var(a, axis=axis, ddof=1,
+                                                                                  keepdims=keepdims)),
+                     ("std", lambda a, axis, keepdims=False: np.std(a, axis=axis, ddof=1, keepdims=keepdims)),
+                     ("any", np.any), ("all", np.all), ("argmax", np.argmax), ("argmin", np.argmin),
+                     ("logsumexp", lambda a, axis, keepdims=False: np.log(np.sum(np.exp(a), axis=axis,
+                                                                               keepdims=keepdims)))):
+    SAMPLES[_name] = (lambda base, extra: lambda g: base(g) + extra(g))(SAMPLES[_name],
+                                                                       _numpy_aliases(_name, _npfn))
+
+
+def _max_axis(g):
+    x = g.distinct(3, 4)
+    return [Sample((x,), kwargs={"axis": 1}, ref=lambda a: (np.max(a, axis=1), np.argmax(a, axis=1)),
+                   desc="axis=")]
+
+
+SAMPLES["max"] = (lambda base: lambda g: base(g) + _max_axis(g))(SAMPLES["max"])

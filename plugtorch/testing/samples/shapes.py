@@ -11,7 +11,8 @@ def _reshape(g):
         Sample((g.randn(2, 6),), call=lambda m, x: x.reshape(3, 4), ref=lambda x: x.reshape(3, 4)),
         Sample((g.randn(2, 3, 2),), call=lambda m, x: m.reshape(x, (-1, 2)), ref=lambda x: x.reshape(-1, 2),
                desc="inferred -1"),
-        Sample((g.randn(2, 3),), call=lambda m, x: x.view(6), ref=lambda x: x.reshape(6), desc="view"),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.t().reshape(6), ref=lambda x: x.T.reshape(6),
+               desc="of a transpose: a copy"),
         Sample((scalar(2.0),), call=lambda m, x: x.reshape(1, 1), ref=lambda x: x.reshape(1, 1)),
         Sample((g.randn(1),), call=lambda m, x: x.reshape(()), ref=lambda x: x.reshape(()), desc="to 0d"),
         Sample((empty(0, 4),), call=lambda m, x: x.reshape(4, 0, 2), ref=lambda x: x.reshape(4, 0, 2)),
@@ -387,3 +388,132 @@ _flip_lr_ud("fliplr", np.fliplr, 2)
 _flip_lr_ud("flipud", np.flipud, 1)
 _band("tril", np.tril)
 _band("triu", np.triu)
+
+
+# -- view, view_dtype -----------------------------------------------------------------------------
+# (view's inputs of two or more dims keep its shape up to size-1 dims: the kit also runs every
+# sample on transposed storage, where a view that merges dims is refused, as torch's)
+
+def _view(g):
+    return [
+        Sample((g.randn(2, 3),), call=lambda m, x: x.view(2, 1, 3), ref=lambda x: x.reshape(2, 1, 3)),
+        Sample((g.randn(2, 1, 3),), call=lambda m, x: x.view(2, 3, 1), ref=lambda x: x.reshape(2, 3, 1),
+               desc="size-1 dims move"),
+        Sample((g.randn(6),), call=lambda m, x: x.view(-1, 3), ref=lambda x: x.reshape(-1, 3), desc="-1"),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.view_as(m.zeros(1, 2, 3)),
+               ref=lambda x: x.reshape(1, 2, 3), desc="view_as"),
+        Sample((scalar(2.0),), call=lambda m, x: x.view(1, 1), ref=lambda x: x.reshape(1, 1)),
+        Sample((empty(0, 4),), call=lambda m, x: x.view(4, 0, 2), ref=lambda x: x.reshape(4, 0, 2)),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.t().view(6), raises=RuntimeError,
+               desc="a transpose's dims cannot merge: no copy is made"),
+        Sample((g.randn(2, 3),), call=lambda m, x: x.view(4, -1), raises=RuntimeError, desc="bad size"),
+    ]
+
+
+def _view_dtype(g):
+    def call(dtype):
+        return lambda m, x: x.view(getattr(m, dtype))
+    bits = g.randn(2, 4)
+    return [
+        Sample((bits,), call=call("int64"), grad=False, ref=lambda x: x.view(np.int64),
+               desc="float64 as int64"),
+        Sample((g.randn(4),), call=call("int32"), grad=False, ref=lambda x: x.view(np.int32),
+               desc="float64 as int32: the last dim doubles"),
+        Sample((np.arange(8, dtype=np.int16),), call=call("int32"), grad=False,
+               ref=lambda x: x.view(np.int32), desc="int16 as int32: the last dim halves"),
+        Sample((bits,), call=lambda m, x: x.t().view(m.int32), raises=RuntimeError,
+               desc="another element size needs a contiguous last dim"),
+        Sample((np.array([0, 1, 2], np.uint8),), call=call("bool"), grad=False, ref=lambda x: x.view(bool),
+               desc="uint8 as bool"),
+        Sample((np.asarray(7, np.int32),), call=call("float32"), grad=False,
+               ref=lambda x: x.view(np.float32)),
+        Sample((np.zeros((0, 2), np.int32),), call=call("float32"), grad=False,
+               ref=lambda x: x.view(np.float32)),
+        Sample((np.arange(6, dtype=np.int16).reshape(2, 3),), call=call("int32"), raises=RuntimeError,
+               desc="last dim not divisible"),
+        Sample((np.asarray(7, np.int32),), call=call("int16"), raises=RuntimeError,
+               desc="0-d to another element size"),
+    ]
+
+
+# -- hstack, vstack, dstack, column_stack ---------------------------------------------------------
+
+def _joins(name, npfn):
+    def samples(g):
+        return [
+            Sample(({"hstack": [g.randn(2, 3), g.randn(2, 2)], "column_stack": [g.randn(2, 3), g.randn(2, 2)],
+                     "vstack": [g.randn(2, 3), g.randn(1, 3)]}.get(name, [g.randn(2, 3), g.randn(2, 3)]),),
+                   ref=npfn),
+            Sample(([g.randn(3), g.randn(3)],), ref=npfn, desc="1-D"),
+            Sample(([scalar(1.0), scalar(2.0)],), ref=npfn, desc="0d"),
+            Sample(([g.randn(2, 3, 2), g.randn(2, 3, 2)],), ref=npfn, desc="3-D"),
+            Sample(([empty(0, 2), empty(0, 2)],), ref=npfn),
+            Sample(([g.ints(2, 2), g.randn(2, 2)],), grad=False, ref=npfn, desc="dtypes promote"),
+            Sample(([],), raises=(RuntimeError, TypeError), desc="no tensors"),
+        ]
+    SAMPLES[name] = samples
+
+
+for _name, _npfn in (("hstack", np.hstack), ("vstack", np.vstack), ("dstack", np.dstack),
+                     ("column_stack", np.column_stack)):
+    _joins(_name, _npfn)
+
+
+# -- rot90, diff, unfold ------------------------------------------------------------------------
+
+def _rot90(g):
+    x = g.randn(2, 3)
+    return [
+        Sample((x,), ref=np.rot90),
+        Sample((x, 2), ref=lambda a, k: np.rot90(a, k)),
+        Sample((x, -1, [1, 0]), ref=lambda a, k, d: np.rot90(a, k, d), desc="dims reversed"),
+        Sample((g.randn(2, 3, 2), 3, (0, 2)), ref=lambda a, k, d: np.rot90(a, k, d), desc="3-D"),
+        Sample((x, 4), ref=lambda a, k: a, desc="a full turn"),
+        Sample((empty(0, 3),), ref=np.rot90),
+        Sample((scalar(1.0),), raises=RuntimeError, desc="0d"),
+        Sample((x, 1, (0, 0)), raises=RuntimeError, desc="one dim twice"),
+    ]
+
+
+def _diff(g):
+    x = g.randn(3, 5)
+    return [
+        Sample((x,), ref=np.diff),
+        Sample((x, 2, 0), ref=lambda a, n, d: np.diff(a, n, d), desc="n=2 along dim 0"),
+        Sample((x, 1, -1, g.randn(3, 2), g.randn(3, 1)), ref=lambda a, n, d, p, q: np.diff(a, n, d, p, q),
+               desc="prepend, append"),
+        Sample((g.randn(4), 1, 0, scalar(0.5)), raises=RuntimeError,
+               desc="0-d prepend (torch wants input's number of dims)"),
+        Sample((g.ints(6),), kwargs={"n": 3}, grad=False, ref=lambda a: np.diff(a, 3), desc="int64"),
+        Sample((g.bools(5),), grad=False, ref=np.diff, desc="bool: not equal"),
+        Sample((empty(0, 3), 1, 0), ref=lambda a, n, d: np.diff(a, n, d)),
+        Sample((g.randn(3),), kwargs={"n": 5}, ref=lambda a: np.diff(a, 5), desc="n past the length"),
+        Sample((scalar(1.0),), raises=RuntimeError, desc="0d"),
+    ]
+
+
+def _unfold(g):
+    def ref(a, d, size, step):
+        if a.ndim == 0:
+            return a.reshape(size)
+        d %= a.ndim
+        moved = np.moveaxis(a, d, -1)
+        n = (moved.shape[-1] - size) // step + 1
+        windows = np.stack([moved[..., i * step:i * step + size] for i in range(n)], -2)
+        return np.moveaxis(windows, -2, d)
+    return [
+        Sample((g.randn(2, 7), 1, 3, 2), call=lambda m, x, *a: x.unfold(*a), ref=ref),
+        Sample((g.randn(5, 2, 3), 0, 2, 1), call=lambda m, x, *a: x.unfold(*a), ref=ref,
+               desc="overlapping windows: gradients add"),
+        Sample((g.randn(4, 6), -1, 6, 6), call=lambda m, x, *a: x.unfold(*a), ref=ref, desc="one window"),
+        Sample((g.randn(10), 0, 2, 4), call=lambda m, x, *a: x.unfold(*a), ref=ref, desc="gaps"),
+        Sample((scalar(2.0), 0, 1, 1), call=lambda m, x, *a: x.unfold(*a), ref=ref),
+        Sample((empty(0, 4), 1, 2, 1), call=lambda m, x, *a: x.unfold(*a), ref=ref),
+        Sample((g.randn(3, 4), 1, 5, 1), call=lambda m, x, *a: x.unfold(*a), raises=RuntimeError,
+               desc="window longer than the dim"),
+        Sample((g.randn(3, 4), 1, 2, 0), call=lambda m, x, *a: x.unfold(*a), raises=RuntimeError,
+               desc="step 0"),
+    ]
+
+
+SAMPLES.update(view=_view, view_dtype=_view_dtype, rot90=_rot90, diff=_diff, unfold=_unfold)
