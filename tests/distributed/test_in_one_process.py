@@ -79,8 +79,10 @@ def test_default_hooks_in_one_process(group):
     np.testing.assert_array_equal(bf16.numpy(), torch.tensor(values).bfloat16().float().numpy())
 
 
+@pytest.mark.parametrize("chunk", [wire.CHUNK, 1000], ids=["one-chunk", "many-chunks"])
 @pytest.mark.parametrize("wire_dtype", wire.WIRE_DTYPES)
-def test_wire_formats_round_and_sum_like_torch(torch, wire_dtype):
+def test_wire_formats_round_and_sum_like_torch(torch, wire_dtype, chunk, monkeypatch):
+    monkeypatch.setattr(wire, "CHUNK", chunk)  # 15,010 values: 16 chunks, the last one short
     g = np.random.default_rng(0)
     x = np.concatenate([(g.standard_normal(5000) * 1e3).astype(np.float32),
                         (g.standard_normal(5000) * 1e-6).astype(np.float32),  # float16 subnormals
@@ -96,6 +98,8 @@ def test_wire_formats_round_and_sum_like_torch(torch, wire_dtype):
     wire.add_into(wire_dtype, a, b)
     summed = torch.from_numpy(finite).to(tdtype) + torch.from_numpy(finite[::-1].copy()).to(tdtype)
     np.testing.assert_array_equal(decode(b), summed.float().numpy())
+    grid = x[:6000].reshape(2, 3000)  # the codecs keep the shape they are given
+    assert encode(grid).shape == grid.shape and decode(encode(grid)).shape == grid.shape
 
 
 def test_wire_dtype_arguments_are_checked():
