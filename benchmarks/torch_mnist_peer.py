@@ -5,8 +5,8 @@ optimizer, batch size and evaluation; batches are gathered from one big tensor
 as plugtorch's DataLoader does. Pin threads the same way for both, e.g.::
 
     OMP_NUM_THREADS=1 python benchmarks/torch_mnist_peer.py --model cnn --epochs 3 --batch-size 64 \
-        --threads 1 --data-dir ../shared/data
-    OMP_NUM_THREADS=1 plugtorch train --model cnn --epochs 3 --batch-size 64 --data-dir ../shared/data
+        --threads 1 --data-dir data
+    OMP_NUM_THREADS=1 plugtorch train --model cnn --epochs 3 --batch-size 64 --data-dir data
 """
 from __future__ import annotations
 
