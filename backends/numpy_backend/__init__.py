@@ -12,6 +12,7 @@ import numpy as np
 from plugtorch.core.backend import Backend
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 
+from . import allocator
 from .fused import FUSED_KERNELS
 from .xp_table import make_dtype_maps, make_table
 
@@ -85,6 +86,7 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
 
 @hookimpl
 def plugtorch_register(registrar):
+    allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
     registrar.add_backend(make_backend())
     for op, fn in FUSED_KERNELS.items():
         registrar.add_kernel(op, NAME, fn)
