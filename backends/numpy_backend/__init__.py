@@ -14,6 +14,7 @@ from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 
 from . import allocator
 from .fused import FUSED_KERNELS
+from .fused_optim import OPTIM_KERNELS
 from .xp_table import make_dtype_maps, make_table
 
 PLUGTORCH_CONTRACT = CONTRACT_VERSION
@@ -88,5 +89,5 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
 def plugtorch_register(registrar):
     allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
     registrar.add_backend(make_backend())
-    for op, fn in FUSED_KERNELS.items():
+    for op, fn in {**FUSED_KERNELS, **OPTIM_KERNELS}.items():
         registrar.add_kernel(op, NAME, fn)

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from ..core.ops.creation import zeros_like
-from ..core.ops.elementwise import maximum
-from ._pointwise import addcmul_, lerp_
+from ..core.ops.optimizer_updates import adam_step_
 from .optimizer import Optimizer
 
 
@@ -39,9 +38,6 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self, p, group):
-        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
-        grad = -p.grad if group["maximize"] else p.grad
         state = self.state[p]
         if not state:
             state["step"] = 0
@@ -50,26 +46,12 @@ class Adam(Optimizer):
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
         state["step"] = step = int(state["step"]) + 1
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-
-        if weight_decay != 0:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                grad = grad.add(p, alpha=weight_decay)
-
-        lerp_(exp_avg, grad, 1 - beta1)
-        addcmul_(exp_avg_sq.mul_(beta2), grad, grad, value=1 - beta2)
-
-        step_size = lr / (1 - beta1 ** step)
-        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-        if group["amsgrad"]:
-            max_sq = state["max_exp_avg_sq"]
-            max_sq.copy_(maximum(max_sq, exp_avg_sq))
-            denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        else:
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        p.add_(exp_avg / denom, alpha=-step_size)
+        beta1, beta2 = group["betas"]
+        # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py)
+        adam_step_(p, p.grad, state["exp_avg"], state["exp_avg_sq"], state.get("max_exp_avg_sq"),
+                   lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                   weight_decay=group["weight_decay"], step=step, maximize=group["maximize"],
+                   decoupled_weight_decay=group["decoupled_weight_decay"])
 
 
 class AdamW(Adam):

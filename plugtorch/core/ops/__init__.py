@@ -7,7 +7,7 @@ from . import (conversion, creation, elementwise, pointwise, reduce, statistics,
                movement, sorting, scatter, inplace, linalg, einsum, activation, window, conv,
                conv_transpose, pooling, unpool, padding, sampling, attention, loss, distance, ctc,
                classification, normalization, cumulative, counting,
-               joins)
+               joins, optimizer_updates)
 
 # Catalog sections, by the module an op is declared in.
 SECTIONS = {
@@ -23,4 +23,5 @@ SECTIONS = {
     "loss": "Losses", "distance": "Losses", "ctc": "Losses", "classification": "Losses",
     "normalization": "Normalization",
     "cumulative": "Reductions", "counting": "Reductions", "joins": "Shape and movement",
+    "optimizer_updates": "Optimizer updates",
 }

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from . import attention, conv, distances, elementwise, indexing, linalg, losses, nn, reductions, sampling, shapes
 from . import sorting
-from . import bitwise, counting, cumulative
+from . import bitwise, counting, cumulative, optim
 
 SAMPLES: dict = {}
 for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,
-                distances, attention, bitwise, cumulative, counting):
+                distances, attention, bitwise, cumulative, counting, optim):
     SAMPLES.update(_module.SAMPLES)

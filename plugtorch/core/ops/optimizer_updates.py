@@ -1,0 +1,87 @@
+"""Optimizer updates as ops: one registered op per parameter update, in place.
+
+``adam_step_`` is what ``optim.Adam``/``AdamW`` call for each parameter. Its decomposition
+is the update written with plugtorch's in-place ops (so every backend runs it, in torch's
+order of operations), and a backend may register a kernel that does the same in one
+pass: the NumPy backend's uses in-place ufuncs and one scratch array, instead of ~15
+dispatched ops and their temporaries (``backends/numpy_backend/fused_optim.py``). The
+op mutates its tensor operands, bumps their version counters, and is not differentiable
+(torch's optimizers update under ``no_grad``, and so does this op).
+"""
+from __future__ import annotations
+
+from ..dispatch import call_op
+from ..grad_mode import is_grad_enabled
+from ..optable import op
+from ..tensor import Tensor
+
+__all__ = ["adam_step_"]
+
+
+def _lerp_(start, end, weight: float):
+    # torch's lerp switches formula at 0.5 so that both ends are exact
+    if abs(weight) < 0.5:
+        return start.add_(end - start, alpha=weight)
+    return start.sub_(end).mul_(1 - weight).add_(end)
+
+
+def _adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, beta2, eps, weight_decay,
+               step, maximize, decoupled_weight_decay):
+    if maximize:
+        grad = -grad
+    if weight_decay != 0:
+        if decoupled_weight_decay:
+            param.mul_(1 - lr * weight_decay)
+        else:
+            grad = grad.add(param, alpha=weight_decay)
+    _lerp_(exp_avg, grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).add_((grad * (1 - beta2)).mul_(grad))
+    step_size = lr / (1 - beta1 ** step)
+    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+    second = exp_avg_sq
+    if max_exp_avg_sq is not None:
+        second = max_exp_avg_sq.copy_(max_exp_avg_sq.maximum(exp_avg_sq))
+    denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
+    return param.add_(exp_avg / denom, alpha=-step_size)
+
+
+@op(decompose=_adam_step, exposed=(),
+    dtypes="floating; every tensor of the parameter's dtype, shape and backend")
+def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,
+               weight_decay=0.0, step, maximize=False, decoupled_weight_decay=False):
+    """One Adam/AdamW update of ``param`` in place, as torch.optim.Adam's single-tensor step.
+
+    ``exp_avg`` and ``exp_avg_sq`` (and ``max_exp_avg_sq`` with AMSGrad) are the moment
+    estimates, updated in place; ``step`` is the step number after this update (1 first).
+    ``weight_decay`` is L2 on the gradient, or decoupled (AdamW) with
+    ``decoupled_weight_decay``. Returns ``param``.
+
+    A kernel receives param, grad, exp_avg, exp_avg_sq and max_exp_avg_sq (or None), all
+    arrays of one floating dtype and shape, and lr, beta1, beta2, eps, weight_decay (floats),
+    step (int), maximize and decoupled_weight_decay (bools) by name; it updates param,
+    exp_avg, exp_avg_sq and max_exp_avg_sq in place and returns param.
+    """
+    tensors = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+    if max_exp_avg_sq is not None:
+        tensors["max_exp_avg_sq"] = max_exp_avg_sq
+    for what, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"adam_step_(): argument '{what}' must be a Tensor, not {type(t).__name__}")
+        if not t.dtype.is_floating_point or t.dtype is not param.dtype or t.shape != param.shape \
+                or t.device != param.device:
+            raise RuntimeError(f"adam_step_(): '{what}' is {t.dtype.name} {list(t.shape)} on {t.device}, but every "
+                               f"tensor must match the floating parameter: {param.dtype.name} "
+                               f"{list(param.shape)} on {param.device}")
+        if is_grad_enabled() and t.requires_grad:
+            raise RuntimeError(f"adam_step_(): '{what}' requires grad and the op updates it in place; "
+                               "call it under plugtorch.no_grad(), as optimizers do")
+    if step < 1:
+        raise ValueError(f"adam_step_(): step is the number of this update, counted from 1; got {step}")
+    call_op("adam_step_", (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq),
+            {"lr": float(lr), "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
+             "weight_decay": float(weight_decay), "step": int(step), "maximize": bool(maximize),
+             "decoupled_weight_decay": bool(decoupled_weight_decay)})
+    for t in (param, exp_avg, exp_avg_sq, max_exp_avg_sq):
+        if t is not None:
+            t._vc[0] += 1
+    return param

@@ -1,0 +1,79 @@
+"""adam_step_, the registered op optim.Adam/AdamW update through: the NumPy kernel agrees bit for
+bit with the op's decomposition, the op mutates and versions its operands, and refuses bad input.
+(Values against torch: the conformance kit runs the op's samples; tests/optim compares whole
+optimizers with torch step for step.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plugtorch as pt
+from plugtorch.core.ops.optimizer_updates import _adam_step, adam_step_
+from plugtorch_backends.numpy_backend.fused_optim import adam_step_ as numpy_kernel
+
+OPTIONS = [dict(), dict(maximize=True), dict(weight_decay=0.1), dict(weight_decay=0.1, decoupled_weight_decay=True),
+           dict(amsgrad=True), dict(beta1=0.3), dict(amsgrad=True, maximize=True, weight_decay=0.05)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "default")
+def test_the_numpy_kernel_is_the_decomposition_bit_for_bit_over_50_steps(dtype, options):
+    options = dict(options)
+    amsgrad, beta1 = options.pop("amsgrad", False), options.pop("beta1", 0.9)
+    rng = np.random.default_rng(0)
+    shape = (17, 5)
+    arrays = [rng.standard_normal(shape).astype(dtype)] + [np.zeros(shape, dtype) for _ in range(2 + amsgrad)]
+    tensors = [pt.tensor(a.copy()) for a in arrays]
+    kw = dict(lr=1e-2, beta1=beta1, beta2=0.999, eps=1e-8, weight_decay=options.get("weight_decay", 0.0),
+              maximize=options.get("maximize", False),
+              decoupled_weight_decay=options.get("decoupled_weight_decay", False))
+    for step in range(1, 51):
+        grad = rng.standard_normal(shape).astype(dtype)
+        numpy_kernel(arrays[0], grad, arrays[1], arrays[2], arrays[3] if amsgrad else None, step=step, **kw)
+        with pt.no_grad():
+            _adam_step(tensors[0], pt.tensor(grad), tensors[1], tensors[2], tensors[3] if amsgrad else None,
+                       step=step, **kw)
+    for a, t in zip(arrays, tensors):
+        np.testing.assert_array_equal(a, t.numpy())
+
+
+def test_the_op_updates_in_place_and_bumps_versions():
+    p, g, m, v = pt.randn(4), pt.randn(4), pt.zeros(4), pt.zeros(4)
+    before = [t._version for t in (p, m, v)]
+    data = p.numpy().copy()
+    with pt.no_grad():
+        out = adam_step_(p, g, m, v, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, step=1)
+    assert out is p and not np.array_equal(p.numpy(), data)
+    assert all(t._version > b for t, b in zip((p, m, v), before))
+    assert g._version == 0
+
+
+def test_adam_goes_through_the_op(monkeypatch):
+    import plugtorch.optim.adam as adam_module
+    calls = []
+    monkeypatch.setattr(adam_module, "adam_step_", lambda *a, **k: calls.append(k["step"]))
+    p = pt.randn(3, requires_grad=True)
+    opt = pt.optim.Adam([p])
+    for _ in range(2):
+        p.grad = pt.ones(3)
+        opt.step()
+    assert calls == [1, 2]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(grad=pt.zeros(3)), r"'grad' is float32 \[3\] on .*must match the floating parameter: float32 \[4\]"),
+    (dict(exp_avg=pt.zeros(4, dtype=pt.float64)), r"'exp_avg' is float64 \[4\]"),
+    (dict(param=pt.zeros(4, dtype=pt.int64), grad=pt.zeros(4, dtype=pt.int64)), r"'param' is int64"),
+    (dict(step=0), r"step is the number of this update, counted from 1; got 0"),
+])
+def test_bad_input_is_named(bad, message):
+    args = dict(param=pt.zeros(4), grad=pt.zeros(4), exp_avg=pt.zeros(4), exp_avg_sq=pt.zeros(4), step=1)
+    args.update(bad)
+    with pytest.raises((RuntimeError, ValueError), match=message), pt.no_grad():
+        adam_step_(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, **args)
+
+
+def test_a_parameter_that_requires_grad_is_refused_outside_no_grad():
+    p = pt.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"'param' requires grad .* under plugtorch.no_grad\(\)"):
+        adam_step_(p, pt.ones(2), pt.zeros(2), pt.zeros(2), lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, step=1)
