@@ -1,4 +1,4 @@
-"""Fused NumPy kernels for composite ops (forward only; derivatives stay in the core).
+"""Fused NumPy kernels for composite ops and the registered ops their derivatives use.
 
 Each computes in one or two passes what the decomposition does in several ops,
 and is numerically at least as careful.
@@ -32,4 +32,89 @@ def log_softmax(x, dim):
     return z
 
 
-FUSED_KERNELS = {"relu": relu, "sigmoid": sigmoid, "softmax": softmax, "log_softmax": log_softmax}
+# -- cross-entropy: log-softmax, pick, weigh and reduce in NumPy, forward and backward ----------
+# (the decomposition takes ~20 dispatched ops each way; the formulas are the same, see
+# plugtorch/core/ops/classification.py for what each term is)
+
+def _per_class(weight, ndim):
+    return weight.reshape((1, weight.shape[0]) + (1,) * (ndim - 2))
+
+
+def _index_terms(target, weight, ignore_index, dtype):
+    """Per-target weight (0 where ignored), the valid mask as floats, in-range indices (N, 1, *d)."""
+    valid = target != ignore_index
+    safe = np.where(valid, target, 0)[:, None]
+    v = valid.astype(dtype)
+    wt = v if weight is None else np.take(weight, safe[:, 0]) * v
+    return wt, v, safe
+
+
+def _smoothed(target, weight, ls):
+    if ls:
+        target = target * (1 - ls) + ls / target.shape[1]
+    return target if weight is None else target * _per_class(weight, target.ndim)
+
+
+def _quiet(kernel):
+    """An empty batch's 'mean' is 0/0 = nan, as in torch: without NumPy's warning about it."""
+    def run(*args, **kwargs):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return kernel(*args, **kwargs)
+    run.__name__ = run.__qualname__ = kernel.__name__
+    return run
+
+
+def _reduced(loss, reduction):
+    if reduction == "mean":  # what ndarray.mean computes, minus its warning on an empty batch
+        return np.asarray(loss.sum() / loss.size, dtype=loss.dtype)
+    return np.asarray(loss.sum(), dtype=loss.dtype) if reduction == "sum" else loss
+
+
+@_quiet
+def cross_entropy(input, target, weight=None, *, ignore_index, reduction, label_smoothing):
+    logp = log_softmax(input, 1)
+    ls, c = label_smoothing, input.shape[1]
+    if target.dtype.kind == "f":  # class probabilities
+        return _reduced(-(logp * _smoothed(target, weight, ls)).sum(axis=1), reduction)
+    wt, v, safe = _index_terms(target, weight, ignore_index, input.dtype)
+    loss = np.take_along_axis(logp, safe, axis=1)[:, 0]
+    loss *= wt
+    np.negative(loss, out=loss)
+    if ls:
+        lw = logp if weight is None else logp * _per_class(weight, input.ndim)
+        loss = loss * (1 - ls) - lw.sum(axis=1) * v * (ls / c)
+    if reduction == "mean":  # torch divides by the summed weights of the targets
+        return np.asarray(loss.sum() / wt.sum(), dtype=input.dtype)
+    return _reduced(loss, reduction)
+
+
+@_quiet
+def cross_entropy_backward(grad_output, input, target, weight=None, *, ignore_index, reduction, label_smoothing):
+    c, ls = input.shape[1], label_smoothing
+    p = softmax(input, 1)
+    per_sample = grad_output[:, None] if reduction == "none" else grad_output
+    if target.dtype.kind == "f":  # p * sum_c tw_c - tw
+        tw = _smoothed(target, weight, ls)
+        scale = per_sample / (input.size // c) if reduction == "mean" else per_sample
+        dx = p * tw.sum(axis=1, keepdims=True)
+        dx -= tw
+        dx *= scale
+        return dx
+    wt, v, safe = _index_terms(target, weight, ignore_index, input.dtype)
+    if ls:  # the smoothing term's gradient, from p before p becomes dx below
+        if weight is None:
+            uniform = p * c - 1
+        else:
+            uniform = p * weight.sum() - _per_class(weight, input.ndim)
+    dx = p                                                                          # in place from here
+    np.put_along_axis(dx, safe, np.take_along_axis(dx, safe, axis=1) - 1, axis=1)  # p - one_hot
+    dx *= wt[:, None]
+    if ls:
+        dx = dx * (1 - ls) + uniform * (v[:, None] * (ls / c))
+    scale = per_sample / wt.sum() if reduction == "mean" else per_sample
+    dx *= scale
+    return dx
+
+
+FUSED_KERNELS = {"relu": relu, "sigmoid": sigmoid, "softmax": softmax, "log_softmax": log_softmax,
+                 "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward}

@@ -219,6 +219,9 @@ def cross_entropy_backward(grad_output, input, target, weight, ignore_index, red
                            f"shape, and grad_output {'(N, *d)' if reduction == 'none' else '0-d'}; got input "
                            f"{list(input.shape)}, target {list(target.shape)}, grad_output "
                            f"{list(grad_output.shape)}")
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
+        raise RuntimeError(f"cross_entropy_backward: weight should hold one value per class ({input.shape[1]}), "
+                           f"got shape {list(weight.shape)}")
     return call_op("cross_entropy_backward", (grad_output, input, target, weight),
                    {"ignore_index": ignore_index, "reduction": reduction,
                     "label_smoothing": label_smoothing})

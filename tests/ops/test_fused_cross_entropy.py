@@ -1,0 +1,58 @@
+"""The NumPy backend's fused cross_entropy / cross_entropy_backward kernels agree with the op's
+decomposition for every option, keep float32 in float32, and are what dispatch runs.
+(Against torch: the conformance kit runs every cross_entropy sample on the kernel's backend.)"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import plugtorch as pt
+from plugtorch.core.ops.classification import _cross_entropy, _cross_entropy_backward
+from plugtorch_backends.numpy_backend import fused
+
+CASES = list(itertools.product(["mean", "sum", "none"], [None, "weight"], [0.0, 0.15], ["index", "probs"]))
+
+
+def _inputs(dtype, shape, target_kind, rng):
+    x = rng.standard_normal(shape).astype(dtype) * 3
+    c = shape[1]
+    if target_kind == "index":
+        t = rng.integers(0, c, (shape[0],) + shape[2:])
+        t.flat[::4] = -100                                     # some ignored targets
+    else:
+        t = rng.random(shape).astype(dtype)
+    return x, t, rng.random(c).astype(dtype) + 0.5
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(8, 5), (3, 4, 2, 3)])
+@pytest.mark.parametrize("reduction, weight, ls, target_kind", CASES)
+def test_kernels_match_the_decomposition(dtype, shape, reduction, weight, ls, target_kind):
+    rng = np.random.default_rng(0)
+    x, t, w = _inputs(dtype, shape, target_kind, rng)
+    w = w if weight else None
+    attrs = dict(ignore_index=-100, reduction=reduction, label_smoothing=ls)
+    out = fused.cross_entropy(x, t, w, **attrs)
+    g = np.asarray(rng.standard_normal(out.shape), dtype=dtype)
+    grad = fused.cross_entropy_backward(g, x, t, w, **attrs)
+    tw = None if w is None else pt.tensor(w)
+    want = _cross_entropy(pt.tensor(x), pt.tensor(t), tw, **attrs).numpy()
+    want_grad = _cross_entropy_backward(pt.tensor(g), pt.tensor(x), pt.tensor(t), tw, **attrs).numpy()
+    assert isinstance(out, np.ndarray) and out.dtype == dtype and grad.dtype == dtype
+    tol = dict(rtol=2e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(out, want, **tol)
+    np.testing.assert_allclose(grad, want_grad, **tol)
+
+
+def test_dispatch_runs_the_kernels(monkeypatch):
+    calls = []
+    backend = pt.get_registry().backends["numpy"]
+    for name in ("cross_entropy", "cross_entropy_backward"):
+        kernel = backend.kernels[name]
+        spy = lambda *a, _k=kernel, _n=name, **kw: calls.append(_n) or _k(*a, **kw)  # noqa: E731
+        monkeypatch.setitem(backend.kernels, name, spy)
+    x = pt.randn(4, 3, requires_grad=True)
+    pt.nn.functional.cross_entropy(x, pt.tensor([0, 2, 1, 0])).backward()
+    assert calls == ["cross_entropy", "cross_entropy_backward"]
