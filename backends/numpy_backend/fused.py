@@ -116,5 +116,47 @@ def cross_entropy_backward(grad_output, input, target, weight=None, *, ignore_in
     return dx
 
 
+# -- max_pool2d's backward: one strided slice per kernel offset, no window copies -------------
+
+def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padding, dilation, ceil_mode):
+    """Each window's gradient to its first maximum (row-major), as the decomposition does.
+
+    The decomposition stacks a masked copy of grad_output per kernel offset and folds the
+    stack back (a permute copy and an (N, C, kh, kw, oh, ow) scatter); here each offset adds
+    its masked share straight into the strided positions it came from.
+    """
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
+    n, c, h, w = input.shape
+    oh, ow = output.shape[2:]
+    height = max(h + 2 * ph, (oh - 1) * sh + dh * (kh - 1) + 1)  # ceil_mode windows may overhang
+    width = max(w + 2 * pw, (ow - 1) * sw + dw * (kw - 1) + 1)
+    if (height, width) == (h, w):  # no padding and no overhang: the windows read the input itself
+        padded = input
+    else:
+        lowest = -np.inf if input.dtype.kind == "f" else np.iinfo(input.dtype).min
+        padded = np.full((n, c, height, width), lowest, dtype=input.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = input
+    dx = np.zeros((n, c, height, width), dtype=grad_output.dtype)
+    # no two windows share a position (per dimension: stride past the dilated kernel's rows)
+    disjoint = all(s_ == k_ * d_ or (d_ == 1 and s_ >= k_) for k_, s_, d_ in ((kh, sh, dh), (kw, sw, dw)))
+    claimed = np.zeros(output.shape, dtype=bool)
+    hit = np.empty(output.shape, dtype=bool)
+    share = np.empty(output.shape, dtype=grad_output.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            at = (slice(None), slice(None), slice(i * dh, i * dh + sh * (oh - 1) + 1, sh),
+                  slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+            np.equal(padded[at], output, out=hit)
+            hit &= ~claimed
+            claimed |= hit
+            if disjoint:  # no two windows share a position: write, do not accumulate
+                np.multiply(grad_output, hit, out=dx[at])
+            else:
+                np.multiply(grad_output, hit, out=share)
+                dx[at] += share
+    return dx if (height, width) == (h, w) else np.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
+
+
 FUSED_KERNELS = {"relu": relu, "sigmoid": sigmoid, "softmax": softmax, "log_softmax": log_softmax,
-                 "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward}
+                 "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
+                 "max_pool2d_backward": max_pool2d_backward}

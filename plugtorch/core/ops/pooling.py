@@ -217,6 +217,12 @@ def _max_pool_backward(grad_output, input, output, **geometry):
 
 def _backward_front(name):
     def backward(grad_output, input, output, kernel_size, stride, padding, dilation, ceil_mode):
+        nd = len(kernel_size)
+        if input.ndim != nd + 2 or output.ndim != nd + 2 or grad_output.shape != output.shape or \
+                input.shape[:2] != output.shape[:2]:
+            raise RuntimeError(f"{name}: expected input (N, C, {nd} spatial dims) and grad_output and output of "
+                               f"one shape (N, C, {nd} spatial dims); got input {list(input.shape)}, grad_output "
+                               f"{list(grad_output.shape)}, output {list(output.shape)}")
         return call_op(name, (grad_output, input, output),
                        {"kernel_size": tuple(kernel_size), "stride": tuple(stride),
                         "padding": tuple(padding), "dilation": tuple(dilation), "ceil_mode": ceil_mode})

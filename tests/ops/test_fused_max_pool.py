@@ -1,0 +1,49 @@
+"""The NumPy backend's max_pool2d_backward kernel routes each window's gradient exactly as the
+op's decomposition does (first maximum, row-major), for every geometry, ties included.
+(Against torch: the conformance kit runs the op's samples on the kernel's backend.)"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import plugtorch as pt
+from plugtorch.core.ops.pooling import _max_pool_backward
+from plugtorch_backends.numpy_backend.fused import max_pool2d_backward
+
+GEOMETRIES = [  # kernel, stride, padding, dilation, ceil_mode
+    ((2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((3, 3), (1, 1), (1, 1), (1, 1), False),
+    ((3, 2), (2, 1), (1, 0), (1, 1), True),
+    ((2, 3), (3, 2), (0, 1), (2, 1), True),
+    ((3, 3), (2, 2), (1, 1), (2, 2), False),
+    ((2, 2), (3, 1), (0, 0), (1, 1), False),   # rows disjoint, columns overlapping
+    ((2, 2), (4, 4), (0, 0), (2, 2), False),   # dilated and disjoint
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_the_kernel_routes_gradients_as_the_decomposition(dtype, ties, geometry):
+    k, s, p, d, ceil = geometry
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, (2, 3, 9, 8)).astype(dtype) if ties else rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+    out = pt.nn.functional.max_pool2d(pt.tensor(x), k, s, p, d, ceil)
+    g = rng.standard_normal(out.shape).astype(dtype)
+    attrs = dict(kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=ceil)
+    got = max_pool2d_backward(g, x, out.numpy(), **attrs)
+    want = _max_pool_backward(pt.tensor(g), pt.tensor(x), out, **attrs).numpy()
+    assert got.dtype == dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+
+
+def test_dispatch_runs_the_kernel(monkeypatch):
+    backend = pt.get_registry().backends["numpy"]
+    calls = []
+    kernel = backend.kernels["max_pool2d_backward"]
+    monkeypatch.setitem(backend.kernels, "max_pool2d_backward", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    x = pt.randn(1, 2, 4, 4, requires_grad=True)
+    pt.nn.functional.max_pool2d(x, 2).sum().backward()
+    assert calls == [1] and list(itertools.chain(x.grad.numpy().reshape(-1))).count(1.0) == 8
