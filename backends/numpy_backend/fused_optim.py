@@ -45,4 +45,21 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, bet
     return param
 
 
-OPTIM_KERNELS = {"adam_step_": adam_step_}
+def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum, dampening, weight_decay, nesterov, maximize,
+              first_step):
+    dt = param.dtype.type
+    d_p = np.negative(grad) if maximize else grad
+    if weight_decay != 0:
+        d_p = d_p + param * dt(weight_decay)
+    if momentum_buffer is not None:
+        if first_step:
+            np.copyto(momentum_buffer, d_p)
+        else:                                  # buf * momentum + d_p * (1 - dampening)
+            momentum_buffer *= dt(momentum)
+            momentum_buffer += d_p * dt(1 - dampening)
+        d_p = d_p + momentum_buffer * dt(momentum) if nesterov else momentum_buffer
+    param += d_p * dt(-lr)                     # param.add_(d_p, alpha=-lr)
+    return param
+
+
+OPTIM_KERNELS = {"adam_step_": adam_step_, "sgd_step_": sgd_step_}

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from ..core.grad_mode import no_grad
+from ..core.ops.creation import zeros_like
+from ..core.ops.optimizer_updates import sgd_step_
 from .optimizer import Optimizer
 
 
@@ -39,16 +41,15 @@ class SGD(Optimizer):
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    d_p = -p.grad if group["maximize"] else p.grad
-                    if weight_decay != 0:
-                        d_p = d_p.add(p, alpha=weight_decay)
+                    buf, first = None, False
                     if momentum != 0:
                         state = self.state[p]
                         buf = state.get("momentum_buffer")
-                        if buf is None:
-                            buf = state["momentum_buffer"] = d_p.detach().clone()
-                        else:
-                            buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-                        d_p = d_p.add(buf, alpha=momentum) if nesterov else buf
-                    p.add_(d_p, alpha=-lr)
+                        if buf is None:  # torch's buffer starts as a copy of the first step's gradient
+                            buf = state["momentum_buffer"] = zeros_like(p)
+                            first = True
+                    # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py)
+                    sgd_step_(p, p.grad, buf, lr=lr, momentum=momentum, dampening=dampening,
+                              weight_decay=weight_decay, nesterov=nesterov, maximize=group["maximize"],
+                              first_step=first)
         return loss

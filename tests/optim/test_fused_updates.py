@@ -77,3 +77,41 @@ def test_a_parameter_that_requires_grad_is_refused_outside_no_grad():
     p = pt.zeros(2, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"'param' requires grad .* under plugtorch.no_grad\(\)"):
         adam_step_(p, pt.ones(2), pt.zeros(2), pt.zeros(2), lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, step=1)
+
+
+# -- sgd_step_ ---------------------------------------------------------------------------------
+
+SGD_OPTIONS = [dict(), dict(momentum=0.9), dict(momentum=0.9, dampening=0.2, weight_decay=0.01),
+               dict(momentum=0.9, nesterov=True), dict(momentum=0.5, maximize=True), dict(weight_decay=0.1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("options", SGD_OPTIONS, ids=lambda o: ",".join(o) or "plain")
+def test_the_sgd_kernel_is_the_decomposition_bit_for_bit_over_50_steps(dtype, options):
+    from plugtorch.core.ops.optimizer_updates import _sgd_step
+    from plugtorch_backends.numpy_backend.fused_optim import sgd_step_ as kernel
+    kw = {**dict(lr=0.05, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False), **options}
+    rng = np.random.default_rng(1)
+    shape = (6, 11)
+    p, buf = rng.standard_normal(shape).astype(dtype), np.zeros(shape, dtype)
+    tp, tbuf = pt.tensor(p.copy()), pt.tensor(buf.copy())
+    with_buffer = kw["momentum"] != 0
+    for step in range(1, 51):
+        g = rng.standard_normal(shape).astype(dtype)
+        kernel(p, g, buf if with_buffer else None, first_step=step == 1, **kw)
+        with pt.no_grad():
+            _sgd_step(tp, pt.tensor(g), tbuf if with_buffer else None, first_step=step == 1, **kw)
+    np.testing.assert_array_equal(p, tp.numpy())
+    np.testing.assert_array_equal(buf, tbuf.numpy())
+
+
+def test_sgd_goes_through_the_op(monkeypatch):
+    import plugtorch.optim.sgd as sgd_module
+    calls = []
+    monkeypatch.setattr(sgd_module, "sgd_step_", lambda *a, **k: calls.append(k["first_step"]))
+    p = pt.randn(3, requires_grad=True)
+    opt = pt.optim.SGD([p], lr=0.1, momentum=0.9)
+    for _ in range(3):
+        p.grad = pt.ones(3)
+        opt.step()
+    assert calls == [True, False, False]

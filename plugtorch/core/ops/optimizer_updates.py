@@ -1,6 +1,7 @@
 """Optimizer updates as ops: one registered op per parameter update, in place.
 
-``adam_step_`` is what ``optim.Adam``/``AdamW`` call for each parameter. Its decomposition
+``adam_step_`` is what ``optim.Adam``/``AdamW`` call for each parameter, ``sgd_step_`` what
+``optim.SGD`` calls. Its decomposition
 is the update written with plugtorch's in-place ops (so every backend runs it, in torch's
 order of operations), and a backend may register a kernel that does the same in one
 pass: the NumPy backend's uses in-place ufuncs and one scratch array, instead of ~15
@@ -15,7 +16,21 @@ from ..grad_mode import is_grad_enabled
 from ..optable import op
 from ..tensor import Tensor
 
-__all__ = ["adam_step_"]
+__all__ = ["adam_step_", "sgd_step_"]
+
+
+def _check_operands(op_name, param, tensors):
+    for what, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op_name}(): argument '{what}' must be a Tensor, not {type(t).__name__}")
+        if not t.dtype.is_floating_point or t.dtype is not param.dtype or t.shape != param.shape \
+                or t.device != param.device:
+            raise RuntimeError(f"{op_name}(): '{what}' is {t.dtype.name} {list(t.shape)} on {t.device}, but every "
+                               f"tensor must match the floating parameter: {param.dtype.name} "
+                               f"{list(param.shape)} on {param.device}")
+        if is_grad_enabled() and t.requires_grad:
+            raise RuntimeError(f"{op_name}(): '{what}' requires grad and the op updates it in place; "
+                               "call it under plugtorch.no_grad(), as optimizers do")
 
 
 def _lerp_(start, end, weight: float):
@@ -64,17 +79,7 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, bet
     tensors = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
     if max_exp_avg_sq is not None:
         tensors["max_exp_avg_sq"] = max_exp_avg_sq
-    for what, t in tensors.items():
-        if not isinstance(t, Tensor):
-            raise TypeError(f"adam_step_(): argument '{what}' must be a Tensor, not {type(t).__name__}")
-        if not t.dtype.is_floating_point or t.dtype is not param.dtype or t.shape != param.shape \
-                or t.device != param.device:
-            raise RuntimeError(f"adam_step_(): '{what}' is {t.dtype.name} {list(t.shape)} on {t.device}, but every "
-                               f"tensor must match the floating parameter: {param.dtype.name} "
-                               f"{list(param.shape)} on {param.device}")
-        if is_grad_enabled() and t.requires_grad:
-            raise RuntimeError(f"adam_step_(): '{what}' requires grad and the op updates it in place; "
-                               "call it under plugtorch.no_grad(), as optimizers do")
+    _check_operands("adam_step_", param, tensors)
     if step < 1:
         raise ValueError(f"adam_step_(): step is the number of this update, counted from 1; got {step}")
     call_op("adam_step_", (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq),
@@ -82,6 +87,51 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, bet
              "weight_decay": float(weight_decay), "step": int(step), "maximize": bool(maximize),
              "decoupled_weight_decay": bool(decoupled_weight_decay)})
     for t in (param, exp_avg, exp_avg_sq, max_exp_avg_sq):
+        if t is not None:
+            t._vc[0] += 1
+    return param
+
+
+def _sgd_step(param, grad, momentum_buffer, *, lr, momentum, dampening, weight_decay, nesterov, maximize,
+              first_step):
+    d_p = -grad if maximize else grad
+    if weight_decay != 0:
+        d_p = d_p.add(param, alpha=weight_decay)
+    if momentum_buffer is not None:
+        if first_step:
+            momentum_buffer.copy_(d_p)
+        else:
+            momentum_buffer.mul_(momentum).add_(d_p, alpha=1 - dampening)
+        d_p = d_p.add(momentum_buffer, alpha=momentum) if nesterov else momentum_buffer
+    return param.add_(d_p, alpha=-lr)
+
+
+@op(decompose=_sgd_step, exposed=(),
+    dtypes="floating; every tensor of the parameter's dtype, shape and backend")
+def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
+              nesterov=False, maximize=False, first_step=False):
+    """One SGD update of ``param`` in place, as torch.optim.SGD's single-tensor step.
+
+    With momentum, ``momentum_buffer`` is updated in place (``first_step``: set to the
+    gradient, as torch's buffer starts as a copy of it); without, pass None. Returns
+    ``param``.
+
+    A kernel receives param, grad and momentum_buffer (or None), arrays of one floating
+    dtype and shape, and lr, momentum, dampening, weight_decay (floats), nesterov, maximize
+    and first_step (bools) by name; it updates param and momentum_buffer in place and
+    returns param.
+    """
+    tensors = {"param": param, "grad": grad}
+    if momentum_buffer is not None:
+        tensors["momentum_buffer"] = momentum_buffer
+    _check_operands("sgd_step_", param, tensors)
+    if nesterov and momentum_buffer is None:
+        raise ValueError("sgd_step_(): Nesterov momentum needs a momentum_buffer")
+    call_op("sgd_step_", (param, grad, momentum_buffer),
+            {"lr": float(lr), "momentum": float(momentum), "dampening": float(dampening),
+             "weight_decay": float(weight_decay), "nesterov": bool(nesterov), "maximize": bool(maximize),
+             "first_step": bool(first_step)})
+    for t in (param, momentum_buffer):
         if t is not None:
             t._vc[0] += 1
     return param

@@ -1,5 +1,6 @@
-"""Samples for the optimizer-update ops: torch's own update (``torch.optim.adam.adam``, the
-single-tensor path) is the reference, and the kit compares every mutated tensor with torch's."""
+"""Samples for the optimizer-update ops: torch's own updates (``torch.optim.adam.adam`` and
+``torch.optim.sgd.sgd``, the single-tensor paths) are the reference, and the kit compares every
+mutated tensor with torch's."""
 from __future__ import annotations
 
 import importlib
@@ -52,4 +53,42 @@ def _adam_step_(g):
     ]
 
 
-SAMPLES = {"adam_step_": _adam_step_}
+_SGD_DEFAULTS = dict(lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False)
+
+
+def _sgd(first_step=False, **options):
+    opts = {**_SGD_DEFAULTS, **options}
+
+    def call(m, param, grad, momentum_buffer=None):
+        with m.no_grad():
+            if is_torch(m):
+                buffers = [None if first_step or momentum_buffer is None else momentum_buffer]
+                importlib.import_module("torch.optim.sgd").sgd([param], [grad], buffers, foreach=False, **opts)
+                if first_step and momentum_buffer is not None:  # torch made a new buffer; ours is given
+                    momentum_buffer.copy_(buffers[0])
+                return param
+            from plugtorch.core.ops.optimizer_updates import sgd_step_
+            return sgd_step_(param, grad, momentum_buffer, first_step=first_step, **opts)
+    return call
+
+
+def _sgd_step_(g):
+    return [
+        Sample((g.randn(4, 3), g.randn(4, 3)), call=_sgd(), mutates=(0,), grad=False, desc="plain SGD"),
+        Sample((g.randn(5), g.randn(5), g.randn(5)), call=_sgd(momentum=0.9), mutates=(0, 2), grad=False,
+               desc="momentum"),
+        Sample((g.randn(5), g.randn(5), g.randn(5)), call=_sgd(first_step=True, momentum=0.9), mutates=(0, 2),
+               grad=False, desc="the first step sets the buffer to the gradient"),
+        Sample((g.randn(2, 3), g.randn(2, 3), g.randn(2, 3)), call=_sgd(momentum=0.8, dampening=0.3,
+                                                                       weight_decay=0.01),
+               mutates=(0, 2), grad=False, desc="dampening and weight decay"),
+        Sample((g.randn(2, 3), g.randn(2, 3), g.randn(2, 3)), call=_sgd(momentum=0.9, nesterov=True, maximize=True),
+               mutates=(0, 2), grad=False, desc="Nesterov, maximize"),
+        Sample((scalar(0.5), scalar(-1.0), scalar(0.2)), call=_sgd(momentum=0.5), mutates=(0, 2), grad=False,
+               desc="0-d parameter"),
+        Sample((empty(0, 2), empty(0, 2)), call=_sgd(), mutates=(0,), grad=False, desc="empty parameter"),
+        Sample((g.randn(3), g.randn(4)), call=_sgd(), raises=RuntimeError, desc="a gradient of another shape"),
+    ]
+
+
+SAMPLES = {"adam_step_": _adam_step_, "sgd_step_": _sgd_step_}
