@@ -125,9 +125,17 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     stack back (a permute copy and an (N, C, kh, kw, oh, ow) scatter); here each offset adds
     its masked share straight into the strided positions it came from.
     """
+    if input.strides[1] > input.strides[0]:
+        # (C, N, H, W) memory seen as NCHW (a convolution's output is produced channel-major):
+        # every plane is pooled alike, so work in that order and hand back the same kind of view
+        return max_pool2d_backward(grad_output.swapaxes(0, 1), input.swapaxes(0, 1), output.swapaxes(0, 1),
+                                   kernel_size=kernel_size, stride=stride, padding=padding,
+                                   dilation=dilation, ceil_mode=ceil_mode).swapaxes(0, 1)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     n, c, h, w = input.shape
     oh, ow = output.shape[2:]
+    # the pooled-size arrays in the input's order (a quarter of its size for 2x2): read k*k times
+    grad_output, output = np.ascontiguousarray(grad_output), np.ascontiguousarray(output)
     height = max(h + 2 * ph, (oh - 1) * sh + dh * (kh - 1) + 1)  # ceil_mode windows may overhang
     width = max(w + 2 * pw, (ow - 1) * sw + dw * (kw - 1) + 1)
     if (height, width) == (h, w):  # no padding and no overhang: the windows read the input itself

@@ -39,6 +39,18 @@ def test_the_kernel_routes_gradients_as_the_decomposition(dtype, ties, geometry)
     np.testing.assert_array_equal(got, want)
 
 
+def test_a_channel_major_input_gives_the_same_gradient():
+    # a convolution's output is (C, N, H, W) memory viewed as NCHW; the kernel follows that layout
+    rng = np.random.default_rng(2)
+    x = np.ascontiguousarray(rng.standard_normal((3, 2, 8, 8)).astype(np.float32)).swapaxes(0, 1)
+    out = pt.nn.functional.max_pool2d(pt.tensor(x), 2)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    attrs = dict(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1), ceil_mode=False)
+    got = max_pool2d_backward(g, x, out.numpy(), **attrs)
+    np.testing.assert_array_equal(got, max_pool2d_backward(g, np.ascontiguousarray(x), out.numpy(), **attrs))
+    assert got.shape == x.shape
+
+
 def test_dispatch_runs_the_kernel(monkeypatch):
     backend = pt.get_registry().backends["numpy"]
     calls = []
