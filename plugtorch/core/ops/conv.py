@@ -284,9 +284,21 @@ def _grad_op_attrs(shape_name, shape, stride, padding, dilation, groups):
             "dilation": tuple(dilation), "groups": groups}
 
 
+def _check_input_grad(name, nd, grad_output, weight, input_shape, groups):
+    n_c = (tuple(input_shape[:2]) if len(input_shape) == nd + 2 else None)
+    if grad_output.ndim != nd + 2 or weight.ndim != nd + 2 or n_c is None or grad_output.shape[0] != n_c[0] \
+            or grad_output.shape[1] != weight.shape[0] or weight.shape[1] * groups != n_c[1] \
+            or weight.shape[0] % groups:
+        raise RuntimeError(f"{name}: expected grad_output (N, O, {nd} spatial dims), weight (O, C/groups, "
+                           f"{nd} kernel dims) and an input shape (N, C, {nd} spatial dims) that agree; got "
+                           f"grad_output {list(grad_output.shape)}, weight {list(weight.shape)}, input shape "
+                           f"{list(input_shape)}, groups {groups}")
+
+
 @op(decompose=_conv_input_grad)
 def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its input (a transposed convolution)."""
+    _check_input_grad("conv2d_input_grad", 2, grad_output, weight, input_shape, groups)
     return call_op("conv2d_input_grad", (grad_output, weight),
                    _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
 
