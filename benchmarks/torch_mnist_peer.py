@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
@@ -19,7 +20,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from plugtorch.datasets import MNIST, FashionMNIST
+# plugtorch only reads the data files here. Its NumPy backend would tune glibc's malloc for the
+# whole process when it loads (backends/numpy_backend/allocator.py): keep PyTorch's process as a
+# PyTorch user has it.
+os.environ.setdefault("PLUGTORCH_TUNE_MALLOC", "0")
+from plugtorch.datasets import MNIST, FashionMNIST  # noqa: E402
 
 DATASETS = {"mnist": MNIST, "fashion-mnist": FashionMNIST}
 
