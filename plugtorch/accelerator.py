@@ -66,5 +66,8 @@ def set_device_index(device) -> None:
 
 
 def synchronize(device=None) -> None:
-    """Wait for the accelerator's queued work: plugtorch's ops return when their results are
-    ready to read (a read syncs), so there is nothing to wait for here."""
+    """Wait for the accelerator backend's queued work (its ``Backend.synchronize``); without
+    an accelerator, or on a backend that computes synchronously, there is nothing to wait for."""
+    b = accelerator_backend()
+    if b is not None and b.synchronize is not None:
+        b.synchronize()

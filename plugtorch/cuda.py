@@ -24,8 +24,9 @@ def device_count() -> int:
 
 def current_device() -> int:
     if not is_available():
-        raise RuntimeError("No CUDA GPUs are available: no backend declaring accelerator='cuda' is "
-                           "registered (install a CUDA backend plugin such as plugtorch[cupy])")
+        raise RuntimeError("No CUDA GPUs are available: no backend declaring accelerator='cuda' is available "
+                           "(`plugtorch plugins` says why; the built-in one needs CuPy: pip install "
+                           "'plugtorch[cupy13]', or [cupy12] for CUDA 12)")
     return 0
 
 
@@ -48,7 +49,10 @@ manual_seed_all = manual_seed
 
 
 def synchronize(device=None) -> None:
-    """Nothing to wait for: reading a result waits for it."""
+    """Wait for the CUDA backend's queued work (nothing to wait for without one)."""
+    b = accelerator_backend("cuda")
+    if b is not None and b.synchronize is not None:
+        b.synchronize()
 
 
 def empty_cache() -> None:

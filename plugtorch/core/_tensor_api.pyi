@@ -542,6 +542,10 @@ class TensorMethods:
         """linalg.cross; without ``dim``, along the first dim of size 3 (torch's deprecated default)."""
         ...
 
+    def cuda(self, device: Any = ..., non_blocking: Any = ...) -> Any:
+        """The tensor on the backend that answers to "cuda" (the CuPy backend), device ``device``."""
+        ...
+
     def cummax(self, dim: Any = ..., *, axis: Any = ...) -> Any:
         """(values, indices) of the running maximum along ``dim``; ties take the later index, and a"""
         ...

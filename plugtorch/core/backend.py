@@ -42,6 +42,16 @@ class Backend:
                  "mps", "xpu", ...), None for the host CPU. ``plugtorch.accelerator``,
                  ``plugtorch.cuda`` and ``plugtorch.backends`` answer from it.
     device_count: () -> how many devices of that kind it can use (1 when not given).
+    synchronize: () -> None, waits until the work queued on the device is done (None for a
+                 backend that computes synchronously). Called before handing its memory to
+                 code that does not queue behind it (device-direct MPI) and by
+                 ``plugtorch.cuda.synchronize()``.
+    probe:       optional ``probe(backend) -> reason or None``, run once on the first question
+                 about availability (not at registration), for backends whose check is costly
+                 (importing CuPy, asking the driver). A probe that finds the backend usable
+                 fills ``backend.primitives`` (and any other attribute) and returns None; the
+                 registry then rebuilds the backend's dispatch table. A returned string is the
+                 unavailable reason. Until it runs, registration costs nothing.
 
     ``kernels`` is filled by the registry: op name -> the function that computes the op
     here (a registered kernel, or the primitive the op's definition maps to).
@@ -62,21 +72,59 @@ class Backend:
         host_memory: bool = True,
         accelerator: str | None = None,
         device_count: Callable[[], int] | None = None,
+        synchronize: Callable[[], None] | None = None,
+        probe: Callable[["Backend"], str | None] | None = None,
     ):
         self.name = name
         self.primitives: dict[str, Callable] = dict(primitives)
         self.dtype_of = dtype_of
         self.is_native = is_native
         self.aliases = tuple(aliases)
-        self.available = available
-        self.unavailable_reason = unavailable_reason
+        self._available = available
+        self._unavailable_reason = unavailable_reason
+        self._probe = probe if available else None
+        self.on_probed: Callable[["Backend"], None] | None = None  # set by the registry
         self.device_index = device_index
         self.array_module = array_module
         self.host_memory = host_memory
         self.accelerator = accelerator
         self.device_count = device_count
+        self.synchronize = synchronize
         self.plugin: str | None = None  # set by the registry: the plugin that registered it
         self.kernels: dict[str, Callable] = {}  # filled by the registry
+
+    def _run_probe(self) -> None:
+        probe, self._probe = self._probe, None  # once, even if it raises
+        if probe is None:
+            return
+        try:
+            reason = probe(self)
+        except Exception as e:  # a probe that breaks makes the backend unavailable, saying how
+            reason = f"its availability probe failed: {type(e).__name__}: {e}"
+        if reason:
+            self._available, self._unavailable_reason = False, reason
+        elif self.on_probed is not None:
+            self.on_probed(self)
+
+    @property
+    def available(self) -> bool:
+        if self._probe is not None:
+            self._run_probe()
+        return self._available
+
+    @available.setter
+    def available(self, value: bool) -> None:
+        self._available = bool(value)
+
+    @property
+    def unavailable_reason(self) -> str:
+        if self._probe is not None:
+            self._run_probe()
+        return self._unavailable_reason
+
+    @unavailable_reason.setter
+    def unavailable_reason(self, value: str) -> None:
+        self._unavailable_reason = value
 
     def __repr__(self) -> str:
         state = "available" if self.available else f"unavailable: {self.unavailable_reason}"

@@ -66,11 +66,12 @@ def get_backend(name):
     """The Backend object for a name, alias, ``Device`` or "name:index" string."""
     from .plugins import get_registry
     if isinstance(name, Device):
-        name = name.type
+        name = str(name)
     elif not isinstance(name, str):
         raise TypeError(f"expected a backend name or device, got {type(name).__name__}")
     reg = get_registry()
-    key = reg.resolve_name(name.partition(":")[0])
+    base, _, index = name.partition(":")
+    key = reg.resolve_name(base)
     b = reg.backends.get(key)
     if b is None:
         raise BackendUnavailableError(f"unknown backend '{name}'. {describe_backends()}")
@@ -78,7 +79,23 @@ def get_backend(name):
         raise BackendUnavailableError(
             f"backend '{key}' is unavailable: {b.unavailable_reason}. {describe_backends()}"
         )
+    if index:
+        _check_index(name, index, b)
     return b
+
+
+def _check_index(name: str, index: str, b) -> None:
+    """``cupy:N``: N must name one of the backend's devices (a single-device backend takes any, as torch's cpu)."""
+    try:
+        i = int(index)
+    except ValueError:
+        raise RuntimeError(f"invalid device string '{name}': expected '{b.name}' or '{b.name}:<index>'") from None
+    if b.device_count is None:
+        return
+    count = int(b.device_count())
+    if not 0 <= i < count:
+        raise RuntimeError(f"device '{name}' does not exist: backend '{b.name}' has {count} device(s), "
+                           f"so valid indices are 0 to {count - 1}")
 
 
 def default_backend():

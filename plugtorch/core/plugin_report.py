@@ -95,7 +95,8 @@ def plugins(op: str | None = None) -> PluginsReport:
         report.ops[name] = {
             "defined_by": d.plugin, "overridden": name in reg.overridden,
             "computes_as": d.describe_kind(), "kernels_refused": d.kernel_refusal or None,
-            "backends": {b.name: _served_by(reg, name, b) for b in reg.backends.values()},
+            # what computes the op where it can run (an unavailable backend is listed above, with why)
+            "backends": {b.name: _served_by(reg, name, b) for b in reg.backends.values() if b.available},
         }
     return report
 

@@ -159,6 +159,21 @@ class Registry:
             self._refresh(op, backend)
 
 
+def _probed(registry: Registry, plugin_name: str, backend: Backend) -> None:
+    """A lazily probed backend turned out usable: check what its probe filled in, then dispatch to it."""
+    if registry.backends.get(backend.name) is not backend:
+        return  # replaced or removed meanwhile
+    unknown = set(backend.primitives) - PRIMITIVE_NAMES
+    if unknown:
+        backend.available = False
+        backend.unavailable_reason = (f"plugin '{plugin_name}': its probe added {sorted(unknown)}, which are not "
+                                      f"primitives of contract {CONTRACT_VERSION}")
+        return
+    if not isinstance(backend.primitives, PrimitiveTable):
+        backend.primitives = PrimitiveTable(backend.primitives, backend.name, registry)
+    registry._rebuild(backend)
+
+
 class Registrar:
     """What a plugin's ``plugtorch_register`` hook receives: the registry, bound to that plugin."""
 
@@ -183,6 +198,7 @@ class Registrar:
             )
         backend.plugin = self.plugin_name
         backend.primitives = PrimitiveTable(backend.primitives, backend.name, r)
+        backend.on_probed = functools.partial(_probed, r, self.plugin_name)
         r.backends[backend.name] = backend
         r._log("backend", backend.name, self.plugin_name, backend, old)
         for alias in backend.aliases:

@@ -91,6 +91,14 @@ def cpu(input):
     return to(input, "cpu")
 
 
+@public("Tensor")
+def cuda(input, device=None, non_blocking=False):
+    """The tensor on the backend that answers to "cuda" (the CuPy backend), device ``device``."""
+    if isinstance(device, Device):
+        device = device.index
+    return to(input, "cuda" if device is None else f"cuda:{int(device)}")
+
+
 def _caster(name):
     target = dtype_from_name(name)
 

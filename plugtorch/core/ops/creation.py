@@ -17,7 +17,7 @@ def _backend_for(device, data=None):
         return get_backend(device)
     if data is not None and not isinstance(data, (list, tuple, builtins.int, builtins.float, builtins.bool)):
         for b in get_registry().backends.values():
-            if b.available and b.is_native(data):
+            if b.is_native(data) and b.available:  # the cheap test first: availability may probe
                 return b
     return default_backend()
 
