@@ -28,6 +28,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .core.dtypes import dtype as _dtype, dtype_from_name
+from .core.errors import BackendUnavailableError
 from .core.ops.creation import from_numpy
 from .core.tensor import Tensor
 from .interop.torch_checkpoint import UnsafeCheckpointError, is_torch_zip, load_torch_zip
@@ -165,7 +166,15 @@ class _Decoder:
             t = t.to(dt)
         device = self.map_location if self.map_location is not None else node.get("device", "cpu")
         if str(device) not in ("cpu", t.backend):
-            t = t.to(device=device)
+            try:
+                t = t.to(device=device)
+            except BackendUnavailableError as e:
+                if self.map_location is not None:
+                    raise
+                raise BackendUnavailableError(
+                    f"{self.name}: this checkpoint's tensors were saved on '{device}', which cannot be used "
+                    f"here ({e}). On a machine without it, load them onto the CPU with "
+                    "plugtorch.load(..., map_location='cpu')") from None
         if node.get("requires_grad"):
             t.requires_grad_(True)
         self._tensors[ref] = t

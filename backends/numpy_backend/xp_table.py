@@ -28,10 +28,18 @@ def _scipy_erf():
     return lambda x: numpy.asarray(erf(x), dtype=x.dtype)
 
 
-def make_table(xp, to_host, from_host_array):
+def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_strided=None, erf=None):
     """The primitive table for array namespace ``xp``.
 
-    to_host(x) -> numpy.ndarray; from_host_array(numpy_array) -> native array.
+    to_host(x) -> numpy.ndarray; from_host_array(numpy_array) -> native array. Where the
+    libraries differ, the caller says how:
+
+    ufunc_out:  whether ufuncs take ``out=...`` to return arrays for 0-d inputs (NumPy); a
+                library whose ufuncs always return arrays (CuPy) passes False.
+    add_at:     ``add_at(array, index, values)`` accumulating repeated indices (default
+                ``xp.add.at``; CuPy has ``cupyx.scatter_add``).
+    as_strided: ``as_strided(x, shape, strides)`` giving a view (default NumPy's, read-only).
+    erf:        the error function on native arrays (default: SciPy's or libm's, on the host).
     """
     to_native, _ = make_dtype_maps(xp)
     asarray = xp.asarray
@@ -41,16 +49,19 @@ def make_table(xp, to_host, from_host_array):
         return x if type(x) is xp.ndarray else asarray(x)
 
     def quiet(fn):
+        if not ufunc_out:
+            return fn  # a library without NumPy's floating-point warnings needs no errstate
+
         def call(*args):
             with numpy.errstate(all="ignore"):
                 return fn(*args, out=...)
         return call
 
     def binary(fn):
-        return lambda x, y: fn(x, y, out=...)
+        return (lambda x, y: fn(x, y, out=...)) if ufunc_out else fn
 
     def unary(fn):
-        return lambda x: fn(x, out=...)
+        return (lambda x: fn(x, out=...)) if ufunc_out else fn
 
     def cast(x, dtype):
         return x.astype(to_native[dtype], copy=False)
@@ -66,17 +77,17 @@ def make_table(xp, to_host, from_host_array):
 
     def scatter_add(x, axis, index, src):
         out = x.copy()
-        # Build full index grids so repeated indices accumulate (add.at semantics).
-        grids = list(xp.indices(index.shape, sparse=True))
+        # Full index grids (open, broadcasting) so repeated indices accumulate (add.at semantics).
+        ndim = index.ndim
+        grids = [xp.arange(n).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1)) for d, n in enumerate(index.shape)]
         grids[axis] = index
         _add_at(out, tuple(grids), src)
         return out
 
-    def _add_at(out, index, values):
-        if hasattr(xp, "add") and hasattr(xp.add, "at"):
-            xp.add.at(out, index, values)
-        else:  # cupy spells it scatter_add
-            xp.scatter_add(out, index, values)
+    _add_at = add_at if add_at is not None else (lambda out, index, values: xp.add.at(out, index, values))
+    _as_strided = as_strided if as_strided is not None else (
+        lambda x, shape, strides: numpy.lib.stride_tricks.as_strided(x, shape=shape, strides=strides,
+                                                                      writeable=False))
 
     def index_add(x, index, values):
         out = x.copy()
@@ -91,7 +102,7 @@ def make_table(xp, to_host, from_host_array):
 
     fast_erf = _scipy_erf() if xp is numpy else None
 
-    def erf(x):
+    def host_erf(x):
         # NumPy has no erf ufunc: use SciPy's where it is installed (an optional speed-up, about
         # 50x), else libm's erf per element. A library with its own (cupyx.scipy.special.erf)
         # can override this entry.
@@ -111,7 +122,7 @@ def make_table(xp, to_host, from_host_array):
         xs = x.strides
         new_strides = (xs[:-n] + tuple(xs[-n + i] * strides[i] for i in range(n))
                        + tuple(xs[-n + i] * dilation[i] for i in range(n)))
-        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=new_strides, writeable=False)
+        return _as_strided(x, shape, new_strides)
 
     def pad(x, widths, value):
         return xp.pad(x, widths, mode="constant", constant_values=value)
@@ -167,7 +178,7 @@ def make_table(xp, to_host, from_host_array):
         "neg": unary(xp.negative), "exp": quiet(xp.exp), "log": quiet(xp.log),
         "log1p": quiet(xp.log1p), "expm1": quiet(xp.expm1), "sqrt": quiet(xp.sqrt),
         "abs": unary(xp.abs), "sign": unary(xp.sign), "sin": unary(xp.sin), "cos": unary(xp.cos),
-        "tanh": unary(xp.tanh), "erf": erf, "floor": unary(xp.floor), "ceil": unary(xp.ceil),
+        "tanh": unary(xp.tanh), "erf": erf or host_erf, "floor": unary(xp.floor), "ceil": unary(xp.ceil),
         "round": unary(xp.rint), "isnan": unary(xp.isnan), "isinf": unary(xp.isinf),
         "logical_not": unary(xp.logical_not),
         "tan": unary(xp.tan), "asin": quiet(xp.arcsin), "acos": quiet(xp.arccos),

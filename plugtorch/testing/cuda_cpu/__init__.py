@@ -1,8 +1,8 @@
 """Execute CUDA kernel sources on the CPU, for tests on machines without a GPU.
 
 ``CpuModule(path=...)`` is a stand-in for ``cupy.RawModule`` built from the *same* ``.cu``
-file: g++ compiles it with ``cuda_cpu.h`` force-included (threads of a block as OS threads,
-a real barrier for ``__syncthreads()``, blocks one after another), and ``get_function(name)``
+file: g++ compiles it with ``cuda_cpu.h`` force-included (the threads of a block as fibers
+meeting at each ``__syncthreads()``, blocks one after another), and ``get_function(name)``
 returns a kernel called as CuPy's are, ``kernel(grid, block, args)``, over NumPy arrays and
 NumPy scalars. Every ``extern "C" __global__`` function of the source is an entry point.
 
@@ -30,7 +30,7 @@ import numpy as np
 __all__ = ["CpuModule", "CpuKernel", "entry_points", "HEADER", "compiler_missing"]
 
 HEADER = Path(__file__).with_name("cuda_cpu.h")
-_FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function",
+_FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-unused-function",
           "-Wno-unused-variable")
 _ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(')
 _CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
@@ -59,7 +59,8 @@ def _cache_dir() -> Path:
 
 
 def _launcher_source(source_path: str, names: list[str]) -> str:
-    lines = [f'#include "{source_path}"']
+    lines = [f'#include "{source_path}"',
+             'extern "C" const char* cuda_cpu_launch_error() { return cuda_cpu::launch_error; }']
     for n in names:
         lines.append(f'extern "C" void cuda_cpu_launch_{n}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
                      f'unsigned by, unsigned bz, void** args) {{ cuda_cpu::launch({n}, dim3{{gx, gy, gz}}, '
@@ -149,6 +150,9 @@ class CpuKernel:
                                                       for v in values])
         with _launch_lock:
             self._launch(*grid, *block, pointers)
+            error = self._module._error()
+        if error:
+            raise RuntimeError(f"kernel {self.name} <<<{grid}, {block}>>>: {error.decode()}")
 
 
 class CpuModule:
@@ -161,6 +165,8 @@ class CpuModule:
         self.code = Path(path).read_text() if path is not None else code
         self.entry_points = entry_points(self.code)
         self._lib = ctypes.CDLL(str(_build(self.code, self.name if path is not None else "source.cu")))
+        self._error = self._lib.cuda_cpu_launch_error
+        self._error.restype = ctypes.c_char_p
         self._kernels: dict[str, CpuKernel] = {}
 
     def get_function(self, name: str) -> CpuKernel:

@@ -1,16 +1,22 @@
 // Run CUDA kernels on the CPU: the same .cu source nvcc and NVRTC compile, built with
-// g++ -std=c++20 -include cuda_cpu.h. One OS thread per CUDA thread of a block, blocks one
-// after another (so __shared__ can be a function-local static), a real barrier for
-// __syncthreads(). Not a simulator of GPU timing or memory model: a check of what kernels
-// compute, including block reductions and odd sizes that leave threads idle.
+// g++ -std=c++20 -include cuda_cpu.h. The threads of a block are fibers (ucontext) on one OS
+// thread: each runs until it reaches __syncthreads() or returns, and a barrier round ends when
+// every thread of the block has arrived, so block reductions in __shared__ memory work; blocks
+// run one after another, so __shared__ can be a function-local static. A block whose threads
+// do not all reach the same barrier (undefined behaviour in CUDA) is reported, not hung.
+// Not a simulator of GPU timing or memory model: a check of what kernels compute, including
+// odd sizes that leave threads idle.
 #pragma once
+#include <ucontext.h>
+
 #include <atomic>
-#include <barrier>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -19,9 +25,9 @@ struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x = 1, y = 1, z = 1; };
 
 namespace cuda_cpu {
-inline thread_local uint3 thread_idx, block_idx;
+inline uint3 thread_idx, block_idx;  // the running fiber's coordinates
 inline dim3 block_dim, grid_dim;
-inline std::barrier<>* block_barrier = nullptr;
+inline void barrier();
 }  // namespace cuda_cpu
 
 #define threadIdx (cuda_cpu::thread_idx)
@@ -37,7 +43,7 @@ inline std::barrier<>* block_barrier = nullptr;
 #define __shared__ static  // blocks run one after another, so one copy serves each block in turn
 #define __launch_bounds__(...)
 
-inline void __syncthreads() { cuda_cpu::block_barrier->arrive_and_wait(); }
+inline void __syncthreads() { cuda_cpu::barrier(); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <class T> inline T atomicAdd(T* address, T value) { return std::atomic_ref<T>(*address).fetch_add(value); }
@@ -99,31 +105,83 @@ void invoke(void (*kernel)(A...), void** args, std::index_sequence<I...>) {
     kernel(*static_cast<std::remove_cv_t<A>*>(args[I])...);
 }
 
-// Launch <<<grid, block>>>: blockDim threads, each walking the blocks in order, meeting at a
-// barrier after every block so no thread reuses __shared__ memory another still reads.
+struct Fiber {
+    ucontext_t context;
+    uint3 idx;
+    bool done;
+};
+
+inline ucontext_t scheduler;
+inline Fiber* running = nullptr;
+inline void (*body)(void*) = nullptr;  // the kernel call of the current launch
+inline void* body_arg = nullptr;
+constexpr std::size_t kStack = 256 * 1024;
+inline std::vector<std::unique_ptr<char[]>> stacks;  // kept across launches
+
+inline void barrier() { swapcontext(&running->context, &scheduler); }
+inline char launch_error[512] = "";  // what went wrong in the last launch ("" when nothing)
+
+inline void fiber_entry() {
+    body(body_arg);
+    running->done = true;  // then return to the scheduler through uc_link
+}
+
+template <class... A> struct Call {
+    void (*kernel)(A...);
+    void** args;
+    static void run(void* self) {
+        auto* c = static_cast<Call*>(self);
+        invoke(c->kernel, c->args, std::index_sequence_for<A...>{});
+    }
+};
+
+// Launch <<<grid, block>>>: each block's threads as fibers, scheduled in barrier rounds.
 template <class... A>
 void launch(void (*kernel)(A...), dim3 grid, dim3 block, void** args) {
     grid_dim = grid;
     block_dim = block;
+    Call<A...> call{kernel, args};
+    body = &Call<A...>::run;
+    body_arg = &call;
+    launch_error[0] = '\0';
     const unsigned int n = block.x * block.y * block.z;
-    std::barrier<> barrier(static_cast<std::ptrdiff_t>(n));
-    block_barrier = &barrier;
-    std::vector<std::thread> threads;
-    threads.reserve(n);
-    for (unsigned int t = 0; t < n; ++t) {
-        threads.emplace_back([=, &barrier] {
-            thread_idx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-            for (unsigned int bz = 0; bz < grid.z; ++bz)
-                for (unsigned int by = 0; by < grid.y; ++by)
-                    for (unsigned int bx = 0; bx < grid.x; ++bx) {
-                        block_idx = {bx, by, bz};
-                        invoke(kernel, args, std::index_sequence_for<A...>{});
-                        barrier.arrive_and_wait();
+    while (stacks.size() < n) stacks.emplace_back(new char[kStack]);
+    std::vector<Fiber> fibers(n);
+    for (unsigned int bz = 0; bz < grid.z; ++bz)
+        for (unsigned int by = 0; by < grid.y; ++by)
+            for (unsigned int bx = 0; bx < grid.x; ++bx) {
+                block_idx = {bx, by, bz};
+                for (unsigned int t = 0; t < n; ++t) {
+                    Fiber& f = fibers[t];
+                    f.idx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+                    f.done = false;
+                    getcontext(&f.context);
+                    f.context.uc_stack.ss_sp = stacks[t].get();
+                    f.context.uc_stack.ss_size = kStack;
+                    f.context.uc_link = &scheduler;
+                    makecontext(&f.context, fiber_entry, 0);
+                }
+                for (unsigned int live = n; live > 0;) {  // one barrier round per pass
+                    unsigned int finished = 0;
+                    for (Fiber& f : fibers) {
+                        if (f.done) continue;
+                        running = &f;
+                        thread_idx = f.idx;
+                        swapcontext(&scheduler, &f.context);
+                        finished += f.done;
                     }
-        });
-    }
-    for (auto& th : threads) th.join();
-    block_barrier = nullptr;
+                    if (finished != 0 && finished != live) {  // the waiting fibers are abandoned
+                        std::snprintf(launch_error, sizeof launch_error,
+                                      "block (%u,%u,%u): %u of %u threads returned while the others wait at "
+                                      "__syncthreads() (a divergent barrier: undefined behaviour in CUDA, a hang or "
+                                      "garbage on a GPU)", bx, by, bz, finished, live);
+                        running = nullptr;
+                        return;
+                    }
+                    live -= finished;
+                }
+            }
+    running = nullptr;
 }
 
 }  // namespace cuda_cpu

@@ -4,7 +4,9 @@ Run it with plain ``python`` (one process) or under ``mpiexec -n N``: with the s
 seed and global batch every world size must end with the same parameters. The
 global batch of B samples is split across ranks by DistributedSampler.
 Usage: train_mlp.py OUT.npz [STEPS] [GLOBAL_BATCH]
+TRAIN_DEVICE=cupy (or cupy_emulated) trains on that backend: device tensors through MPI.
 """
+import os
 import socket
 import sys
 
@@ -32,6 +34,9 @@ Y = plugtorch.from_numpy(rng.integers(0, 10, 400))
 
 plugtorch.manual_seed(1234 + rank)  # different on each rank: DDP must make rank 0's win
 model = nn.Sequential(nn.Linear(20, 64), nn.Tanh(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+device = os.environ.get("TRAIN_DEVICE", "numpy")
+model.to(device)
+X, Y = X.to(device), Y.to(device)
 ddp = DistributedDataParallel(model, bucket_cap_mb=0.01)  # several buckets
 assert len(ddp.reducer.buckets) > 1
 opt = plugtorch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
@@ -45,7 +50,7 @@ while step < steps:
     for k in range(len(indices) // local_batch):
         if step == steps:
             break
-        idx = plugtorch.tensor(indices[k * local_batch:(k + 1) * local_batch])
+        idx = plugtorch.tensor(indices[k * local_batch:(k + 1) * local_batch], device=device)
         opt.zero_grad()
         loss = loss_fn(ddp(X[idx]), Y[idx])
         loss.backward()
@@ -54,5 +59,6 @@ while step < steps:
     epoch += 1
 
 if rank == 0:
-    np.savez(out, **{name: p.detach().numpy() for name, p in model.named_parameters()})
+    assert all(p.device.type == device for p in model.parameters())
+    np.savez(out, **{name: p.detach().cpu().numpy() for name, p in model.named_parameters()})
 print(f"rank {rank}/{world} on {socket.gethostname()}: {steps} steps, final local loss {loss.item():.6f}")

@@ -1,0 +1,80 @@
+"""``cupy_emulated``: the CuPy backend's own code, run on the CPU for CI (not a device).
+
+Load it with ``PLUGTORCH_PLUGINS=plugtorch_backends.cupy_backend.emulation``. It builds
+the CuPy backend from ``table.py`` exactly as the real one is built, with two stand-ins:
+the array namespace is NumPy checked call by call against the installed CuPy's API
+(``api_check.CheckedNamespace``), and the hand-written kernels are the same ``.cu``
+sources compiled with g++ under ``plugtorch/testing/cuda_cpu`` (``modules.cpu_loader``).
+The conformance kit run on it checks the values, the gradients and the API of the CuPy
+path; what only a GPU shows (timings, CUDA's own numerics) is left to
+``benchmarks/gpu_check.sh``.
+
+It declares no accelerator and answers to no device name: it is a test backend, listed
+as unavailable (with the reason) where CuPy or g++ is missing.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy
+
+from plugtorch.core.backend import Backend
+from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+
+PLUGTORCH_CONTRACT = CONTRACT_VERSION
+NAME = "cupy_emulated"
+
+
+def why_unavailable() -> str | None:
+    if importlib.util.find_spec("cupy") is None:
+        return "the CuPy package is not installed, and its API is what this backend checks against"
+    from plugtorch.testing.cuda_cpu import compiler_missing
+    return compiler_missing()
+
+
+def _host_erf(x):
+    try:
+        from scipy.special import erf
+        return numpy.asarray(erf(x), dtype=x.dtype)
+    except ImportError:
+        return numpy.asarray(numpy.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
+
+
+def _probe(backend: Backend) -> str | None:
+    reason = why_unavailable()
+    if reason:
+        return reason
+    import cupy
+    import cupyx
+    import cupyx.scipy.special
+
+    from . import table
+    from .api_check import CheckedNamespace
+    from .modules import cpu_loader
+
+    xp = CheckedNamespace(numpy, cupy)
+    extras = CheckedNamespace(type("host_cupyx", (), {
+        "scatter_add": staticmethod(lambda a, slices, value: numpy.add.at(a, slices, value))}), cupyx)
+    special = CheckedNamespace(type("host_special", (), {"erf": staticmethod(_host_erf)}), cupyx.scipy.special)
+    to_host = CheckedNamespace(type("host_cupy", (), {"asnumpy": staticmethod(lambda a: numpy.array(a))}), cupy)
+    load = cpu_loader()
+    backend.primitives.update(table.make_primitives(xp, load, add_at=extras.scatter_add, erf=special.erf,
+                                                    to_host=to_host.asnumpy))
+    for name, value in table.backend_fields(xp).items():
+        setattr(backend, name, value)
+    for op, fn in table.make_kernels(xp, load).items():
+        _registrars[-1].add_kernel(op, NAME, fn)
+    return None
+
+
+_registrars: list = []
+
+
+@hookimpl
+def plugtorch_register(registrar):
+    _registrars.append(registrar)
+    registrar.add_backend(Backend(
+        name=NAME, primitives={}, dtype_of=lambda a: None,
+        # its arrays are NumPy's: never claim host data passed to plugtorch.tensor()
+        is_native=lambda obj: False, host_memory=False, probe=_probe))

@@ -1,0 +1,47 @@
+"""The CuPy backend's primitive table and kernels, over any CuPy-like array namespace.
+
+``make_backend(xp, load, ...)`` builds the backend from ``xp`` (``cupy`` on a GPU) and a
+kernel loader (``cupy.RawModule`` on a GPU). Built from NumPy checked against CuPy's API
+and the CPU-built kernels instead, the same code is what CI runs (``emulation.py``): every
+line below runs in CI except the few marked as touching CuPy itself.
+
+Where CuPy differs from NumPy (see ``xp_table.make_table``): its ufuncs always return
+arrays (no ``out=...``), repeated-index accumulation is ``cupyx.scatter_add``, strided
+views cannot be made read-only, and ``erf`` lives in ``cupyx.scipy.special``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy
+
+from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_table
+
+from . import conv_kernels, loss_kernels, optim_kernels, philox
+
+
+def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Callable) -> dict[str, Callable]:
+    def from_host_array(a):
+        return xp.asarray(a)
+
+    def as_strided(x, shape, strides):
+        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
+
+    table = make_table(xp, to_host=to_host, from_host_array=from_host_array, ufunc_out=False,
+                       add_at=add_at, as_strided=as_strided, erf=erf)
+    table.update(philox.make_random_primitives(xp, load))
+    return table
+
+
+def make_kernels(xp, load) -> dict[str, Callable]:
+    """op name -> fused kernel (the hand-written CUDA modules, launched through ``load``)."""
+    kernels: dict[str, Callable] = {}
+    for module in (conv_kernels, loss_kernels, optim_kernels):
+        kernels.update(module.make_kernels(xp, load))
+    return kernels
+
+
+def backend_fields(xp) -> dict[str, Any]:
+    """The Backend attributes that follow from the array namespace alone."""
+    _, from_native = make_dtype_maps(numpy)
+    return {"dtype_of": lambda a: from_native[a.dtype], "array_module": xp}

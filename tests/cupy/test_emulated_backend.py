@@ -1,0 +1,78 @@
+"""The CuPy backend's code path, run on the CPU: ``cupy_emulated`` (backends/cupy_backend/emulation.py).
+
+NumPy computes, checked call by call against the installed CuPy's API; the hand-written
+kernels run from their .cu sources under plugtorch.testing.cuda_cpu. Each check runs in a
+subprocess that loads the emulation plugin, so this suite's registry is left as it is:
+
+* the whole conformance kit (values, dtypes, gradients, invalid inputs) on it;
+* MNIST CNN training steps equal to NumPy's (the GPU parity check, shortened);
+* DDP under mpiexec with its tensors (staged through host memory) equal to one process.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plugtorch.testing.cuda_cpu import compiler_missing
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = "plugtorch_backends.cupy_backend.emulation"
+
+if importlib.util.find_spec("cupy") is None:
+    pytest.skip("CuPy is not installed, and the emulated backend checks its calls against CuPy's API "
+                "(pip install 'plugtorch[cupy13]')", allow_module_level=True)
+if compiler_missing():
+    pytest.skip(f"the kernels cannot be executed on the CPU: {compiler_missing()}", allow_module_level=True)
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLUGTORCH_CONFORMANCE")}
+    env.update(PLUGTORCH_PLUGINS=PLUGIN, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", **extra)
+    return env
+
+
+def _run(cmd, timeout, **extra):
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=_env(**extra))
+    return done, done.stdout[-6000:] + "\n" + done.stderr[-6000:]
+
+
+def test_the_conformance_kit_passes_on_the_cupy_code_path(tmp_path):
+    report = tmp_path / "conformance.xml"
+    done, output = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--plugtorch-conformance",
+                         "--plugtorch-backends", "cupy_emulated", f"--junitxml={report}",
+                         str(ROOT / "tests" / "cupy" / "conftest.py")], timeout=1500)
+    assert done.returncode == 0, output
+    assert " passed" in done.stdout and "failed" not in done.stdout.splitlines()[-1], output
+
+
+def test_cnn_training_steps_match_numpy(data_root):
+    done, output = _run([sys.executable, str(ROOT / "benchmarks" / "cupy_parity.py"), "--backend", "cupy_emulated",
+                         "--steps", "10", "--batch", "8", "--data-dir", str(data_root)], timeout=600)
+    assert done.returncode == 0, output
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"] and result["max_rel_diff"] <= 1e-4 and len(result["cupy_emulated"]) == 10
+
+
+def test_ddp_with_its_tensors_matches_one_numpy_process(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "distributed"))
+    try:
+        from mpi_harness import MPIEXEC, HAVE_MPI4PY, launch
+    finally:
+        sys.path.pop(0)
+    if MPIEXEC is None or not HAVE_MPI4PY:
+        pytest.skip("no mpiexec/mpi4py: pip install mpich mpi4py")
+    one, two = tmp_path / "n1.npz", tmp_path / "n2.npz"
+    single = launch(0, "train_mlp.py", one, env=_env())
+    assert single.returncode == 0, single.stderr
+    result = launch(2, "train_mlp.py", two, timeout=240, env=_env(TRAIN_DEVICE="cupy_emulated"))
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    a, b = np.load(one), np.load(two)
+    worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+    assert worst <= 1e-5, f"max abs parameter difference {worst:g} after 50 steps on 2 ranks"
