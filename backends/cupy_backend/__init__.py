@@ -44,6 +44,7 @@ def _probe(backend: Backend) -> str | None:
     backend.is_native = lambda obj: isinstance(obj, cupy.ndarray)
     backend.device_index = lambda a: a.device.id
     backend.device_count = cupy.cuda.runtime.getDeviceCount
+    backend.current_device = cupy.cuda.runtime.getDevice  # type: ignore[attr-defined]
     backend.synchronize = lambda: cupy.cuda.get_current_stream().synchronize()
     for op, fn in table.make_kernels(cupy, load).items():
         _registrars[-1].add_kernel(op, NAME, fn)

@@ -96,6 +96,10 @@ def _check_index(name: str, index: str, b) -> None:
     if not 0 <= i < count:
         raise RuntimeError(f"device '{name}' does not exist: backend '{b.name}' has {count} device(s), "
                            f"so valid indices are 0 to {count - 1}")
+    current = getattr(b, "current_device", None)  # a backend computing on one selected device
+    if current is not None and i != current():
+        raise RuntimeError(f"device '{name}': backend '{b.name}' computes on its current device ({current()}); "
+                           f"select device {i} in the array library first (for CuPy: cupy.cuda.Device({i}).use())")
 
 
 def default_backend():

@@ -63,3 +63,12 @@ def test_device_indices_are_checked_against_device_count(register):
         plugtorch.zeros(1, device="two_devices:2")
     with pytest.raises(RuntimeError, match="invalid device string 'two_devices:x'"):
         plugtorch.zeros(1, device="two_devices:x")
+
+
+def test_an_index_other_than_the_current_device_is_refused_not_ignored(register):
+    numpy_primitives = plugtorch.get_registry().backends["numpy"].primitives
+    b = register("current_one", lambda b: b.primitives.update(numpy_primitives), device_count=lambda: 2)
+    b.current_device = lambda: 0
+    assert plugtorch.zeros(1, device="current_one:0").shape == (1,)
+    with pytest.raises(RuntimeError, match="computes on its current device \\(0\\); select device 1"):
+        plugtorch.zeros(1, device="current_one:1")
