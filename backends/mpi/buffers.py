@@ -43,13 +43,14 @@ def cuda_aware(comm, query_cuda_support=None) -> bool:
 def _mpix_query_cuda_support():
     """MPICH's and Open MPI's ``MPIX_Query_cuda_support`` from the MPI library mpi4py loaded
     (mpi4py 4.1 does not wrap it), or None where the library lacks it."""
+    import ctypes
+    import sys
+    MPI = sys.modules.get("mpi4py.MPI")  # only once MPI is in use: importing it initialises MPI
+    if MPI is None:
+        return None
     try:
-        import ctypes
-
-        from mpi4py import MPI
-        lib = ctypes.CDLL(MPI.__file__, mode=ctypes.RTLD_GLOBAL)
-        fn = lib.MPIX_Query_cuda_support
-    except (ImportError, OSError, AttributeError):
+        fn = ctypes.CDLL(MPI.__file__, mode=ctypes.RTLD_GLOBAL).MPIX_Query_cuda_support
+    except (OSError, AttributeError):
         return None
     fn.restype, fn.argtypes = ctypes.c_int, []
     return fn

@@ -98,3 +98,24 @@ def test_cuda_awareness_override(monkeypatch):
     assert cuda_aware(FakeComm("mpi,system")) is True
     monkeypatch.setenv("PLUGTORCH_MPI_CUDA_AWARE", "0")
     assert cuda_aware(FakeComm("cuda:device"), query_cuda_support=lambda: 1) is False
+
+
+def test_asking_about_cuda_support_does_not_initialise_mpi():
+    import subprocess
+    import sys
+    code = ("import sys; from plugtorch_backends.mpi.buffers import cuda_aware, _mpix_query_cuda_support; "
+            "assert _mpix_query_cuda_support() is None; print('mpi4py.MPI' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_pypi_mpi_library_reports_it_is_not_cuda_aware():
+    import subprocess
+    import sys
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed: pip install mpich mpi4py")
+    code = ("from mpi4py import MPI; from plugtorch_backends.mpi.buffers import cuda_aware, "
+            "_mpix_query_cuda_support as q; f = q(); print(f is not None and f(), cuda_aware(MPI.COMM_WORLD))")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PLUGTORCH_MPI_CUDA_AWARE"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    # MPICH's wheel exports MPIX_Query_cuda_support and answers 0; a library without it gives None
+    assert done.stdout.split() in (["0", "False"], ["False", "False"]), done.stdout + done.stderr
