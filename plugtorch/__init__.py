@@ -31,6 +31,7 @@ from .interop.safetensors import load_file, save_file
 from . import library
 from .library import ops
 from . import accelerator, backends, cuda, linalg, return_types
+from .compiler import compile
 
 __version__ = "0.1.0"
 
@@ -52,4 +53,5 @@ __all__ = [
     "seed", "set_rng_state", "Size", "Tensor", "autograd", "viz", "nn", "distributed", "optim", "utils",
     "load", "save", "load_file", "save_file", "library", "ops", "get_num_threads", "set_num_threads",
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
+    "compile",
 ] + _ops.__all__

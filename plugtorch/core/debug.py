@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 
 __all__ = ["set_debug", "is_debug", "debug_mode", "checks_values"]
 
@@ -38,6 +39,14 @@ def debug_mode(enabled: bool = True):
         set_debug(prev)
 
 
+class _Capture(threading.local):
+    active = False  # set by plugtorch.compile while it records a call
+
+
+capture = _Capture()
+
+
 def checks_values(tensor) -> bool:
-    """Whether a check that reads ``tensor``'s values on the host should run now."""
-    return _debug or tensor._backend.host_memory
+    """Whether a check that reads ``tensor``'s values on the host should run now: not while
+    plugtorch.compile captures (a replay could not repeat the read), except in debug mode."""
+    return _debug or (tensor._backend.host_memory and not capture.active)

@@ -66,6 +66,9 @@ def _fit_to_input(node, i, g):
     return g
 
 
+RUNS = [0]  # backward passes run so far (plugtorch.compile asks whether one ran while capturing)
+
+
 def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                  capture=None, accumulate: bool = True):
     """Propagate ``root_grads`` from the ``roots`` nodes.
@@ -73,6 +76,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     capture: nodes whose incoming gradient is returned (autograd.grad); when given,
     only nodes leading to them run and leaves are not accumulated into.
     """
+    RUNS[0] += 1
     deps, parents = _collect(roots, capture is not None)
     pending: dict = {}
     for node, g in zip(roots, root_grads):

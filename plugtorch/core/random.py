@@ -7,8 +7,14 @@ default generator is what ``manual_seed`` reseeds, like torch's.
 from __future__ import annotations
 
 import os
+import weakref
 
 _DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
+
+
+# Every live Generator: plugtorch.compile finds which one a native generator belongs to, so a
+# replayed step draws from that Generator's current stream (manual_seed replaces it).
+ALL_GENERATORS: "weakref.WeakSet[Generator]" = weakref.WeakSet()
 
 
 class Generator:
@@ -16,6 +22,7 @@ class Generator:
         self.device = device
         self._seed = _DEFAULT_SEED
         self._native: dict = {}
+        ALL_GENERATORS.add(self)
 
     def manual_seed(self, seed: int) -> "Generator":
         seed = int(seed)

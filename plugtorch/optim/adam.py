@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..core.ops.creation import zeros_like
-from ..core.ops.optimizer_updates import adam_step_
+from ..compiler import dynamic_attrs, not_capturable
+from ..core.ops.optimizer_updates import adam_attrs, adam_step_
 from .optimizer import Optimizer
 
 
@@ -40,18 +41,27 @@ class Adam(Optimizer):
     def _update(self, p, group):
         state = self.state[p]
         if not state:
+            not_capturable("Adam makes its moment buffers in this call (a replay would make them afresh)")
             state["step"] = 0
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
+        # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py);
+        # under plugtorch.compile a replay recounts the step and rereads the group (a scheduler's lr)
+        with dynamic_attrs("adam_step_", lambda: self._attrs(state, group)):
+            adam_step_(p, p.grad, state["exp_avg"], state["exp_avg_sq"], state.get("max_exp_avg_sq"),
+                       **self._attrs(state, group))
+
+    _capturable_step = True  # plugtorch.compile can replay its updates (see _attrs)
+
+    @staticmethod
+    def _attrs(state, group) -> dict:
+        """Count this step and return the update's attrs from the live group."""
         state["step"] = step = int(state["step"]) + 1
         beta1, beta2 = group["betas"]
-        # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py)
-        adam_step_(p, p.grad, state["exp_avg"], state["exp_avg_sq"], state.get("max_exp_avg_sq"),
-                   lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
-                   weight_decay=group["weight_decay"], step=step, maximize=group["maximize"],
-                   decoupled_weight_decay=group["decoupled_weight_decay"])
+        return adam_attrs(group["lr"], beta1, beta2, group["eps"], group["weight_decay"], step,
+                          group["maximize"], group["decoupled_weight_decay"])
 
 
 class AdamW(Adam):

@@ -13,6 +13,7 @@ import warnings
 from collections import defaultdict
 from itertools import chain
 
+from ..compiler import capturing, guard, not_capturable
 from ..core.grad_mode import enable_grad, no_grad
 from ..core.tensor import Tensor
 
@@ -37,6 +38,11 @@ def _marks_stepped(step):
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
         self._opt_called = True
+        if capturing():
+            if not getattr(self, "_capturable_step", False):
+                not_capturable(f"{type(self).__name__}.step computes its update from Python state (step counts, "
+                               "learning rate) that a replay would not see; Adam, AdamW and SGD can be captured")
+            guard(lambda: [id(p) for g in self.param_groups for p in g["params"]])  # the parameter set
         return step(self, *args, **kwargs)
     return wrapper
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..core.grad_mode import no_grad
 from ..core.ops.creation import zeros_like
-from ..core.ops.optimizer_updates import sgd_step_
+from ..compiler import dynamic_attrs, not_capturable
+from ..core.ops.optimizer_updates import sgd_attrs, sgd_step_
 from .optimizer import Optimizer
 
 
@@ -32,12 +33,13 @@ class SGD(Optimizer):
                         differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
 
+    _capturable_step = True  # plugtorch.compile can replay its updates (attrs refreshed per step)
+
     def step(self, closure=None):
         loss = self._evaluate(closure)
         with no_grad():
             for group in self.param_groups:
-                lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-                weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+                momentum = group["momentum"]
                 for p in group["params"]:
                     if p.grad is None:
                         continue
@@ -46,10 +48,16 @@ class SGD(Optimizer):
                         state = self.state[p]
                         buf = state.get("momentum_buffer")
                         if buf is None:  # torch's buffer starts as a copy of the first step's gradient
+                            not_capturable("SGD makes a momentum buffer in this call (a replay would make it "
+                                           "afresh every time)")
                             buf = state["momentum_buffer"] = zeros_like(p)
                             first = True
-                    # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py)
-                    sgd_step_(p, p.grad, buf, lr=lr, momentum=momentum, dampening=dampening,
-                              weight_decay=weight_decay, nesterov=nesterov, maximize=group["maximize"],
-                              first_step=first)
+                    # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py);
+                    # under plugtorch.compile a replay rereads the group (a scheduler's lr); the buffer
+                    # exists by then (the warm-up call made it), so it is never a first step
+                    def attrs(group=group, first=first):
+                        return sgd_attrs(group["lr"], group["momentum"], group["dampening"],
+                                         group["weight_decay"], group["nesterov"], group["maximize"], first)
+                    with dynamic_attrs("sgd_step_", lambda group=group: attrs(group, False)):
+                        sgd_step_(p, p.grad, buf, **attrs())
         return loss

@@ -83,9 +83,7 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, bet
     if step < 1:
         raise ValueError(f"adam_step_(): step is the number of this update, counted from 1; got {step}")
     call_op("adam_step_", (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq),
-            {"lr": float(lr), "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
-             "weight_decay": float(weight_decay), "step": int(step), "maximize": bool(maximize),
-             "decoupled_weight_decay": bool(decoupled_weight_decay)})
+            adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay))
     for t in (param, exp_avg, exp_avg_sq, max_exp_avg_sq):
         if t is not None:
             t._vc[0] += 1
@@ -104,6 +102,20 @@ def _sgd_step(param, grad, momentum_buffer, *, lr, momentum, dampening, weight_d
             momentum_buffer.mul_(momentum).add_(d_p, alpha=1 - dampening)
         d_p = d_p.add(momentum_buffer, alpha=momentum) if nesterov else momentum_buffer
     return param.add_(d_p, alpha=-lr)
+
+
+def adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay) -> dict:
+    """The attrs an ``adam_step_`` kernel receives (plugtorch.compile's replays recompute them)."""
+    return {"lr": float(lr), "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
+            "weight_decay": float(weight_decay), "step": int(step), "maximize": bool(maximize),
+            "decoupled_weight_decay": bool(decoupled_weight_decay)}
+
+
+def sgd_attrs(lr, momentum, dampening, weight_decay, nesterov, maximize, first_step) -> dict:
+    """The attrs an ``sgd_step_`` kernel receives."""
+    return {"lr": float(lr), "momentum": float(momentum), "dampening": float(dampening),
+            "weight_decay": float(weight_decay), "nesterov": bool(nesterov), "maximize": bool(maximize),
+            "first_step": bool(first_step)}
 
 
 @op(decompose=_sgd_step, exposed=(),
@@ -128,9 +140,7 @@ def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum=0.0, dampening=
     if nesterov and momentum_buffer is None:
         raise ValueError("sgd_step_(): Nesterov momentum needs a momentum_buffer")
     call_op("sgd_step_", (param, grad, momentum_buffer),
-            {"lr": float(lr), "momentum": float(momentum), "dampening": float(dampening),
-             "weight_decay": float(weight_decay), "nesterov": bool(nesterov), "maximize": bool(maximize),
-             "first_step": bool(first_step)})
+            sgd_attrs(lr, momentum, dampening, weight_decay, nesterov, maximize, first_step))
     for t in (param, momentum_buffer):
         if t is not None:
             t._vc[0] += 1

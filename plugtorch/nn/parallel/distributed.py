@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 
 from ... import distributed as dist
+from ...compiler import not_capturable
 from ...core.grad_mode import is_grad_enabled, no_grad
 from ...core.ops.creation import tensor, zeros
 from ...distributed.algorithms.join import Join, Joinable, JoinHook, _JoinConfig
@@ -136,6 +137,9 @@ class DistributedDataParallel(Module, Joinable):
         # notify (ones / zeros), buffers (common rank, broadcast), backward-sync flag, then
         # in backward the used-parameter mask and the buckets.
         pg = self.process_group
+        if pg.size() > 1:  # its collectives go to MPI, not through the dispatcher
+            not_capturable("DistributedDataParallel communicates through its process group (MPI), which a "
+                           "replay of the captured kernels would skip")
         sync = is_grad_enabled() and self.require_backward_grad_sync
         joining = self._join_config.enable and pg.size() > 1
         if joining:

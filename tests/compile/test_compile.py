@@ -1,0 +1,216 @@
+"""plugtorch.compile: captured and replayed steps compute exactly what eager ones do, re-capture
+when a guard changes, and fall back to eager (warning once, or raising with fullgraph=True)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import plugtorch
+import plugtorch.nn.functional as F
+from plugtorch import nn
+from plugtorch.compiler import CaptureError
+from plugtorch.train import CNN, MLP
+
+
+class BNNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.bn, self.fc2 = nn.Linear(20, 16), nn.BatchNorm1d(16), nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.bn(self.fc1(x))))
+
+
+MODELS = {"mlp": (MLP, (16, 784)), "cnn": (CNN, (4, 1, 28, 28)), "batchnorm": (BNNet, (16, 20))}
+
+
+def train(model_name, compiled, steps, optimizer="adam", schedule=False, batches=None):
+    """Parameters, buffers, gradients and losses after ``steps`` steps (dropout on, fixed seed)."""
+    cls, shape = MODELS[model_name]
+    plugtorch.manual_seed(0)
+    model = cls()
+    if optimizer == "adam":
+        opt = plugtorch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    else:
+        opt = plugtorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4)
+    sched = plugtorch.optim.lr_scheduler.StepLR(opt, 2, 0.5) if schedule else None
+    rng = np.random.default_rng(1)
+    sizes = batches or [shape[0]] * steps
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = plugtorch.compile(step, fullgraph=True) if compiled else step
+    losses = []
+    for n in sizes:
+        x = plugtorch.from_numpy(rng.standard_normal((n,) + shape[1:]).astype(np.float32))
+        y = plugtorch.from_numpy(rng.integers(0, 10, n))
+        losses.append(float(run(x, y).detach().numpy()))
+        if sched is not None:
+            sched.step()
+    state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    grads = [p.grad.numpy().copy() for p in model.parameters()]
+    return losses, state, grads, run
+
+
+@pytest.mark.parametrize("model_name, optimizer, schedule, steps", [
+    ("mlp", "adam", False, 50), ("mlp", "sgd", True, 50), ("cnn", "adam", True, 8), ("batchnorm", "sgd", False, 30),
+])
+def test_compiled_training_equals_eager_bitwise(model_name, optimizer, schedule, steps):
+    eager = train(model_name, False, steps, optimizer, schedule)
+    compiled = train(model_name, True, steps, optimizer, schedule)
+    run = compiled[3]
+    assert run.captures == 1 and run.replays == steps - 2  # one warm-up, one capture
+    assert eager[0] == compiled[0]
+    for k in eager[1]:
+        np.testing.assert_array_equal(eager[1][k], compiled[1][k], err_msg=k)  # weights and BN buffers
+    for a, b in zip(eager[2], compiled[2]):
+        np.testing.assert_array_equal(a, b)  # p.grad is written back after each replay
+
+
+def test_the_last_partial_batch_is_a_new_guard():
+    sizes = [16] * 5 + [7] + [16] * 5 + [7, 7]
+    eager = train("mlp", False, 0, batches=sizes)
+    compiled = train("mlp", True, 0, batches=sizes)
+    assert eager[0] == compiled[0]
+    assert compiled[3].captures == 2  # 16 (warm-up, capture), 7 (warm-up, capture)
+
+
+def test_dropout_draws_fresh_values_and_follows_manual_seed():
+    plugtorch.manual_seed(0)
+    drop = nn.Dropout(0.5)
+    run = plugtorch.compile(lambda x: drop(x) * 1.0, fullgraph=True)
+    x = plugtorch.ones(1000)
+    outs = [run(x).numpy() for _ in range(4)]
+    assert run.replays == 2
+    assert not np.array_equal(outs[2], outs[3])  # each replay draws anew
+    plugtorch.manual_seed(5)
+    replayed = run(x).numpy()
+    plugtorch.manual_seed(5)
+    np.testing.assert_array_equal(replayed, drop(x).numpy())  # from the reseeded stream
+
+
+def test_compiled_module_for_inference():
+    plugtorch.manual_seed(0)
+    model = CNN().eval()
+    fast = plugtorch.compile(model, fullgraph=True)
+    with plugtorch.no_grad():
+        for _ in range(4):
+            x = plugtorch.randn(3, 1, 28, 28)
+            np.testing.assert_array_equal(fast(x).numpy(), model(x).numpy())
+    assert fast.captures == 1 and fast.replays == 2
+    assert fast.fc1 is model.fc1  # still answers as the module
+
+
+def test_replaced_parameters_and_a_changed_parameter_set_recapture():
+    model = nn.Linear(4, 3)
+    opt = plugtorch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    run = plugtorch.compile(step, fullgraph=True)
+    x = plugtorch.ones(2, 4)
+    for _ in range(3):
+        run(x)
+    assert run.captures == 1 and run.replays == 1
+    with plugtorch.no_grad():
+        model.weight.data = plugtorch.zeros(3, 4)  # a new array: the captured one is stale
+    run(x)
+    assert run.captures == 2
+    np.testing.assert_allclose(model.weight.detach().numpy(), -0.2 * np.ones((3, 4)))
+    extra = nn.Parameter(plugtorch.ones(2))
+    opt.add_param_group({"params": [extra]})
+    run(x)
+    assert run.captures == 3
+
+
+def _warns(run, match, *args):
+    with pytest.warns(UserWarning, match=match):
+        run(*args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per reason
+        run(*args)
+
+
+def test_host_reads_fall_back_with_a_warning_and_fullgraph_raises():
+    def step(x):
+        y = x * 2
+        if y.sum().item() > 0:  # data-dependent control flow
+            y = y + 1
+        return y
+    run = plugtorch.compile(step)
+    x = plugtorch.ones(3)
+    run(x)  # warm-up
+    _warns(run, "reads tensor values on the host", x)
+    np.testing.assert_array_equal(run(x).numpy(), [3.0, 3.0, 3.0])
+    strict = plugtorch.compile(step, fullgraph=True)
+    strict(x)
+    with pytest.raises(CaptureError, match="fullgraph=True.*reads tensor values on the host"):
+        strict(x)
+
+
+def test_optimizers_without_refreshable_updates_fall_back():
+    model = nn.Linear(3, 1)
+    opt = plugtorch.optim.RMSprop(model.parameters(), lr=0.01)
+
+    def step(x):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    run = plugtorch.compile(step)
+    x = plugtorch.ones(2, 3)
+    run(x)
+    _warns(run, "RMSprop.step computes its update from Python state", x)
+
+
+def test_an_unconsumed_autograd_graph_falls_back():
+    model = nn.Linear(3, 1)
+    run = plugtorch.compile(model)
+    x = plugtorch.ones(2, 3)
+    run(x)
+    with pytest.warns(UserWarning, match="autograd graph that no backward"):
+        out = run(x)
+    out.sum().backward()  # eager result: its graph works
+    assert model.weight.grad is not None
+
+
+class Options:
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as a dataclass with eq=True is
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def test_unhashable_arguments_fall_back():
+    run = plugtorch.compile(lambda x, opts: x * opts.scale)
+    with pytest.warns(UserWarning, match="cannot be guarded"):
+        assert run(plugtorch.ones(2), Options(2.0)).tolist() == [2.0, 2.0]
+    assert run(plugtorch.ones(2), Options(3.0)).tolist() == [3.0, 3.0]
+
+
+def test_compile_is_torch_compatible_in_form():
+    @plugtorch.compile(fullgraph=True)
+    def f(x):
+        return x + 1
+    assert f(plugtorch.ones(1)).tolist() == [2.0]
+    assert plugtorch.compile(f, disable=True) is f
+    with pytest.raises(TypeError, match="expects a function or an nn.Module"):
+        plugtorch.compile(3)
+
+
+def test_train_with_compile_gives_the_eager_run(data_root, tmp_path):
+    from plugtorch.train import TrainConfig, train
+    runs = []
+    for compiled in (False, True):
+        metrics = train(TrainConfig(data_dir=str(data_root), model="mlp", epochs=2, limit_train=1000,
+                                    limit_test=500, quiet=True, compile=compiled))
+        runs.append([(h["train_loss"], h["test_loss"], h["test_accuracy"]) for h in metrics["history"]])
+    assert runs[0] == runs[1]
