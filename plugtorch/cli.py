@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "over seeds than a constant rate; see benchmarks/mnist_results.md)")
     t.add_argument("--backend", default=None,
                    help="backend for the model and batches (default: PLUGTORCH_BACKEND or numpy)")
+    t.add_argument("--compile", action="store_true",
+                   help="capture the training step once per batch shape and replay its kernels "
+                        "(plugtorch.compile); runs eagerly, with a warning saying why, where it cannot")
     t.add_argument("--data-dir", default=None,
                    help="data root holding mnist/ and fashion-mnist/ (a clone of plugtorch has "
                         "MNIST in data/: --data-dir data; default: $PLUGTORCH_DATA, else "

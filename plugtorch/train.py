@@ -65,6 +65,7 @@ class TrainConfig:
     plot: str | None = None          # learning curves as an image (matplotlib)
     tensorboard: str | None = None   # a TensorBoard log directory (tensorboard)
     export: str | None = None        # the trained weights as safetensors (safetensors)
+    compile: bool = False            # capture the training step and replay it (plugtorch.compile)
 
 
 # -- models -------------------------------------------------------------------------------
@@ -218,6 +219,8 @@ class Trainer:
         if cfg.resume:
             self._resume()
         self.net = self.world.wrap(self.model)
+        # --compile: captured once per batch shape, replayed after (plugtorch.compile)
+        self._step = plugtorch.compile(self._train_step) if cfg.compile else self._train_step
         self.sampler = self.world.train_sampler(self.train_set, cfg.seed)
         self.train_loader = DataLoader(self.train_set, batch_size=self.local_batch,
                                        sampler=self.sampler)
@@ -265,12 +268,7 @@ class Trainer:
         start, cpu_start = time.perf_counter(), time.process_time()
         for step, (x, y) in enumerate(self.train_loader):
             x, y = self._inputs(x, y)
-            logits = self.net(x)
-            loss = F.cross_entropy(logits, y)
-            self.optimizer.zero_grad()
-            loss.backward()
-            self.optimizer.step()
-            hits = (logits.detach().argmax(1) == y).sum()  # summed on the device, read once
+            loss, hits = self._step(x, y)
             correct = hits if correct is None else correct + hits
             n, value = y.shape[0], loss.item()
             loss_sum += value * n
@@ -283,6 +281,15 @@ class Trainer:
         hit_count = float(correct.item()) if correct is not None else 0.0
         loss_sum, count, hit_count = self.world.sum([loss_sum, float(count), hit_count])
         return loss_sum / max(count, 1), hit_count / max(count, 1), int(count), seconds, cpu_seconds
+
+    def _train_step(self, x, y):
+        """One optimizer step: (the loss, the batch's correct predictions summed on the device)."""
+        logits = self.net(x)
+        loss = F.cross_entropy(logits, y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach(), (logits.detach().argmax(1) == y).sum()
 
     def evaluate(self) -> tuple[float, float]:
         """(mean loss, accuracy) over the whole test set, summed across ranks."""
