@@ -70,6 +70,27 @@ def test_mlp_plugtorch(benchmark, batch):
 
 @pytest.mark.parametrize("batch", [64, 128])
 @pytest.mark.benchmark(group="MLP step 784-128-10 + Adam")
+def test_mlpcompiled_plugtorch(benchmark, batch):
+    """The same step under plugtorch.compile: captured once, its kernels replayed."""
+    _only("plugtorch")
+    import plugtorch
+    model = _mlp(plugtorch)
+    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
+    step = _compiled(plugtorch, model, opt, plugtorch.randn(batch, 784), plugtorch.randint(0, 10, (batch,)))
+    benchmark.pedantic(step, rounds=300, warmup_rounds=50)
+    _peak(benchmark)
+
+
+def _compiled(plugtorch, model, opt, x, y):
+    compiled = plugtorch.compile(_step(plugtorch, model, opt, x, y), fullgraph=True)
+    compiled()
+    compiled()  # warm-up and capture; the benchmark then times replays
+    assert compiled.captures == 1
+    return compiled
+
+
+@pytest.mark.parametrize("batch", [64, 128])
+@pytest.mark.benchmark(group="MLP step 784-128-10 + Adam")
 def test_mlp_torch(benchmark, batch):
     _only("torch")
     torch = _torch()
@@ -137,6 +158,19 @@ def test_cnn_plugtorch(benchmark):
     model = CNN()
     opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
     step = _step(plugtorch, model, opt, plugtorch.randn(64, 1, 28, 28), plugtorch.randint(0, 10, (64,)))
+    benchmark.pedantic(step, rounds=40, warmup_rounds=5)
+    _peak(benchmark)
+
+
+@pytest.mark.benchmark(group="MNIST CNN step + Adam, batch 64")
+def test_cnncompiled_plugtorch(benchmark):
+    _only("plugtorch")
+    import plugtorch
+    from plugtorch.train import CNN
+    plugtorch.manual_seed(0)
+    model = CNN()
+    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
+    step = _compiled(plugtorch, model, opt, plugtorch.randn(64, 1, 28, 28), plugtorch.randint(0, 10, (64,)))
     benchmark.pedantic(step, rounds=40, warmup_rounds=5)
     _peak(benchmark)
 

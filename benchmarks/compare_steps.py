@@ -45,6 +45,9 @@ def table(results: dict, title: str) -> str:
     rows = [title, f"{'step':<12}{'plugtorch ms':>14}{'torch ms':>10}{'numpy ms':>10}{'pt/torch':>10}"
                    f"{'pt MiB':>8}{'torch MiB':>10}"]
     for case, libs in sorted(cases.items()):
+        base = case.replace("compiled", "")  # a compiled step is compared with eager PyTorch
+        if base != case and "torch" in cases.get(base, {}):
+            libs = {**libs, "torch": cases[base]["torch"]}
         ms = {lib: libs[lib][0] * 1e3 for lib in LIBS if lib in libs}
         mib = {lib: libs[lib][1] for lib in LIBS if lib in libs}
         ratio = f"{ms['plugtorch'] / ms['torch']:.2f}" if {"plugtorch", "torch"} <= ms.keys() else "-"

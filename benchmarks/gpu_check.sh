@@ -20,9 +20,9 @@ print('cupy backend:', plugtorch.cuda.device_count(), 'device(s)')" || exit 1
 
 # 1. the conformance kit on the real backend and on its primitives-only twin
 step "conformance (cupy)" python -m pytest -q -p no:cacheprovider --plugtorch-conformance \
-    --plugtorch-backends cupy --junitxml="$OUT/conformance_cupy.xml" tests/cupy/conftest.py
+    --plugtorch-backends cupy --junitxml="$OUT/conformance_cupy.xml" tests/cupy_backend/conftest.py
 step "conformance (cupy_bare)" python -m pytest -q -p no:cacheprovider --plugtorch-conformance \
-    --plugtorch-backends cupy_bare --junitxml="$OUT/conformance_cupy_bare.xml" tests/cupy/conftest.py
+    --plugtorch-backends cupy_bare --junitxml="$OUT/conformance_cupy_bare.xml" tests/cupy_backend/conftest.py
 # 2. parity: 50 MNIST CNN steps from one state_dict, same batches, dropout off, within 1e-4
 step "parity" sh -c "python benchmarks/cupy_parity.py --backend cupy --steps 50 --batch 64 > '$OUT/parity.json'"
 # 3. the training command: >= 98.8% test accuracy after 3 epochs

@@ -14,7 +14,6 @@ as unavailable (with the reason) where CuPy or g++ is missing.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy
@@ -22,12 +21,14 @@ import numpy
 from plugtorch.core.backend import Backend
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 
+from .probe import installed
+
 PLUGTORCH_CONTRACT = CONTRACT_VERSION
 NAME = "cupy_emulated"
 
 
 def why_unavailable() -> str | None:
-    if importlib.util.find_spec("cupy") is None:
+    if not installed():
         return "the CuPy package is not installed, and its API is what this backend checks against"
     from plugtorch.testing.cuda_cpu import compiler_missing
     return compiler_missing()

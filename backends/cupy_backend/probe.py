@@ -21,15 +21,22 @@ def _error_name(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def installed() -> bool:
+    """Whether the CuPy package is importable, without importing it. A directory named ``cupy``
+    on the path without an ``__init__.py`` (a namespace package) is not CuPy."""
+    spec = importlib.util.find_spec("cupy")
+    return spec is not None and spec.origin is not None
+
+
 def why_unavailable() -> str | None:
     """None when CuPy has a device to compute on and NVRTC to build kernels; else the reason."""
-    if importlib.util.find_spec("cupy") is None:
+    if not installed():
         return f"CuPy is not installed; {INSTALL}"
     try:
         import cupy
+        runtime = cupy.cuda.runtime
     except Exception as e:  # a broken or mismatched wheel
         return f"CuPy is installed but fails to import ({_error_name(e)}); reinstall it: {INSTALL}"
-    runtime = cupy.cuda.runtime
     try:
         runtime_version = _version(runtime.runtimeGetVersion())
     except Exception as e:

@@ -7,7 +7,6 @@ max pooling, and which element each window's gradient goes to).
 """
 from __future__ import annotations
 
-import importlib.util
 
 import numpy
 import pytest
@@ -16,6 +15,7 @@ import plugtorch as pt
 from plugtorch.core.ops import conv as conv_ops
 from plugtorch.core.ops import pooling
 from plugtorch_backends.cupy_backend import conv_kernels
+from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
 
 F = pt.nn.functional
 TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1e-12),
@@ -24,7 +24,7 @@ TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1
 
 def _namespace():
     """NumPy checked against CuPy's API where CuPy is installed (as the emulated backend runs)."""
-    if importlib.util.find_spec("cupy") is None:
+    if not cupy_installed():
         return numpy
     import cupy
 

@@ -1,7 +1,6 @@
 """The CuPy backend as users meet it without a GPU: listed, unavailable, and saying exactly why."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -11,8 +10,9 @@ import pytest
 import plugtorch
 from plugtorch_backends.cupy_backend import probe
 from plugtorch_backends.cupy_backend.api_check import CheckedNamespace, CupyApiError
+from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
 
-HAS_CUPY = importlib.util.find_spec("cupy") is not None
+HAS_CUPY = cupy_installed()
 
 
 def _backend():

@@ -10,7 +10,6 @@ subprocess that loads the emulation plugin, so this suite's registry is left as 
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,11 +20,12 @@ import numpy as np
 import pytest
 
 from plugtorch.testing.cuda_cpu import compiler_missing
+from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "plugtorch_backends.cupy_backend.emulation"
 
-if importlib.util.find_spec("cupy") is None:
+if not cupy_installed():
     pytest.skip("CuPy is not installed, and the emulated backend checks its calls against CuPy's API "
                 "(pip install 'plugtorch[cupy13]')", allow_module_level=True)
 if compiler_missing():
@@ -47,7 +47,7 @@ def test_the_conformance_kit_passes_on_the_cupy_code_path(tmp_path):
     report = tmp_path / "conformance.xml"
     done, output = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--plugtorch-conformance",
                          "--plugtorch-backends", "cupy_emulated", f"--junitxml={report}",
-                         str(ROOT / "tests" / "cupy" / "conftest.py")], timeout=1500)
+                         str(ROOT / "tests" / "cupy_backend" / "conftest.py")], timeout=1500)
     assert done.returncode == 0, output
     assert " passed" in done.stdout and "failed" not in done.stdout.splitlines()[-1], output
 
