@@ -167,16 +167,17 @@ class _Installed:
 
 # -- argument specs: where each array of a recorded call comes from -------------------------
 
-_IN, _SLOT, _CONST, _GEN, _SEQ = range(5)
+_IN, _SLOT, _CONST, _GEN, _SEQ, _GRAD = range(6)
 
 
 class _Build:
     """Turns the recorded calls into specs; remembers which tensor owns each constant array."""
 
-    def __init__(self, inputs: list, owners: dict[int, Tensor]):
+    def __init__(self, inputs: list, owners: dict[int, tuple]):
         self.sources: dict[int, tuple] = {id(a): (_IN, i) for i, a in enumerate(inputs)}
-        self.owners = owners  # id(array) -> a tensor alive before the capture holding it
+        self.owners = owners  # id(array) -> ("data" or "grad", a tensor alive before the capture)
         self.consts: dict[int, tuple] = {}  # id(array) -> (owner, array): checked before each replay
+        self.grad_reads: dict[int, Tensor] = {}  # tensors whose .grad a replay reads as it is then
         self.reason: str | None = None
         self.generators = {id(g): (gen, name) for gen in list(ALL_GENERATORS) for name, g in gen._native.items()}
 
@@ -192,8 +193,11 @@ class _Build:
             return (_GEN,) + self.generators[id(obj)]
         if hasattr(obj, "shape") and hasattr(obj, "dtype"):
             owner = self.owners.get(id(obj))
+            if owner is not None and owner[0] == "grad":  # p.grad is a new tensor after each step
+                self.grad_reads[id(owner[1])] = owner[1]
+                return (_GRAD, owner[1])
             if owner is not None:
-                self.consts[id(obj)] = (owner, obj)
+                self.consts[id(obj)] = (owner[1], obj)
             elif self.reason is None:
                 self.reason = ("an array reached a kernel without passing through plugtorch's dispatcher "
                                f"(shape {tuple(obj.shape)}, dtype {obj.dtype}): it was computed outside plugtorch ops")
@@ -207,20 +211,24 @@ class _Build:
                 if hasattr(o, "shape"):
                     self.sources[id(o)] = (_SLOT, slot, k)
 
-    def writebacks(self, tensors) -> list:
-        """(tensor, spec) for each tensor alive before the capture whose array, or whose
-        gradient's array, the capture replaced: a replay stores its new value there."""
+    def writebacks(self, tensors, grad_was_none: dict[int, bool]) -> tuple[list, list]:
+        """What a replay stores into tensors alive before the capture: (tensor, "data", spec) where
+        the capture replaced a tensor's array (``p.data = ...``), (tensor, "grad", spec) where it
+        made or replaced its gradient; and (tensor, grad was None) guards, since a gradient that
+        was None is made afresh and one that was not may be accumulated into."""
         out = []
+        grad_guards = [(t, False) for t in self.grad_reads.values()]
         for t in tensors:
             src = self.sources.get(id(t._data))
             if src is not None and src[0] == _SLOT:
-                out.append((t, src))
+                out.append((t, "data", src))
             g = t.grad
             if g is not None:
                 src = self.sources.get(id(g._data))
                 if src is not None and src[0] == _SLOT:
-                    out.append((g, src))
-        return out
+                    out.append((t, "grad", src))
+                    grad_guards.append((t, grad_was_none.get(id(t), True)))
+        return out, grad_guards
 
 
 def _resolver(spec) -> Callable:
@@ -237,6 +245,9 @@ def _resolver(spec) -> Callable:
     if kind == _CONST:
         value = spec[1]
         return lambda inputs, slots: value
+    if kind == _GRAD:
+        t = spec[1]
+        return lambda inputs, slots: t.grad._data  # as it is now (guarded: not None)
     if kind == _GEN:
         gen, name = spec[1], spec[2]
         return lambda inputs, slots: gen.native(get_registry().backends[name])  # its current stream
@@ -245,19 +256,23 @@ def _resolver(spec) -> Callable:
 
 
 class _Trace:
-    def __init__(self, steps, outputs, out_structure, backends, consts, writebacks, guards):
+    def __init__(self, steps, outputs, out_structure, backends, consts, writebacks, guards, grad_guards):
         self.steps = [(fn, tuple(_resolver(s) for s in a), tuple((n, _resolver(s)) for n, s in k), refresh)
                       for fn, a, k, refresh in steps]
         self.outputs = [_resolver(s) for s in outputs]
         self.structure, self.backends = out_structure, backends
         self.consts = list(consts.values())
-        self.writebacks = [(t, _resolver(s)) for t, s in writebacks]
+        self.writebacks = [(t, kind, _resolver(s)) for t, kind, s in writebacks]
         self.guards = guards
+        self.grad_guards = grad_guards
 
     def valid(self) -> bool:
         """Whether the constants are still the tensors' arrays and the Python guards hold."""
         for owner, array in self.consts:
             if owner._data is not array:
+                return False
+        for t, was_none in self.grad_guards:
+            if (t.grad is None) != was_none:
                 return False
         return all(fn() == value for fn, value in self.guards)
 
@@ -271,9 +286,16 @@ class _Trace:
                 append(fn(*[r(inputs, slots) for r in args], **{n: r(inputs, slots) for n, r in kwargs}))
             else:
                 append(fn(*[r(inputs, slots) for r in args]))
-        for t, r in self.writebacks:
-            t._data = r(inputs, slots)
-            t._vc[0] += 1
+        for t, kind, r in self.writebacks:
+            value = r(inputs, slots)
+            if kind == "data":
+                t._data = value
+                t._vc[0] += 1
+            elif t.grad is None:  # zeroed to None since (outside the function): a new gradient
+                t.grad = wrap(value, t._backend)
+            else:
+                t.grad._data = value
+                t.grad._vc[0] += 1
         tensors = [wrap(r(inputs, slots), b) for r, b in zip(self.outputs, self.backends)]
         return _unflatten(self.structure, iter(tensors))
 
@@ -360,6 +382,8 @@ class CompiledFunction:
                           f"{reason}", stacklevel=3)
 
     def __call__(self, *args, **kwargs):
+        if _rec.active:  # called inside another capture: run eagerly, so that one records the kernels
+            return self._fn(*args, **kwargs)
         try:
             key, tensors = self._guard(args, kwargs)
         except TypeError as e:
@@ -386,7 +410,9 @@ class CompiledFunction:
         # arrays alive before the call may be used as constants (parameters, buffers, closures)
         # type(), not isinstance: isinstance asks lazily imported modules for __class__ and imports them
         alive = [o for o in gc.get_objects() if issubclass(type(o), Tensor)]
-        owners = {id(o._data): o for o in alive}
+        owners = {id(o._data): ("data", o) for o in alive}
+        owners.update({id(o.grad._data): ("grad", o) for o in alive if o.grad is not None})
+        grad_was_none = {id(o): o.grad is None for o in alive if o.requires_grad}
         backward_runs = engine.RUNS[0]
         _rec.calls, _rec.reason, _rec.depth, _rec.dynamic, _rec.guards = [], None, 0, None, []
         with _Installed():
@@ -416,9 +442,9 @@ class CompiledFunction:
                                "(replays return tensors without history)")
         if build.reason is not None:
             return out, None, build.reason
-        writebacks = build.writebacks(alive)
+        writebacks, grad_guards = build.writebacks(alive, grad_was_none)
         return out, _Trace(steps, outputs, structure, [t._backend for t in out_tensors], build.consts,
-                           writebacks, guards), None
+                           writebacks, guards, grad_guards), None
 
 
 _WARM = object()  # a guard seen once: the next call captures

@@ -214,3 +214,37 @@ def test_train_with_compile_gives_the_eager_run(data_root, tmp_path):
                                     limit_test=500, quiet=True, compile=compiled))
         runs.append([(h["train_loss"], h["test_loss"], h["test_accuracy"]) for h in metrics["history"]])
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("zero_outside", ["none", "zeros", "never"])
+def test_gradients_zeroed_outside_the_compiled_function(zero_outside):
+    """zero_grad() between calls (to None, or in place) or accumulation: as eager, every call."""
+    def run(compiled):
+        plugtorch.manual_seed(0)
+        model = nn.Linear(5, 2)
+        opt = plugtorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+
+        def forward_backward(x):
+            model(x).pow(2).sum().backward()
+        fb = plugtorch.compile(forward_backward, fullgraph=True) if compiled else forward_backward
+        for i in range(6):
+            if zero_outside != "never":
+                opt.zero_grad(set_to_none=zero_outside == "none")
+            fb(plugtorch.full((3, 5), float(i)))
+            opt.step()
+        return model.weight.detach().numpy().copy(), model.weight.grad.numpy().copy(), fb
+    (w1, g1, _), (w2, g2, fb) = run(False), run(True)
+    np.testing.assert_array_equal(w1, w2)
+    np.testing.assert_array_equal(g1, g2)
+    assert fb.replays >= 3
+
+
+def test_a_compiled_function_called_while_another_captures_is_recorded_by_it():
+    inner = plugtorch.compile(lambda x: x * 2, fullgraph=True)
+    outer = plugtorch.compile(lambda x: inner(x) + 1, fullgraph=True)
+    x = plugtorch.ones(2)
+    for _ in range(3):
+        inner(x)  # inner has its own trace now
+    results = [outer(plugtorch.full((2,), float(i))).tolist() for i in range(4)]
+    assert results == [[1.0, 1.0], [3.0, 3.0], [5.0, 5.0], [7.0, 7.0]]
+    assert outer.replays == 2
