@@ -129,8 +129,12 @@ def _recording(name: str, fn: Callable, primitive: bool) -> Callable:
             r.reason = "it reads tensor values on the host (.item(), bool(t), .numpy() or a value check) mid-call"
         if primitive and name in _STATE_PRIMITIVES and r.reason is None:
             r.reason = "it saves or restores random-generator state"
+        if primitive and name == "generator" and r.reason is None:
+            # the warm-up call made every generator this function draws from: a new one now
+            # means it reseeds (manual_seed) inside, which a replay would not repeat
+            r.reason = "it reseeds a random generator (manual_seed) inside the function"
         if r.depth or (primitive and name == "generator"):
-            return fn(*args, **kwargs)  # inside a recorded call; or a generator made on first use
+            return fn(*args, **kwargs)
         refresh, r.dynamic = r.dynamic, None
         r.depth += 1
         try:

@@ -248,3 +248,28 @@ def test_a_compiled_function_called_while_another_captures_is_recorded_by_it():
     results = [outer(plugtorch.full((2,), float(i))).tolist() for i in range(4)]
     assert results == [[1.0, 1.0], [3.0, 3.0], [5.0, 5.0], [7.0, 7.0]]
     assert outer.replays == 2
+
+
+def test_python_state_changes_inside_the_function_fall_back():
+    model = nn.Linear(3, 1)
+    opt = plugtorch.optim.SGD(model.parameters(), lr=0.1)
+    sched = plugtorch.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+
+    def step_and_schedule(x):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+        sched.step()
+    run = plugtorch.compile(step_and_schedule)
+    run(plugtorch.ones(2, 3))
+    _warns(run, "StepLR.step\\(\\) changes the learning rate in Python", plugtorch.ones(2, 3))
+
+    def reseeded(x):
+        plugtorch.manual_seed(3)
+        return F.dropout(x, 0.5)
+    run = plugtorch.compile(reseeded)
+    run(plugtorch.ones(8))
+    _warns(run, "reseeds a random generator", plugtorch.ones(8))
+    eager_again = run(plugtorch.ones(8)).numpy()  # eager: reseeded inside, so the same draw
+    plugtorch.manual_seed(3)
+    np.testing.assert_array_equal(eager_again, F.dropout(plugtorch.ones(8), 0.5).numpy())

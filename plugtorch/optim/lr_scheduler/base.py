@@ -10,6 +10,7 @@ from __future__ import annotations
 import types
 import warnings
 
+from ...compiler import not_capturable
 from ..optimizer import Optimizer
 
 EPOCH_DEPRECATION_WARNING = (
@@ -90,6 +91,8 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (call after ``optimizer.step()``), or jump to ``epoch`` (deprecated)."""
+        not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
+                       "scheduler outside the compiled function")
         if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
             warnings.warn(
                 "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch "
