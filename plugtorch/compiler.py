@@ -29,6 +29,8 @@ What cannot be replayed runs eagerly instead, with a one-time warning naming the
 (``fullgraph=True`` raises it instead), as ``torch.compile`` does on a graph break:
 
 * tensor values read on the host mid-function (``.item()``, ``bool(t)``, value checks);
+* Python-side state changed inside the function that the kernels depend on: an LR scheduler
+  stepped, a generator reseeded (step or seed them outside the compiled function);
 * an optimizer whose update is computed from Python state a replay would not see (every
   optimizer but Adam, AdamW and SGD, today);
 * a result that carries an autograd graph no ``backward()`` inside the function consumed;
