@@ -419,6 +419,8 @@ class CompiledFunction:
         owners = {id(o._data): ("data", o) for o in alive}
         owners.update({id(o.grad._data): ("grad", o) for o in alive if o.grad is not None})
         grad_was_none = {id(o): o.grad is None for o in alive if o.requires_grad}
+        # held until the trace is built, so that no array the capture frees lends its id to a new one
+        keep = [o._data for o in alive] + [o.grad._data for o in alive if o.grad is not None]
         backward_runs = engine.RUNS[0]
         _rec.calls, _rec.reason, _rec.depth, _rec.dynamic, _rec.guards = [], None, 0, None, []
         with _Installed():
@@ -449,6 +451,7 @@ class CompiledFunction:
         if build.reason is not None:
             return out, None, build.reason
         writebacks, grad_guards = build.writebacks(alive, grad_was_none)
+        del keep
         return out, _Trace(steps, outputs, structure, [t._backend for t in out_tensors], build.consts,
                            writebacks, guards, grad_guards), None
 
