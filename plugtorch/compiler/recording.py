@@ -1,0 +1,119 @@
+"""Recording the kernel calls of one call for plugtorch.compile, and the hooks code uses to
+tell a capture what it cannot see (``not_capturable``), what to refresh on replay
+(``dynamic_attrs``) and what to check before one (``guard``)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable
+
+from ..core.plugins import get_registry
+
+_STATE_PRIMITIVES = frozenset({"generator_get_state", "generator_set_state"})
+
+
+class CaptureError(RuntimeError):
+    """Raised by ``plugtorch.compile(..., fullgraph=True)`` where capture is impossible."""
+
+
+class _Recorder(threading.local):
+    active: bool = False
+    depth: int = 0
+    calls: list | None = None
+    reason: str | None = None
+    dynamic: Callable | None = None  # refreshes the attrs of the next top-level call on replay
+    guards: list | None = None  # (function, value at capture) pairs checked before each replay
+
+
+rec = _Recorder()
+_install_lock = threading.Lock()
+
+
+def capturing() -> bool:
+    """Whether this thread is capturing for plugtorch.compile (for code that must say so)."""
+    return rec.active
+
+
+def not_capturable(reason: str) -> None:
+    """Make the current capture fall back to eager, naming ``reason`` (no-op when not capturing)."""
+    if rec.active and rec.reason is None:
+        rec.reason = reason
+
+
+@contextlib.contextmanager
+def dynamic_attrs(op: str, refresh: Callable[[], dict]):
+    """The call of ``op`` in this block gets its attrs from ``refresh()`` on each replay (an
+    optimizer's step count and learning rate); ``refresh`` also makes the Python-side changes
+    the eager code makes (counting the step). The block must make exactly that one top-level
+    call, i.e. ``op`` must be served by a kernel: a decomposition's many calls would replay
+    with the attrs of the capture, so the capture falls back instead."""
+    if not rec.active:
+        yield
+        return
+    calls = rec.calls
+    before, rec.dynamic = len(calls), refresh
+    try:
+        yield
+    finally:
+        rec.dynamic = None
+        made = calls[before:]
+        if len(made) != 1 or made[0][0] != op or made[0][5] is not refresh:
+            not_capturable(f"{op} runs as {len(made)} dispatched calls here (no fused kernel on this backend), "
+                           "so its per-step attributes (step count, learning rate) cannot be refreshed")
+
+
+def guard(value: Callable[[], Any]) -> None:
+    """While capturing: replay only while ``value()`` equals what it is now (else capture again)."""
+    if rec.active:
+        rec.guards.append((value, value()))
+
+
+def _recording(name: str, fn: Callable, primitive: bool) -> Callable:
+    def call(*args, **kwargs):
+        r = rec
+        if not r.active:
+            return fn(*args, **kwargs)
+        if primitive and name == "to_host" and r.reason is None:
+            r.reason = "it reads tensor values on the host (.item(), bool(t), .numpy() or a value check) mid-call"
+        if primitive and name in _STATE_PRIMITIVES and r.reason is None:
+            r.reason = "it saves or restores random-generator state"
+        if primitive and name == "generator" and r.reason is None:
+            # the warm-up call made every generator this function draws from: a new one now
+            # means it reseeds (manual_seed) inside, which a replay would not repeat
+            r.reason = "it reseeds a random generator (manual_seed) inside the function"
+        if r.depth or (primitive and name == "generator"):
+            return fn(*args, **kwargs)
+        refresh, r.dynamic = r.dynamic, None
+        r.depth += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            r.depth -= 1
+        r.calls.append((name, fn, args, kwargs, out, refresh))
+        return out
+    return call
+
+
+class Installed:
+    """Recording wrappers on every available backend's dispatch tables, removed on exit."""
+
+    def __enter__(self):
+        _install_lock.acquire()
+        self.saved = []
+        for b in get_registry().backends.values():
+            if not b.available:
+                continue
+            for table, primitive in ((b.kernels, False), (b.primitives, True)):
+                original = dict(table)
+                self.saved.append((table, original))
+                for name, fn in original.items():
+                    table[name] = _recording(name, fn, primitive)
+        return self
+
+    def __exit__(self, *exc):
+        for table, original in self.saved:
+            table.clear()
+            table.update(original)
+        _install_lock.release()
+
+
