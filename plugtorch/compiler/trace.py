@@ -102,7 +102,10 @@ def _resolver(spec) -> Callable:
 
 class Trace:
     def __init__(self, steps, outputs, out_structure, backends, consts, writebacks, guards, grad_guards):
-        self.steps = [(fn, tuple(_resolver(s) for s in a), tuple((n, _resolver(s)) for n, s in k), refresh)
+        # attrs that are all constants (the usual case) are one prebuilt dict, not resolved per call
+        self.steps = [(fn, tuple(_resolver(s) for s in a),
+                       {n: s[1] for n, s in k} if all(s[0] == _CONST for _, s in k)
+                       else tuple((n, _resolver(s)) for n, s in k), refresh)
                       for fn, a, k, refresh in steps]
         self.outputs = [_resolver(s) for s in outputs]
         self.structure, self.backends = out_structure, backends
@@ -127,10 +130,10 @@ class Trace:
         for fn, args, kwargs, refresh in self.steps:
             if refresh is not None:
                 append(fn(*[r(inputs, slots) for r in args], **refresh()))
-            elif kwargs:
-                append(fn(*[r(inputs, slots) for r in args], **{n: r(inputs, slots) for n, r in kwargs}))
+            elif type(kwargs) is dict:
+                append(fn(*[r(inputs, slots) for r in args], **kwargs))
             else:
-                append(fn(*[r(inputs, slots) for r in args]))
+                append(fn(*[r(inputs, slots) for r in args], **{n: r(inputs, slots) for n, r in kwargs}))
         for t, kind, r in self.writebacks:
             value = r(inputs, slots)
             if kind == "data":
