@@ -60,7 +60,7 @@ def train(model_name, compiled, steps, optimizer="adam", schedule=False, batches
 
 
 @pytest.mark.parametrize("model_name, optimizer, schedule, steps", [
-    ("mlp", "adam", False, 50), ("mlp", "sgd", True, 50), ("cnn", "adam", True, 8), ("batchnorm", "sgd", False, 30),
+    ("mlp", "adam", False, 50), ("mlp", "sgd", True, 50), ("cnn", "adam", True, 50), ("batchnorm", "sgd", False, 50),
 ])
 def test_compiled_training_equals_eager_bitwise(model_name, optimizer, schedule, steps):
     eager = train(model_name, False, steps, optimizer, schedule)
