@@ -76,3 +76,35 @@ def test_ddp_with_its_tensors_matches_one_numpy_process(tmp_path):
     a, b = np.load(one), np.load(two)
     worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
     assert worst <= 1e-5, f"max abs parameter difference {worst:g} after 50 steps on 2 ranks"
+
+
+COMPILED_STEPS = r"""
+import json, sys
+import numpy as np
+import plugtorch, plugtorch.nn.functional as F
+from plugtorch.train import MLP
+
+def run(compiled):
+    plugtorch.manual_seed(0)
+    model = MLP().to("cupy_emulated")
+    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
+    def step(x, y):
+        opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward(); opt.step(); return loss
+    f = plugtorch.compile(step, fullgraph=True) if compiled else step
+    rng = np.random.default_rng(0)
+    losses = []
+    for _ in range(6):
+        x = plugtorch.tensor(rng.standard_normal((8, 784)).astype(np.float32), device="cupy_emulated")
+        y = plugtorch.tensor(rng.integers(0, 10, 8), device="cupy_emulated")
+        losses.append(f(x, y).detach().cpu().numpy().item())
+    return losses, [p.detach().cpu().numpy().tolist() for p in model.parameters()], getattr(f, "replays", 0)
+
+eager, compiled = run(False), run(True)
+print(json.dumps({"losses": eager[0] == compiled[0], "params": eager[1] == compiled[1], "replays": compiled[2]}))
+"""
+
+
+def test_plugtorch_compile_replays_the_cupy_code_path():
+    done, output = _run([sys.executable, "-c", COMPILED_STEPS], timeout=300)
+    assert done.returncode == 0, output
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"losses": True, "params": True, "replays": 4}
