@@ -11,6 +11,6 @@ backends = ["plugtorch_backends" + p[len("backends"):]
 
 # Non-Python files the code reads at run time: the CUDA kernel sources (NVRTC compiles them on
 # a GPU; tests build them for the CPU) and the header that runs them there.
-data = {"plugtorch_backends.cupy_backend": ["kernels/*.cu"], "plugtorch.testing.cuda_cpu": ["*.h"]}
+data = {"plugtorch_backends.cupy_backend": ["kernels/*.cu", "kernels/*.cuh"], "plugtorch.testing.cuda_cpu": ["*.h"]}
 
 setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data)

@@ -29,10 +29,9 @@ from typing import Callable
 
 import numpy
 
-from .modules import THREADS, blocks
+from .modules import THREADS, as_operand, blocks, kernel_finder
 
 COL_BYTES = 1 << 28  # patches per chunk of images: 256 MiB
-_SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 _F32, _I32, _I64 = numpy.dtype(numpy.float32), numpy.dtype(numpy.int32), numpy.dtype(numpy.int64)
 
 
@@ -86,19 +85,11 @@ def _geometry(size, out, kernel_size, stride, padding, dilation) -> tuple:
 
 def make_kernels(xp, load: Callable, *, col_bytes: int = COL_BYTES) -> dict[str, Callable]:
     """op name -> kernel over ``xp`` arrays (``cupy``, or NumPy with the CPU-built kernels)."""
-    functions: dict[tuple, object] = {}
+    find = kernel_finder(load)
+    contiguous = as_operand
 
     def launch(stem, name, dtype, n, *args):
-        key = (stem, name, dtype.name)
-        if key not in functions:  # compiled on first use (NVRTC), then looked up once
-            functions[key] = load(stem).get_function(f"{name}_{_SUFFIX[dtype.name]}")
-        functions[key]((blocks(n),), (THREADS,), args)
-
-    def contiguous(a, dtype):
-        """``a`` as a C-contiguous array of ``dtype``: itself when it already is one."""
-        if a.dtype == dtype and a.flags.c_contiguous:
-            return a
-        return a.astype(dtype, order="C")
+        find(stem, name, dtype)((blocks(n),), (THREADS,), args)
 
     def done(out, dtype):
         return out if out.dtype == dtype else out.astype(dtype)

@@ -17,19 +17,13 @@ from typing import Callable
 
 import numpy
 
-from .modules import blocks
+from .modules import as_operand, blocks, float_work_dtype, kernel_finder
 
-_SUFFIX = {"float32": "f32", "float64": "f64"}
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _work_dtype(dtype) -> numpy.dtype:
-    dtype = numpy.dtype(dtype)
-    if dtype.name in _SUFFIX:
-        return dtype
-    if dtype.name == "float16":
-        return numpy.dtype(numpy.float32)
-    raise TypeError(f"no CUDA kernel for {dtype.name}: these kernels take float16, float32 or float64")
+    return float_work_dtype(dtype, "no CUDA kernel for {dtype}: these kernels take float16, float32 or float64")
 
 
 def _threads_for(n: int) -> int:
@@ -39,19 +33,8 @@ def _threads_for(n: int) -> int:
 
 def make_kernels(xp, load: Callable) -> dict[str, Callable]:
     """op name -> kernel over ``xp`` arrays (``cupy``, or NumPy with the CPU-built kernels)."""
-    functions: dict[tuple, object] = {}
-
-    def function(stem, name, dtype):
-        key = (stem, name, dtype.name)
-        if key not in functions:  # compiled on first use (NVRTC), then looked up once
-            functions[key] = load(stem).get_function(f"{name}_{_SUFFIX[dtype.name]}")
-        return functions[key]
-
-    def contiguous(a, dtype):
-        """``a`` as a C-contiguous array of ``dtype``: itself when it already is one."""
-        if a.dtype == dtype and a.flags.c_contiguous:
-            return a
-        return a.astype(dtype, order="C")
+    function = kernel_finder(load)
+    contiguous = as_operand
 
     def done(out, dtype):
         return out if out.dtype == dtype else out.astype(dtype)

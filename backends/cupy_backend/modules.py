@@ -10,8 +10,11 @@ scalars of the exact C parameter types.
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any, Callable
+
+import numpy
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
 # NVRTC options shared by the backend, the compile checks and gpu_check.sh
@@ -31,6 +34,19 @@ def source_path(stem: str) -> Path:
     return path
 
 
+def headers() -> list[Path]:
+    """The shared ``kernels/*.cuh`` files the sources include."""
+    return sorted(KERNEL_DIR.glob("*.cuh"))
+
+
+def nvrtc_options() -> tuple[str, ...]:
+    """NVRTC's options: ``NVRTC_OPTIONS``, the kernel directory for the shared headers, and a
+    digest of those headers as a define, because CuPy caches a module by its source text and
+    options, which would not change when only an included header did."""
+    digest = hashlib.sha256(b"".join(h.read_bytes() for h in headers())).hexdigest()[:16]
+    return (*NVRTC_OPTIONS, f"-I{KERNEL_DIR}", f"-DPLUGTORCH_KERNEL_HEADERS=0x{digest}")
+
+
 def blocks(n: int, threads: int = THREADS, cap: int = 65535) -> int:
     """Blocks for a grid-stride loop over n items (at least one: CUDA refuses an empty grid)."""
     return max(1, min(cap, (n + threads - 1) // threads))
@@ -38,13 +54,48 @@ def blocks(n: int, threads: int = THREADS, cap: int = 65535) -> int:
 
 Loader = Callable[[str], Any]
 
+# Entry points are written once per dtype: ``<name>_f32``, ``<name>_f64``, ...
+DTYPE_SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+
+
+def kernel_finder(load: Loader) -> Callable[[str, str, Any], Any]:
+    """``find(stem, name, dtype)`` -> entry point ``<name>_<suffix>`` of ``kernels/<stem>.cu``,
+    compiled on first use (NVRTC on a GPU) and then looked up from a dict."""
+    found: dict[tuple, Any] = {}
+
+    def find(stem: str, name: str, dtype):
+        key = (stem, name, dtype.name)
+        if key not in found:
+            found[key] = load(stem).get_function(f"{name}_{DTYPE_SUFFIX[dtype.name]}")
+        return found[key]
+    return find
+
+
+def as_operand(a, dtype):
+    """``a`` as a kernel takes it: itself when it is a C-contiguous array of ``dtype``, else a
+    C-contiguous copy in ``dtype`` (kernels index their arguments as flat memory)."""
+    if a.dtype == dtype and a.flags.c_contiguous:
+        return a
+    return a.astype(dtype, order="C")
+
+
+def float_work_dtype(dtype, refusal: str):
+    """The dtype a floating kernel computes ``dtype`` in: float32/float64 as they are, float16 in
+    float32 (rounded back once); anything else is a TypeError, ``refusal`` formatted with its name."""
+    dtype = numpy.dtype(dtype)
+    if dtype.name in ("float32", "float64"):
+        return dtype
+    if dtype.name == "float16":
+        return numpy.dtype(numpy.float32)
+    raise TypeError(refusal.format(dtype=dtype.name))
+
 
 def cupy_loader() -> Loader:
     import cupy
 
     @functools.lru_cache(maxsize=None)
     def load(stem: str):
-        return cupy.RawModule(code=source_path(stem).read_text(), options=NVRTC_OPTIONS)
+        return cupy.RawModule(code=source_path(stem).read_text(), options=nvrtc_options())
     return load
 
 

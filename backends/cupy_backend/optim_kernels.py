@@ -17,35 +17,18 @@ from typing import Callable
 
 import numpy
 
-from .modules import THREADS, blocks
-
-_SUFFIX = {"float32": "f32", "float64": "f64"}
+from .modules import THREADS, as_operand, blocks, float_work_dtype, kernel_finder
 
 
 def _work_dtype(dtype) -> numpy.dtype:
-    dtype = numpy.dtype(dtype)
-    if dtype.name in _SUFFIX:
-        return dtype
-    if dtype.name == "float16":
-        return numpy.dtype(numpy.float32)
-    raise TypeError(f"no CUDA optimizer kernel for {dtype.name}: parameters must be float16, float32 or float64")
+    return float_work_dtype(dtype, "no CUDA optimizer kernel for {dtype}: parameters must be float16, float32 or "
+                                   "float64")
 
 
 def make_kernels(xp, load: Callable) -> dict[str, Callable]:
     """op name -> kernel over ``xp`` arrays (``cupy``, or NumPy with the CPU-built kernels)."""
-    functions: dict[tuple, object] = {}
-
-    def function(name, dtype):
-        key = (name, dtype.name)
-        if key not in functions:  # compiled on first use (NVRTC), then looked up once
-            functions[key] = load("optim").get_function(f"{name}_{_SUFFIX[dtype.name]}")
-        return functions[key]
-
-    def operand(a, work):
-        """``a`` as the kernel can take it: itself, or a C-contiguous copy in ``work``."""
-        if a.dtype == work and a.flags.c_contiguous:
-            return a
-        return a.astype(work, order="C")
+    find = kernel_finder(load)
+    operand = as_operand
 
     def in_place(arrays, work):
         """What the kernel writes through, for each of ``arrays``: itself, or a copy to write back."""
@@ -74,7 +57,7 @@ def make_kernels(xp, load: Callable) -> dict[str, Callable]:
             return param
         live = in_place(updated, work)
         most = live[3] if amsgrad else live[2]  # without amsgrad: any array, untouched
-        function("adam_step", work)((blocks(n),), (THREADS,), (
+        find("optim", "adam_step", work)((blocks(n),), (THREADS,), (
             live[0], operand(grad, work), live[1], live[2], most, numpy.int64(n), *scalars))
         write_back(updated, live)
         return param
@@ -90,7 +73,7 @@ def make_kernels(xp, load: Callable) -> dict[str, Callable]:
             return param
         live = in_place(updated, work)
         buffer = live[1] if has_buffer else live[0]  # without a buffer: any array, untouched
-        function("sgd_step", work)((blocks(n),), (THREADS,), (
+        find("optim", "sgd_step", work)((blocks(n),), (THREADS,), (
             live[0], operand(grad, work), buffer, numpy.int64(n), i32(maximize), i32(weight_decay != 0),
             dt(weight_decay), i32(has_buffer), i32(first_step), dt(momentum), dt(1 - dampening),
             i32(nesterov), dt(-lr)))

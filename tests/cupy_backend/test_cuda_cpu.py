@@ -115,3 +115,15 @@ extern "C" __global__ void divergent(float* x) {
 }''')
     with pytest.raises(RuntimeError, match="3 of 8 threads returned while the others wait at __syncthreads"):
         module.get_function("divergent")((1,), (8,), (np.zeros(8, np.float32),))
+
+
+def test_a_quoted_include_is_found_beside_the_source_and_its_change_rebuilds(tmp_path):
+    (tmp_path / "k.cu").write_text('#include "value.cuh"\n'
+                                   'extern "C" __global__ void put(float* x) { x[threadIdx.x] = VALUE; }\n')
+    results = []
+    for value in ("1.0f", "2.0f"):
+        (tmp_path / "value.cuh").write_text(f"#define VALUE {value}\n")
+        out = np.zeros(2, np.float32)
+        CpuModule(path=tmp_path / "k.cu").get_function("put")((1,), (2,), (out,))
+        results.append(out.tolist())
+    assert results == [[1.0, 1.0], [2.0, 2.0]]  # the header is part of the cache key

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from plugtorch_backends.cupy_backend.modules import NVRTC_OPTIONS, sources
+from plugtorch_backends.cupy_backend.modules import NVRTC_OPTIONS, headers, nvrtc_options, sources
 
 SOURCES = sources()
 ARCHS = ("sm_80", "sm_90")
@@ -24,7 +24,8 @@ _CACHE = Path(os.environ.get("PLUGTORCH_CUDA_CPU_CACHE") or Path.home() / ".cach
 
 
 def _stamp(kind: str, path: Path, flags) -> Path:
-    key = hashlib.sha256("\0".join([kind, path.read_text(), *flags]).encode()).hexdigest()[:24]
+    texts = [path.read_text(), *(h.read_text() for h in headers())]  # a changed header recompiles
+    key = hashlib.sha256("\0".join([kind, *texts, *flags]).encode()).hexdigest()[:24]
     return _CACHE / f"compiled-{path.stem}-{kind}-{key}.ok"
 
 
@@ -60,7 +61,7 @@ def test_nvrtc_compiles_the_kernel_as_cupy_will(stem, arch):
         nvrtc.getVersion()
     except Exception as e:
         pytest.skip(f"NVRTC is not loadable ({e}); pip install nvidia-cuda-nvrtc")
-    flags = [*NVRTC_OPTIONS, "-arch=" + arch]
+    flags = [*nvrtc_options(), "-arch=" + arch]
     stamp = _stamp("nvrtc", SOURCES[stem], flags)
     if stamp.exists():
         return

@@ -10,7 +10,8 @@ Stricter than a GPU on purpose: each argument's dtype is checked against the par
 type (a float64 scalar for a ``float`` parameter is garbage on a GPU, an error here), arrays
 must be C-contiguous, and a read-only array may only go to a ``const`` pointer.
 
-Compiled libraries are cached by a hash of header, source and flags under
+A quoted ``#include`` is found beside the source (as nvcc finds it) or in ``include_dirs``.
+Compiled libraries are cached by a hash of header, source, included files and flags under
 ``$PLUGTORCH_CUDA_CPU_CACHE`` (default ``~/.cache/plugtorch/cuda_cpu``).
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = ["CpuModule", "CpuKernel", "entry_points", "HEADER", "compiler_missing
 HEADER = Path(__file__).with_name("cuda_cpu.h")
 _FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-unused-function",
           "-Wno-unused-variable")
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(')
 _CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
            "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32,
@@ -70,11 +72,23 @@ def _launcher_source(source_path: str, names: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _build(source: str, name: str) -> Path:
+def _included(source: str, include_dirs: tuple[Path, ...]) -> list[str]:
+    """The text of each ``#include "file"`` of ``source`` found in ``include_dirs`` (for the cache key)."""
+    texts = []
+    for name in _QUOTED_INCLUDE.findall(source):
+        for d in include_dirs:
+            if (d / name).is_file():
+                texts.append((d / name).read_text())
+                break
+    return texts
+
+
+def _build(source: str, name: str, include_dirs: tuple[Path, ...] = ()) -> Path:
     names = entry_points(source)
     if not names:
         raise ValueError(f'{name}: no extern "C" __global__ kernel found')
-    key = hashlib.sha256("\0".join([HEADER.read_text(), source, " ".join(_FLAGS)]).encode()).hexdigest()[:24]
+    parts = [HEADER.read_text(), source, " ".join(_FLAGS), *_included(source, include_dirs)]
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
     lib = _cache_dir() / f"{Path(name).stem}-{key}.so"
     if lib.exists():
         return lib
@@ -87,7 +101,8 @@ def _build(source: str, name: str) -> Path:
         launcher = Path(tmp) / "launch.cpp"
         launcher.write_text(_launcher_source(str(src), names))
         out = Path(tmp) / "lib.so"
-        cmd = ["g++", *_FLAGS, "-include", str(HEADER), str(launcher), "-o", str(out)]
+        includes = [f"-I{d}" for d in include_dirs]
+        cmd = ["g++", *_FLAGS, *includes, "-include", str(HEADER), str(launcher), "-o", str(out)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"g++ could not build {name} under cuda_cpu.h:\n{done.stderr}")
@@ -158,13 +173,16 @@ class CpuKernel:
 class CpuModule:
     """A ``.cu`` source built for the CPU; ``get_function`` as ``cupy.RawModule``'s."""
 
-    def __init__(self, code: str | None = None, path: str | os.PathLike | None = None):
+    def __init__(self, code: str | None = None, path: str | os.PathLike | None = None,
+                 include_dirs: tuple = ()):
         if (code is None) == (path is None):
             raise TypeError("CpuModule takes code= or path=, exactly one")
         self.name = str(path) if path is not None else "<source>"
         self.code = Path(path).read_text() if path is not None else code
         self.entry_points = entry_points(self.code)
-        self._lib = ctypes.CDLL(str(_build(self.code, self.name if path is not None else "source.cu")))
+        # a quoted #include is found beside the source first, as nvcc finds it
+        dirs = ((Path(path).resolve().parent,) if path is not None else ()) + tuple(Path(d) for d in include_dirs)
+        self._lib = ctypes.CDLL(str(_build(self.code, self.name if path is not None else "source.cu", dirs)))
         self._error = self._lib.cuda_cpu_launch_error
         self._error.restype = ctypes.c_char_p
         self._kernels: dict[str, CpuKernel] = {}
