@@ -43,11 +43,12 @@ def host_time(fn, sync, calls=2000):
     return median(runs)
 
 
-def cupy_time(fn, reps=20):
-    """Milliseconds per call on the device (CuPy events on the current stream)."""
+def event_time(fn, events, elapsed_ms, reps=20):
+    """Milliseconds per call on the device, between two CUDA events recorded around ``reps`` calls.
+    ``events()`` makes a (start, end) pair; ``elapsed_ms(start, end)`` reads the time between them."""
     for _ in range(3):
         fn()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start, end = events()
     runs = []
     for _ in range(REPEATS):
         start.record()
@@ -55,23 +56,19 @@ def cupy_time(fn, reps=20):
             fn()
         end.record()
         end.synchronize()
-        runs.append(cupy.cuda.get_elapsed_time(start, end) / reps)
+        runs.append(elapsed_ms(start, end) / reps)
     return median(runs)
+
+
+def cupy_time(fn, reps=20):
+    """CuPy events on the current stream (what plugtorch's CuPy backend launches on)."""
+    return event_time(fn, lambda: (cupy.cuda.Event(), cupy.cuda.Event()), cupy.cuda.get_elapsed_time, reps)
 
 
 def torch_time(torch, fn, reps=20):
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    runs = []
-    for _ in range(REPEATS):
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        end.synchronize()
-        runs.append(start.elapsed_time(end) / reps)
-    return median(runs)
+    def events():
+        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    return event_time(fn, events, lambda start, end: start.elapsed_time(end), reps)
 
 
 def plugtorch_step(model_name, batch):
