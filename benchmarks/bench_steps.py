@@ -56,15 +56,32 @@ def _mlp(lib):
     return lib.nn.Sequential(lib.nn.Linear(784, 128), lib.nn.ReLU(), lib.nn.Linear(128, 10))
 
 
+def _plugtorch_step(model_name: str, batch: int, compiled: bool):
+    """plugtorch's step for the MLP or the CNN; compiled: under plugtorch.compile, warmed up and
+    captured, so the benchmark times replays."""
+    import plugtorch
+    if model_name == "mlp":
+        model, shape = _mlp(plugtorch), (batch, 784)
+    else:
+        from plugtorch.train import CNN
+        plugtorch.manual_seed(0)
+        model, shape = CNN(), (batch, 1, 28, 28)
+    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
+    step = _step(plugtorch, model, opt, plugtorch.randn(*shape), plugtorch.randint(0, 10, (batch,)))
+    if not compiled:
+        return step
+    step = plugtorch.compile(step, fullgraph=True)
+    step()
+    step()
+    assert step.captures == 1
+    return step
+
+
 @pytest.mark.parametrize("batch", [64, 128])
 @pytest.mark.benchmark(group="MLP step 784-128-10 + Adam")
 def test_mlp_plugtorch(benchmark, batch):
     _only("plugtorch")
-    import plugtorch
-    model = _mlp(plugtorch)
-    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
-    step = _step(plugtorch, model, opt, plugtorch.randn(batch, 784), plugtorch.randint(0, 10, (batch,)))
-    benchmark.pedantic(step, rounds=300, warmup_rounds=50)
+    benchmark.pedantic(_plugtorch_step("mlp", batch, compiled=False), rounds=300, warmup_rounds=50)
     _peak(benchmark)
 
 
@@ -73,20 +90,8 @@ def test_mlp_plugtorch(benchmark, batch):
 def test_mlpcompiled_plugtorch(benchmark, batch):
     """The same step under plugtorch.compile: captured once, its kernels replayed."""
     _only("plugtorch")
-    import plugtorch
-    model = _mlp(plugtorch)
-    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
-    step = _compiled(plugtorch, model, opt, plugtorch.randn(batch, 784), plugtorch.randint(0, 10, (batch,)))
-    benchmark.pedantic(step, rounds=300, warmup_rounds=50)
+    benchmark.pedantic(_plugtorch_step("mlp", batch, compiled=True), rounds=300, warmup_rounds=50)
     _peak(benchmark)
-
-
-def _compiled(plugtorch, model, opt, x, y):
-    compiled = plugtorch.compile(_step(plugtorch, model, opt, x, y), fullgraph=True)
-    compiled()
-    compiled()  # warm-up and capture; the benchmark then times replays
-    assert compiled.captures == 1
-    return compiled
 
 
 @pytest.mark.parametrize("batch", [64, 128])
@@ -152,26 +157,14 @@ def test_mlp_numpy_floor(benchmark, batch):
 @pytest.mark.benchmark(group="MNIST CNN step + Adam, batch 64")
 def test_cnn_plugtorch(benchmark):
     _only("plugtorch")
-    import plugtorch
-    from plugtorch.train import CNN
-    plugtorch.manual_seed(0)
-    model = CNN()
-    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
-    step = _step(plugtorch, model, opt, plugtorch.randn(64, 1, 28, 28), plugtorch.randint(0, 10, (64,)))
-    benchmark.pedantic(step, rounds=40, warmup_rounds=5)
+    benchmark.pedantic(_plugtorch_step("cnn", 64, compiled=False), rounds=40, warmup_rounds=5)
     _peak(benchmark)
 
 
 @pytest.mark.benchmark(group="MNIST CNN step + Adam, batch 64")
 def test_cnncompiled_plugtorch(benchmark):
     _only("plugtorch")
-    import plugtorch
-    from plugtorch.train import CNN
-    plugtorch.manual_seed(0)
-    model = CNN()
-    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
-    step = _compiled(plugtorch, model, opt, plugtorch.randn(64, 1, 28, 28), plugtorch.randint(0, 10, (64,)))
-    benchmark.pedantic(step, rounds=40, warmup_rounds=5)
+    benchmark.pedantic(_plugtorch_step("cnn", 64, compiled=True), rounds=40, warmup_rounds=5)
     _peak(benchmark)
 
 
