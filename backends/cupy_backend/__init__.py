@@ -36,18 +36,13 @@ def _probe(backend: Backend) -> str | None:
     from . import table
     from .modules import cupy_loader
 
-    load = cupy_loader()
-    backend.primitives.update(table.make_primitives(cupy, load, add_at=cupyx.scatter_add,
-                                                    erf=cupyx.scipy.special.erf, to_host=cupy.asnumpy))
-    for name, value in table.backend_fields(cupy).items():
-        setattr(backend, name, value)
+    table.install(backend, _registrars[-1], cupy, cupy_loader(), add_at=cupyx.scatter_add,
+                  erf=cupyx.scipy.special.erf, to_host=cupy.asnumpy)
     backend.is_native = lambda obj: isinstance(obj, cupy.ndarray)
     backend.device_index = lambda a: a.device.id
     backend.device_count = cupy.cuda.runtime.getDeviceCount
     backend.current_device = cupy.cuda.runtime.getDevice  # type: ignore[attr-defined]
     backend.synchronize = lambda: cupy.cuda.get_current_stream().synchronize()
-    for op, fn in table.make_kernels(cupy, load).items():
-        _registrars[-1].add_kernel(op, NAME, fn)
     return None
 
 

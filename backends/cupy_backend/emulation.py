@@ -14,12 +14,12 @@ as unavailable (with the reason) where CuPy or g++ is missing.
 """
 from __future__ import annotations
 
-import math
-
 import numpy
 
 from plugtorch.core.backend import Backend
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+
+from plugtorch_backends.numpy_backend.xp_table import numpy_erf
 
 from .probe import installed
 
@@ -32,14 +32,6 @@ def why_unavailable() -> str | None:
         return "the CuPy package is not installed, and its API is what this backend checks against"
     from plugtorch.testing.cuda_cpu import compiler_missing
     return compiler_missing()
-
-
-def _host_erf(x):
-    try:
-        from scipy.special import erf
-        return numpy.asarray(erf(x), dtype=x.dtype)
-    except ImportError:
-        return numpy.asarray(numpy.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 
 def _probe(backend: Backend) -> str | None:
@@ -57,15 +49,10 @@ def _probe(backend: Backend) -> str | None:
     xp = CheckedNamespace(numpy, cupy)
     extras = CheckedNamespace(type("host_cupyx", (), {
         "scatter_add": staticmethod(lambda a, slices, value: numpy.add.at(a, slices, value))}), cupyx)
-    special = CheckedNamespace(type("host_special", (), {"erf": staticmethod(_host_erf)}), cupyx.scipy.special)
+    special = CheckedNamespace(type("host_special", (), {"erf": staticmethod(numpy_erf)}), cupyx.scipy.special)
     to_host = CheckedNamespace(type("host_cupy", (), {"asnumpy": staticmethod(lambda a: numpy.array(a))}), cupy)
-    load = cpu_loader()
-    backend.primitives.update(table.make_primitives(xp, load, add_at=extras.scatter_add, erf=special.erf,
-                                                    to_host=to_host.asnumpy))
-    for name, value in table.backend_fields(xp).items():
-        setattr(backend, name, value)
-    for op, fn in table.make_kernels(xp, load).items():
-        _registrars[-1].add_kernel(op, NAME, fn)
+    table.install(backend, _registrars[-1], xp, cpu_loader(), add_at=extras.scatter_add, erf=special.erf,
+                  to_host=to_host.asnumpy)
     return None
 
 

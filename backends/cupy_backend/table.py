@@ -11,7 +11,7 @@ views cannot be made read-only, and ``erf`` lives in ``cupyx.scipy.special``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy
 
@@ -42,7 +42,13 @@ def make_kernels(xp, load) -> dict[str, Callable]:
     return kernels
 
 
-def backend_fields(xp) -> dict[str, Any]:
-    """The Backend attributes that follow from the array namespace alone."""
+def install(backend, registrar, xp, load, *, add_at: Callable, erf: Callable, to_host: Callable) -> None:
+    """Fill a probed backend: its primitives over ``xp``, its dtype map and array module, and the
+    kernels (registered through ``registrar``, the plugin's own). The real backend and the
+    emulated one differ only in what they pass here."""
+    backend.primitives.update(make_primitives(xp, load, add_at=add_at, erf=erf, to_host=to_host))
     _, from_native = make_dtype_maps(numpy)
-    return {"dtype_of": lambda a: from_native[a.dtype], "array_module": xp}
+    backend.dtype_of = lambda a: from_native[a.dtype]
+    backend.array_module = xp
+    for op, fn in make_kernels(xp, load).items():
+        registrar.add_kernel(op, backend.name, fn)
