@@ -40,26 +40,32 @@ def not_capturable(reason: str) -> None:
         rec.reason = reason
 
 
-@contextlib.contextmanager
+class _DynamicAttrs:
+    def __init__(self, op: str, refresh: Callable[[], dict]):
+        self.op, self.refresh = op, refresh
+
+    def __enter__(self):
+        self.before, rec.dynamic = len(rec.calls), self.refresh
+
+    def __exit__(self, *exc):
+        rec.dynamic = None
+        made = rec.calls[self.before:]
+        if len(made) != 1 or made[0][0] != self.op or made[0][5] is not self.refresh:
+            not_capturable(f"{self.op} runs as {len(made)} dispatched calls here (no fused kernel on this "
+                           "backend), so its per-step attributes (step count, learning rate) cannot be refreshed")
+
+
+_NOT_CAPTURING = contextlib.nullcontext()
+
+
 def dynamic_attrs(op: str, refresh: Callable[[], dict]):
     """The call of ``op`` in this block gets its attrs from ``refresh()`` on each replay (an
     optimizer's step count and learning rate); ``refresh`` also makes the Python-side changes
     the eager code makes (counting the step). The block must make exactly that one top-level
     call, i.e. ``op`` must be served by a kernel: a decomposition's many calls would replay
-    with the attrs of the capture, so the capture falls back instead."""
-    if not rec.active:
-        yield
-        return
-    calls = rec.calls
-    before, rec.dynamic = len(calls), refresh
-    try:
-        yield
-    finally:
-        rec.dynamic = None
-        made = calls[before:]
-        if len(made) != 1 or made[0][0] != op or made[0][5] is not refresh:
-            not_capturable(f"{op} runs as {len(made)} dispatched calls here (no fused kernel on this backend), "
-                           "so its per-step attributes (step count, learning rate) cannot be refreshed")
+    with the attrs of the capture, so the capture falls back instead. Outside a capture (every
+    eager optimizer step) it is a shared do-nothing context."""
+    return _DynamicAttrs(op, refresh) if rec.active else _NOT_CAPTURING
 
 
 def guard(value: Callable[[], Any]) -> None:

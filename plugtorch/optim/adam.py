@@ -1,8 +1,8 @@
 """Adam and AdamW: moment estimates with bias correction, L2 or decoupled weight decay, AMSGrad."""
 from __future__ import annotations
 
-from ..core.ops.creation import zeros_like
 from ..compiler import dynamic_attrs, not_capturable
+from ..core.ops.creation import zeros_like
 from ..core.ops.optimizer_updates import adam_attrs, adam_step_
 from .optimizer import Optimizer
 

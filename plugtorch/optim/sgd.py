@@ -1,9 +1,11 @@
 """Stochastic gradient descent, with momentum, dampening, Nesterov momentum and weight decay."""
 from __future__ import annotations
 
+import functools
+
+from ..compiler import dynamic_attrs, not_capturable
 from ..core.grad_mode import no_grad
 from ..core.ops.creation import zeros_like
-from ..compiler import dynamic_attrs, not_capturable
 from ..core.ops.optimizer_updates import sgd_attrs, sgd_step_
 from .optimizer import Optimizer
 
@@ -55,9 +57,12 @@ class SGD(Optimizer):
                     # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py);
                     # under plugtorch.compile a replay rereads the group (a scheduler's lr); the buffer
                     # exists by then (the warm-up call made it), so it is never a first step
-                    def attrs(group=group, first=first):
-                        return sgd_attrs(group["lr"], group["momentum"], group["dampening"],
-                                         group["weight_decay"], group["nesterov"], group["maximize"], first)
-                    with dynamic_attrs("sgd_step_", lambda group=group: attrs(group, False)):
-                        sgd_step_(p, p.grad, buf, **attrs())
+                    with dynamic_attrs("sgd_step_", functools.partial(self._attrs, group, False)):
+                        sgd_step_(p, p.grad, buf, **self._attrs(group, first))
         return loss
+
+    @staticmethod
+    def _attrs(group, first_step: bool) -> dict:
+        """The update's attrs from the live group."""
+        return sgd_attrs(group["lr"], group["momentum"], group["dampening"], group["weight_decay"],
+                         group["nesterov"], group["maximize"], first_step)

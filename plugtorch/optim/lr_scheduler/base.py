@@ -10,6 +10,8 @@ from __future__ import annotations
 import types
 import warnings
 
+import functools
+
 from ...compiler import not_capturable
 from ..optimizer import Optimizer
 
@@ -39,6 +41,17 @@ def _warn_get_lr_called_within_step(scheduler: LRScheduler) -> None:
     if not scheduler._get_lr_called_within_step:
         warnings.warn("To get the last learning rate computed by the scheduler, please use "
                       "`get_last_lr()`.", UserWarning, stacklevel=3)
+
+
+def _refuses_capture(step):
+    """Wrap a scheduler's ``step``: inside plugtorch.compile's capture it changes the learning rate
+    in Python, which a replay would skip, so the capture falls back (all subclasses get this)."""
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
+                       "scheduler outside the compiled function")
+        return step(self, *args, **kwargs)
+    return wrapper
 
 
 class LRScheduler:
@@ -89,10 +102,14 @@ class LRScheduler:
         """The learning rates set by the latest ``step()``, one per parameter group."""
         return self._last_lr
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _refuses_capture(cls.__dict__["step"])
+
+    @_refuses_capture
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (call after ``optimizer.step()``), or jump to ``epoch`` (deprecated)."""
-        not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
-                       "scheduler outside the compiled function")
         if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
             warnings.warn(
                 "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch "

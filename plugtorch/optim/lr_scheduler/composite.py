@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from ...compiler import not_capturable
 from .base import LRScheduler, _group_values
 from .plateau import ReduceLROnPlateau
 
@@ -80,8 +79,6 @@ class SequentialLR(_Composite):
             sched.last_epoch -= 1
 
     def step(self) -> None:  # type: ignore[override]
-        not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
-                       "scheduler outside the compiled function")
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[idx]
@@ -107,8 +104,6 @@ class ChainedScheduler(_Composite):
         self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")
 
     def step(self) -> None:  # type: ignore[override]
-        not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
-                       "scheduler outside the compiled function")
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")

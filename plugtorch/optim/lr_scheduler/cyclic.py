@@ -7,7 +7,6 @@ import math
 import types
 from functools import partial
 
-from ...compiler import not_capturable
 from ..optimizer import Optimizer
 from .base import LRScheduler, _format_param, _group_values, _warn_get_lr_called_within_step
 
@@ -72,8 +71,6 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 for base in self.base_lrs]
 
     def step(self, epoch=None) -> None:
-        not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
-                       "scheduler outside the compiled function")
         if epoch is None and self.last_epoch < 0:
             epoch = 0
         if epoch is None:

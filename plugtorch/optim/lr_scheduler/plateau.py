@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import warnings
 
-from ...compiler import not_capturable
 from ..optimizer import Optimizer
 from .base import EPOCH_DEPRECATION_WARNING, LRScheduler, _group_values
 
@@ -50,8 +49,6 @@ class ReduceLROnPlateau(LRScheduler):
 
     def step(self, metrics, epoch=None) -> None:  # type: ignore[override]
         """Record this epoch's value of the watched metric (a number or a 1-element tensor)."""
-        not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
-                       "scheduler outside the compiled function")
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
