@@ -1,6 +1,6 @@
 """How much of a compiled training step is Python: the MLP step (784-128-10, Adam, batch 64)
-under plugtorch.compile, then the same replay with every kernel replaced by a stub that
-returns what the kernel returned, so what is left is the compiled call's own Python (guards,
+under plugtorch.compile, then the same replay with every kernel call answered by the array that
+kernel returned on the previous replay, so what is left is the compiled call's own Python (guards,
 argument lookups, the optimizer's attribute refresh, write-backs, result wrapping).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/compile_overhead.py

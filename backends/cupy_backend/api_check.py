@@ -20,6 +20,8 @@ import inspect
 import types
 from typing import Any
 
+import numpy
+
 __all__ = ["CheckedNamespace", "CupyApiError"]
 
 # What cupy.ufunc.__call__ accepts besides the operands (cupy/_core/_kernel.pyx).
@@ -63,7 +65,6 @@ class _CheckedUfunc:
 def _as_cupy_returns(fn, args, kwargs):
     """Call NumPy's function as CuPy would behave: no floating-point warnings (a GPU raises
     none), and 0-d arrays where NumPy returns scalars (CuPy never returns host scalars)."""
-    import numpy
     with numpy.errstate(all="ignore"):
         out = fn(*args, **kwargs)
     if isinstance(out, numpy.generic):
