@@ -178,7 +178,7 @@ class CompiledFunction:
         writebacks, grad_guards = build.writebacks(alive, grad_was_none)
         del keep
         return out, Trace(steps, outputs, structure, [t._backend for t in out_tensors], build.consts,
-                           writebacks, guards, grad_guards), None
+                           writebacks, guards, grad_guards, [c[0] for c in calls]), None
 
 
 _WARM = object()  # a guard seen once: the next call captures

@@ -10,6 +10,8 @@ from typing import Any, Callable
 from ..core.plugins import get_registry
 
 _STATE_PRIMITIVES = frozenset({"generator_get_state", "generator_set_state"})
+# reads of layout metadata: code decides with them (a gradient's layout), no kernel consumes them
+_METADATA_PRIMITIVES = frozenset({"strides"})
 
 
 class CaptureError(RuntimeError):
@@ -87,7 +89,7 @@ def _recording(name: str, fn: Callable, primitive: bool) -> Callable:
             # the warm-up call made every generator this function draws from: a new one now
             # means it reseeds (manual_seed) inside, which a replay would not repeat
             r.reason = "it reseeds a random generator (manual_seed) inside the function"
-        if r.depth or (primitive and name == "generator"):
+        if r.depth or (primitive and (name == "generator" or name in _METADATA_PRIMITIVES)):
             return fn(*args, **kwargs)
         refresh, r.dynamic = r.dynamic, None
         r.depth += 1

@@ -101,7 +101,9 @@ def _resolver(spec) -> Callable:
 
 
 class Trace:
-    def __init__(self, steps, outputs, out_structure, backends, consts, writebacks, guards, grad_guards):
+    def __init__(self, steps, outputs, out_structure, backends, consts, writebacks, guards, grad_guards,
+                 names=()):
+        self.names = list(names)  # the recorded op or primitive name of each step, for profiles and reprs
         # attrs that are all constants (the usual case) are one prebuilt dict, not resolved per call
         self.steps = [(fn, tuple(_resolver(s) for s in a),
                        {n: s[1] for n, s in k} if all(s[0] == _CONST for _, s in k)
@@ -111,6 +113,7 @@ class Trace:
         self.structure, self.backends = out_structure, backends
         self.consts = list(consts.values())
         self.writebacks = [(t, kind, _resolver(s)) for t, kind, s in writebacks]
+        self.release = _last_uses(steps, list(outputs) + [s for _, _, s in writebacks])
         self.guards = guards
         self.grad_guards = grad_guards
 
@@ -127,13 +130,15 @@ class Trace:
     def replay(self, inputs: list):
         slots: list = []
         append = slots.append
-        for fn, args, kwargs, refresh in self.steps:
+        for (fn, args, kwargs, refresh), release in zip(self.steps, self.release):
             if refresh is not None:
                 append(fn(*[r(inputs, slots) for r in args], **refresh()))
             elif type(kwargs) is dict:
                 append(fn(*[r(inputs, slots) for r in args], **kwargs))
             else:
                 append(fn(*[r(inputs, slots) for r in args], **{n: r(inputs, slots) for n, r in kwargs}))
+            for j in release:  # results no later step reads go now, as eager frees its temporaries
+                slots[j] = None
         for t, kind, r in self.writebacks:
             value = r(inputs, slots)
             if kind == "data":
@@ -146,6 +151,36 @@ class Trace:
                 t.grad._vc[0] += 1
         tensors = [wrap(r(inputs, slots), b) for r, b in zip(self.outputs, self.backends)]
         return unflatten(self.structure, iter(tensors))
+
+
+def _slots_read(spec, into: set) -> None:
+    if spec[0] == _SLOT:
+        into.add(spec[1])
+    elif spec[0] == _SEQ:
+        for s in spec[2]:
+            _slots_read(s, into)
+
+
+def _last_uses(steps, kept) -> list[tuple[int, ...]]:
+    """For each step, the slots to drop once it has run: those no later step, output or
+    write-back reads (a slot nothing reads is dropped right after the step that made it).
+    Without this a replay would hold every temporary of the step until its end, where eager
+    frees each as soon as its last use is done, and the allocator hands back warm memory."""
+    last = {}
+    for i, (_fn, args, kwargs, _refresh) in enumerate(steps):
+        read: set = set()
+        for s in list(args) + [s for _, s in kwargs]:
+            _slots_read(s, read)
+        for j in read:
+            last[j] = i
+    forever: set = set()
+    for s in kept:
+        _slots_read(s, forever)
+    release: list[list[int]] = [[] for _ in steps]
+    for j in range(len(steps)):
+        if j not in forever:
+            release[max(last.get(j, j), j)].append(j)
+    return [tuple(r) for r in release]
 
 
 # -- flattening arguments and results ---------------------------------------------------------
