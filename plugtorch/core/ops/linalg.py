@@ -14,17 +14,31 @@ from ._args import broadcast_shapes
 from .creation import arange, zeros
 from .reduce import amax, amin
 from .reduce import sum as _sum
-from .shape import cat
+from .shape import _strides, cat
 from .statistics import norm as _vector_norm
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
 
+def _transposed(t) -> bool:
+    """Whether a matrix lies in memory column by column (``t.mT`` is contiguous), as a Linear
+    weight's ``weight.t()`` does."""
+    if t.ndim != 2 or t.shape[0] < 2 or t.shape[1] < 2:
+        return False
+    return _strides(t) == (1, t.shape[0])
+
+
 def _matmul_rule(ctx, g):
     a, b = ctx.saved
     need = ctx.needs_input_grad
-    ga = g @ b.mT if need[0] else None  # the engine sums broadcast batch dims
-    gb = a.mT @ g if need[1] else None
+    # A gradient takes its operand's layout, as torch's mm backward does: for ``x @ w.t()`` the
+    # weight's gradient is computed as (g.mT @ x).mT, whose transpose (what reaches w) is
+    # contiguous, rather than as a transposed product that accumulating into w.grad must copy.
+    ga = gb = None
+    if need[0]:
+        ga = (b @ g.mT).mT if _transposed(a) and g.ndim == 2 else g @ b.mT  # the engine sums batch dims
+    if need[1]:
+        gb = (g.mT @ a).mT if _transposed(b) and g.ndim == 2 else a.mT @ g
     return ga, gb
 
 
