@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy
 
-from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_table
+from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_out_variants, make_table
 
 from . import bounds, conv_kernels, loss_kernels, optim_kernels, philox
 
@@ -50,5 +50,6 @@ def install(backend, registrar, xp, load, *, add_at: Callable, erf: Callable, to
     _, from_native = make_dtype_maps(numpy)
     backend.dtype_of = lambda a: from_native[a.dtype]
     backend.array_module = xp
+    backend.out_variants = make_out_variants(xp, quiet=False)
     for op, fn in make_kernels(xp, load).items():
         registrar.add_kernel(op, backend.name, fn)

@@ -15,7 +15,7 @@ from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 from . import allocator
 from .fused import FUSED_KERNELS
 from .fused_optim import OPTIM_KERNELS
-from .xp_table import make_dtype_maps, make_table
+from .xp_table import make_dtype_maps, make_out_variants, make_table
 
 PLUGTORCH_CONTRACT = CONTRACT_VERSION
 NAME = "numpy"
@@ -82,6 +82,7 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
         aliases=aliases,
         array_module=np,
         host_memory=host_memory,
+        out_variants=make_out_variants(np),
     )
 
 

@@ -39,6 +39,46 @@ def numpy_erf(x: numpy.ndarray) -> numpy.ndarray:
     return numpy.asarray(numpy.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 
+# primitive name -> the ufunc of that name in the array namespace: one array in, one array out,
+# elementwise, so it can also write into a buffer of the result's shape (``make_out_variants``)
+UNARY_UFUNCS = {
+    "neg": "negative", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt",
+    "abs": "abs", "sign": "sign", "sin": "sin", "cos": "cos", "tanh": "tanh", "floor": "floor",
+    "ceil": "ceil", "round": "rint", "isnan": "isnan", "isinf": "isinf", "logical_not": "logical_not",
+    "tan": "tan", "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+    "acosh": "arccosh", "atanh": "arctanh", "bitwise_not": "invert",
+}
+BINARY_UFUNCS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "pow": "power",
+    "maximum": "maximum", "minimum": "minimum", "remainder": "remainder", "floor_divide": "floor_divide",
+    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+    "ge": "greater_equal", "logical_and": "logical_and", "logical_or": "logical_or", "atan2": "arctan2",
+    "fmod": "fmod", "copysign": "copysign", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor", "left_shift": "left_shift", "right_shift": "right_shift",
+}
+# NumPy warns on these for domain errors and division by zero, which torch returns quietly as nan/inf
+_QUIET = frozenset({"exp", "log", "log1p", "expm1", "sqrt", "asin", "acos", "acosh", "atanh", "div", "pow",
+                    "remainder", "floor_divide", "fmod"})
+
+
+def make_out_variants(xp, *, quiet: bool = True) -> dict:
+    """primitive name -> ``fn(*arrays, out=buffer)``, the elementwise primitives writing into a
+    buffer of their result's shape and dtype (``Backend.out_variants``): plugtorch.compile
+    runs a chain of them in one dead temporary instead of allocating each result.
+    quiet: wrap the warning ones in ``numpy.errstate`` (NumPy; CuPy does not warn)."""
+    def plain(fn):
+        return lambda *arrays, out: fn(*arrays, out=out)
+
+    def hushed(fn):
+        def call(*arrays, out):
+            with numpy.errstate(all="ignore"):
+                return fn(*arrays, out=out)
+        return call
+
+    return {name: (hushed if quiet and name in _QUIET else plain)(getattr(xp, ufunc))
+            for name, ufunc in (UNARY_UFUNCS | BINARY_UFUNCS).items()}
+
+
 def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_strided=None, erf=None):
     """The primitive table for array namespace ``xp``.
 
@@ -177,27 +217,11 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     def bitcast(x, dtype):
         return x.view(to_native[dtype])
 
-    return {
-        "neg": unary(xp.negative), "exp": quiet(xp.exp), "log": quiet(xp.log),
-        "log1p": quiet(xp.log1p), "expm1": quiet(xp.expm1), "sqrt": quiet(xp.sqrt),
-        "abs": unary(xp.abs), "sign": unary(xp.sign), "sin": unary(xp.sin), "cos": unary(xp.cos),
-        "tanh": unary(xp.tanh), "erf": erf or host_erf, "floor": unary(xp.floor), "ceil": unary(xp.ceil),
-        "round": unary(xp.rint), "isnan": unary(xp.isnan), "isinf": unary(xp.isinf),
-        "logical_not": unary(xp.logical_not),
-        "tan": unary(xp.tan), "asin": quiet(xp.arcsin), "acos": quiet(xp.arccos),
-        "atan": unary(xp.arctan), "asinh": unary(xp.arcsinh), "acosh": quiet(xp.arccosh),
-        "atanh": quiet(xp.arctanh), "bitwise_not": unary(xp.invert),
-        "add": binary(xp.add), "sub": binary(xp.subtract), "mul": binary(xp.multiply),
-        "div": quiet(xp.true_divide), "pow": quiet(xp.power), "maximum": binary(xp.maximum),
-        "minimum": binary(xp.minimum), "remainder": quiet(xp.remainder),
-        "floor_divide": quiet(xp.floor_divide),
-        "eq": binary(xp.equal), "ne": binary(xp.not_equal), "lt": binary(xp.less),
-        "le": binary(xp.less_equal), "gt": binary(xp.greater), "ge": binary(xp.greater_equal),
-        "logical_and": binary(xp.logical_and), "logical_or": binary(xp.logical_or),
-        "atan2": binary(xp.arctan2), "fmod": quiet(xp.fmod), "copysign": binary(xp.copysign),
-        "bitwise_and": binary(xp.bitwise_and), "bitwise_or": binary(xp.bitwise_or),
-        "bitwise_xor": binary(xp.bitwise_xor), "left_shift": binary(xp.left_shift),
-        "right_shift": binary(xp.right_shift),
+    table = {name: (quiet if name in _QUIET else unary)(getattr(xp, ufunc)) for name, ufunc in UNARY_UFUNCS.items()}
+    table.update({name: (quiet if name in _QUIET else binary)(getattr(xp, ufunc))
+                  for name, ufunc in BINARY_UFUNCS.items()})
+    table["erf"] = erf or host_erf
+    return table | {
         "where": where,
         "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
         "argsort": argsort,

@@ -53,6 +53,7 @@ from ..core import debug, engine
 from ..core.grad_mode import _state as _grad_state
 from ..core.tensor import Tensor
 from .recording import CaptureError, Installed, capturing, dynamic_attrs, guard, not_capturable, rec
+from .reuse import reuse_dead_buffers
 from .trace import Build, Trace, flatten
 
 __all__ = ["compile", "CompiledFunction", "CaptureError", "capturing", "not_capturable", "dynamic_attrs", "guard"]
@@ -69,6 +70,7 @@ class CompiledFunction:
         self._warned: set[str] = set()
         self.captures = 0  # how many traces were recorded (a re-trace adds one)
         self.replays = 0
+        self.reused = 0  # elementwise calls of the latest capture that write into a dead temporary
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
 
@@ -160,7 +162,7 @@ class CompiledFunction:
             return out, None, reason
         build = Build([t._data for t in tensors], owners)
         steps = []
-        for slot, (_name, fn, a, k, result, refresh) in enumerate(calls):
+        for slot, (_name, fn, a, k, result, refresh, _backend) in enumerate(calls):
             steps.append((fn, tuple(build.spec(x) for x in a), tuple((n, build.spec(v)) for n, v in k.items()),
                           refresh))
             build.produced(result, slot)
@@ -176,6 +178,7 @@ class CompiledFunction:
         if build.reason is not None:
             return out, None, build.reason
         writebacks, grad_guards = build.writebacks(alive, grad_was_none)
+        steps, self.reused = reuse_dead_buffers(steps, calls, outputs + [s for _, _, s in writebacks])
         del keep
         return out, Trace(steps, outputs, structure, [t._backend for t in out_tensors], build.consts,
                            writebacks, guards, grad_guards, [c[0] for c in calls]), None

@@ -76,7 +76,9 @@ def guard(value: Callable[[], Any]) -> None:
         rec.guards.append((value, value()))
 
 
-def _recording(name: str, fn: Callable, primitive: bool) -> Callable:
+def _recording(name: str, fn: Callable, primitive: bool, out_backend) -> Callable:
+    """``fn`` recording its top-level calls; ``out_backend``: the backend whose ``out_variants``
+    can replace it (it is that backend's elementwise primitive of that name), else None."""
     def call(*args, **kwargs):
         r = rec
         if not r.active:
@@ -97,7 +99,7 @@ def _recording(name: str, fn: Callable, primitive: bool) -> Callable:
             out = fn(*args, **kwargs)
         finally:
             r.depth -= 1
-        r.calls.append((name, fn, args, kwargs, out, refresh))
+        r.calls.append((name, fn, args, kwargs, out, refresh, out_backend))
         return out
     return call
 
@@ -111,11 +113,14 @@ class Installed:
         for b in get_registry().backends.values():
             if not b.available:
                 continue
+            elementwise = {name: fn for name, fn in b.primitives.items() if name in b.out_variants}
             for table, primitive in ((b.kernels, False), (b.primitives, True)):
                 original = dict(table)
                 self.saved.append((table, original))
                 for name, fn in original.items():
-                    table[name] = _recording(name, fn, primitive)
+                    # an op served by the primitive itself reaches it through the kernels table
+                    same = elementwise.get(name) is fn
+                    table[name] = _recording(name, fn, primitive, b if same else None)
         return self
 
     def __exit__(self, *exc):

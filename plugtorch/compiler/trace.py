@@ -9,6 +9,7 @@ import numpy
 from ..core.dispatch import wrap
 from ..core.plugins import get_registry
 from ..core.random import ALL_GENERATORS
+from ..core.ops.shape import _strides
 from ..core.tensor import Tensor
 
 
@@ -113,7 +114,7 @@ class Trace:
         self.structure, self.backends = out_structure, backends
         self.consts = list(consts.values())
         self.writebacks = [(t, kind, _resolver(s)) for t, kind, s in writebacks]
-        self.release = _last_uses(steps, list(outputs) + [s for _, _, s in writebacks])
+        self.release = last_uses(steps, list(outputs) + [s for _, _, s in writebacks])
         self.guards = guards
         self.grad_guards = grad_guards
 
@@ -153,15 +154,15 @@ class Trace:
         return unflatten(self.structure, iter(tensors))
 
 
-def _slots_read(spec, into: set) -> None:
+def slots_read(spec, into: set) -> None:
     if spec[0] == _SLOT:
         into.add(spec[1])
     elif spec[0] == _SEQ:
         for s in spec[2]:
-            _slots_read(s, into)
+            slots_read(s, into)
 
 
-def _last_uses(steps, kept) -> list[tuple[int, ...]]:
+def last_uses(steps, kept) -> list[tuple[int, ...]]:
     """For each step, the slots to drop once it has run: those no later step, output or
     write-back reads (a slot nothing reads is dropped right after the step that made it).
     Without this a replay would hold every temporary of the step until its end, where eager
@@ -170,12 +171,12 @@ def _last_uses(steps, kept) -> list[tuple[int, ...]]:
     for i, (_fn, args, kwargs, _refresh) in enumerate(steps):
         read: set = set()
         for s in list(args) + [s for _, s in kwargs]:
-            _slots_read(s, read)
+            slots_read(s, read)
         for j in read:
             last[j] = i
     forever: set = set()
     for s in kept:
-        _slots_read(s, forever)
+        slots_read(s, forever)
     release: list[list[int]] = [[] for _ in steps]
     for j in range(len(steps)):
         if j not in forever:
@@ -189,7 +190,9 @@ def flatten(obj, tensors: list):
     """A hashable structure of ``obj`` with its tensors replaced by positions in ``tensors``."""
     if isinstance(obj, Tensor):
         tensors.append(obj)
-        return ("T", obj.shape, obj.dtype.name, obj._backend.name, obj.requires_grad)
+        # the layout too: kernels lay out their results after their inputs', and the trace's
+        # views, copies and reused buffers were decided for the layouts seen at capture
+        return ("T", obj.shape, _strides(obj), obj.dtype.name, obj._backend.name, obj.requires_grad)
     if type(obj) in (tuple, list):
         return (type(obj).__name__,) + tuple(flatten(o, tensors) for o in obj)
     if type(obj) is dict:

@@ -46,6 +46,12 @@ class Backend:
                  backend that computes synchronously). Called before handing its memory to
                  code that does not queue behind it (device-direct MPI) and by
                  ``plugtorch.cuda.synchronize()``.
+    out_variants: optional primitive name -> ``fn(*arrays, out=buffer)`` for elementwise
+                 primitives that can write their result into a given array of its shape and
+                 dtype (NumPy's and CuPy's ufuncs; called as a primitive, without a buffer,
+                 each returns a new array). ``plugtorch.compile`` uses them to run a
+                 replayed chain of elementwise calls in a temporary that is dead anyway,
+                 instead of allocating each result. A backend without them replays as recorded.
     probe:       optional ``probe(backend) -> reason or None``, run once on the first question
                  about availability (not at registration), for backends whose check is costly
                  (importing CuPy, asking the driver). A probe that finds the backend usable
@@ -74,6 +80,7 @@ class Backend:
         device_count: Callable[[], int] | None = None,
         synchronize: Callable[[], None] | None = None,
         probe: Callable[["Backend"], str | None] | None = None,
+        out_variants: Mapping[str, Callable] | None = None,
     ):
         self.name = name
         self.primitives: dict[str, Callable] = dict(primitives)
@@ -90,6 +97,7 @@ class Backend:
         self.accelerator = accelerator
         self.device_count = device_count
         self.synchronize = synchronize
+        self.out_variants: dict[str, Callable] = dict(out_variants or {})
         self.plugin: str | None = None  # set by the registry: the plugin that registered it
         self.kernels: dict[str, Callable] = {}  # filled by the registry
 
