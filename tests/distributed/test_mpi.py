@@ -119,8 +119,18 @@ def params(ckpt):
     return {k: v.numpy() for k, v in plugtorch.load(ckpt)["model"].items()}
 
 
-def max_diff(a, b):
-    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+def assert_trained_alike(a, b):
+    """Two runs that saw the same batches end with the same parameters up to rounding, except
+    where a ReLU's input lay within rounding of 0: the two runs sum a batch's rows in different
+    orders (64 rows, or 2 x 32 and an all-reduce), so such a unit may be on in one and off in
+    the other, and its gradient for that sample changes by a whole term (a few hidden units
+    moved by up to ~1e-3, seen on an Intel Xeon). A data-parallel bug (gradients summed instead
+    of averaged, a rank's dropped, a stale bucket) changes every update: most parameters would
+    then differ by far more than rounding, which is what the median and 90th percentile catch."""
+    d = np.concatenate([np.abs(a[k] - b[k]).ravel() for k in a])
+    assert np.median(d) < 5e-6 and np.percentile(d, 90) < 5e-5 and d.max() < 5e-3, (
+        f"parameter differences: median {np.median(d):.3g}, 90th percentile {np.percentile(d, 90):.3g}, "
+        f"max {d.max():.3g}")
 
 
 @needs_mpi
@@ -130,16 +140,16 @@ def test_two_ranks_train_like_one_and_checkpoints_cross_world_sizes(data_root, t
     assert m2["world_size"] == 2 and m1["world_size"] == 1
     assert out2.count("final test accuracy") == 1, "only rank 0 prints"
     # the global batch of 64 is split 32 + 32: same samples per step, same parameters
-    assert max_diff(params(ck1), params(ck2)) < 1e-5
-    assert m2["test_loss"] == pytest.approx(m1["test_loss"], abs=1e-5)
+    assert_trained_alike(params(ck1), params(ck2))
+    assert m2["test_loss"] == pytest.approx(m1["test_loss"], abs=1e-3)
     assert m2["test_samples"] == m1["test_samples"] == 300  # eval metrics summed over ranks
 
     # a 2-rank checkpoint resumes on 1 process, and a 1-process checkpoint on 2 ranks
     r1, ck21, _ = train(1, data_root, tmp_path, "two_then_one", epochs=2, resume_from=ck2)
     r2, ck12, _ = train(2, data_root, tmp_path, "one_then_two", epochs=2, resume_from=ck1)
     assert len(r1["history"]) == len(r2["history"]) == 2
-    assert max_diff(params(ck21), params(ck12)) < 1e-5
-    assert r1["test_loss"] == pytest.approx(r2["test_loss"], abs=1e-5)
+    assert_trained_alike(params(ck21), params(ck12))
+    assert r1["test_loss"] == pytest.approx(r2["test_loss"], abs=1e-3)
 
 
 @needs_mpi
