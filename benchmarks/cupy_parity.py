@@ -1,6 +1,7 @@
 """NumPy and another backend train the MNIST CNN identically: same state_dict, same batches.
 
     python benchmarks/cupy_parity.py --backend cupy --steps 50 --batch 64          # on a GPU
+    python benchmarks/cupy_parity.py --backend cupy --compile                       # replayed, fused
     PLUGTORCH_PLUGINS=plugtorch_backends.cupy_backend.emulation \\
         python benchmarks/cupy_parity.py --backend cupy_emulated --steps 3 --batch 4  # on the CPU
 
@@ -23,21 +24,27 @@ from plugtorch.datasets.mnist import MNIST
 from plugtorch.train import CNN
 
 
-def losses(backend: str, state, images, labels, steps: int, batch: int) -> list[float]:
+def losses(backend: str, state, images, labels, steps: int, batch: int, compiled: bool = False) -> list[float]:
     model = CNN(dropout=0.0)
     model.load_state_dict(state)
     model.to(backend)
     opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    if compiled:  # captured and replayed (on CuPy: with its elementwise chains fused)
+        step = plugtorch.compile(step, fullgraph=True)
     out = []
     for i in range(steps):
         sl = slice(i * batch, (i + 1) * batch)
         x = plugtorch.tensor(images[sl], device=backend)
         y = plugtorch.tensor(labels[sl], device=backend)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        out.append(float(loss.item()))
+        out.append(float(step(x, y).item()))
     return out
 
 
@@ -47,6 +54,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--compile", action="store_true", help="run the other backend's step under plugtorch.compile")
     p.add_argument("--data-dir", default=os.environ.get("PLUGTORCH_DATA", "data"))
     args = p.parse_args(argv)
     ds = MNIST(args.data_dir, train=True)
@@ -56,11 +64,11 @@ def main(argv=None) -> int:
     plugtorch.manual_seed(0)
     state = {k: v.detach().clone() for k, v in CNN(dropout=0.0).state_dict().items()}
     ref = losses("numpy", state, images, labels, args.steps, args.batch)
-    other = losses(args.backend, state, images, labels, args.steps, args.batch)
+    other = losses(args.backend, state, images, labels, args.steps, args.batch, compiled=args.compile)
     rel = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(ref, other))
     ok = rel <= args.rtol
-    print(json.dumps({"backend": args.backend, "steps": args.steps, "batch": args.batch, "numpy": ref,
-                      args.backend: other, "max_rel_diff": rel, "rtol": args.rtol, "ok": ok}))
+    print(json.dumps({"backend": args.backend, "compiled": args.compile, "steps": args.steps, "batch": args.batch,
+                      "numpy": ref, args.backend: other, "max_rel_diff": rel, "rtol": args.rtol, "ok": ok}))
     return 0 if ok else 1
 
 

@@ -25,6 +25,9 @@ step "conformance (cupy_bare)" python -m pytest -q -p no:cacheprovider --plugtor
     --plugtorch-backends cupy_bare --junitxml="$OUT/conformance_cupy_bare.xml" tests/cupy_backend/conftest.py
 # 2. parity: 50 MNIST CNN steps from one state_dict, same batches, dropout off, within 1e-4
 step "parity" sh -c "python benchmarks/cupy_parity.py --backend cupy --steps 50 --batch 64 > '$OUT/parity.json'"
+# ... and the same steps under plugtorch.compile (replayed, elementwise chains fused into one kernel each)
+step "parity (compiled)" sh -c "python benchmarks/cupy_parity.py --backend cupy --compile --steps 50 --batch 64 \
+    > '$OUT/parity_compiled.json'"
 # 3. the training command: >= 98.8% test accuracy after 3 epochs
 step "train" plugtorch train --backend cupy --model cnn --epochs 3 --data-dir "$PLUGTORCH_DATA" \
     --metrics-json "$OUT/train_cnn_cupy.json"

@@ -34,10 +34,10 @@ def _probe(backend: Backend) -> str | None:
     import cupyx.scipy.special
 
     from . import table
-    from .modules import cupy_loader
+    from .modules import cupy_loader, cupy_source_loader
 
-    table.install(backend, _registrars[-1], cupy, cupy_loader(), add_at=cupyx.scatter_add,
-                  erf=cupyx.scipy.special.erf, to_host=cupy.asnumpy)
+    table.install(backend, _registrars[-1], cupy, cupy_loader(), load_source=cupy_source_loader(),
+                  add_at=cupyx.scatter_add, erf=cupyx.scipy.special.erf, to_host=cupy.asnumpy)
     backend.is_native = lambda obj: isinstance(obj, cupy.ndarray)
     backend.device_index = lambda a: a.device.id
     backend.device_count = cupy.cuda.runtime.getDeviceCount

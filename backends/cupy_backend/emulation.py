@@ -44,15 +44,15 @@ def _probe(backend: Backend) -> str | None:
 
     from . import table
     from .api_check import CheckedNamespace
-    from .modules import cpu_loader
+    from .modules import cpu_loader, cpu_source_loader
 
     xp = CheckedNamespace(numpy, cupy)
     extras = CheckedNamespace(type("host_cupyx", (), {
         "scatter_add": staticmethod(lambda a, slices, value: numpy.add.at(a, slices, value))}), cupyx)
     special = CheckedNamespace(type("host_special", (), {"erf": staticmethod(numpy_erf)}), cupyx.scipy.special)
     to_host = CheckedNamespace(type("host_cupy", (), {"asnumpy": staticmethod(lambda a: numpy.array(a))}), cupy)
-    table.install(backend, _registrars[-1], xp, cpu_loader(), add_at=extras.scatter_add, erf=special.erf,
-                  to_host=to_host.asnumpy)
+    table.install(backend, _registrars[-1], xp, cpu_loader(), load_source=cpu_source_loader(),
+                  add_at=extras.scatter_add, erf=special.erf, to_host=to_host.asnumpy)
     return None
 
 

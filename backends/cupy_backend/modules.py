@@ -106,3 +106,14 @@ def cpu_loader() -> Loader:
     def load(stem: str):
         return CpuModule(path=source_path(stem))
     return load
+
+
+def cupy_source_loader() -> Loader:
+    """Like ``cupy_loader``, for generated source text (the fused elementwise chains)."""
+    import cupy
+    return lambda code: cupy.RawModule(code=code, options=NVRTC_OPTIONS)
+
+
+def cpu_source_loader() -> Loader:
+    from plugtorch.testing.cuda_cpu import CpuModule
+    return lambda code: CpuModule(code=code)

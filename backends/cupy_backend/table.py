@@ -18,6 +18,7 @@ import numpy
 from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_out_variants, make_table
 
 from . import bounds, conv_kernels, loss_kernels, optim_kernels, philox
+from .fusion import ElementwiseFuser
 
 
 def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Callable) -> dict[str, Callable]:
@@ -42,14 +43,17 @@ def make_kernels(xp, load) -> dict[str, Callable]:
     return kernels
 
 
-def install(backend, registrar, xp, load, *, add_at: Callable, erf: Callable, to_host: Callable) -> None:
-    """Fill a probed backend: its primitives over ``xp``, its dtype map and array module, and the
-    kernels (registered through ``registrar``, the plugin's own). The real backend and the
-    emulated one differ only in what they pass here."""
+def install(backend, registrar, xp, load, *, load_source: Callable, add_at: Callable, erf: Callable,
+            to_host: Callable) -> None:
+    """Fill a probed backend: its primitives over ``xp``, its dtype map and array module, the
+    kernels (registered through ``registrar``, the plugin's own) and the elementwise fuser
+    (``load_source`` builds its generated modules). The real backend and the emulated one
+    differ only in what they pass here."""
     backend.primitives.update(make_primitives(xp, load, add_at=add_at, erf=erf, to_host=to_host))
     _, from_native = make_dtype_maps(numpy)
     backend.dtype_of = lambda a: from_native[a.dtype]
     backend.array_module = xp
     backend.out_variants = make_out_variants(xp, quiet=False)
+    backend.elementwise_fuser = ElementwiseFuser(xp, load_source)
     for op, fn in make_kernels(xp, load).items():
         registrar.add_kernel(op, backend.name, fn)

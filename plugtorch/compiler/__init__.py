@@ -1,12 +1,17 @@
 """``plugtorch.compile``: capture the kernel calls of a forward pass once, replay them after.
 
-The first call for a given *guard* (shapes, dtypes and backends of the tensor arguments, the
+The first call for a given *guard* (shapes, strides, dtypes and backends of the tensor arguments, the
 other arguments, grad and debug mode, a module's training flags and parameter arrays) runs
 the function eagerly while every backend's dispatch table records the top-level kernel and
 primitive calls it makes. Later calls with the same guard replay that list: each recorded
 kernel called on the new input arrays, the outputs of earlier calls and the arrays that
 existed before the capture (parameters, buffers) — no Tensor wrappers for intermediates, no
-op definitions read, no Python-level dispatch. In-place kernels (BatchNorm's running
+op definitions read, no Python-level dispatch. The recorded list is rewritten before it is
+replayed: each result is dropped after its last use (as eager code frees its temporaries),
+chains of elementwise primitives become one kernel where the backend has a fuser
+(``fusion.py``; CuPy) and otherwise write into a temporary that is dead anyway (``reuse.py``;
+NumPy). The guard includes the tensor arguments' layouts (strides), since the kernels lay
+out their results after their inputs'. In-place kernels (BatchNorm's running
 statistics) update the real arrays; random ops draw fresh values from the Generator they
 drew from while capturing, at its current state. It is the CPU counterpart of CUDA-graph
 replay.
@@ -53,6 +58,7 @@ from ..core import debug, engine
 from ..core.grad_mode import _state as _grad_state
 from ..core.tensor import Tensor
 from .recording import CaptureError, Installed, capturing, dynamic_attrs, guard, not_capturable, rec
+from .fusion import fuse_elementwise
 from .reuse import reuse_dead_buffers
 from .trace import Build, Trace, flatten
 
@@ -71,6 +77,7 @@ class CompiledFunction:
         self.captures = 0  # how many traces were recorded (a re-trace adds one)
         self.replays = 0
         self.reused = 0  # elementwise calls of the latest capture that write into a dead temporary
+        self.fused = 0  # elementwise chains of the latest capture fused into one kernel by the backend
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
 
@@ -178,10 +185,12 @@ class CompiledFunction:
         if build.reason is not None:
             return out, None, build.reason
         writebacks, grad_guards = build.writebacks(alive, grad_was_none)
-        steps, self.reused = reuse_dead_buffers(steps, calls, outputs + [s for _, _, s in writebacks])
+        kept = outputs + [s for _, _, s in writebacks]
+        steps, names, self.fused = fuse_elementwise(steps, calls, kept, [c[0] for c in calls])
+        steps, self.reused = reuse_dead_buffers(steps, calls, kept)
         del keep
         return out, Trace(steps, outputs, structure, [t._backend for t in out_tensors], build.consts,
-                           writebacks, guards, grad_guards, [c[0] for c in calls]), None
+                           writebacks, guards, grad_guards, names), None
 
 
 _WARM = object()  # a guard seen once: the next call captures

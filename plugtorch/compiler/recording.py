@@ -76,9 +76,9 @@ def guard(value: Callable[[], Any]) -> None:
         rec.guards.append((value, value()))
 
 
-def _recording(name: str, fn: Callable, primitive: bool, out_backend) -> Callable:
-    """``fn`` recording its top-level calls; ``out_backend``: the backend whose ``out_variants``
-    can replace it (it is that backend's elementwise primitive of that name), else None."""
+def _recording(name: str, fn: Callable, primitive: bool, owner) -> Callable:
+    """``fn`` recording its top-level calls; ``owner``: the backend whose primitive ``name`` it
+    is (so that backend's ``out_variants`` and fuser know what it computes), else None."""
     def call(*args, **kwargs):
         r = rec
         if not r.active:
@@ -99,7 +99,7 @@ def _recording(name: str, fn: Callable, primitive: bool, out_backend) -> Callabl
             out = fn(*args, **kwargs)
         finally:
             r.depth -= 1
-        r.calls.append((name, fn, args, kwargs, out, refresh, out_backend))
+        r.calls.append((name, fn, args, kwargs, out, refresh, owner))
         return out
     return call
 
@@ -113,14 +113,13 @@ class Installed:
         for b in get_registry().backends.values():
             if not b.available:
                 continue
-            elementwise = {name: fn for name, fn in b.primitives.items() if name in b.out_variants}
+            own = dict(b.primitives)
             for table, primitive in ((b.kernels, False), (b.primitives, True)):
                 original = dict(table)
                 self.saved.append((table, original))
                 for name, fn in original.items():
                     # an op served by the primitive itself reaches it through the kernels table
-                    same = elementwise.get(name) is fn
-                    table[name] = _recording(name, fn, primitive, b if same else None)
+                    table[name] = _recording(name, fn, primitive, b if own.get(name) is fn else None)
         return self
 
     def __exit__(self, *exc):

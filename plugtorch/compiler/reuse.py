@@ -43,10 +43,10 @@ def reuse_dead_buffers(steps: list, calls: list, kept: list) -> tuple[list, int]
     fresh: set[int] = set()  # slots whose array the trace allocated (an elementwise result)
     out, rewritten = list(steps), 0
     for i, (_fn, args, kwargs, refresh) in enumerate(steps):
-        name, _, _, _, result, _, backend = calls[i]
+        name, recorded, _, _, result, _, backend = calls[i]
         variant = backend.out_variants.get(name) if backend is not None else None
-        if variant is None or kwargs or refresh is not None or not _array(result):
-            continue
+        if variant is None or _fn is not recorded or kwargs or refresh is not None or not _array(result):
+            continue  # (a call replaced by a fused kernel is not the recorded primitive)
         fresh.add(i)
         may_share = getattr(backend.array_module, "may_share_memory", None)
         if may_share is None:

@@ -52,6 +52,12 @@ class Backend:
                  each returns a new array). ``plugtorch.compile`` uses them to run a
                  replayed chain of elementwise calls in a temporary that is dead anyway,
                  instead of allocating each result. A backend without them replays as recorded.
+    elementwise_fuser: optional object with ``fusable(name, operands, result_dtype)`` (a dtype
+                 name per array operand, ``("const", value)`` per number; dtype names as
+                 NumPy spells them) and ``build(chain) -> fn or None``: ``plugtorch.compile``
+                 asks it, link by link, and hands it each chain of
+                 consecutive elementwise primitive calls in a captured trace
+                 (``plugtorch.compiler.fusion.Chain``) and replays ``fn`` (one kernel) instead.
     probe:       optional ``probe(backend) -> reason or None``, run once on the first question
                  about availability (not at registration), for backends whose check is costly
                  (importing CuPy, asking the driver). A probe that finds the backend usable
@@ -81,6 +87,7 @@ class Backend:
         synchronize: Callable[[], None] | None = None,
         probe: Callable[["Backend"], str | None] | None = None,
         out_variants: Mapping[str, Callable] | None = None,
+        elementwise_fuser: Any = None,
     ):
         self.name = name
         self.primitives: dict[str, Callable] = dict(primitives)
@@ -98,6 +105,7 @@ class Backend:
         self.device_count = device_count
         self.synchronize = synchronize
         self.out_variants: dict[str, Callable] = dict(out_variants or {})
+        self.elementwise_fuser = elementwise_fuser
         self.plugin: str | None = None  # set by the registry: the plugin that registered it
         self.kernels: dict[str, Callable] = {}  # filled by the registry
 
