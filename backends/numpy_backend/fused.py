@@ -5,6 +5,8 @@ and is numerically at least as careful.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 
@@ -147,24 +149,45 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     dx = np.zeros((n, c, height, width), dtype=grad_output.dtype)
     # no two windows share a position (per dimension: stride past the dilated kernel's rows)
     disjoint = all(s_ == k_ * d_ or (d_ == 1 and s_ >= k_) for k_, s_, d_ in ((kh, sh, dh), (kw, sw, dw)))
-    claimed = np.zeros(output.shape, dtype=bool)
+    claimed = None  # windows whose maximum an earlier offset took (ties go to the first, row-major)
     hit = np.empty(output.shape, dtype=bool)
     share = np.empty(output.shape, dtype=grad_output.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            at = (slice(None), slice(None), slice(i * dh, i * dh + sh * (oh - 1) + 1, sh),
-                  slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
-            np.equal(padded[at], output, out=hit)
-            hit &= ~claimed
-            claimed |= hit
-            if disjoint:  # no two windows share a position: write, do not accumulate
-                np.multiply(grad_output, hit, out=dx[at])
-            else:
-                np.multiply(grad_output, hit, out=share)
-                dx[at] += share
+    offsets = [(i, j) for i in range(kh) for j in range(kw)]
+    for k, (i, j) in enumerate(offsets):
+        at = (slice(None), slice(None), slice(i * dh, i * dh + sh * (oh - 1) + 1, sh),
+              slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+        np.equal(padded[at], output, out=hit)
+        if claimed is None:
+            claimed = hit.copy()
+        else:
+            np.greater(hit, claimed, out=hit)  # hit and not claimed, in one pass over bools
+            if k < len(offsets) - 1:
+                claimed |= hit
+        if disjoint:  # no two windows share a position: write, do not accumulate
+            np.multiply(grad_output, hit, out=dx[at])
+        else:
+            np.multiply(grad_output, hit, out=share)
+            dx[at] += share
     return dx if (height, width) == (h, w) else np.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
 
 
-FUSED_KERNELS = {"relu": relu, "sigmoid": sigmoid, "softmax": softmax, "log_softmax": log_softmax,
+# -- fold (col2im): each kernel offset's patches added in place ---------------------------------
+
+def fold(cols, *, shape, window, strides, dilation):
+    """The adjoint of ``windows``, as the op's lowering computes it (offset by offset, in the
+    same order, so bit for bit), but adding each offset's patches straight into their strided
+    positions: the lowering's add-then-setitem makes a temporary and a second pass per offset."""
+    n = len(window)
+    counts = cols.shape[cols.ndim - 2 * n:cols.ndim - n]
+    acc = np.zeros(shape, dtype=cols.dtype)
+    lead = (slice(None),) * n
+    for offset in itertools.product(*(range(k) for k in window)):
+        view = acc[(Ellipsis,) + tuple(slice(o * d, o * d + s * (c - 1) + 1, s)
+                                       for o, d, s, c in zip(offset, dilation, strides, counts))]
+        np.add(view, cols[(Ellipsis,) + lead + offset], out=view)
+    return acc
+
+
+FUSED_KERNELS = {"fold": fold, "relu": relu, "sigmoid": sigmoid, "softmax": softmax, "log_softmax": log_softmax,
                  "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
                  "max_pool2d_backward": max_pool2d_backward}
