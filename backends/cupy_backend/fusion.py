@@ -49,8 +49,9 @@ def _loop_type(name, operands, result):
         return None
     if name in _UNARY or name == "neg":
         return result if result in _FLOATS and arrays == [result] else None
-    if name in _ARITHMETIC:
-        return result if result in _FLOATS and len(operands) == 2 else None
+    if name in _ARITHMETIC:  # float operands of the result's type (bools are cast up exactly)
+        ok = result in _FLOATS and len(operands) == 2 and all(a in (result, "bool") for a in arrays)
+        return result if ok else None
     if name in _COMPARE:
         common = numpy.result_type(*arrays).name
         return common if result == "bool" and common in _FLOATS and len(operands) == 2 else None

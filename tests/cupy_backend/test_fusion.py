@@ -105,6 +105,8 @@ def test_what_is_not_fused_is_refused_by_name_and_dtype():
     assert not f.fusable("add", ["float32", ("const", float("inf"))], "float32")  # no literal for it
     assert not f.fusable("pow", ["float32", "float32"], "float32")              # not fused (yet)
     assert not f.fusable("gt", ["float16", ("const", 0)], "bool")
+    assert not f.fusable("mul", ["float64", "float32"], "float32")  # NumPy would compute it in float64
+    assert f.fusable("mul", ["float32", "bool"], "float32")
 
 
 @pytest.mark.parametrize("k", range(len(SAMPLE_CHAINS)))
