@@ -20,15 +20,20 @@ __all__ = ["adam_step_", "sgd_step_"]
 
 
 def _check_operands(op_name, param, tensors):
+    # runs for every parameter of every step: compare backends by identity, and devices (which
+    # resolve names through the registry) only on a multi-device backend
+    backend, dtype, shape = param._backend, param.dtype, param._data.shape
+    multi_device = backend.device_index is not None
+    grad_mode = is_grad_enabled()
     for what, t in tensors.items():
         if not isinstance(t, Tensor):
             raise TypeError(f"{op_name}(): argument '{what}' must be a Tensor, not {type(t).__name__}")
-        if not t.dtype.is_floating_point or t.dtype is not param.dtype or t.shape != param.shape \
-                or t.device != param.device:
+        if not dtype.is_floating_point or t.dtype is not dtype or t._backend is not backend \
+                or t._data.shape != shape or (multi_device and t.device != param.device):
             raise RuntimeError(f"{op_name}(): '{what}' is {t.dtype.name} {list(t.shape)} on {t.device}, but every "
                                f"tensor must match the floating parameter: {param.dtype.name} "
                                f"{list(param.shape)} on {param.device}")
-        if is_grad_enabled() and t.requires_grad:
+        if grad_mode and t.requires_grad:
             raise RuntimeError(f"{op_name}(): '{what}' requires grad and the op updates it in place; "
                                "call it under plugtorch.no_grad(), as optimizers do")
 
