@@ -171,6 +171,15 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     return dx if (height, width) == (h, w) else np.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
 
 
+# -- linear: one matmul, the bias added in place ---------------------------------------------------
+
+def linear(input, weight, bias):
+    out = np.matmul(input, weight.T)
+    if bias is not None:
+        out += bias
+    return out
+
+
 # -- fold (col2im): each kernel offset's patches added in place ---------------------------------
 
 def fold(cols, *, shape, window, strides, dilation):
@@ -188,6 +197,6 @@ def fold(cols, *, shape, window, strides, dilation):
     return acc
 
 
-FUSED_KERNELS = {"fold": fold, "relu": relu, "sigmoid": sigmoid, "softmax": softmax, "log_softmax": log_softmax,
-                 "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
-                 "max_pool2d_backward": max_pool2d_backward}
+FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid, "softmax": softmax,
+                 "log_softmax": log_softmax, "cross_entropy": cross_entropy,
+                 "cross_entropy_backward": cross_entropy_backward, "max_pool2d_backward": max_pool2d_backward}

@@ -190,6 +190,60 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return prod + (input if beta == 1 else input * beta)
 
 
+# -- linear: the affine map of nn.Linear, one op forward and one rule backward ------------------
+
+def _linear(input, weight, bias):
+    out = matmul(input, weight.t())
+    return out if bias is None else out + bias
+
+
+def _linear_rule(ctx, g):
+    x, w = ctx.saved[0], ctx.saved[1]
+    need = ctx.needs_input_grad
+    gx = g @ w if need[0] else None
+    # the weight's gradient in its own (out, in) layout, the batch dims folded into one
+    gw = g.reshape(-1, g.shape[-1]).mT @ x.reshape(-1, x.shape[-1]) if need[1] else None
+    gb = None
+    if need[2]:
+        gb = g if g.ndim == 1 else g.sum(tuple(range(g.ndim - 1)))
+    return gx, gw, gb
+
+
+def _linear_is_one_op(input, weight, bias) -> bool:
+    """The common case the op serves: a 2-D weight, and input, weight and bias (of
+    ``(out_features,)``) of one floating dtype on one backend; anything else composes
+    matmul and add, with their broadcasting and their errors."""
+    b, dtype = weight._backend, weight.dtype
+    if weight.ndim != 2 or not dtype.is_floating_point or input.dtype is not dtype or input._backend is not b:
+        return False
+    return bias is None or (isinstance(bias, Tensor) and bias.dtype is dtype and bias._backend is b
+                            and tuple(bias.shape) == (weight.shape[0],))
+
+
+@op(decompose=_linear, derivative=_linear_rule, save=(0, 1), exposed=("nn.functional",),
+    dtypes="floating; input, weight and bias of one dtype (else matmul's and add's promotion)")
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features).
+
+    One op (a backend may serve it with one kernel), whose derivative computes the weight's
+    gradient as ``g.T @ x`` in the weight's layout and the bias's as a sum over the batch:
+    for nn.Linear, one dispatched call forward and one rule backward instead of a transpose,
+    a matmul, an add and their rules. A kernel receives input (*, in), weight (out, in) and
+    bias (out,) or None, of one floating dtype."""
+    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
+        raise TypeError("linear(): input and weight must be Tensors")
+    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        raise RuntimeError(
+            f"linear(): input's last dimension must equal weight's in_features: input shape "
+            f"{list(input.shape)}, weight shape {list(weight.shape)} (out_features, in_features) "
+            f"expects inputs of shape (*, {weight.shape[-1]})"
+        )
+    if not _linear_is_one_op(input, weight, bias):
+        out = matmul(input, weight.t()) if weight.ndim == 2 else matmul(input, weight)
+        return out if bias is None else out + bias
+    return call_op("linear", (input, weight, bias))
+
+
 # -- cross product ----------------------------------------------------------------------------
 
 def _linalg_cross(input, other, *, dim):

@@ -138,6 +138,10 @@ def leaky_relu(input: Any, negative_slope: Any = ..., inplace: Any = ...) -> Ten
     """x where x > 0, else negative_slope * x."""
     ...
 
+def linear(input: Any, weight: Any, bias: Any = ...) -> Tensor:
+    """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features)."""
+    ...
+
 def log_softmax(input: Any, dim: Any = ..., _stacklevel: Any = ..., dtype: Any = ...) -> Any:
     """log(softmax(x)) along dim, computed stably (never log of softmax)."""
     ...
@@ -278,4 +282,4 @@ def upsample_nearest(input: Any, size: Any = ..., scale_factor: Any = ...) -> An
     """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')``."""
     ...
 
-__all__ = ['adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'cosine_similarity', 'cross_entropy', 'ctc_loss', 'elu', 'fold', 'gelu', 'glu', 'group_norm', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'interpolate', 'kl_div', 'l1_loss', 'layer_norm', 'leaky_relu', 'log_softmax', 'logsigmoid', 'margin_ranking_loss', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'max_unpool1d', 'max_unpool2d', 'max_unpool3d', 'mish', 'mse_loss', 'nll_loss', 'normalize', 'one_hot', 'pad', 'pairwise_distance', 'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'relu6', 'scaled_dot_product_attention', 'selu', 'sigmoid', 'silu', 'smooth_l1_loss', 'softmax', 'softmin', 'softplus', 'softsign', 'tanhshrink', 'triplet_margin_loss', 'unfold', 'upsample', 'upsample_bilinear', 'upsample_nearest']
+__all__ = ['adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'cosine_similarity', 'cross_entropy', 'ctc_loss', 'elu', 'fold', 'gelu', 'glu', 'group_norm', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'interpolate', 'kl_div', 'l1_loss', 'layer_norm', 'leaky_relu', 'linear', 'log_softmax', 'logsigmoid', 'margin_ranking_loss', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'max_unpool1d', 'max_unpool2d', 'max_unpool3d', 'mish', 'mse_loss', 'nll_loss', 'normalize', 'one_hot', 'pad', 'pairwise_distance', 'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'relu6', 'scaled_dot_product_attention', 'selu', 'sigmoid', 'silu', 'smooth_l1_loss', 'softmax', 'softmin', 'softplus', 'softsign', 'tanhshrink', 'triplet_margin_loss', 'unfold', 'upsample', 'upsample_bilinear', 'upsample_nearest']

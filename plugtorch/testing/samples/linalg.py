@@ -1,7 +1,7 @@
 """Samples for matrix products: matmul's rank rules, mm, bmm, dot, outer, einsum."""
 from __future__ import annotations
 
-from ._common import Sample, Waiver, empty, np, scalar
+from ._common import F, Sample, Waiver, empty, np, scalar
 
 SAMPLES: dict = {}
 
@@ -133,7 +133,27 @@ def _addmm(g):
     ]
 
 
-SAMPLES.update(diagonal=_diagonal, diag=_diag, trace=_trace, addmm=_addmm)
+def _linear(g):
+    def call(m, x, w, *b):
+        return F(m).linear(x, w, *b)
+
+    def ref(x, w, b=None):
+        return x @ w.T + (0 if b is None else b)
+    return [
+        Sample((g.randn(4, 3), g.randn(2, 3), g.randn(2)), call=call, ref=ref),
+        Sample((g.randn(4, 3), g.randn(2, 3)), call=call, ref=ref, desc="no bias"),
+        Sample((g.randn(2, 3, 4), g.randn(5, 4), g.randn(5)), call=call, ref=ref, desc="batch dims"),
+        Sample((g.randn(3), g.randn(2, 3), g.randn(2)), call=call, ref=ref, desc="1-D input"),
+        Sample((empty(0, 3), g.randn(2, 3), g.randn(2)), call=call, ref=ref, desc="empty batch"),
+        Sample((g.randn(4, 3), g.randn(2, 3), g.randn(1)), call=call, ref=ref,
+               desc="a bias that broadcasts (matmul and add)"),
+        Sample((g.randn(4, 3), g.randn(3)), call=call, ref=lambda x, w: x @ w, desc="1-D weight (matmul)"),
+        Sample((g.randn(4, 3), g.randn(2, 4)), call=call, raises=RuntimeError, desc="in_features differ"),
+        Sample((scalar(1.0), g.randn(2, 3)), call=call, raises=RuntimeError, desc="0-d input"),
+    ]
+
+
+SAMPLES.update(diagonal=_diagonal, diag=_diag, trace=_trace, addmm=_addmm, linear=_linear)
 SAMPLES.update(matmul=_matmul, mm=_mm, bmm=_bmm, dot=_dot, outer=_outer, einsum=_einsum)
 
 

@@ -1,23 +1,8 @@
-"""``linear`` (an affine map) and ``embedding`` (a learnable table lookup)."""
+"""``embedding`` (a learnable table lookup); ``linear`` is an op (``core/ops/linalg.py``)."""
 from __future__ import annotations
 
 import plugtorch
 from ...core.debug import checks_values
-from ...core.tensor import Tensor
-
-
-def linear(input, weight, bias=None):
-    """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features)."""
-    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
-        raise TypeError("linear(): input and weight must be Tensors")
-    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
-        raise RuntimeError(
-            f"linear(): input's last dimension must equal weight's in_features: input shape "
-            f"{list(input.shape)}, weight shape {list(weight.shape)} (out_features, in_features) "
-            f"expects inputs of shape (*, {weight.shape[-1]})"
-        )
-    out = plugtorch.matmul(input, weight.t()) if weight.ndim == 2 else plugtorch.matmul(input, weight)
-    return out if bias is None else out + bias
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
