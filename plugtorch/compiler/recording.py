@@ -111,7 +111,8 @@ class Installed:
         _install_lock.acquire()
         self.saved = []
         for b in get_registry().backends.values():
-            if not b.available:
+            # a backend still unprobed has no tensors yet: asking would import CuPy, say, for nothing
+            if not b.probed or not b.available:
                 continue
             own = dict(b.primitives)
             for table, primitive in ((b.kernels, False), (b.primitives, True)):

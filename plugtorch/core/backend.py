@@ -123,6 +123,11 @@ class Backend:
             self.on_probed(self)
 
     @property
+    def probed(self) -> bool:
+        """Whether availability is known without running the probe (so asking costs nothing)."""
+        return self._probe is None
+
+    @property
     def available(self) -> bool:
         if self._probe is not None:
             self._run_probe()

@@ -316,3 +316,20 @@ def test_layout_reads_are_not_replayed_calls():
     fn(x), fn(x)
     trace = next(t for t in fn._traces.values() if hasattr(t, "names"))
     assert "strides" not in trace.names and "matmul" in trace.names
+
+
+def test_a_capture_leaves_unused_backends_unprobed():
+    """Capturing wraps the dispatch tables of the backends in use; it does not ask a backend
+    nobody has used whether it is available (for CuPy that would import CuPy and ask the driver)."""
+    import subprocess
+    import sys
+    code = ("import plugtorch\n"
+            "f = plugtorch.compile(lambda x: x * 2 + 1, fullgraph=True)\n"
+            "x = plugtorch.randn(3)\n"
+            "f(x), f(x), f(x)\n"
+            "assert f.captures == 1 and f.replays == 1\n"
+            "b = plugtorch.get_registry().backends['cupy']\n"
+            "print(b.probed)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
