@@ -11,6 +11,8 @@ import math
 import warnings
 from itertools import accumulate
 
+import numpy
+
 from ...core.dtypes import int64
 from ...core.ops.creation import randperm, tensor
 from ...core.random import default_generator
@@ -33,7 +35,8 @@ def _index_tensor(indices, like=None):
     device = None if like is None else like.backend
     if isinstance(indices, Tensor):
         return indices.to(dtype=int64, device=device)
-    return tensor(list(indices), dtype=int64, device=device)
+    # one NumPy conversion of the batch's ints (plugtorch.tensor on a list checks it element by element)
+    return tensor(numpy.asarray(indices, dtype=numpy.int64), dtype=int64, device=device)
 
 
 class IterableDataset(Dataset):
