@@ -168,7 +168,12 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         return _as_strided(x, shape, new_strides)
 
     def pad(x, widths, value):
-        return xp.pad(x, widths, mode="constant", constant_values=value)
+        # a filled array and one assignment: xp.pad's general machinery costs ~40 % more on a
+        # convolution's input (it runs per step, per conv, forward and weight gradient)
+        shape = tuple(n + a + b for n, (a, b) in zip(x.shape, widths))
+        out = xp.full(shape, value, dtype=x.dtype)
+        out[tuple(slice(a, a + n) for n, (a, _) in zip(x.shape, widths))] = x
+        return out
 
     def contiguous(x):
         return x if x.flags.c_contiguous else xp.ascontiguousarray(x)
