@@ -38,11 +38,14 @@ def test_the_users_choice_is_left_alone():
 
 @needs_mpi
 def test_no_thread_variable_is_within_10_percent_of_one_thread_each():
-    """Best of interleaved short runs (the machine is shared), stopping once the answer is clear."""
+    """Best of interleaved short runs (the machine is shared), stopping once the answer is clear.
+    250 steps a run: at 60 (well under 0.1 s once the MLP step got faster) one busy moment on
+    the two cores decided a run, and a fresh-clone CI run failed on that noise (74 vs 94 k
+    samples/s; the same code passes alone)."""
     best = {"unset": 0.0, "OMP_NUM_THREADS=1": 0.0}
     for round_ in range(6):
         for name in (best if round_ % 2 else list(best)[::-1]):
-            got, _ = run(60, threads=None if name == "unset" else "1")
+            got, _ = run(250, threads=None if name == "unset" else "1")
             best[name] = max(best[name], got["samples_per_s"])
         if round_ >= 1 and best["unset"] >= 0.9 * best["OMP_NUM_THREADS=1"]:
             break
