@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy
 
-from .trace import _CONST, _SLOT, last_uses, slots_read
+from .trace import _CONST, _SLOT, liveness
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,7 @@ def _link(step, call, slot_of_link, shape, inputs: list, input_specs: list):
 def fuse_elementwise(steps: list, calls: list, kept: list, names: list) -> tuple[list, list, int]:
     """``steps`` with each fusable chain replaced by one fused call at its last link's place
     (the other links do nothing), the step names updated, and how many chains were fused."""
-    release = last_uses(steps, kept)
-    dies_at = {j: i for i, dying in enumerate(release) for j in dying}
-    forever: set = set()
-    for spec in kept:
-        slots_read(spec, forever)
+    _, dies_at, forever = liveness(steps, kept)
     out, names, fused = list(steps), list(names), 0
     i = 0
     while i < len(steps):

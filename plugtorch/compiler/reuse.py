@@ -16,7 +16,7 @@ still alive, nor another operand of the call, shares its memory.
 """
 from __future__ import annotations
 
-from .trace import _SLOT, last_uses, slots_read
+from .trace import _SLOT, liveness
 
 
 def _into(variant, pos: int):
@@ -35,11 +35,7 @@ def reuse_dead_buffers(steps: list, calls: list, kept: list) -> tuple[list, int]
     steps: (fn, arg specs, kwarg specs, refresh) per recorded call; calls: the recordings
     ((name, fn, args, kwargs, result, refresh, backend)); kept: specs the replay returns or
     writes back, alive to the end."""
-    release = last_uses(steps, kept)
-    dies_at = {j: i for i, dying in enumerate(release) for j in dying}
-    forever: set = set()
-    for spec in kept:
-        slots_read(spec, forever)
+    _, dies_at, forever = liveness(steps, kept)
     fresh: set[int] = set()  # slots whose array the trace allocated (an elementwise result)
     out, rewritten = list(steps), 0
     for i, (_fn, args, kwargs, refresh) in enumerate(steps):

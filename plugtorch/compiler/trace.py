@@ -114,7 +114,7 @@ class Trace:
         self.structure, self.backends = out_structure, backends
         self.consts = list(consts.values())
         self.writebacks = [(t, kind, _resolver(s)) for t, kind, s in writebacks]
-        self.release = last_uses(steps, list(outputs) + [s for _, _, s in writebacks])
+        self.release = liveness(steps, list(outputs) + [s for _, _, s in writebacks])[0]
         self.guards = guards
         self.grad_guards = grad_guards
 
@@ -162,11 +162,12 @@ def slots_read(spec, into: set) -> None:
             slots_read(s, into)
 
 
-def last_uses(steps, kept) -> list[tuple[int, ...]]:
-    """For each step, the slots to drop once it has run: those no later step, output or
-    write-back reads (a slot nothing reads is dropped right after the step that made it).
-    Without this a replay would hold every temporary of the step until its end, where eager
-    frees each as soon as its last use is done, and the allocator hands back warm memory."""
+def liveness(steps, kept) -> tuple[list[tuple[int, ...]], dict[int, int], set[int]]:
+    """(for each step, the slots to drop once it has run; the step each dropped slot dies at;
+    the slots kept to the end). A slot dies after the last step, output or write-back that
+    reads it (one nothing reads, right after the step that made it). Without this a replay
+    would hold every temporary of the step until its end, where eager frees each as soon as
+    its last use is done, and the allocator hands back warm memory."""
     last = {}
     for i, (_fn, args, kwargs, _refresh) in enumerate(steps):
         read: set = set()
@@ -178,10 +179,12 @@ def last_uses(steps, kept) -> list[tuple[int, ...]]:
     for s in kept:
         slots_read(s, forever)
     release: list[list[int]] = [[] for _ in steps]
+    dies_at: dict[int, int] = {}
     for j in range(len(steps)):
         if j not in forever:
-            release[max(last.get(j, j), j)].append(j)
-    return [tuple(r) for r in release]
+            dies_at[j] = max(last.get(j, j), j)
+            release[dies_at[j]].append(j)
+    return [tuple(r) for r in release], dies_at, forever
 
 
 # -- flattening arguments and results ---------------------------------------------------------

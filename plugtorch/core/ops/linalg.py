@@ -193,7 +193,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 # -- linear: the affine map of nn.Linear, one op forward and one rule backward ------------------
 
 def _linear(input, weight, bias):
-    out = matmul(input, weight.t())
+    out = matmul(input, weight.t() if weight.ndim == 2 else weight)  # torch also takes a 1-D weight
     return out if bias is None else out + bias
 
 
@@ -239,8 +239,7 @@ def linear(input, weight, bias=None):
             f"expects inputs of shape (*, {weight.shape[-1]})"
         )
     if not _linear_is_one_op(input, weight, bias):
-        out = matmul(input, weight.t()) if weight.ndim == 2 else matmul(input, weight)
-        return out if bias is None else out + bias
+        return _linear(input, weight, bias)  # composed, with matmul's and add's rules and errors
     return call_op("linear", (input, weight, bias))
 
 
