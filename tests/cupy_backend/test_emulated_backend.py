@@ -86,32 +86,50 @@ COMPILED_STEPS = r"""
 import json, sys
 import numpy as np
 import plugtorch, plugtorch.nn.functional as F
+from plugtorch import nn
 from plugtorch.train import MLP
 
-def run(compiled):
+def mlp():  # MNIST's MLP with Adam: no fusable chain, so the replay is bitwise eager's
+    return MLP(), lambda ps: plugtorch.optim.Adam(ps, lr=1e-3), 784, 10, None
+
+def tanh_net():  # a tanh layer and a tanh penalty: chains the fuser compiles into kernels
+    net = nn.Sequential(nn.Linear(20, 32), nn.Tanh(), nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 4))
+    return (net, lambda ps: plugtorch.optim.SGD(ps, lr=0.1, momentum=0.9), 20, 4,
+            lambda h: 0.01 * ((h * 0.5).tanh() ** 2).mean())
+
+def run(net, compiled, steps):
     plugtorch.manual_seed(0)
-    model = MLP().to("cupy_emulated")
-    opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
+    model, make_opt, features, classes, penalty = net()
+    model.to("cupy_emulated")
+    opt = make_opt(model.parameters())
     def step(x, y):
-        opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward(); opt.step(); return loss
+        opt.zero_grad()
+        h = model(x)
+        loss = F.cross_entropy(h, y) if penalty is None else F.cross_entropy(h, y) + penalty(h)
+        loss.backward(); opt.step(); return loss
     f = plugtorch.compile(step, fullgraph=True) if compiled else step
     rng = np.random.default_rng(0)
     losses = []
-    for _ in range(6):
-        x = plugtorch.tensor(rng.standard_normal((8, 784)).astype(np.float32), device="cupy_emulated")
-        y = plugtorch.tensor(rng.integers(0, 10, 8), device="cupy_emulated")
+    for _ in range(steps):
+        x = plugtorch.tensor(rng.standard_normal((8, features)).astype(np.float32), device="cupy_emulated")
+        y = plugtorch.tensor(rng.integers(0, classes, 8), device="cupy_emulated")
         losses.append(f(x, y).detach().cpu().numpy().item())
-    return losses, [p.detach().cpu().numpy().tolist() for p in model.parameters()], getattr(f, "replays", 0)
+    return losses, [p.detach().cpu().numpy() for p in model.parameters()], f
 
-eager, compiled = run(False), run(True)
+eager, compiled = run(mlp, False, 6), run(mlp, True, 6)
+(l0, p0, _), (l1, p1, f) = run(tanh_net, False, 20), run(tanh_net, True, 20)
 def chain(x):  # an elementwise chain: one generated kernel (the fuser's), run here under cuda_cpu
     return ((x * x + 1.0).sqrt() * 2.0 - 1.0).exp()
 x = plugtorch.randn(16, 8).to("cupy_emulated")
 c = plugtorch.compile(chain, fullgraph=True)
 c(x), c(x)
 close = bool(np.allclose(c(x).cpu().numpy(), chain(x).cpu().numpy(), rtol=1e-6, atol=0))  # libm's expf, sqrtf
-print(json.dumps({"losses": eager[0] == compiled[0], "params": eager[1] == compiled[1], "replays": compiled[2],
-                  "chain": [close, c.fused]}))
+print(json.dumps({"losses": eager[0] == compiled[0],
+                  "params": all(np.array_equal(a, b) for a, b in zip(eager[1], compiled[1])),
+                  "replays": compiled[2].replays, "chain": [close, c.fused],
+                  "fused_net": {"fused": f.fused, "replays": f.replays,
+                                "loss": max(abs(a - b) / abs(a) for a, b in zip(l0, l1)),
+                                "params": max(float(np.abs(a - b).max()) for a, b in zip(p0, p1))}}))
 """
 
 
@@ -119,4 +137,9 @@ def test_plugtorch_compile_replays_the_cupy_code_path():
     done, output = _run([sys.executable, "-c", COMPILED_STEPS], timeout=300)
     assert done.returncode == 0, output
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    fused_net = result.pop("fused_net")
     assert result == {"losses": True, "params": True, "replays": 4, "chain": [True, 1]}
+    # a net with fused chains: the fused tanh is glibc's here (CUDA's on a GPU), not NumPy's, so
+    # compiled and eager agree to float32 rounding, not bit for bit
+    assert fused_net["fused"] >= 2 and fused_net["replays"] == 18, fused_net
+    assert fused_net["loss"] < 1e-5 and fused_net["params"] < 1e-5, fused_net
