@@ -30,6 +30,22 @@ def torch():
 
 
 @pytest.fixture
+def numpy_kernel_calls(monkeypatch):
+    """``spy(*names)``: wraps the NumPy backend's kernels of those names so that each call appends
+    its name to the list ``spy`` returns (the tests that dispatch really reaches a kernel)."""
+    backend = plugtorch.get_registry().backends["numpy"]
+    calls: list[str] = []
+
+    def spy(*names):
+        for name in names:
+            kernel = backend.kernels[name]
+            monkeypatch.setitem(backend.kernels, name,
+                                lambda *a, _k=kernel, _n=name, **kw: calls.append(_n) or _k(*a, **kw))
+        return calls
+    return spy
+
+
+@pytest.fixture
 def data_root() -> pathlib.Path:
     """A data root holding mnist/: $PLUGTORCH_DATA where it has one, else the repository's data/."""
     env = os.environ.get("PLUGTORCH_DATA")
