@@ -38,7 +38,7 @@ def _link(step, call, slot_of_link, shape, inputs: list, input_specs: list):
     """The chain link for one recorded call, or None if it cannot be one (appending its new
     array operands to ``inputs``/``input_specs``)."""
     _fn, args, kwargs, refresh = step
-    name, _, raw_args, raw_kwargs, result, _, backend = call
+    name, _, raw_args, raw_kwargs, result, _, _ = call
     if refresh is not None or not hasattr(result, "shape") or tuple(result.shape) != shape:
         return None
     if any(spec[0] != _CONST for _, spec in kwargs):
