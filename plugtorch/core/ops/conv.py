@@ -295,6 +295,22 @@ def _check_input_grad(name, nd, grad_output, weight, input_shape, groups):
                            f"{list(input_shape)}, groups {groups}")
 
 
+def _check_weight_grad(name, nd, grad_output, input, weight_shape, stride, padding, dilation, groups):
+    shape = tuple(weight_shape)
+    ok = grad_output.ndim == nd + 2 and input.ndim == nd + 2 and len(shape) == nd + 2 and groups > 0 \
+        and grad_output.shape[0] == input.shape[0] and grad_output.shape[1] == shape[0] \
+        and shape[1] * groups == input.shape[1] and shape[0] % groups == 0
+    # every output position needs a whole window of the (padded) input
+    ok = ok and all(0 < o <= (s + 2 * p - d * (k - 1) - 1) // st + 1 for o, s, p, d, k, st in
+                    zip(grad_output.shape[2:], input.shape[2:], padding, dilation, shape[2:], stride))
+    if not ok:
+        raise RuntimeError(f"{name}: expected grad_output (N, O, {nd} spatial dims), input (N, C, {nd} spatial "
+                           f"dims) and a weight shape (O, C/groups, {nd} kernel dims) that agree, with an output "
+                           f"no larger than the input's windows; got grad_output {list(grad_output.shape)}, input "
+                           f"{list(input.shape)}, weight shape {list(shape)}, groups {groups}, stride "
+                           f"{tuple(stride)}, padding {tuple(padding)}, dilation {tuple(dilation)}")
+
+
 @op(decompose=_conv_input_grad)
 def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its input (a transposed convolution)."""
@@ -306,6 +322,7 @@ def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilatio
 @op(decompose=_conv_weight_grad)
 def conv2d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its weight (patches times the output gradient)."""
+    _check_weight_grad("conv2d_weight_grad", 2, grad_output, input, weight_shape, stride, padding, dilation, groups)
     return call_op("conv2d_weight_grad", (grad_output, input),
                    _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups))
 
@@ -320,5 +337,6 @@ def conv3d_input_grad(grad_output, weight, input_shape, stride, padding, dilatio
 @op(decompose=_conv_weight_grad)
 def conv3d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
     """The gradient of conv3d with respect to its weight (patches times the output gradient)."""
+    _check_weight_grad("conv3d_weight_grad", 3, grad_output, input, weight_shape, stride, padding, dilation, groups)
     return call_op("conv3d_weight_grad", (grad_output, input),
                    _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups))
