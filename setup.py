@@ -3,7 +3,9 @@
 The built-in backend plugins live in backends/ and install as the
 ``plugtorch_backends`` package, so every subpackage is found automatically.
 """
-from setuptools import find_packages, setup
+import sys
+
+from setuptools import Extension, find_packages, setup
 
 core = find_packages(include=["plugtorch", "plugtorch.*"])
 backends = ["plugtorch_backends" + p[len("backends"):]
@@ -11,6 +13,17 @@ backends = ["plugtorch_backends" + p[len("backends"):]
 
 # Non-Python files the code reads at run time: the CUDA kernel sources (NVRTC compiles them on
 # a GPU; tests build them for the CPU) and the header that runs them there.
-data = {"plugtorch_backends.cupy_backend": ["kernels/*.cu", "kernels/*.cuh"], "plugtorch.testing.cuda_cpu": ["*.h"]}
+data = {"plugtorch_backends.cupy_backend": ["kernels/*.cu", "kernels/*.cuh"], "plugtorch.testing.cuda_cpu": ["*.h"],
+        "plugtorch_backends.numpy_backend.native": ["*.pyi"]}
 
-setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data)
+# The NumPy backend's native kernels (backends/numpy_backend/native): plain C on the buffer
+# protocol, no NumPy headers. optional=True: without a C compiler the install still succeeds and
+# the backend runs its NumPy kernels (`plugtorch plugins` says which). Values must match the
+# NumPy kernels bit for bit, hence no FMA contraction and no fast-math.
+flags = [] if sys.platform == "win32" else ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+native = Extension("plugtorch_backends.numpy_backend.native._kernels",
+                   sources=["backends/numpy_backend/native/_kernels.c"],
+                   depends=["backends/numpy_backend/native/typed.h"], extra_compile_args=flags, optional=True)
+
+setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data,
+      ext_modules=[native])

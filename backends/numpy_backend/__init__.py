@@ -12,7 +12,7 @@ import numpy as np
 from plugtorch.core.backend import Backend
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 
-from . import allocator
+from . import allocator, native
 from .fused import FUSED_KERNELS
 from .fused_optim import OPTIM_KERNELS
 from .xp_table import make_dtype_maps, make_out_variants, make_table
@@ -90,5 +90,6 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
 def plugtorch_register(registrar):
     allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
     registrar.add_backend(make_backend())
-    for op, fn in {**FUSED_KERNELS, **OPTIM_KERNELS}.items():
+    kernels = {**FUSED_KERNELS, **OPTIM_KERNELS, **native.kernels()}
+    for op, fn in kernels.items():
         registrar.add_kernel(op, NAME, fn)

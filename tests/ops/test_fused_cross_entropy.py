@@ -1,5 +1,6 @@
-"""The NumPy backend's fused cross_entropy / cross_entropy_backward kernels agree with the op's
-decomposition for every option, keep float32 in float32, and are what dispatch runs.
+"""The NumPy backend's cross_entropy / cross_entropy_backward kernels (NumPy's, and the native
+ones, which compute (N, C) rows with index targets in C and hand other forms to NumPy's) agree
+with the op's decomposition for every option, keep float32 in float32, and are what dispatch runs.
 (Against torch: the conformance kit runs every cross_entropy sample on the kernel's backend.)"""
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 
 import plugtorch as pt
 from plugtorch.core.ops.classification import _cross_entropy, _cross_entropy_backward
-from plugtorch_backends.numpy_backend import fused
+from plugtorch_backends.numpy_backend import fused, native
+
+NATIVE_KERNELS = native.kernels()  # empty where the extension is not built (the cases skip, saying why)
+NATIVE = pytest.mark.skipif(not NATIVE_KERNELS, reason=native.status())
+KERNELS = [pytest.param((fused.cross_entropy, fused.cross_entropy_backward), id="numpy"),
+           pytest.param((NATIVE_KERNELS.get("cross_entropy"), NATIVE_KERNELS.get("cross_entropy_backward")),
+                        id="native", marks=NATIVE)]
 
 CASES = list(itertools.product(["mean", "sum", "none"], [None, "weight"], [0.0, 0.15], ["index", "probs"]))
 
@@ -26,17 +33,19 @@ def _inputs(dtype, shape, target_kind, rng):
     return x, t, rng.random(c).astype(dtype) + 0.5
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(8, 5), (3, 4, 2, 3)])
 @pytest.mark.parametrize("reduction, weight, ls, target_kind", CASES)
-def test_kernels_match_the_decomposition(dtype, shape, reduction, weight, ls, target_kind):
+def test_kernels_match_the_decomposition(dtype, shape, reduction, weight, ls, target_kind, kernels):
+    forward, backward = kernels
     rng = np.random.default_rng(0)
     x, t, w = _inputs(dtype, shape, target_kind, rng)
     w = w if weight else None
     attrs = dict(ignore_index=-100, reduction=reduction, label_smoothing=ls)
-    out = fused.cross_entropy(x, t, w, **attrs)
+    out = forward(x, t, w, **attrs)
     g = np.asarray(rng.standard_normal(out.shape), dtype=dtype)
-    grad = fused.cross_entropy_backward(g, x, t, w, **attrs)
+    grad = backward(g, x, t, w, **attrs)
     tw = None if w is None else pt.tensor(w)
     want = _cross_entropy(pt.tensor(x), pt.tensor(t), tw, **attrs).numpy()
     want_grad = _cross_entropy_backward(pt.tensor(g), pt.tensor(x), pt.tensor(t), tw, **attrs).numpy()
@@ -51,3 +60,29 @@ def test_dispatch_runs_the_kernels(numpy_kernel_calls):
     x = pt.randn(4, 3, requires_grad=True)
     pt.nn.functional.cross_entropy(x, pt.tensor([0, 2, 1, 0])).backward()
     assert calls == ["cross_entropy", "cross_entropy_backward"]
+
+
+@NATIVE
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("case", ["strided", "large logits", "all ignored", "nan row"])
+def test_native_kernels_on_awkward_rows(case, reduction):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((10, 6)) * 3).astype(np.float32)
+    t = rng.integers(0, 6, 10)
+    if case == "strided":
+        x = np.ascontiguousarray(x.T).T[:, ::-1]
+    elif case == "large logits":   # exp of these overflows without the row maximum taken out
+        x *= 3000
+    elif case == "all ignored":    # mean over no targets: 0/0 = nan, as torch
+        t[:] = -100
+    else:
+        x[2, 3] = np.nan
+    attrs = dict(ignore_index=-100, reduction=reduction, label_smoothing=0.0)
+    out = NATIVE_KERNELS["cross_entropy"](x, t, None, **attrs)
+    g = np.asarray(rng.standard_normal(out.shape), dtype=np.float32)
+    grad = NATIVE_KERNELS["cross_entropy_backward"](g, x, t, None, **attrs)
+    with np.errstate(invalid="ignore"):  # the decomposition's 0 * nan when all are ignored
+        want = _cross_entropy(pt.tensor(x.copy()), pt.tensor(t), None, **attrs).numpy()
+        want_grad = _cross_entropy_backward(pt.tensor(g), pt.tensor(x.copy()), pt.tensor(t), None, **attrs).numpy()
+    np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(grad, want_grad, rtol=2e-6, atol=1e-6)

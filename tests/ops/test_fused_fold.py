@@ -8,7 +8,13 @@ import pytest
 
 import plugtorch as pt
 from plugtorch.core.ops.window import _lower_fold
-from plugtorch_backends.numpy_backend.fused import fold
+from plugtorch_backends.numpy_backend import fused, native
+
+# the native kernel takes two window dims in float32/float64 and hands the rest to the NumPy one
+NATIVE_KERNELS = native.kernels()  # empty where the extension is not built (the cases skip, saying why)
+FOLDS = [pytest.param(fused.fold, id="numpy"),
+         pytest.param(NATIVE_KERNELS.get("fold"), id="native",
+                      marks=pytest.mark.skipif(not NATIVE_KERNELS, reason=native.status()))]
 
 GEOMETRIES = [  # lead shape, spatial size, window, strides, dilation
     ((2, 3), (9, 8), (3, 3), (1, 1), (1, 1)),
@@ -20,9 +26,10 @@ GEOMETRIES = [  # lead shape, spatial size, window, strides, dilation
 ]
 
 
+@pytest.mark.parametrize("fold", FOLDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
-def test_the_kernel_equals_the_lowering(geometry, dtype):
+def test_the_kernel_equals_the_lowering(geometry, dtype, fold):
     lead, size, window, strides, dilation = geometry
     counts = tuple((s - d * (w - 1) - 1) // st + 1 for s, w, st, d in zip(size, window, strides, dilation))
     rng = np.random.default_rng(0)
@@ -35,7 +42,8 @@ def test_the_kernel_equals_the_lowering(geometry, dtype):
     np.testing.assert_array_equal(got, want)
 
 
-def test_a_transposed_patch_layout_gives_the_same_sums():
+@pytest.mark.parametrize("fold", FOLDS)
+def test_a_transposed_patch_layout_gives_the_same_sums(fold):
     # conv2d_input_grad hands fold a permuted (C, N, oh, ow, kh, kw) view, offsets outermost in memory
     rng = np.random.default_rng(1)
     base = rng.standard_normal((3, 3, 2, 4, 6, 6)).astype(np.float32)

@@ -1,0 +1,49 @@
+"""The NumPy backend's native kernels: one C pass where NumPy needs many (``_kernels.c``).
+
+NumPy runs each op as its own pass over memory, and on small images its inner loops are too
+short or too strided to vectorise. The kernels here take the same arguments as the NumPy
+kernels and ops they stand in for and return the same values (bit for bit, except where a
+module says otherwise); they call C for float32/float64 arrays and compute anything else
+with NumPy. The extension is built at install (``setup.py``, optional): where it is missing,
+or ``PLUGTORCH_NATIVE_KERNELS=0`` is set, the backend registers its NumPy kernels alone, and
+:func:`status` says why.
+"""
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+_kernels: ModuleType | None
+try:
+    from . import _kernels
+except ImportError as exc:  # built without a C compiler (setup.py's optional extension)
+    _kernels = None
+    _missing = f"not built ({exc})"
+else:
+    _missing = ""
+
+
+def enabled() -> bool:
+    return _kernels is not None and os.environ.get("PLUGTORCH_NATIVE_KERNELS", "1") != "0"
+
+
+def status() -> str:
+    """Whether the native kernels run, and if not why (``plugtorch plugins`` prints it)."""
+    if _kernels is None:
+        return f"native kernels off: {_missing}"
+    if not enabled():
+        return "native kernels off: PLUGTORCH_NATIVE_KERNELS=0"
+    return "native kernels on: " + ", ".join(sorted(kernels()))
+
+
+def kernels() -> dict:
+    """op name -> native kernel, for the backend to register (empty when not enabled)."""
+    if not enabled():
+        return {}
+    from .conv import conv2d, conv2d_weight_grad, fold
+    from .loss import cross_entropy, cross_entropy_backward
+    from .optim import adam_step_
+    from .pool import max_pool2d, max_pool2d_backward
+    return {"max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward, "fold": fold,
+            "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
+            "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward}

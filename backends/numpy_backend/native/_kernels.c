@@ -1,0 +1,486 @@
+/* The NumPy backend's native kernels: the few loops NumPy cannot run in one pass.
+ *
+ * NumPy runs every op as its own pass over memory, and on small images (MNIST's 28x28
+ * and 14x14 planes) its inner loops are too short, or too strided, to vectorise: max-pool's
+ * backward took eight strided passes per window offset, Adam twelve passes per parameter,
+ * cross-entropy fifteen NumPy calls on a 64 x 10 array. Each function here is one pass that
+ * computes what the NumPy kernel computes, in the same order and precision (built with
+ * -ffp-contract=off, no fast-math), so the pooling, fold, im2col and Adam results are bit for
+ * bit those of the NumPy kernels; cross-entropy's exponentials (libm's, summed in double)
+ * agree to float rounding. The Python side (native/*.py) decides when arrays qualify and
+ * hands anything else to the NumPy kernels. The loops themselves are in typed.h, once per
+ * element type.
+ *
+ * Arrays arrive through the buffer protocol (no NumPy headers at build time), with their
+ * strides; float32 ("f") and float64 ("d") only.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <string.h>
+
+/* -- buffers -------------------------------------------------------------------------------- */
+
+typedef struct {
+    Py_buffer view;
+    int ok;
+} Buf;
+
+static int get_buf(PyObject *obj, Buf *b, int ndim, int writable, const char *what)
+{
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    b->ok = 0;
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0)
+        return -1;
+    b->ok = 1;
+    if (ndim >= 0 && b->view.ndim != ndim) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %d dims, got %d", what, ndim, b->view.ndim);
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Buf *bufs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (bufs[i].ok)
+            PyBuffer_Release(&bufs[i].view);
+}
+
+/* 'f' or 'd' (a byte-order prefix of native order allowed), else 0 */
+static char kind_of(const Py_buffer *v)
+{
+    const char *f = v->format ? v->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+    if ((f[0] == 'f' && v->itemsize == 4) || (f[0] == 'd' && v->itemsize == 8))
+        return f[0] == 'f' ? 'f' : 'd';
+    return 0;
+}
+
+static int same_kind(Buf *bufs, int n, const char *what, char *kind)
+{
+    *kind = kind_of(&bufs[0].view);
+    for (int i = 0; i < n; i++) {
+        if (!*kind || kind_of(&bufs[i].view) != *kind) {
+            PyErr_Format(PyExc_TypeError, "%s: expected float32 or float64 arrays of one dtype", what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* element strides of a buffer; -1 where one is not a whole number of elements */
+static int element_strides(const Py_buffer *v, Py_ssize_t *out)
+{
+    for (int i = 0; i < v->ndim; i++) {
+        if (v->strides[i] % v->itemsize) {
+            PyErr_SetString(PyExc_ValueError, "native kernels: a stride is not a whole number of elements");
+            return -1;
+        }
+        out[i] = v->strides[i] / v->itemsize;
+    }
+    return 0;
+}
+
+/* NumPy's maximum: NaN propagates, and on a tie the first operand is kept */
+#define NP_MAX(a, b) (((a) >= (b) || (a) != (a)) ? (a) : (b))
+
+typedef struct {
+    Py_ssize_t kh, kw, sh, sw, ph, pw, dh, dw;
+} Geometry;
+
+/* MaxPool2d(2): 2x2 windows at stride 2, no padding or dilation */
+#define IS_2X2(g) ((g)->kh == 2 && (g)->kw == 2 && (g)->sh == 2 && (g)->sw == 2 && !(g)->ph && !(g)->pw \
+                   && (g)->dh == 1 && (g)->dw == 1)
+/* the stride passes each window's span: a position is in one window at most */
+#define DISJOINT(g) ((g)->sh >= ((g)->kh - 1) * (g)->dh + 1 && (g)->sw >= ((g)->kw - 1) * (g)->dw + 1)
+
+typedef struct {
+    double decay, weight_decay, weight, one_minus_weight, beta2, one_minus_beta2, bias2, eps, step_size;
+    int maximize, decoupled, small_weight;
+} AdamConsts;
+
+#define T float
+#define SUFFIX f
+#define SQRT sqrtf
+#define EXP expf
+#include "typed.h"
+#undef T
+#undef SUFFIX
+#undef SQRT
+#undef EXP
+#define T double
+#define SUFFIX d
+#define SQRT sqrt
+#define EXP exp
+#include "typed.h"
+#undef T
+#undef SUFFIX
+#undef SQRT
+#undef EXP
+
+static int parse_geometry(PyObject *args, Py_ssize_t first, Geometry *g)
+{
+    Py_ssize_t *v[] = {&g->kh, &g->kw, &g->sh, &g->sw, &g->ph, &g->pw, &g->dh, &g->dw};
+    for (int i = 0; i < 8; i++) {
+        *v[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(args, first + i));
+        if (*v[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    if (g->kh <= 0 || g->kw <= 0 || g->sh <= 0 || g->sw <= 0 || g->dh <= 0 || g->dw <= 0 || g->ph < 0 || g->pw < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_pool2d: kernel, stride and dilation must be positive");
+        return -1;
+    }
+    return 0;
+}
+
+static int check_args(PyObject *args, Py_ssize_t n, const char *what)
+{
+    if (PyTuple_GET_SIZE(args) != n) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", what, n, PyTuple_GET_SIZE(args));
+        return -1;
+    }
+    return 0;
+}
+
+/* the buffers of args[0:n], 4-D (N, C, H, W), the last `writable` of them writable, one float
+ * dtype, with their element strides in s[i] */
+static int get_planes(PyObject *args, Buf *bufs, int n, int writable, Py_ssize_t (*s)[4], char *kind,
+                      const char *what)
+{
+    for (int i = 0; i < n; i++)
+        if (get_buf(PyTuple_GET_ITEM(args, i), &bufs[i], 4, i >= n - writable, what) < 0 ||
+            element_strides(&bufs[i].view, s[i]) < 0)
+            return -1;
+    return same_kind(bufs, n, what, kind);
+}
+
+#define PLANE(b, st, a_, c_) ((char *)(b).view.buf + ((a_) * (st)[0] + (c_) * (st)[1]) * (b).view.itemsize)
+
+/* max_pool2d(input, out, kh, kw, sh, sw, ph, pw, dh, dw): out (N, C, OH, OW) filled */
+static PyObject *max_pool2d(PyObject *self, PyObject *args)
+{
+    Buf bufs[2] = {0};
+    Py_ssize_t s[2][4];
+    Geometry g;
+    char kind;
+    if (check_args(args, 10, "max_pool2d") < 0 || parse_geometry(args, 2, &g) < 0)
+        return NULL;
+    if (get_planes(args, bufs, 2, 1, s, &kind, "max_pool2d") < 0) {
+        release(bufs, 2);
+        return NULL;
+    }
+    const Py_ssize_t *xs = bufs[0].view.shape, *ys = bufs[1].view.shape;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t a = 0; a < xs[0]; a++)
+        for (Py_ssize_t c = 0; c < xs[1]; c++) {
+            if (kind == 'f')
+                pool_fwd_plane_f((const float *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3], xs[2], xs[3],
+                                 (float *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], ys[2], ys[3], &g);
+            else
+                pool_fwd_plane_d((const double *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3], xs[2], xs[3],
+                                 (double *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], ys[2], ys[3], &g);
+        }
+    Py_END_ALLOW_THREADS
+    release(bufs, 2);
+    Py_RETURN_NONE;
+}
+
+/* max_pool2d_backward(grad_output, input, output, dx, kh, kw, sh, sw, ph, pw, dh, dw):
+ * dx (N, C, H, W) overwritten */
+static PyObject *max_pool2d_backward(PyObject *self, PyObject *args)
+{
+    Buf bufs[4] = {0};
+    Py_ssize_t s[4][4];
+    Geometry g;
+    char kind;
+    if (check_args(args, 12, "max_pool2d_backward") < 0 || parse_geometry(args, 4, &g) < 0)
+        return NULL;
+    if (get_planes(args, bufs, 4, 1, s, &kind, "max_pool2d_backward") < 0) {
+        release(bufs, 4);
+        return NULL;
+    }
+    const Py_ssize_t *xs = bufs[1].view.shape, *ys = bufs[2].view.shape;
+    Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * (ys[2] * ys[3] > 0 ? ys[2] * ys[3] : 1));
+    if (!first) {
+        release(bufs, 4);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t a = 0; a < xs[0]; a++)
+        for (Py_ssize_t c = 0; c < xs[1]; c++) {
+            if (kind == 'f')
+                pool_bwd_plane_f((const float *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3],
+                                 (const float *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], xs[2], xs[3],
+                                 (const float *)PLANE(bufs[2], s[2], a, c), s[2][2], s[2][3], ys[2], ys[3],
+                                 (float *)PLANE(bufs[3], s[3], a, c), s[3][2], s[3][3], &g, first);
+            else
+                pool_bwd_plane_d((const double *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3],
+                                 (const double *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], xs[2], xs[3],
+                                 (const double *)PLANE(bufs[2], s[2], a, c), s[2][2], s[2][3], ys[2], ys[3],
+                                 (double *)PLANE(bufs[3], s[3], a, c), s[3][2], s[3][3], &g, first);
+        }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(first);
+    release(bufs, 4);
+    Py_RETURN_NONE;
+}
+
+static int contiguous_like(Buf *bufs, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        if (!PyBuffer_IsContiguous(&bufs[i].view, 'C') || bufs[i].view.len != bufs[0].view.len) {
+            PyErr_Format(PyExc_ValueError, "%s: expected C-contiguous arrays of one size", what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or None, decay, weight_decay,
+ *           weight, one_minus_weight, beta2, one_minus_beta2, bias2, eps, step_size,
+ *           maximize, decoupled, small_weight): the arrays updated in place */
+static PyObject *adam_step(PyObject *self, PyObject *args)
+{
+    PyObject *arrays[5];
+    AdamConsts k;
+    Buf bufs[5] = {0};
+    char kind;
+    if (!PyArg_ParseTuple(args, "OOOOOdddddddddppp:adam_step", &arrays[0], &arrays[1], &arrays[2], &arrays[3],
+                          &arrays[4], &k.decay, &k.weight_decay, &k.weight, &k.one_minus_weight, &k.beta2,
+                          &k.one_minus_beta2, &k.bias2, &k.eps, &k.step_size, &k.maximize, &k.decoupled,
+                          &k.small_weight))
+        return NULL;
+    int count = arrays[4] != Py_None ? 5 : 4;
+    for (int i = 0; i < count; i++)
+        if (get_buf(arrays[i], &bufs[i], -1, i != 1, "adam_step") < 0) {
+            release(bufs, 5);
+            return NULL;
+        }
+    if (same_kind(bufs, count, "adam_step", &kind) < 0 || contiguous_like(bufs, count, "adam_step") < 0) {
+        release(bufs, 5);
+        return NULL;
+    }
+    Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
+    void *p = bufs[0].view.buf, *g = bufs[1].view.buf, *m = bufs[2].view.buf, *v = bufs[3].view.buf;
+    void *vmax = count == 5 ? bufs[4].view.buf : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        adam_f(p, g, m, v, vmax, n, &k);
+    else
+        adam_d(p, g, m, v, vmax, n, &k);
+    Py_END_ALLOW_THREADS
+    release(bufs, 5);
+    Py_RETURN_NONE;
+}
+
+/* fold2d(cols, acc, sh, sw, dh, dw): cols (L1, L2, OH, OW, KH, KW) any strides, acc (L1, L2, H, W)
+ * overwritten; every window must lie inside acc */
+static PyObject *fold2d(PyObject *self, PyObject *args)
+{
+    PyObject *cols_obj, *acc_obj;
+    Py_ssize_t sh, sw, dh, dw, cs[6], as[4];
+    Buf bufs[2] = {0};
+    char kind;
+    if (!PyArg_ParseTuple(args, "OOnnnn:fold2d", &cols_obj, &acc_obj, &sh, &sw, &dh, &dw))
+        return NULL;
+    if (get_buf(cols_obj, &bufs[0], 6, 0, "fold2d cols") < 0 || get_buf(acc_obj, &bufs[1], 4, 1, "fold2d acc") < 0
+        || same_kind(bufs, 2, "fold2d", &kind) < 0 || element_strides(&bufs[0].view, cs) < 0
+        || element_strides(&bufs[1].view, as) < 0) {
+        release(bufs, 2);
+        return NULL;
+    }
+    const Py_ssize_t *c = bufs[0].view.shape, *a = bufs[1].view.shape;
+    if (c[0] != a[0] || c[1] != a[1] || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0
+        || (c[2] && (c[2] - 1) * sh + (c[4] - 1) * dh >= a[2]) || (c[3] && (c[3] - 1) * sw + (c[5] - 1) * dw >= a[3])) {
+        PyErr_SetString(PyExc_ValueError, "fold2d: the windows do not fit the accumulator");
+        release(bufs, 2);
+        return NULL;
+    }
+    Py_ssize_t item = bufs[0].view.itemsize;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t l1 = 0; l1 < c[0]; l1++)
+        for (Py_ssize_t l2 = 0; l2 < c[1]; l2++) {
+            const char *cp = (const char *)bufs[0].view.buf + (l1 * cs[0] + l2 * cs[1]) * item;
+            char *ap = (char *)bufs[1].view.buf + (l1 * as[0] + l2 * as[1]) * item;
+            if (kind == 'f')
+                fold_plane_f((const float *)cp, cs + 2, c[2], c[3], c[4], c[5], (float *)ap, as[2], as[3], a[2],
+                             a[3], sh, sw, dh, dw);
+            else
+                fold_plane_d((const double *)cp, cs + 2, c[2], c[3], c[4], c[5], (double *)ap, as[2], as[3], a[2],
+                             a[3], sh, sw, dh, dw);
+        }
+    Py_END_ALLOW_THREADS
+    release(bufs, 2);
+    Py_RETURN_NONE;
+}
+
+/* im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw): input (N, C, H, W) any
+ * strides; cols (C*KH*KW, NB*OH*OW) C-contiguous, overwritten with the first OH x OW windows
+ * of images n0 .. n0 + NB (NB from cols' size) */
+static PyObject *im2col(PyObject *self, PyObject *args)
+{
+    Buf bufs[2] = {0};
+    Py_ssize_t xs[4], v[3];
+    Geometry g;
+    char kind;
+    if (check_args(args, 13, "im2col") < 0 || parse_geometry(args, 5, &g) < 0)
+        return NULL;
+    for (int i = 0; i < 3; i++)
+        if ((v[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(args, 2 + i))) == -1 && PyErr_Occurred())
+            return NULL;
+    Py_ssize_t n0 = v[0], oh = v[1], ow = v[2];
+    if (get_buf(PyTuple_GET_ITEM(args, 0), &bufs[0], 4, 0, "im2col input") < 0 ||
+        get_buf(PyTuple_GET_ITEM(args, 1), &bufs[1], 2, 1, "im2col cols") < 0 || same_kind(bufs, 2, "im2col", &kind) < 0
+        || element_strides(&bufs[0].view, xs) < 0) {
+        release(bufs, 2);
+        return NULL;
+    }
+    const Py_ssize_t *x = bufs[0].view.shape, *cs = bufs[1].view.shape;
+    /* the windows the geometry gives; the caller may take fewer (a transposed convolution's) */
+    Py_ssize_t span_h = x[2] + 2 * g.ph - g.dh * (g.kh - 1) - 1, span_w = x[3] + 2 * g.pw - g.dw * (g.kw - 1) - 1;
+    Py_ssize_t per = oh * ow, nb = per > 0 ? cs[1] / per : 0;
+    if (!PyBuffer_IsContiguous(&bufs[1].view, 'C') || oh <= 0 || ow <= 0 || span_h < 0 || span_w < 0
+        || oh > span_h / g.sh + 1 || ow > span_w / g.sw + 1 || cs[0] != x[1] * g.kh * g.kw || nb * per != cs[1]
+        || n0 < 0 || n0 + nb > x[0]) {
+        PyErr_SetString(PyExc_ValueError, "im2col: cols must be C-contiguous (C*kh*kw, images*OH*OW) for windows "
+                                          "and images inside the input");
+        release(bufs, 2);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        im2col_f((const float *)bufs[0].view.buf, xs, x[1], x[2], x[3], n0, nb, (float *)bufs[1].view.buf, oh, ow, &g);
+    else
+        im2col_d((const double *)bufs[0].view.buf, xs, x[1], x[2], x[3], n0, nb, (double *)bufs[1].view.buf, oh, ow,
+                 &g);
+    Py_END_ALLOW_THREADS
+    release(bufs, 2);
+    Py_RETURN_NONE;
+}
+
+/* the int64 target buffer (N,) and its element stride */
+static int get_targets(PyObject *obj, Buf *b, Py_ssize_t n, Py_ssize_t *stride)
+{
+    if (get_buf(obj, b, 1, 0, "cross_entropy target") < 0)
+        return -1;
+    const char *f = b->view.format;
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+    if (b->view.itemsize != 8 || (*f != 'q' && *f != 'l') || b->view.shape[0] != n || b->view.strides[0] % 8) {
+        PyErr_SetString(PyExc_TypeError, "cross_entropy: expected an int64 target of one index per row");
+        return -1;
+    }
+    *stride = b->view.strides[0] / 8;
+    return 0;
+}
+
+static PyObject *bad_target(Py_ssize_t r)
+{
+    PyErr_Format(PyExc_IndexError, "cross_entropy: target of row %zd is out of range", -1 - r);
+    return NULL;
+}
+
+/* cross_entropy(input (N, C), target (N,) int64, ignore_index, loss (N,)): loss filled; returns
+ * the number of targets not ignored */
+static PyObject *cross_entropy(PyObject *self, PyObject *args)
+{
+    PyObject *x_obj, *t_obj, *loss_obj;
+    long long ignore;
+    Buf bufs[3] = {0};
+    Py_ssize_t xs[2], ts;
+    char kind;
+    if (!PyArg_ParseTuple(args, "OOLO:cross_entropy", &x_obj, &t_obj, &ignore, &loss_obj))
+        return NULL;
+    if (get_buf(x_obj, &bufs[0], 2, 0, "cross_entropy input") < 0 || get_buf(loss_obj, &bufs[1], 1, 1, "loss") < 0
+        || same_kind(bufs, 2, "cross_entropy", &kind) < 0 || element_strides(&bufs[0].view, xs) < 0
+        || get_targets(t_obj, &bufs[2], bufs[0].view.shape[0], &ts) < 0
+        || !PyBuffer_IsContiguous(&bufs[1].view, 'C') || bufs[1].view.shape[0] != bufs[0].view.shape[0]) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "cross_entropy: loss must be a contiguous (N,) array");
+        release(bufs, 3);
+        return NULL;
+    }
+    Py_ssize_t n = bufs[0].view.shape[0], c = bufs[0].view.shape[1], r;
+    const long long *t = bufs[2].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        r = ce_fwd_f(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf);
+    else
+        r = ce_fwd_d(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf);
+    Py_END_ALLOW_THREADS
+    release(bufs, 3);
+    return r < 0 ? bad_target(r) : PyLong_FromSsize_t(r);
+}
+
+/* cross_entropy_backward(input (N, C), target (N,) int64, ignore_index, scale (1,) or (N,), mean,
+ * dx (N, C)): dx filled; with mean, the (1,) scale is divided by the count of targets */
+static PyObject *cross_entropy_backward(PyObject *self, PyObject *args)
+{
+    PyObject *x_obj, *t_obj, *scale_obj, *dx_obj;
+    long long ignore;
+    int mean;
+    Buf bufs[4] = {0};
+    Py_ssize_t xs[2], ts;
+    char kind;
+    if (!PyArg_ParseTuple(args, "OOLOpO:cross_entropy_backward", &x_obj, &t_obj, &ignore, &scale_obj, &mean,
+                          &dx_obj))
+        return NULL;
+    if (get_buf(x_obj, &bufs[0], 2, 0, "cross_entropy_backward input") < 0
+        || get_buf(dx_obj, &bufs[1], 2, 1, "dx") < 0 || get_buf(scale_obj, &bufs[2], 1, 0, "scale") < 0
+        || same_kind(bufs, 3, "cross_entropy_backward", &kind) < 0 || element_strides(&bufs[0].view, xs) < 0
+        || get_targets(t_obj, &bufs[3], bufs[0].view.shape[0], &ts) < 0) {
+        release(bufs, 4);
+        return NULL;
+    }
+    Py_ssize_t n = bufs[0].view.shape[0], c = bufs[0].view.shape[1], r, k = bufs[2].view.shape[0];
+    if (!PyBuffer_IsContiguous(&bufs[1].view, 'C') || !PyBuffer_IsContiguous(&bufs[2].view, 'C')
+        || bufs[1].view.shape[0] != n || bufs[1].view.shape[1] != c || (k != 1 && (k != n || mean)) || n * c == 0) {
+        if (n * c == 0 && bufs[1].view.shape[0] == n && bufs[1].view.shape[1] == c) {  /* nothing to fill */
+            release(bufs, 4);
+            Py_RETURN_NONE;
+        }
+        PyErr_SetString(PyExc_ValueError, "cross_entropy_backward: dx must be a contiguous (N, C) array and scale "
+                                          "(1,) or, without mean, (N,)");
+        release(bufs, 4);
+        return NULL;
+    }
+    const long long *t = bufs[3].view.buf;
+    Py_ssize_t per_row = k == n && k != 1;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        r = ce_bwd_f(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[2].view.buf, per_row, mean,
+                     bufs[1].view.buf);
+    else
+        r = ce_bwd_d(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[2].view.buf, per_row, mean,
+                     bufs[1].view.buf);
+    Py_END_ALLOW_THREADS
+    release(bufs, 4);
+    if (r < 0)
+        return bad_target(r);
+    Py_RETURN_NONE;
+}
+
+/* -- the module ------------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"max_pool2d", max_pool2d, METH_VARARGS, "max_pool2d(input, out, kh, kw, sh, sw, ph, pw, dh, dw)"},
+    {"max_pool2d_backward", max_pool2d_backward, METH_VARARGS,
+     "max_pool2d_backward(grad_output, input, output, dx, kh, kw, sh, sw, ph, pw, dh, dw)"},
+    {"adam_step", adam_step, METH_VARARGS, "adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, ...)"},
+    {"fold2d", fold2d, METH_VARARGS, "fold2d(cols, acc, sh, sw, dh, dw)"},
+    {"cross_entropy", cross_entropy, METH_VARARGS, "cross_entropy(input, target, ignore_index, loss) -> count"},
+    {"cross_entropy_backward", cross_entropy_backward, METH_VARARGS,
+     "cross_entropy_backward(input, target, ignore_index, scale, mean, dx)"},
+    {"im2col", im2col, METH_VARARGS, "im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumPy backend's native kernels.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__kernels(void)
+{
+    return PyModule_Create(&module);
+}

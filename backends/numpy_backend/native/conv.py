@@ -1,0 +1,96 @@
+"""conv2d's forward and weight gradient with a C im2col, and fold (col2im) in C.
+
+The ops' decompositions (``plugtorch/core/ops/conv.py``) pad the input, then copy the patches
+out of a window view; the C loop writes the same patch matrix straight from the unpadded input.
+Everything else is the decomposition's own computation (the same matmul calls on the same
+layouts, the same batch chunks for the weight gradient), so the values are its values, bit
+for bit. The output stays channel-major ((C, N, H, W) memory viewed as NCHW), as there.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from plugtorch.core.ops.conv import CHUNK_BYTES
+
+from .. import fused
+from . import _kernels
+from .pool import FLOATS
+
+
+def _out_size(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _chunks(n, bytes_per_image):
+    """The decomposition's batch chunks: about CHUNK_BYTES of patches each."""
+    step = max(1, CHUNK_BYTES // max(1, bytes_per_image))
+    return [(a, min(n, a + step)) for a in range(0, n, step)] or [(0, 0)]
+
+
+def _im2col(input, a, b, out, kernel, stride, padding, dilation):
+    """(C * kh * kw, (b - a) * oh * ow) patches of images a..b, zero in the padding."""
+    c = input.shape[1]
+    cols = np.empty((c * kernel[0] * kernel[1], (b - a) * out[0] * out[1]), dtype=input.dtype)
+    if cols.size == 0:
+        return cols
+    if input.dtype in FLOATS:
+        _kernels.im2col(input, cols, a, *out, *kernel, *stride, *padding, *dilation)
+        return cols
+    # other dtypes: each kernel offset's strided view of the padded input, in the same layout
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = kernel, stride, padding, dilation, out
+    x = input[a:b]
+    padded = np.zeros(x.shape[:2] + (x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), dtype=x.dtype)
+    padded[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]] = x
+    view = cols.reshape(c, kh, kw, b - a, oh, ow)
+    for i, j in itertools.product(range(kh), range(kw)):
+        patch = padded[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+        view[:, i, j] = patch.transpose(1, 0, 2, 3)
+    return cols
+
+
+def conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
+    n = input.shape[0]
+    o, cg, kh, kw = weight.shape
+    out = tuple(_out_size(*t) for t in zip(input.shape[2:], (kh, kw), stride, padding, dilation))
+    k = cg * kh * kw
+    cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation).reshape(groups, k, n * out[0] * out[1])
+    y = np.matmul(weight.reshape(groups, o // groups, k), cols)
+    y = y.reshape((o, n) + out).swapaxes(0, 1)  # (N, O, OH, OW), channel-major
+    if bias is None:
+        return y
+    if bias.dtype == y.dtype:
+        y += bias.reshape(1, o, 1, 1)  # y is this call's own array
+        return y
+    return y + bias.reshape(1, o, 1, 1)
+
+
+def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dilation, groups):
+    o, cg, kh, kw = weight_shape
+    n, c = input.shape[:2]
+    out = tuple(grad_output.shape[2:])
+    per = out[0] * out[1]
+    gmat = np.reshape(grad_output.swapaxes(0, 1), (groups, o // groups, n * per))
+    gw = None
+    for a, b in _chunks(n, c * kh * kw * per * input.dtype.itemsize):
+        cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation)
+        part = np.matmul(gmat[..., a * per:b * per], cols.reshape(groups, cg * kh * kw, (b - a) * per).swapaxes(1, 2))
+        gw = part if gw is None else gw + part
+    return gw.reshape(o, cg, kh, kw)
+
+
+def fold(cols, *, shape, window, strides, dilation):
+    """col2im for two window dims, summing in fused.fold's order; other ranks and dtypes go
+    to the NumPy kernel."""
+    lead = cols.shape[:cols.ndim - 4]
+    if len(window) != 2 or cols.dtype not in FLOATS or len(shape) != len(lead) + 2 or len(lead) > 2:
+        return fused.fold(cols, shape=shape, window=window, strides=strides, dilation=dilation)
+    acc = np.empty(shape, dtype=cols.dtype)
+    if len(lead) < 2:  # the C loop takes two leading dims (a convolution's channels and images)
+        ones = (1,) * (2 - len(lead))
+        cols, flat = cols.reshape(ones + cols.shape), acc.reshape(ones + acc.shape)
+    else:
+        flat = acc
+    _kernels.fold2d(cols, flat, *strides, *dilation)
+    return acc

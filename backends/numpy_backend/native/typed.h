@@ -1,0 +1,291 @@
+/* The loops of _kernels.c, written once over an element type: _kernels.c includes this file
+ * twice, with T float and SUFFIX f, then T double and SUFFIX d. Strides are in elements. */
+
+#define CAT_(a, b) a##_##b
+#define CAT(a, b) CAT_(a, b)
+#define FN(name) CAT(name, SUFFIX)
+
+/* -- max_pool2d ------------------------------------------------------------------------------- */
+
+/* One plane's windows: the running NumPy maximum over its offsets, row-major, a padding
+ * position counting as -inf (the decomposition's np.maximum chain over the window view). */
+static void FN(pool_fwd_plane)(const T *x, Py_ssize_t xh, Py_ssize_t xw, Py_ssize_t h, Py_ssize_t w,
+                               T *y, Py_ssize_t yh, Py_ssize_t yw, Py_ssize_t oh, Py_ssize_t ow, const Geometry *g)
+{
+    if (IS_2X2(g) && xw == 1 && 2 * oh <= h && 2 * ow <= w) {  /* MaxPool2d(2), no window overhangs */
+        for (Py_ssize_t oy = 0; oy < oh; oy++) {
+            const T *r0 = x + 2 * oy * xh, *r1 = r0 + xh;
+            T *out = y + oy * yh;
+            for (Py_ssize_t ox = 0; ox < ow; ox++) {
+                T m = NP_MAX(r0[2 * ox], r0[2 * ox + 1]);
+                m = NP_MAX(m, r1[2 * ox]);
+                out[ox * yw] = NP_MAX(m, r1[2 * ox + 1]);
+            }
+        }
+        return;
+    }
+    for (Py_ssize_t oy = 0; oy < oh; oy++)
+        for (Py_ssize_t ox = 0; ox < ow; ox++) {
+            Py_ssize_t r0 = oy * g->sh - g->ph, c0 = ox * g->sw - g->pw;
+            T m = 0;
+            for (Py_ssize_t i = 0; i < g->kh; i++)
+                for (Py_ssize_t j = 0; j < g->kw; j++) {
+                    Py_ssize_t r = r0 + i * g->dh, c = c0 + j * g->dw;
+                    T v = (r < 0 || r >= h || c < 0 || c >= w) ? (T)-INFINITY : x[r * xh + c * xw];
+                    m = (i == 0 && j == 0) ? v : NP_MAX(m, v);
+                }
+            y[oy * yh + ox * yw] = m;
+        }
+}
+
+/* One plane's gradient: each window's to its first element equal to the window's output
+ * (row-major; a padding position, -inf, can take it and drop it), as the NumPy kernel's
+ * comparisons route it; the other positions get 0. Where windows overlap, a position's shares
+ * are added offset by offset, the NumPy kernel's order. `first` (oh * ow) holds each window's
+ * winning offset, -1 for none (a NaN window). */
+static void FN(pool_bwd_plane)(const T *gy, Py_ssize_t gh, Py_ssize_t gw, const T *x, Py_ssize_t xh,
+                               Py_ssize_t xw, Py_ssize_t h, Py_ssize_t w, const T *y, Py_ssize_t yh,
+                               Py_ssize_t yw, Py_ssize_t oh, Py_ssize_t ow, T *dx, Py_ssize_t dh_,
+                               Py_ssize_t dw_, const Geometry *g, Py_ssize_t *first)
+{
+    if (IS_2X2(g) && xw == 1 && dw_ == 1 && 2 * oh <= h && 2 * ow <= w) {  /* MaxPool2d(2), inside */
+        for (Py_ssize_t oy = 0; oy < oh; oy++) {
+            const T *r0 = x + 2 * oy * xh, *r1 = r0 + xh;
+            T *d0 = dx + 2 * oy * dh_, *d1 = d0 + dh_;
+            for (Py_ssize_t ox = 0; ox < ow; ox++) {
+                T m = y[oy * yh + ox * yw], share = gy[oy * gh + ox * gw];
+                /* bitwise, not &&: which element wins is data, and branches on it mispredict */
+                int a = r0[2 * ox] == m, b = (r0[2 * ox + 1] == m) & !a;
+                int c = (r1[2 * ox] == m) & !(a | b), d = (r1[2 * ox + 1] == m) & !(a | b | c);
+                d0[2 * ox] = a ? share : 0;
+                d0[2 * ox + 1] = b ? share : 0;
+                d1[2 * ox] = c ? share : 0;
+                d1[2 * ox + 1] = d ? share : 0;
+            }
+            if (w > 2 * ow)  /* an odd width: the last column is in no window */
+                d0[w - 1] = d1[w - 1] = 0;
+        }
+        for (Py_ssize_t r = 2 * oh; r < h; r++)  /* an odd height: the last row likewise */
+            for (Py_ssize_t c = 0; c < w; c++)
+                dx[r * dh_ + c] = 0;
+        return;
+    }
+    for (Py_ssize_t r = 0; r < h; r++)
+        for (Py_ssize_t c = 0; c < w; c++)
+            dx[r * dh_ + c * dw_] = 0;
+    for (Py_ssize_t oy = 0; oy < oh; oy++)
+        for (Py_ssize_t ox = 0; ox < ow; ox++) {
+            Py_ssize_t r0 = oy * g->sh - g->ph, c0 = ox * g->sw - g->pw, found = -1;
+            T m = y[oy * yh + ox * yw];
+            for (Py_ssize_t i = 0; i < g->kh && found < 0; i++)
+                for (Py_ssize_t j = 0; j < g->kw; j++) {
+                    Py_ssize_t r = r0 + i * g->dh, c = c0 + j * g->dw;
+                    T v = (r < 0 || r >= h || c < 0 || c >= w) ? (T)-INFINITY : x[r * xh + c * xw];
+                    if (v == m) {
+                        found = i * g->kw + j;
+                        break;
+                    }
+                }
+            first[oy * ow + ox] = found;
+        }
+    int disjoint = DISJOINT(g);
+    for (Py_ssize_t k = 0; k < (disjoint ? 1 : g->kh * g->kw); k++)
+        for (Py_ssize_t oy = 0; oy < oh; oy++)
+            for (Py_ssize_t ox = 0; ox < ow; ox++) {
+                Py_ssize_t f = first[oy * ow + ox];
+                if (f < 0 || (!disjoint && f != k))
+                    continue;
+                Py_ssize_t r = oy * g->sh - g->ph + (f / g->kw) * g->dh;
+                Py_ssize_t c = ox * g->sw - g->pw + (f % g->kw) * g->dw;
+                if (r < 0 || r >= h || c < 0 || c >= w)
+                    continue;
+                dx[r * dh_ + c * dw_] += gy[oy * gh + ox * gw];
+            }
+}
+
+/* -- adam_step_ ------------------------------------------------------------------------------- */
+
+/* fused_optim.adam_step_'s ufuncs, element by element, each result rounded to T in the same
+ * order; the constants arrive as the Python kernel computes them and are rounded to T once,
+ * as its dt(...) calls do. The common case (no maximize, weight decay or amsgrad) has a loop
+ * of its own with no branches, which the compiler vectorises. */
+static void FN(adam)(T *restrict p, const T *restrict gr, T *restrict m, T *restrict v, T *restrict vmax,
+                     Py_ssize_t n, const AdamConsts *k)
+{
+    const T decay = (T)k->decay, wd = (T)k->weight_decay, wt = (T)k->weight, omw = (T)k->one_minus_weight;
+    const T b2 = (T)k->beta2, omb2 = (T)k->one_minus_beta2, bias2 = (T)k->bias2, eps = (T)k->eps;
+    const T step_size = (T)k->step_size;
+    if (!k->maximize && k->weight_decay == 0 && !vmax && k->small_weight) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            T g = gr[i];
+            T mi = m[i] + (g - m[i]) * wt;
+            T vi = v[i] * b2 + (g * omb2) * g;
+            p[i] = p[i] + (mi / (SQRT(vi) / bias2 + eps)) * step_size;
+            m[i] = mi;
+            v[i] = vi;
+        }
+        return;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        T g = k->maximize ? -gr[i] : gr[i];
+        T pi = p[i];
+        if (k->weight_decay != 0) {
+            if (k->decoupled)
+                pi = pi * decay;
+            else
+                g = g + pi * wd;
+        }
+        T mi = k->small_weight ? m[i] + (g - m[i]) * wt : ((m[i] - g) * omw) + g;
+        T vi = v[i] * b2 + (g * omb2) * g;
+        T second = vi;
+        if (vmax) {
+            second = NP_MAX(vmax[i], vi);
+            vmax[i] = second;
+        }
+        p[i] = pi + (mi / (SQRT(second) / bias2 + eps)) * step_size;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+/* -- fold (col2im), two window dims ----------------------------------------------------------- */
+
+/* One plane: the accumulator starts at zero and takes each kernel offset's patches in turn
+ * (row-major offsets), fused.fold's order, so every position sums its terms alike. */
+static void FN(fold_plane)(const T *cols, const Py_ssize_t *cs, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh,
+                           Py_ssize_t kw, T *acc, Py_ssize_t ah, Py_ssize_t aw, Py_ssize_t h, Py_ssize_t w,
+                           Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw)
+{
+    for (Py_ssize_t r = 0; r < h; r++)
+        for (Py_ssize_t c = 0; c < w; c++)
+            acc[r * ah + c * aw] = 0;
+    for (Py_ssize_t i = 0; i < kh; i++)
+        for (Py_ssize_t j = 0; j < kw; j++)
+            for (Py_ssize_t oy = 0; oy < oh; oy++) {
+                const T *src = cols + i * cs[2] + j * cs[3] + oy * cs[0];
+                T *dst = acc + (oy * sh + i * dh) * ah + j * dw * aw;
+                if (cs[1] == 1 && sw * aw == 1) {  /* both rows contiguous: a vector add */
+                    for (Py_ssize_t ox = 0; ox < ow; ox++)
+                        dst[ox] = dst[ox] + src[ox];
+                } else {
+                    for (Py_ssize_t ox = 0; ox < ow; ox++)
+                        dst[ox * sw * aw] = dst[ox * sw * aw] + src[ox * cs[1]];
+                }
+            }
+}
+
+/* -- im2col ------------------------------------------------------------------------------------ */
+
+/* The patches of images [n0, n0 + nb) as rows (channel, kernel row, kernel column) of columns
+ * (image, output row, output column), zero where a window reaches into the padding: the
+ * layout conv.py's _im2col copies out of the window view, built without the padded copy. */
+static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t n0,
+                       Py_ssize_t nb, T *cols, Py_ssize_t oh, Py_ssize_t ow, const Geometry *g)
+{
+    Py_ssize_t ncols = nb * oh * ow;
+    for (Py_ssize_t ch = 0; ch < c; ch++)
+        for (Py_ssize_t i = 0; i < g->kh; i++)
+            for (Py_ssize_t j = 0; j < g->kw; j++) {
+                T *row = cols + ((ch * g->kh + i) * g->kw + j) * ncols;
+                for (Py_ssize_t b = 0; b < nb; b++) {
+                    const T *plane = x + (n0 + b) * xs[0] + ch * xs[1];
+                    for (Py_ssize_t oy = 0; oy < oh; oy++, row += ow) {
+                        Py_ssize_t r = oy * g->sh - g->ph + i * g->dh;
+                        if (r < 0 || r >= h) {
+                            for (Py_ssize_t ox = 0; ox < ow; ox++)
+                                row[ox] = 0;
+                            continue;
+                        }
+                        const T *src = plane + r * xs[2];
+                        /* the output columns whose input column lies inside: [lo, hi) */
+                        Py_ssize_t c0 = j * g->dw - g->pw, lo = 0, hi = ow;
+                        while (lo < ow && c0 + lo * g->sw < 0)
+                            lo++;
+                        while (hi > lo && c0 + (hi - 1) * g->sw >= w)
+                            hi--;
+                        for (Py_ssize_t ox = 0; ox < lo; ox++)
+                            row[ox] = 0;
+                        if (g->sw == 1 && xs[3] == 1)
+                            memcpy(row + lo, src + c0 + lo, (size_t)(hi - lo) * sizeof(T));
+                        else
+                            for (Py_ssize_t ox = lo; ox < hi; ox++)
+                                row[ox] = src[(c0 + ox * g->sw) * xs[3]];
+                        for (Py_ssize_t ox = hi; ox < ow; ox++)
+                            row[ox] = 0;
+                    }
+                }
+            }
+}
+
+/* -- cross_entropy over (N, C) rows with class-index targets ---------------------------------- */
+
+/* Each row's log-softmax at its target, from the row's maximum, the exponentials summed in
+ * double: loss[i] = -(x[t] - max - log(sum exp(x - max))) * w, w 1 or 0 (an ignored target).
+ * Returns the number of targets not ignored, or -1 - i for the first row whose target is out
+ * of range. */
+static Py_ssize_t FN(ce_fwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t n, Py_ssize_t c,
+                             const long long *t, Py_ssize_t ts, long long ignore, T *loss)
+{
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const T *row = x + i * xs0;
+        long long target = t[i * ts];
+        if (target == ignore) {
+            loss[i] = 0;
+            continue;
+        }
+        if (target < 0 || target >= c)
+            return -1 - i;
+        T m = row[0];
+        double s = 0;
+        for (Py_ssize_t j = 1; j < c; j++)
+            m = NP_MAX(m, row[j * xs1]);
+        for (Py_ssize_t j = 0; j < c; j++)
+            s += EXP(row[j * xs1] - m);
+        loss[i] = (T)(-((double)(row[target * xs1] - m) - log(s)));
+        count++;
+    }
+    return count;
+}
+
+/* The gradient: (softmax(x) - onehot(t)) * w * k per row, w 1 or 0 as in the forward, and k
+ * scale[i] (reduction 'none'), scale[0] (sum) or scale[0] / the count of targets not ignored
+ * (mean); dx (N, C) C-contiguous, holding each row's exponentials until they are scaled.
+ * Returns 0, or -1 - i for a row whose target is out of range. */
+static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t n, Py_ssize_t c,
+                             const long long *t, Py_ssize_t ts, long long ignore, const T *scale,
+                             Py_ssize_t per_row, int mean, T *dx)
+{
+    T k = scale[0];
+    if (mean) {
+        Py_ssize_t count = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            count += t[i * ts] != ignore;
+        k = k / (T)count;  /* no targets: 0/0 = nan, as torch */
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const T *row = x + i * xs0;
+        T *out = dx + i * c;
+        long long target = t[i * ts];
+        T w = target == ignore ? 0 : 1, ki = per_row ? scale[i] : k;
+        if (target != ignore && (target < 0 || target >= c))
+            return -1 - i;
+        T m = row[0];
+        double s = 0;
+        for (Py_ssize_t j = 1; j < c; j++)
+            m = NP_MAX(m, row[j * xs1]);
+        for (Py_ssize_t j = 0; j < c; j++) {
+            out[j] = EXP(row[j * xs1] - m);
+            s += out[j];
+        }
+        for (Py_ssize_t j = 0; j < c; j++) {
+            T p = (T)(out[j] / s);
+            out[j] = ((j == target ? p - 1 : p) * w) * ki;
+        }
+    }
+    return 0;
+}
+
+#undef FN
+#undef CAT
+#undef CAT_

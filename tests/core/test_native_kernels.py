@@ -1,0 +1,67 @@
+"""The NumPy backend's native (C) kernels: built wherever a C compiler is, and optional. With
+``PLUGTORCH_NATIVE_KERNELS=0``, or without the extension, the backend registers its NumPy
+kernels, says so in ``plugtorch plugins``, and trains the same models."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from plugtorch_backends.numpy_backend import native
+
+STEP = """
+import json
+import sys
+if sys.argv[1] == "not built":  # as an install without a C compiler has it
+    sys.modules["plugtorch_backends.numpy_backend.native._kernels"] = None
+import plugtorch as pt
+from plugtorch_backends.numpy_backend import native
+kernels = pt.get_registry().backends["numpy"].kernels
+print(native.status())
+print(json.dumps(sorted({kernels[op].__module__ for op in ("conv2d_weight_grad", "max_pool2d_backward",
+                                                          "adam_step_", "cross_entropy", "fold") if op in kernels})))
+pt.manual_seed(0)
+model = pt.nn.Sequential(pt.nn.Conv2d(1, 4, 3, padding=1), pt.nn.ReLU(), pt.nn.MaxPool2d(2), pt.nn.Flatten(),
+                         pt.nn.Linear(4 * 4 * 4, 3))
+opt = pt.optim.Adam(model.parameters(), 1e-2)
+x, y = pt.randn(8, 1, 8, 8), pt.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+for _ in range(5):
+    opt.zero_grad()
+    loss = pt.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+print(repr(loss.item()))
+"""
+
+
+def _run(how, env_value):
+    env = {k: v for k, v in os.environ.items() if k != "PLUGTORCH_NATIVE_KERNELS"}
+    if env_value is not None:
+        env["PLUGTORCH_NATIVE_KERNELS"] = env_value
+    out = subprocess.run([sys.executable, "-c", STEP, how], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_built_wherever_a_c_compiler_is():
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}) here: the install leaves the extension out by design")
+    assert native.enabled(), native.status()
+
+
+@pytest.mark.skipif(not native.enabled(), reason=native.status())
+@pytest.mark.parametrize("how, env_value", [("variable", "0"), ("not built", None)])
+def test_without_them_the_numpy_kernels_run_and_train_alike(how, env_value):
+    status, modules, loss = _run(how, env_value)
+    assert status.startswith("native kernels off: ") and ("PLUGTORCH_NATIVE_KERNELS=0" in status
+                                                          if how == "variable" else "not built" in status)
+    assert all(".native" not in m for m in json.loads(modules))
+    on_status, on_modules, on_loss = _run("built", None)
+    assert on_status.startswith("native kernels on: ") and any(".native." in m for m in json.loads(on_modules))
+    assert abs(float(loss) - float(on_loss)) < 1e-5  # float rounding apart (the cross-entropy's exp)

@@ -1,0 +1,93 @@
+"""The NumPy backend's native conv2d kernels (C im2col, then the decomposition's own matmuls)
+equal the op's decomposition bit for bit: forward with bias, and the weight gradient with its
+batch chunks, for every geometry, groups, layout and dtype. (Against torch: the conformance
+kit runs the ops' samples on the registered kernels.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plugtorch as pt
+from plugtorch.core.ops import conv as conv_ops
+from plugtorch.core.ops.conv import _conv, _conv_weight_grad
+from plugtorch_backends.numpy_backend import native
+
+KERNELS = native.kernels()
+pytestmark = pytest.mark.skipif(not KERNELS, reason=native.status())
+
+GEOMETRIES = [  # in channels, out channels, kernel, stride, padding, dilation, groups
+    (1, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1),    # MNIST's first layer
+    (4, 6, (3, 3), (1, 1), (1, 1), (1, 1), 2),
+    (3, 4, (2, 3), (2, 1), (0, 2), (1, 1), 1),
+    (2, 2, (3, 2), (1, 3), (2, 1), (2, 1), 1),    # dilated, padding wider than a window's reach
+    (6, 6, (1, 1), (2, 2), (0, 0), (1, 1), 3),
+    (2, 3, (5, 4), (1, 1), (0, 0), (1, 1), 1),    # one window per row
+]
+
+
+def _data(geometry, dtype, seed=0):
+    c, o, k, *_ , groups = geometry
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((3, c, 7, 6)) * 3
+    w = rng.standard_normal((o, c // groups) + k) * 3
+    b = rng.standard_normal(o)
+    if np.dtype(dtype).kind in "iub":
+        x, w, b = (np.round(a) > 0 if dtype is np.bool_ else np.round(a) for a in (x, w, b))
+    return x.astype(dtype), w.astype(dtype), b.astype(dtype)
+
+
+def _attrs(geometry):
+    _, _, _, stride, padding, dilation, groups = geometry
+    return dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.float16])
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_forward_is_the_decomposition_bit_for_bit(geometry, dtype):
+    x, w, b = _data(geometry, dtype)
+    for bias in (b, None):
+        got = KERNELS["conv2d"](x, w, bias, **_attrs(geometry))
+        want = _conv(pt.tensor(x), pt.tensor(w), None if bias is None else pt.tensor(bias), **_attrs(geometry))
+        assert got.dtype == want.numpy().dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_weight_grad_is_the_decomposition_bit_for_bit(geometry, dtype, monkeypatch):
+    monkeypatch.setattr(conv_ops, "CHUNK_BYTES", 64)  # several batch chunks, summed in order
+    monkeypatch.setattr(native.conv, "CHUNK_BYTES", 64)
+    x, w, _ = _data(geometry, dtype)
+    y = _conv(pt.tensor(x), pt.tensor(w), None, **_attrs(geometry))
+    g = np.random.default_rng(1).standard_normal(y.shape).round().astype(dtype)
+    got = KERNELS["conv2d_weight_grad"](g, x, weight_shape=w.shape, **_attrs(geometry))
+    want = _conv_weight_grad(pt.tensor(g), pt.tensor(x), weight_shape=w.shape, **_attrs(geometry)).numpy()
+    assert got.dtype == want.dtype and got.shape == w.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_layouts_do_not_change_the_values():
+    # a pooled convolution output ((C, N, H, W) memory) and a strided slice feed the next layer
+    geometry = GEOMETRIES[1]
+    x, w, b = _data(geometry, np.float32)
+    for view in (np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1),
+                 np.pad(x, ((0, 0), (0, 0), (0, 0), (0, 3)))[..., :6]):
+        np.testing.assert_array_equal(KERNELS["conv2d"](view, w, b, **_attrs(geometry)),
+                                      KERNELS["conv2d"](x, w, b, **_attrs(geometry)))
+
+
+def test_fewer_outputs_than_windows_use_the_first_ones():
+    # conv_transpose2d's output_padding gives the weight gradient an input with spare windows
+    x, w, _ = _data(GEOMETRIES[0], np.float32)
+    g = np.random.default_rng(2).standard_normal((3, 4, 6, 5)).astype(np.float32)  # 7x6 input gives 7x6 windows
+    got = KERNELS["conv2d_weight_grad"](g, x, weight_shape=w.shape, **_attrs(GEOMETRIES[0]))
+    want = _conv_weight_grad(pt.tensor(g), pt.tensor(x), weight_shape=w.shape, **_attrs(GEOMETRIES[0])).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_dispatch_runs_the_kernels(numpy_kernel_calls):
+    calls = numpy_kernel_calls("conv2d", "conv2d_weight_grad")
+    x = pt.randn(2, 3, 6, 6)
+    w = pt.randn(4, 3, 3, 3, requires_grad=True)
+    pt.nn.functional.conv2d(x, w, padding=1).sum().backward()
+    assert calls == ["conv2d", "conv2d_weight_grad"] and w.grad.shape == w.shape
