@@ -40,10 +40,12 @@ def kernels() -> dict:
     """op name -> native kernel, for the backend to register (empty when not enabled)."""
     if not enabled():
         return {}
+    from .activation import threshold_backward
     from .conv import conv2d, conv2d_weight_grad, fold
     from .loss import cross_entropy, cross_entropy_backward
     from .optim import adam_step_
     from .pool import max_pool2d, max_pool2d_backward
     return {"max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward, "fold": fold,
             "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
-            "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward}
+            "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
+            "threshold_backward": threshold_backward}

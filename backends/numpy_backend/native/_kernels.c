@@ -7,7 +7,7 @@
  * computes what the NumPy kernel computes, in the same order and precision (built with
  * -ffp-contract=off, no fast-math), so the pooling, fold, im2col and Adam results are bit for
  * bit those of the NumPy kernels; cross-entropy's exponentials (libm's, summed in double)
- * agree to float rounding. The Python side (native/*.py) decides when arrays qualify and
+ * agree to float rounding. The Python side (the native package) decides when arrays qualify and
  * hands anything else to the NumPy kernels. The loops themselves are in typed.h, once per
  * element type.
  *
@@ -462,6 +462,32 @@ static PyObject *cross_entropy_backward(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* threshold_backward(grad_output, input, threshold, out): three C-contiguous arrays of one size */
+static PyObject *threshold_backward(PyObject *self, PyObject *args)
+{
+    PyObject *g_obj, *x_obj, *out_obj;
+    double threshold;
+    Buf bufs[3] = {0};
+    char kind;
+    if (!PyArg_ParseTuple(args, "OOdO:threshold_backward", &g_obj, &x_obj, &threshold, &out_obj))
+        return NULL;
+    if (get_buf(g_obj, &bufs[0], -1, 0, "threshold_backward") < 0 || get_buf(x_obj, &bufs[1], -1, 0, "input") < 0
+        || get_buf(out_obj, &bufs[2], -1, 1, "out") < 0 || same_kind(bufs, 3, "threshold_backward", &kind) < 0
+        || contiguous_like(bufs, 3, "threshold_backward") < 0) {
+        release(bufs, 3);
+        return NULL;
+    }
+    Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        threshold_bwd_f(bufs[0].view.buf, bufs[1].view.buf, (float)threshold, bufs[2].view.buf, n);
+    else
+        threshold_bwd_d(bufs[0].view.buf, bufs[1].view.buf, threshold, bufs[2].view.buf, n);
+    Py_END_ALLOW_THREADS
+    release(bufs, 3);
+    Py_RETURN_NONE;
+}
+
 /* -- the module ------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -473,6 +499,7 @@ static PyMethodDef methods[] = {
     {"cross_entropy", cross_entropy, METH_VARARGS, "cross_entropy(input, target, ignore_index, loss) -> count"},
     {"cross_entropy_backward", cross_entropy_backward, METH_VARARGS,
      "cross_entropy_backward(input, target, ignore_index, scale, mean, dx)"},
+    {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},
     {"im2col", im2col, METH_VARARGS, "im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)"},
     {NULL, NULL, 0, NULL},
 };

@@ -148,6 +148,16 @@ static void FN(adam)(T *restrict p, const T *restrict gr, T *restrict m, T *rest
     }
 }
 
+/* -- threshold_backward ------------------------------------------------------------------------ */
+
+/* grad where x > threshold, else 0 (0 also where grad is inf or nan, as torch's kernel gives;
+ * the decomposition's multiply by the mask gives nan there). A select, which vectorises. */
+static void FN(threshold_bwd)(const T *restrict g, const T *restrict x, T threshold, T *restrict out, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        out[i] = x[i] > threshold ? g[i] : 0;
+}
+
 /* -- fold (col2im), two window dims ----------------------------------------------------------- */
 
 /* One plane: the accumulator starts at zero and takes each kernel offset's patches in turn

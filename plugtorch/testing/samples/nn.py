@@ -384,8 +384,27 @@ def _max_pool2d_backward(g):
     ]
 
 
+def _threshold_backward(g):
+    """relu's gradient op against torch's aten::threshold_backward."""
+    def call(threshold):
+        def f(m, grad_output, x):
+            if is_torch(m):
+                return m.ops.aten.threshold_backward(grad_output, x, threshold)
+            from plugtorch.core.ops import activation
+            return activation.threshold_backward(grad_output, x, threshold)
+        return f
+    return [
+        Sample((g.randn(3, 4), g.distinct(3, 4)), call=call(0), grad_inputs=(0,)),
+        Sample((g.randn(2, 3, 5), g.distinct(2, 3, 5)), call=call(0.25), grad_inputs=(0,), desc="threshold 0.25"),
+        Sample((g.randn(4, 3).T, g.distinct(4, 3).T), call=call(0), grad_inputs=(0,), desc="transposed"),
+        Sample((scalar(0.7), scalar(-0.4)), call=call(0), grad_inputs=(0,)),
+        Sample((empty(0, 3), empty(0, 3)), call=call(0), grad_inputs=(0,)),
+        Sample((g.randn(3, 4), g.randn(4, 3)), call=call(0), raises=RuntimeError, desc="shapes differ"),
+    ]
+
+
 SAMPLES.update(windows=_windows, fold=_fold, max_pool2d=_max_pool2d, conv2d=_conv2d,
                avg_pool2d=_avg_pool2d, adaptive_avg_pool2d=_adaptive_avg_pool2d,
                conv2d_input_grad=_conv_grads("conv2d_input_grad"),
                conv2d_weight_grad=_conv_grads("conv2d_weight_grad"),
-               max_pool2d_backward=_max_pool2d_backward)
+               max_pool2d_backward=_max_pool2d_backward, threshold_backward=_threshold_backward)

@@ -1,0 +1,27 @@
+"""threshold_backward (relu's gradient) in one C pass: the decomposition is a comparison, a
+cast and a multiply, three passes and two temporaries over every activation."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _kernels
+from .pool import FLOATS
+
+
+def _memory_order(x):
+    """``x`` transposed so that its dims run in memory order (a C-contiguous view where ``x`` is
+    dense in any order, such as a convolution's channel-major output), and the axes used."""
+    axes = tuple(sorted(range(x.ndim), key=lambda i: -x.strides[i]))
+    return x.transpose(axes), axes
+
+
+def threshold_backward(grad_output, input, *, threshold):
+    if input.dtype in FLOATS and grad_output.dtype == input.dtype and grad_output.strides == input.strides:
+        x, axes = _memory_order(input)
+        if x.flags.c_contiguous:
+            g = grad_output.transpose(axes)
+            out = np.empty_like(x)
+            _kernels.threshold_backward(g, x, threshold, out)
+            return out.transpose(np.argsort(axes))
+    # other dtypes and layouts: the decomposition's formula
+    return grad_output * (input > threshold).astype(grad_output.dtype)
