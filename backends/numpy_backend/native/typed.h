@@ -154,8 +154,10 @@ static void FN(adam)(T *restrict p, const T *restrict gr, T *restrict m, T *rest
  * the decomposition's multiply by the mask gives nan there). A select, which vectorises. */
 static void FN(threshold_bwd)(const T *restrict g, const T *restrict x, T threshold, T *restrict out, Py_ssize_t n)
 {
-    for (Py_ssize_t i = 0; i < n; i++)
-        out[i] = x[i] > threshold ? g[i] : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        T gi = g[i];  /* loaded unconditionally, so the select needs no branch (random signs mispredict) */
+        out[i] = x[i] > threshold ? gi : 0;
+    }
 }
 
 /* -- fold (col2im), two window dims ----------------------------------------------------------- */
