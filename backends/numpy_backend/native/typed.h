@@ -199,6 +199,14 @@ static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_
         for (Py_ssize_t i = 0; i < g->kh; i++)
             for (Py_ssize_t j = 0; j < g->kw; j++) {
                 T *row = cols + ((ch * g->kh + i) * g->kw + j) * ncols;
+                /* the output columns whose input column lies inside, [lo, hi): the same for
+                 * every row of this kernel offset */
+                Py_ssize_t c0 = j * g->dw - g->pw, lo = 0, hi = ow;
+                while (lo < ow && c0 + lo * g->sw < 0)
+                    lo++;
+                while (hi > lo && c0 + (hi - 1) * g->sw >= w)
+                    hi--;
+                int dense = g->sw == 1 && xs[3] == 1;
                 for (Py_ssize_t b = 0; b < nb; b++) {
                     const T *plane = x + (n0 + b) * xs[0] + ch * xs[1];
                     for (Py_ssize_t oy = 0; oy < oh; oy++, row += ow) {
@@ -208,20 +216,15 @@ static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_
                                 row[ox] = 0;
                             continue;
                         }
-                        const T *src = plane + r * xs[2];
-                        /* the output columns whose input column lies inside: [lo, hi) */
-                        Py_ssize_t c0 = j * g->dw - g->pw, lo = 0, hi = ow;
-                        while (lo < ow && c0 + lo * g->sw < 0)
-                            lo++;
-                        while (hi > lo && c0 + (hi - 1) * g->sw >= w)
-                            hi--;
+                        const T *src = plane + r * xs[2] + c0 * xs[3];
                         for (Py_ssize_t ox = 0; ox < lo; ox++)
                             row[ox] = 0;
-                        if (g->sw == 1 && xs[3] == 1)
-                            memcpy(row + lo, src + c0 + lo, (size_t)(hi - lo) * sizeof(T));
+                        if (dense)  /* a plain loop: rows are a few dozen elements, short for memcpy */
+                            for (Py_ssize_t ox = lo; ox < hi; ox++)
+                                row[ox] = src[ox];
                         else
                             for (Py_ssize_t ox = lo; ox < hi; ox++)
-                                row[ox] = src[(c0 + ox * g->sw) * xs[3]];
+                                row[ox] = src[ox * g->sw * xs[3]];
                         for (Py_ssize_t ox = hi; ox < ow; ox++)
                             row[ox] = 0;
                     }
