@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from plugtorch.core.ops.conv import CHUNK_BYTES
+from plugtorch.core.ops import conv as conv_ops
 
 from .. import fused
 from . import _kernels
@@ -24,8 +24,9 @@ def _out_size(size, k, s, p, d):
 
 
 def _chunks(n, bytes_per_image):
-    """The decomposition's batch chunks: about CHUNK_BYTES of patches each."""
-    step = max(1, CHUNK_BYTES // max(1, bytes_per_image))
+    """The decomposition's batch chunks: about conv_ops.CHUNK_BYTES of patches each (read at
+    call time, so the two chunk alike)."""
+    step = max(1, conv_ops.CHUNK_BYTES // max(1, bytes_per_image))
     return [(a, min(n, a + step)) for a in range(0, n, step)] or [(0, 0)]
 
 
