@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+ABI = 1  # _kernels.c's interface version (its ABI constant); they change together
+
 _kernels: ModuleType | None
 try:
     from . import _kernels
@@ -27,6 +29,10 @@ except ImportError as exc:  # built without a C compiler (setup.py's optional ex
     _missing = f"not built ({exc})"
 else:
     _missing = ""
+    if getattr(_kernels, "ABI", None) != ABI:  # built from older sources: an editable install not rebuilt
+        _missing = (f"the built extension is stale (interface {getattr(_kernels, 'ABI', None)}, these sources "
+                    f"expect {ABI}); rebuild it with pip install -e .")
+        _kernels = None
 
 
 def enabled() -> bool:

@@ -507,7 +507,17 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumPy backend's native kernels.", -1,
                                     methods};
 
+/* The interface version native/__init__.py expects: bump it with any change to a function's
+ * name or arguments, so that a checkout whose extension was built from older sources (an
+ * editable install is not rebuilt by a pull) runs the NumPy kernels instead of failing. */
+#define ABI 1
+
 PyMODINIT_FUNC PyInit__kernels(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
