@@ -1,0 +1,1 @@
+"""The core: backend contract, op table, registry, tensor, dispatch and autograd engine."""
