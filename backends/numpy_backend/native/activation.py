@@ -16,12 +16,19 @@ def _memory_order(x):
 
 
 def threshold_backward(grad_output, input, *, threshold):
-    if input.dtype in FLOATS and grad_output.dtype == input.dtype and grad_output.strides == input.strides:
-        x, axes = _memory_order(input)
-        if x.flags.c_contiguous:
-            g = grad_output.transpose(axes)
-            out = np.empty_like(x)
-            _kernels.threshold_backward(g, x, threshold, out)
-            return out.transpose(np.argsort(axes))
+    if input.dtype in FLOATS and grad_output.dtype == input.dtype:
+        if input.flags.c_contiguous and grad_output.flags.c_contiguous:  # the common case, kept cheap
+            out = np.empty_like(input)
+            _kernels.threshold_backward(grad_output, input, threshold, out)
+            return out
+        if grad_output.strides == input.strides:
+            x, axes = _memory_order(input)
+            if x.flags.c_contiguous:
+                out = np.empty_like(x)
+                _kernels.threshold_backward(grad_output.transpose(axes), x, threshold, out)
+                inverse = [0] * len(axes)
+                for i, a in enumerate(axes):
+                    inverse[a] = i
+                return out.transpose(inverse)
     # other dtypes and layouts: the decomposition's formula
     return grad_output * (input > threshold).astype(grad_output.dtype)
