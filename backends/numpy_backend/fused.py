@@ -120,6 +120,30 @@ def cross_entropy_backward(grad_output, input, target, weight=None, *, ignore_in
 
 # -- max_pool2d's backward: one strided slice per kernel offset, no window copies -------------
 
+def pool_padded(input, out, kernel_size, stride, padding, dilation):
+    """(N, C, H, W) ``input`` padded with its dtype's lowest value (-inf for floats) to cover
+    the ``out`` windows of a 2-D pool, ceil_mode's overhang included; ``input`` itself where
+    no window reaches outside it."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
+    n, c, h, w = input.shape
+    height = max(h + 2 * ph, (out[0] - 1) * sh + dh * (kh - 1) + 1)  # ceil_mode windows may overhang
+    width = max(w + 2 * pw, (out[1] - 1) * sw + dw * (kw - 1) + 1)
+    if (height, width) == (h, w):
+        return input
+    lowest = -np.inf if input.dtype.kind == "f" else np.iinfo(input.dtype).min
+    padded = np.full((n, c, height, width), lowest, dtype=input.dtype)
+    padded[:, :, ph:ph + h, pw:pw + w] = input
+    return padded
+
+
+def offset_window(i, j, out, stride, dilation):
+    """The index of kernel offset (i, j)'s element of every window, as a strided (N, C, *out)
+    slice of the padded input."""
+    (sh, sw), (dh, dw) = stride, dilation
+    return (slice(None), slice(None), slice(i * dh, i * dh + sh * (out[0] - 1) + 1, sh),
+            slice(j * dw, j * dw + sw * (out[1] - 1) + 1, sw))
+
+
 def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padding, dilation, ceil_mode):
     """Each window's gradient to its first maximum (row-major), as the decomposition does.
 
@@ -138,14 +162,8 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     oh, ow = output.shape[2:]
     # the pooled-size arrays in the input's order (a quarter of its size for 2x2): read k*k times
     grad_output, output = np.ascontiguousarray(grad_output), np.ascontiguousarray(output)
-    height = max(h + 2 * ph, (oh - 1) * sh + dh * (kh - 1) + 1)  # ceil_mode windows may overhang
-    width = max(w + 2 * pw, (ow - 1) * sw + dw * (kw - 1) + 1)
-    if (height, width) == (h, w):  # no padding and no overhang: the windows read the input itself
-        padded = input
-    else:
-        lowest = -np.inf if input.dtype.kind == "f" else np.iinfo(input.dtype).min
-        padded = np.full((n, c, height, width), lowest, dtype=input.dtype)
-        padded[:, :, ph:ph + h, pw:pw + w] = input
+    padded = pool_padded(input, (oh, ow), kernel_size, stride, padding, dilation)
+    height, width = padded.shape[2:]
     dx = np.zeros((n, c, height, width), dtype=grad_output.dtype)
     # no two windows share a position (per dimension: stride past the dilated kernel's rows)
     disjoint = all(s_ == k_ * d_ or (d_ == 1 and s_ >= k_) for k_, s_, d_ in ((kh, sh, dh), (kw, sw, dw)))
@@ -154,8 +172,7 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     share = np.empty(output.shape, dtype=grad_output.dtype)
     offsets = [(i, j) for i in range(kh) for j in range(kw)]
     for k, (i, j) in enumerate(offsets):
-        at = (slice(None), slice(None), slice(i * dh, i * dh + sh * (oh - 1) + 1, sh),
-              slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+        at = offset_window(i, j, (oh, ow), stride, dilation)
         np.equal(padded[at], output, out=hit)
         if claimed is None:
             claimed = hit.copy()

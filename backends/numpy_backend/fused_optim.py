@@ -7,40 +7,60 @@ the ~15 dispatched ops and their temporaries per parameter.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+
+
+class AdamConstants(NamedTuple):
+    """The Python numbers one Adam update multiplies by, as the decomposition computes them
+    (each is rounded to the arrays' dtype where it is used); the native kernel takes the same."""
+    decay: float             # decoupled weight decay: param *= 1 - lr * weight_decay
+    weight: float            # exp_avg.lerp_(grad, 1 - beta1)
+    small_weight: bool       # which of torch's two lerp formulas
+    one_minus_weight: float
+    one_minus_beta2: float
+    bias2: float             # sqrt(1 - beta2^t)
+    step_size: float         # -lr / (1 - beta1^t)
+
+
+def adam_constants(*, lr, beta1, beta2, weight_decay, step) -> AdamConstants:
+    weight = 1 - beta1
+    return AdamConstants(1 - lr * weight_decay, weight, abs(weight) < 0.5, 1 - weight, 1 - beta2,
+                         (1 - beta2 ** step) ** 0.5, -(lr / (1 - beta1 ** step)))
 
 
 def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,
                weight_decay, step, maximize, decoupled_weight_decay):
     dt = param.dtype.type
+    k = adam_constants(lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay, step=step)
     if maximize:
         grad = np.negative(grad)
     if weight_decay != 0:
         if decoupled_weight_decay:
-            param *= dt(1 - lr * weight_decay)
+            param *= dt(k.decay)
         else:
             grad = grad + param * dt(weight_decay)
     scratch = np.subtract(grad, exp_avg, out=np.empty_like(exp_avg))  # an array even when 0-d
-    weight = 1 - beta1
-    if abs(weight) < 0.5:                      # exp_avg.lerp_(grad, 1 - beta1), torch's two formulas
-        scratch *= dt(weight)
+    if k.small_weight:                         # exp_avg.lerp_(grad, 1 - beta1), torch's two formulas
+        scratch *= dt(k.weight)
         exp_avg += scratch
     else:
         exp_avg -= grad
-        exp_avg *= dt(1 - weight)
+        exp_avg *= dt(k.one_minus_weight)
         exp_avg += grad
     exp_avg_sq *= dt(beta2)                    # exp_avg_sq * beta2 + (grad * (1 - beta2)) * grad
-    np.multiply(grad, dt(1 - beta2), out=scratch)
+    np.multiply(grad, dt(k.one_minus_beta2), out=scratch)
     scratch *= grad
     exp_avg_sq += scratch
     second = exp_avg_sq
     if max_exp_avg_sq is not None:
         second = np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
     np.sqrt(second, out=scratch)               # denom = sqrt(v) / sqrt(1 - beta2^t) + eps
-    scratch /= dt((1 - beta2 ** step) ** 0.5)
+    scratch /= dt(k.bias2)
     scratch += dt(eps)
     np.divide(exp_avg, scratch, out=scratch)   # param += -lr / (1 - beta1^t) * (exp_avg / denom)
-    scratch *= dt(-(lr / (1 - beta1 ** step)))
+    scratch *= dt(k.step_size)
     param += scratch
     return param
 

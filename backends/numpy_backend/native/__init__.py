@@ -19,6 +19,10 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+import numpy as np
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
+
 ABI = 1  # _kernels.c's interface version (its ABI constant); they change together
 
 _kernels: ModuleType | None

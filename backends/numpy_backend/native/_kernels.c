@@ -144,16 +144,25 @@ static int check_args(PyObject *args, Py_ssize_t n, const char *what)
     return 0;
 }
 
-/* the buffers of args[0:n], 4-D (N, C, H, W), the last `writable` of them writable, one float
- * dtype, with their element strides in s[i] */
-static int get_planes(PyObject *args, Buf *bufs, int n, int writable, Py_ssize_t (*s)[4], char *kind,
-                      const char *what)
+/* a pooling call's arguments: n (N, C, H, W) arrays of one float dtype, the last one written,
+ * with their element strides in s[i], then the eight geometry ints; on failure the buffers are
+ * released and an exception is set */
+static int pool_args(PyObject *args, Buf *bufs, int n, Py_ssize_t (*s)[4], Geometry *g, char *kind,
+                     const char *what)
 {
+    if (check_args(args, n + 8, what) < 0 || parse_geometry(args, n, g) < 0)
+        return -1;
     for (int i = 0; i < n; i++)
-        if (get_buf(PyTuple_GET_ITEM(args, i), &bufs[i], 4, i >= n - writable, what) < 0 ||
-            element_strides(&bufs[i].view, s[i]) < 0)
+        if (get_buf(PyTuple_GET_ITEM(args, i), &bufs[i], 4, i == n - 1, what) < 0 ||
+            element_strides(&bufs[i].view, s[i]) < 0) {
+            release(bufs, n);
             return -1;
-    return same_kind(bufs, n, what, kind);
+        }
+    if (same_kind(bufs, n, what, kind) < 0) {
+        release(bufs, n);
+        return -1;
+    }
+    return 0;
 }
 
 #define PLANE(b, st, a_, c_) ((char *)(b).view.buf + ((a_) * (st)[0] + (c_) * (st)[1]) * (b).view.itemsize)
@@ -165,12 +174,8 @@ static PyObject *max_pool2d(PyObject *self, PyObject *args)
     Py_ssize_t s[2][4];
     Geometry g;
     char kind;
-    if (check_args(args, 10, "max_pool2d") < 0 || parse_geometry(args, 2, &g) < 0)
+    if (pool_args(args, bufs, 2, s, &g, &kind, "max_pool2d") < 0)
         return NULL;
-    if (get_planes(args, bufs, 2, 1, s, &kind, "max_pool2d") < 0) {
-        release(bufs, 2);
-        return NULL;
-    }
     const Py_ssize_t *xs = bufs[0].view.shape, *ys = bufs[1].view.shape;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t a = 0; a < xs[0]; a++)
@@ -195,12 +200,8 @@ static PyObject *max_pool2d_backward(PyObject *self, PyObject *args)
     Py_ssize_t s[4][4];
     Geometry g;
     char kind;
-    if (check_args(args, 12, "max_pool2d_backward") < 0 || parse_geometry(args, 4, &g) < 0)
+    if (pool_args(args, bufs, 4, s, &g, &kind, "max_pool2d_backward") < 0)
         return NULL;
-    if (get_planes(args, bufs, 4, 1, s, &kind, "max_pool2d_backward") < 0) {
-        release(bufs, 4);
-        return NULL;
-    }
     const Py_ssize_t *xs = bufs[1].view.shape, *ys = bufs[2].view.shape;
     Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * (ys[2] * ys[3] > 0 ? ys[2] * ys[3] : 1));
     if (!first) {

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels
-from .pool import FLOATS
+from . import FLOATS, _kernels
 
 
 def _memory_order(x):

@@ -12,22 +12,11 @@ import itertools
 
 import numpy as np
 
-from plugtorch.core.ops import conv as conv_ops
+from plugtorch.core.ops.conv import _chunks  # the decomposition's batch chunks, so the two sum alike
+from plugtorch.core.ops.pooling import _out_size  # windows per dim (a convolution's: no ceil_mode)
 
 from .. import fused
-from . import _kernels
-from .pool import FLOATS
-
-
-def _out_size(size, k, s, p, d):
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
-def _chunks(n, bytes_per_image):
-    """The decomposition's batch chunks: about conv_ops.CHUNK_BYTES of patches each (read at
-    call time, so the two chunk alike)."""
-    step = max(1, conv_ops.CHUNK_BYTES // max(1, bytes_per_image))
-    return [(a, min(n, a + step)) for a in range(0, n, step)] or [(0, 0)]
+from . import FLOATS, _kernels
 
 
 def _im2col(input, a, b, out, kernel, stride, padding, dilation):

@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import fused
-from . import _kernels
-from .pool import FLOATS
+from . import FLOATS, _kernels
 
 
 def _simple(input, target, weight, label_smoothing):

@@ -3,8 +3,7 @@ the NumPy kernel's values: the same float operations in the same order and preci
 from __future__ import annotations
 
 from .. import fused_optim
-from . import _kernels
-from .pool import FLOATS
+from . import FLOATS, _kernels
 
 
 def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,
@@ -15,9 +14,8 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, bet
         return fused_optim.adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr=lr, beta1=beta1,
                                       beta2=beta2, eps=eps, weight_decay=weight_decay, step=step,
                                       maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
-    # the constants as fused_optim.adam_step_ computes them; C rounds each to the dtype, as its dt() does
-    weight = 1 - beta1
-    _kernels.adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, 1 - lr * weight_decay, weight_decay,
-                       weight, 1 - weight, beta2, 1 - beta2, (1 - beta2 ** step) ** 0.5, eps,
-                       -(lr / (1 - beta1 ** step)), maximize, decoupled_weight_decay, abs(weight) < 0.5)
+    k = fused_optim.adam_constants(lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay, step=step)
+    _kernels.adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, k.decay, weight_decay, k.weight,
+                       k.one_minus_weight, beta2, k.one_minus_beta2, k.bias2, eps, k.step_size, maximize,
+                       decoupled_weight_decay, k.small_weight)
     return param

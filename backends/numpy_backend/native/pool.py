@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import fused
-from . import _kernels
+from plugtorch.core.ops.pooling import _out_size
 
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+from .. import fused
+from . import FLOATS, _kernels
 
 
 def _channel_major(x):
@@ -27,14 +27,6 @@ def _flat(kernel_size, stride, padding, dilation):
     return kh, kw, sh, sw, ph, pw, dh, dw
 
 
-def _out_size(size, k, s, p, d, ceil_mode):
-    span = size + 2 * p - d * (k - 1) - 1
-    if not ceil_mode:
-        return span // s + 1
-    out = -(-span // s) + 1
-    return out - 1 if (out - 1) * s >= size + p else out  # torch: the last window starts inside
-
-
 def max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
     """The decomposition's running np.maximum over each window (NaN propagates). On a tie of
     0.0 and -0.0 the C loop keeps the first, as torch does; NumPy's SIMD maximum may not."""
@@ -50,20 +42,14 @@ def max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
 def _max_pool2d_numpy(input, shape, kernel_size, stride, padding, dilation):
     """Other dtypes: np.maximum over each offset's strided view of the input padded with the
     dtype's lowest value, as the op's decomposition does."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
-    n, c, h, w = input.shape
-    oh, ow = shape[2:]
-    height = max(h + 2 * ph, (oh - 1) * sh + dh * (kh - 1) + 1)
-    width = max(w + 2 * pw, (ow - 1) * sw + dw * (kw - 1) + 1)
-    lowest = -np.inf if input.dtype.kind == "f" else np.iinfo(input.dtype).min
-    padded = np.full((n, c, height, width), lowest, dtype=input.dtype)
-    padded[:, :, ph:ph + h, pw:pw + w] = input
-    out = None
-    for i in range(kh):
-        for j in range(kw):
-            view = padded[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
-            out = view.copy() if out is None else np.maximum(out, view, out=out)
-    return out
+    out = shape[2:]
+    padded = fused.pool_padded(input, out, kernel_size, stride, padding, dilation)
+    result = None
+    for i in range(kernel_size[0]):
+        for j in range(kernel_size[1]):
+            view = padded[fused.offset_window(i, j, out, stride, dilation)]
+            result = view.copy() if result is None else np.maximum(result, view, out=result)
+    return result
 
 
 def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padding, dilation, ceil_mode):
