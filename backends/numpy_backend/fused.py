@@ -21,6 +21,21 @@ def sigmoid(x):
     return np.where(x >= 0, p, e * p).astype(x.dtype, copy=False)
 
 
+def tanh_backward(grad_output, output):
+    """grad * (1 - y * y) in three in-place passes over one temporary (the decomposition: three
+    ops, three temporaries); the operands share one shape and dtype (the op sees to it)."""
+    t = np.multiply(output, output, out=np.empty_like(output))  # an array, even 0-d
+    np.subtract(1, t, out=t)
+    return np.multiply(grad_output, t, out=t)
+
+
+def sigmoid_backward(grad_output, output):
+    """grad * (1 - y) * y, the same way."""
+    t = np.subtract(1, output, out=np.empty_like(output))
+    np.multiply(grad_output, t, out=t)
+    return np.multiply(t, output, out=t)
+
+
 def softmax(x, dim):
     e = np.exp(x - x.max(axis=dim, keepdims=True))
     e /= e.sum(axis=dim, keepdims=True)
@@ -214,6 +229,7 @@ def fold(cols, *, shape, window, strides, dilation):
     return acc
 
 
-FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid, "softmax": softmax,
+FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid,
+                 "tanh_backward": tanh_backward, "sigmoid_backward": sigmoid_backward, "softmax": softmax,
                  "log_softmax": log_softmax, "cross_entropy": cross_entropy,
                  "cross_entropy_backward": cross_entropy_backward, "max_pool2d_backward": max_pool2d_backward}

@@ -8,6 +8,7 @@ gradients, filled by the :class:`~.graph.OutputNode` of each of its outputs.
 """
 from __future__ import annotations
 
+from .dispatch import wrap
 from .graph import AccumulateGrad, Node, OutputNode, _FREED_MSG
 from .grad_mode import _state as _grad_state
 from . import anomaly
@@ -133,8 +134,14 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                 continue
             if node.released:
                 raise RuntimeError(_FREED_MSG)
-            if node.versions is not None:
-                _check_versions(node)
+            versions = node.versions
+            if versions is not None:  # inline, as it runs for most nodes; _check_versions raises
+                tensors = node.saved or ()
+                if node.output is not None:
+                    tensors += (node.output,)
+                for t, v in zip(tensors, versions):
+                    if v is not None and t._vc[0] != v:
+                        _check_versions(node)
             grads = node.rule(node, g)
             if type(grads) is not tuple:
                 grads = (grads,)
@@ -158,7 +165,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                         if gi._data.shape != shape or gi.dtype is not dtype:
                             gi = _fit_to_input(node, i, gi)
                         prev = pending_get(child)
-                        pending[child] = gi if prev is None else prev + gi
+                        pending[child] = gi if prev is None else _sum(prev, gi, create_graph)
                     left = deps[child] - 1
                     deps[child] = left
                     if left == 0:
@@ -167,6 +174,18 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     finally:
         _grad_state.enabled = prev_mode
     return captured
+
+
+def _sum(a, b, create_graph):
+    """Two gradients for one input, which share its shape and dtype: without create_graph, the
+    backend's add kernel on their arrays (what ``a + b`` runs, minus its promotion checks and
+    the graph it records), as this runs once per extra use of every tensor."""
+    if not create_graph:
+        backend = a._backend
+        add = backend.kernels.get("add")
+        if add is not None and b._backend is backend:
+            return wrap(add(a._data, b._data), backend)
+    return a + b
 
 
 def _check_versions(node):

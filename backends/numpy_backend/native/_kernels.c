@@ -489,6 +489,43 @@ static PyObject *threshold_backward(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* tanh_backward / sigmoid_backward(grad_output, output, out): three C-contiguous arrays of one size */
+static PyObject *output_backward(PyObject *args, const char *name, int sigmoid)
+{
+    PyObject *g_obj, *y_obj, *out_obj;
+    Buf bufs[3] = {0};
+    char kind;
+    if (!PyArg_ParseTuple(args, "OOO", &g_obj, &y_obj, &out_obj))
+        return NULL;
+    if (get_buf(g_obj, &bufs[0], -1, 0, name) < 0 || get_buf(y_obj, &bufs[1], -1, 0, "output") < 0
+        || get_buf(out_obj, &bufs[2], -1, 1, "out") < 0 || same_kind(bufs, 3, name, &kind) < 0
+        || contiguous_like(bufs, 3, name) < 0) {
+        release(bufs, 3);
+        return NULL;
+    }
+    Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
+    const void *g = bufs[0].view.buf, *y = bufs[1].view.buf;
+    void *out = bufs[2].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        (sigmoid ? sigmoid_bwd_f : tanh_bwd_f)(g, y, out, n);
+    else
+        (sigmoid ? sigmoid_bwd_d : tanh_bwd_d)(g, y, out, n);
+    Py_END_ALLOW_THREADS
+    release(bufs, 3);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tanh_backward(PyObject *self, PyObject *args)
+{
+    return output_backward(args, "tanh_backward", 0);
+}
+
+static PyObject *sigmoid_backward(PyObject *self, PyObject *args)
+{
+    return output_backward(args, "sigmoid_backward", 1);
+}
+
 /* -- the module ------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -501,6 +538,8 @@ static PyMethodDef methods[] = {
     {"cross_entropy_backward", cross_entropy_backward, METH_VARARGS,
      "cross_entropy_backward(input, target, ignore_index, scale, mean, dx)"},
     {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},
+    {"tanh_backward", tanh_backward, METH_VARARGS, "tanh_backward(grad_output, output, out)"},
+    {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},
     {"im2col", im2col, METH_VARARGS, "im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)"},
     {NULL, NULL, 0, NULL},
 };
@@ -511,7 +550,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 /* The interface version native/__init__.py expects: bump it with any change to a function's
  * name or arguments, so that a checkout whose extension was built from older sources (an
  * editable install is not rebuilt by a pull) runs the NumPy kernels instead of failing. */
-#define ABI 1
+#define ABI 2
 
 PyMODINIT_FUNC PyInit__kernels(void)
 {

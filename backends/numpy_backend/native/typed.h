@@ -160,6 +160,26 @@ static void FN(threshold_bwd)(const T *restrict g, const T *restrict x, T thresh
     }
 }
 
+/* -- tanh_backward, sigmoid_backward ---------------------------------------------------------- */
+
+/* grad * (1 - y * y) and grad * (1 - y) * y from the op's output y, each product rounded to T as
+ * fused.py's passes round it (the build keeps the compiler from contracting them into an fma). */
+static void FN(tanh_bwd)(const T *restrict g, const T *restrict y, T *restrict out, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        T square = y[i] * y[i];
+        out[i] = g[i] * (1 - square);
+    }
+}
+
+static void FN(sigmoid_bwd)(const T *restrict g, const T *restrict y, T *restrict out, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        T scaled = g[i] * (1 - y[i]);
+        out[i] = scaled * y[i];
+    }
+}
+
 /* -- fold (col2im), two window dims ----------------------------------------------------------- */
 
 /* One plane: the accumulator starts at zero and takes each kernel offset's patches in turn

@@ -80,6 +80,61 @@ def threshold_backward(grad_output, input, threshold):
     return call_op("threshold_backward", (grad_output, input), {"threshold": threshold})
 
 
+def _output_backward_operands(name, grad_output, output):
+    """Check the two operands of tanh_backward/sigmoid_backward and give them one dtype."""
+    if not isinstance(grad_output, Tensor) or not isinstance(output, Tensor):
+        raise TypeError(f"{name}(): grad_output and output must be Tensors, got "
+                        f"{type(grad_output).__name__} and {type(output).__name__}")
+    if grad_output.shape != output.shape:
+        raise RuntimeError(f"{name}: grad_output {list(grad_output.shape)} and output "
+                           f"{list(output.shape)} must have one shape")
+    if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
+        grad_output, output = ew._promote_pair(name, grad_output, output)
+    if not output.dtype.is_floating_point:
+        raise RuntimeError(f"{name}(): expected floating point operands, got {output.dtype.name} "
+                           "(it is the gradient of a float op); convert them first with .float()")
+    return grad_output, output
+
+
+def _tanh_backward(grad_output, output):
+    return grad_output * (1 - output * output)
+
+
+def _tanh_backward_rule(ctx, gg):
+    g, y = ctx.saved
+    need = ctx.needs_input_grad
+    return ((call_op("tanh_backward", (gg, y)) if need[0] else None),
+            (gg * g * y * -2 if need[1] else None))
+
+
+@op(decompose=_tanh_backward, derivative=_tanh_backward_rule, save="inputs")
+def tanh_backward(grad_output, output):
+    """tanh's gradient from its output y: grad_output * (1 - y * y), torch's aten::tanh_backward.
+
+    One op, so that a backend computes it in one pass (the decomposition is three ops, and a
+    chain of small tanh layers pays for each dispatch).
+    """
+    return call_op("tanh_backward", _output_backward_operands("tanh_backward", grad_output, output))
+
+
+def _sigmoid_backward(grad_output, output):
+    return grad_output * (1 - output) * output
+
+
+def _sigmoid_backward_rule(ctx, gg):
+    g, y = ctx.saved
+    need = ctx.needs_input_grad
+    return ((call_op("sigmoid_backward", (gg, y)) if need[0] else None),
+            (gg * g * (1 - y * 2) if need[1] else None))
+
+
+@op(decompose=_sigmoid_backward, derivative=_sigmoid_backward_rule, save="inputs")
+def sigmoid_backward(grad_output, output):
+    """sigmoid's gradient from its output y: grad_output * (1 - y) * y, torch's
+    aten::sigmoid_backward (one op, as tanh_backward)."""
+    return call_op("sigmoid_backward", _output_backward_operands("sigmoid_backward", grad_output, output))
+
+
 def _sigmoid(input):
     # Never exponentiate a large positive number: exp(-|x|) is in (0, 1].
     e = ew.exp(-ew.abs(input))
@@ -87,8 +142,12 @@ def _sigmoid(input):
     return ew.where(ew.ge(input, 0), p, e * p)
 
 
-@op(decompose=_sigmoid, derivative=lambda ctx, g: g * ctx.output * (1 - ctx.output), save="output",
-    exposed=_EVERYWHERE + _F, inplace=True, dtypes="integers -> default float")
+def _sigmoid_rule(ctx, g):
+    return call_op("sigmoid_backward", (g, ctx.output))
+
+
+@op(decompose=_sigmoid, derivative=_sigmoid_rule, save="output", exposed=_EVERYWHERE + _F, inplace=True,
+    dtypes="integers -> default float")
 def sigmoid(input):
     """1 / (1 + exp(-x)), computed without overflow."""
     return call_op("sigmoid", (as_float(input),))

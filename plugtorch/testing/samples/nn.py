@@ -403,8 +403,31 @@ def _threshold_backward(g):
     ]
 
 
+def _output_backward(name):
+    """tanh's or sigmoid's gradient op (grad_output, output) against torch's aten op of that name."""
+    def f(m, grad_output, output):
+        if is_torch(m):
+            return getattr(m.ops.aten, name)(grad_output, output)
+        from plugtorch.core.ops import activation
+        return getattr(activation, name)(grad_output, output)
+
+    def samples(g):
+        return [
+            Sample((g.randn(3, 4), g.uniform(3, 4)), call=f),
+            Sample((g.randn(2, 3, 5), g.uniform(2, 3, 5)), call=f, desc="3-d"),
+            Sample((g.randn(4, 3).T, g.uniform(4, 3).T), call=f, desc="transposed"),
+            Sample((g.randn(3, 4), g.uniform(4, 3)), call=f, raises=RuntimeError, desc="shapes differ"),
+            Sample((scalar(0.7), scalar(-0.4)), call=f),
+            Sample((empty(0, 3), empty(0, 3)), call=f),
+            Sample((g.ints(3), g.ints(3)), call=f, raises=RuntimeError, desc="integers"),
+        ]
+    return samples
+
+
 SAMPLES.update(windows=_windows, fold=_fold, max_pool2d=_max_pool2d, conv2d=_conv2d,
                avg_pool2d=_avg_pool2d, adaptive_avg_pool2d=_adaptive_avg_pool2d,
                conv2d_input_grad=_conv_grads("conv2d_input_grad"),
                conv2d_weight_grad=_conv_grads("conv2d_weight_grad"),
-               max_pool2d_backward=_max_pool2d_backward, threshold_backward=_threshold_backward)
+               max_pool2d_backward=_max_pool2d_backward, threshold_backward=_threshold_backward,
+               tanh_backward=_output_backward("tanh_backward"),
+               sigmoid_backward=_output_backward("sigmoid_backward"))

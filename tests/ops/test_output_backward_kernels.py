@@ -1,0 +1,83 @@
+"""tanh_backward and sigmoid_backward, the gradients of tanh and sigmoid from their outputs: the
+NumPy backend's kernels (NumPy passes in fused.py, one C pass in native/) equal the ops'
+decompositions bit for bit in every layout and float dtype, and tanh's, sigmoid's and an RNN
+cell's backward run them. (Against torch's aten ops, gradients and second gradients included:
+the conformance kit runs the ops' samples.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plugtorch as pt
+from plugtorch.core.ops import activation
+from plugtorch_backends.numpy_backend import fused, native
+
+OPS = ("tanh_backward", "sigmoid_backward")
+DECOMPOSITIONS = {"tanh_backward": activation._tanh_backward, "sigmoid_backward": activation._sigmoid_backward}
+NATIVE = native.kernels()
+KERNELS = [pytest.param(getattr(fused, name), name, id=f"numpy-{name}") for name in OPS] + [
+    pytest.param(NATIVE.get(name), name, id=f"native-{name}",
+                 marks=pytest.mark.skipif(not NATIVE, reason=native.status())) for name in OPS]
+
+
+def _layouts(rng, dtype):
+    base = rng.uniform(-1, 1, (4, 3, 5, 6)).astype(dtype)
+    yield "contiguous", base
+    yield "channel-major", np.ascontiguousarray(base.swapaxes(0, 1)).swapaxes(0, 1)
+    yield "strided", base[:, :, ::2]
+    yield "0-d", base[0, 0, 0, 0].reshape(())
+    yield "empty", base[:0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel,name", KERNELS)
+def test_the_kernel_is_the_decomposition(kernel, name, dtype):
+    rng = np.random.default_rng(0)
+    for layout, y in _layouts(rng, dtype):
+        g = np.empty_like(y)
+        g[...] = rng.standard_normal(y.shape)
+        got = kernel(g, y)
+        want = DECOMPOSITIONS[name](pt.tensor(g), pt.tensor(y)).numpy()
+        assert isinstance(got, np.ndarray) and got.dtype == want.dtype and got.shape == want.shape, layout
+        np.testing.assert_array_equal(got, want, err_msg=layout)
+        # a Fortran-ordered gradient with a C-ordered output: the NumPy passes, same values
+        np.testing.assert_array_equal(kernel(g.copy(order="F"), y), want, err_msg=layout + ", mixed")
+
+
+@pytest.mark.parametrize("op,name", [(pt.tanh, "tanh_backward"), (pt.sigmoid, "sigmoid_backward")])
+def test_the_activation_backward_runs_the_kernel(numpy_kernel_calls, op, name):
+    calls = numpy_kernel_calls(name)
+    x = pt.tensor([[-1.5, 0.25], [2.0, -0.5]], requires_grad=True)
+    op(x).sum().backward()
+    assert calls == [name]
+    y = op(x.detach()).numpy()
+    want = 1 - y * y if name == "tanh_backward" else y * (1 - y)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
+
+
+def test_an_lstm_cell_backward_goes_through_both(numpy_kernel_calls):
+    calls = numpy_kernel_calls(*OPS)
+    cell = pt.nn.LSTMCell(3, 4)
+    h, c = cell(pt.randn(2, 3))
+    (h.sum() + c.sum()).backward()
+    assert {"tanh_backward", "sigmoid_backward"} <= set(calls)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_operands_of_two_float_dtypes_promote(name):
+    g = pt.tensor([1.0, -2.0], dtype=pt.float64)
+    y = pt.tensor([0.5, 0.25], dtype=pt.float32)
+    out = getattr(activation, name)(g, y)
+    assert out.dtype is pt.float64
+    np.testing.assert_array_equal(out.numpy(), DECOMPOSITIONS[name](g, y.double()).numpy())
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_bad_operands_name_the_op(name):
+    fn = getattr(activation, name)
+    with pytest.raises(RuntimeError, match=rf"{name}: grad_output \[3\] and output \[2\]"):
+        fn(pt.ones(3), pt.ones(2))
+    with pytest.raises(RuntimeError, match=rf"{name}\(\): expected floating point operands, got int64"):
+        fn(pt.ones(2, dtype=pt.int64), pt.ones(2, dtype=pt.int64))
+    with pytest.raises(TypeError, match=rf"{name}\(\): grad_output and output must be Tensors"):
+        fn(pt.ones(2), [0.5, 0.5])
