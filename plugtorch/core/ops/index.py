@@ -23,6 +23,7 @@ def native_index(x, key):
         key = (key,)
     b = x._backend
     out, basic = [], True
+    spans = []  # the dims each entry covers: a bool mask as many as it has, None and ... none yet
     for k in key:
         if k is None or k is Ellipsis or isinstance(k, slice):
             if isinstance(k, slice):
@@ -30,10 +31,12 @@ def native_index(x, key):
                 if k.step is not None and k.step <= 0:
                     raise ValueError("step must be greater than zero")
             out.append(k)
+            spans.append(1 if isinstance(k, slice) else 0)
         elif isinstance(k, builtins.bool):
             raise IndexError("indexing with a Python bool is not supported; use a bool tensor mask")
         elif isinstance(k, builtins.int):
             out.append(k)
+            spans.append(1)
         else:
             if not isinstance(k, Tensor):
                 k = tensor(k, device=b.name)
@@ -51,32 +54,31 @@ def native_index(x, key):
                 k = k.to(int64)
             if k.ndim == 0 and k.dtype is int64:
                 out.append(int(k.item()))
+                spans.append(1)
                 continue
             out.append(k._data)
+            spans.append(k.ndim if k.dtype is bool_ else 1)
             basic = False
-    _check_ints(x, out)
+    _check_ints(x, out, spans)
     return tuple(out), basic
 
 
-def _check_ints(x, index):
+def _check_ints(x, index, spans):
     """Bounds-check plain integer indices so the error names the dimension, as torch's does."""
     shape = x._data.shape
-
-    def span(k):  # a bool mask covers as many dims as it has (a 0-d mask covers none)
-        return k.ndim if hasattr(k, "dtype") and str(k.dtype) == "bool" else 1
-    consumed = builtins.sum(span(k) for k in index if k is not None and k is not Ellipsis)
+    consumed = builtins.sum(spans)
     dim = 0
-    for k in index:
+    for k, span in zip(index, spans):
         if k is Ellipsis:
             dim += len(shape) - consumed
             continue
         if k is None:
             continue
-        if dim + span(k) > len(shape):
+        if dim + span > len(shape):
             raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
         if isinstance(k, builtins.int) and not -shape[dim] <= k < shape[dim]:
             raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {shape[dim]}")
-        dim += span(k)
+        dim += span
 
 
 def _getitem_rule(ctx, g):
