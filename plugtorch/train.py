@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 import plugtorch
 from plugtorch import distributed as dist
+from plugtorch import train_data
 from plugtorch import train_outputs as outputs
 from plugtorch import nn, optim
 from plugtorch.datasets import MNIST, FashionMNIST
@@ -205,9 +206,11 @@ class Trainer:
         if self.world.is_main:  # before any data is read: a missing package stops the run now
             outputs.check_available(cfg)
         self.local_batch = self.world.local_batch_size(cfg.batch_size)
-        self.train_set, self.test_set = self._datasets()
         ds_cls = DATASETS[cfg.dataset]
         self.mean, self.std = (ds_cls.mean, ds_cls.std) if cfg.normalize else (0.0, 1.0)
+        # normalised once here where the sets are in memory and small enough (train_data.py)
+        self.train_set, self.test_set, self._normalized = train_data.prepared(
+            *self._datasets(), self.mean, self.std)
 
         plugtorch.manual_seed(cfg.seed)
         self.model = MODELS[cfg.model]()
@@ -249,7 +252,8 @@ class Trainer:
         return train, test
 
     def _inputs(self, x, y):
-        x = (x - self.mean) / self.std if self.cfg.normalize else x
+        if self.cfg.normalize and not self._normalized:
+            x = train_data.normalize(x, self.mean, self.std)
         return x.to(self.device), y.to(self.device)
 
     def log(self, msg: str) -> None:

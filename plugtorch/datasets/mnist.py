@@ -78,8 +78,12 @@ class MNIST(Dataset):
         if self.transform is not None or self.target_transform is not None:
             return default_collate([self[int(i)] for i in indices])
         idx = _index_tensor(indices, like=self.data)
-        images = (self.data[idx].to(float32) / 255.0).unsqueeze(1)
-        return [images, self.targets[idx]]
+        return [self.scaled(self.data[idx]), self.targets[idx]]
+
+    @staticmethod
+    def scaled(images):
+        """uint8 images [B, H, W] as float32 [B, 1, H, W] in [0, 1], as ``get_batch`` gives them."""
+        return (images.to(float32) / 255.0).unsqueeze(1)
 
     def __repr__(self) -> str:
         return (f"Dataset {type(self).__name__}\n    Number of datapoints: {len(self)}\n"

@@ -7,6 +7,8 @@ sequence for a seed would depend on the backend in use.
 """
 from __future__ import annotations
 
+import itertools
+
 from ...core.device import current_backend
 from ...core.ops.creation import randint, randperm
 from ...core.plugins import get_registry
@@ -125,13 +127,11 @@ class BatchSampler(Sampler):
         self.drop_last = drop_last
 
     def __iter__(self):
-        batch = []
-        for idx in self.sampler:
-            batch.append(idx)
-            if len(batch) == self.batch_size:
-                yield batch
-                batch = []
-        if batch and not self.drop_last:
+        indices, size = iter(self.sampler), self.batch_size
+        while True:  # islice fills each batch in C: this runs once per sample of every epoch
+            batch = list(itertools.islice(indices, size))
+            if len(batch) < size and (not batch or self.drop_last):
+                return
             yield batch
 
     def __len__(self) -> int:
