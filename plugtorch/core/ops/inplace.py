@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..dispatch import call_op, wrap
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..optable import op, public
+from ..optable import TABLE, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import move
@@ -41,7 +41,12 @@ def _check_leaf(x, op_name):
 def _tracking(x, *others) -> bool:
     if not _grad.enabled:
         return False
-    return x.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others)
+    if x.requires_grad:
+        return True
+    for o in others:
+        if isinstance(o, Tensor) and o.requires_grad:
+            return True
+    return False
 
 
 def _alias(x):
@@ -76,11 +81,74 @@ def _commit(x, result, op_name, tracking):
     return x
 
 
+# Elementwise primitives whose kernel, given a floating tensor and an operand of its dtype (or a
+# Python number), computes in that dtype and nothing else: with no graph to keep, their backend's
+# out= variant writes the result straight into the tensor (ops with dtype checks of their own,
+# comparisons and bitwise ops stay on the general path).
+_WRITES_IN_PLACE = frozenset({
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "copysign",
+    "neg", "exp", "log", "log1p", "expm1", "sqrt", "abs", "sign", "sin", "cos", "tan", "tanh", "asin",
+    "acos", "atan", "asinh", "acosh", "atanh", "floor", "ceil", "round"})
+_NUMBER = (int, float, bool)
+
+
+def _into(x, op_name, args, kwargs):
+    """``x`` with the op written into its memory by the backend's out= variant, or None where
+    that is not the op's exact result (then the general path runs: it computes out of place and
+    copies back). Runs only without a graph to keep, so no node saved ``x``'s old value."""
+    d = TABLE.get(op_name)
+    if d is None or d.primitive not in _WRITES_IN_PLACE or not x.dtype.is_floating_point:
+        return None
+    b = x._backend
+    variant = b.out_variants.get(d.primitive)
+    # a kernel registered over the primitive, or plugtorch.compile's recording wrappers, must run
+    if variant is None or b.kernels.get(d.name) is not b.primitives.get(d.primitive):
+        return None
+    if kwargs:
+        if d.name not in ("add", "sub") or kwargs.keys() != {"alpha"} or len(args) != 1:
+            return None
+        alpha = kwargs["alpha"]
+        if alpha != 1:  # what add's and sub's public function does with it
+            args = (args[0] * alpha,)
+    if len(args) == 0:
+        operands = (x._data,)
+    elif len(args) == 1:
+        other = args[0]
+        if isinstance(other, Tensor):
+            if other._backend is not b or other.dtype is not x.dtype:
+                return None
+            if other._data.shape != x._data.shape:
+                try:
+                    if broadcast_shapes(x.shape, other.shape) != x.shape:
+                        return None
+                except (RuntimeError, ValueError):
+                    return None
+            operands = (x._data, other._data)
+        elif type(other) in _NUMBER:
+            operands = (x._data, other)
+        else:
+            return None
+    else:
+        return None
+    try:
+        variant(*operands, out=x._data)
+    except ValueError:  # read-only memory (an expanded view): the general path says so
+        return None
+    x._vc[0] += 1
+    return x
+
+
 def inplace(fn, name):
     """``x.<name>(*args)``: ``x = fn(x, *args)`` done in place."""
+    op_name = name[:-1]
+
     def method(x, *args, **kwargs):
+        tracking = _tracking(x, *args, *kwargs.values()) if kwargs else _tracking(x, *args)
+        if not tracking:  # no graph, so _check_leaf has nothing to refuse
+            done = _into(x, op_name, args, kwargs)
+            if done is not None:
+                return done
         _check_leaf(x, name)
-        tracking = _tracking(x, *args, *kwargs.values())
         result = fn(_alias(x) if tracking else x, *args, **kwargs)
         return _commit(x, result, name, tracking)
     method.__name__ = method.__qualname__ = name
