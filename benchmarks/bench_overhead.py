@@ -38,6 +38,28 @@ def test_add_torch(benchmark):
     benchmark(lambda: a + b)
 
 
+@pytest.mark.benchmark(group="add_ (8,8) in place, no graph")
+def test_add_inplace_plugtorch(benchmark):
+    a = plugtorch.zeros(*SHAPE)
+    b = plugtorch.randn(*SHAPE) * 1e-3
+    benchmark(a.add_, b)
+
+
+@pytest.mark.benchmark(group="add_ (8,8) in place, no graph")
+def test_add_inplace_numpy(benchmark):
+    a = np.zeros(SHAPE, np.float32)
+    b = (np.random.randn(*SHAPE) * 1e-3).astype(np.float32)
+    benchmark(lambda: np.add(a, b, out=a))
+
+
+@pytest.mark.benchmark(group="add_ (8,8) in place, no graph")
+def test_add_inplace_torch(benchmark):
+    torch = _torch()
+    a = torch.zeros(*SHAPE)
+    b = torch.randn(*SHAPE) * 1e-3
+    benchmark(a.add_, b)
+
+
 def _chain(a, b):
     """10 ops (alternating add and mul+tanh), a sum, and backward."""
     y = a

@@ -12,7 +12,11 @@ The loops run on one thread. OpenMP was tried (2026-11-25): on 2 cores its threa
 OpenBLAS's spin against each other, and with libgomp's default waiting a CNN step took 72 ms
 instead of 13.7; with passive waiting it took 13.4, no real gain in a step whose BLAS calls
 keep the other core busy; and a forked child (a DataLoader worker) hung in libgomp unless
-guarded. A pool shared with BLAS is what threading these kernels would need.
+guarded. Splitting max-pool (forward and backward) and relu over the batch on two Python
+threads, each half written into one output (the loops release the GIL), was tried too
+(2026-11-26): alone, relu on 6 MiB went from 520 to 350 us, but a CNN step with 2 BLAS threads
+took 12.5 ms instead of 12.0 (12.4 against 12.55 with OPENBLAS_THREAD_TIMEOUT=4, which slows
+the GEMMs instead). A pool shared with BLAS is what threading these kernels would need.
 """
 from __future__ import annotations
 
