@@ -122,3 +122,31 @@ def test_a_compiled_step_replays_the_update():
         for _ in range(3):
             compiled()
     np.testing.assert_array_equal(p.numpy(), [-1.5] * 4)  # each replay made the update
+
+
+@pytest.mark.parametrize("write", [
+    lambda x: x.add_(1), lambda x: x.mul_(pt.ones(2, 3)), lambda x: x.zero_(), lambda x: x.fill_(2.0),
+    lambda x: x.copy_(pt.ones(2, 3)), lambda x: x.__setitem__(0, 5.0), lambda x: x.clamp_(0, 1),
+    lambda x: x.normal_()], ids=["add_", "mul_", "zero_", "fill_", "copy_", "setitem", "clamp_", "normal_"])
+@pytest.mark.parametrize("tracked", [False, True], ids=["no graph", "in a graph"])
+def test_writing_into_an_expanded_view_is_refused_as_torch_does(write, tracked):
+    # NumPy would raise its own read-only error; CuPy would let the writes race
+    leaf = pt.tensor([1.0, 2.0, 3.0], requires_grad=tracked)
+    base = leaf * 1
+    with pytest.raises(RuntimeError, match=r"more than one element of the written-to tensor \(shape \[2, 3\], "
+                                           r"strides \[0, 1\]\) refers to a single memory location.*clone\(\)"):
+        write(base.expand(2, 3))
+    np.testing.assert_array_equal(base.detach().numpy(), [1, 2, 3])
+
+
+def test_size_one_dims_with_stride_zero_are_fine():
+    x = pt.ones(1, 3).expand(1, 3)
+    x.add_(1)
+    np.testing.assert_array_equal(x.numpy(), [[2, 2, 2]])
+
+
+def test_an_empty_tensor_with_zero_strides_takes_writes():
+    x = pt.zeros(0, 3).expand(0, 3)
+    x.add_(1)
+    x[...] = 2.0
+    assert x.shape == (0, 3)

@@ -38,6 +38,20 @@ def _check_leaf(x, op_name):
         )
 
 
+def _check_overlap(x, op_name):
+    """Refuse to write into a tensor whose elements share memory (an expand()ed view), as torch
+    does: NumPy would raise its own read-only error, and CuPy would race its writes."""
+    strides = getattr(x._data, "strides", None)  # NumPy's and CuPy's arrays: a 0 is rare and cheap to spot
+    if strides is not None and 0 not in strides:
+        return
+    from .shape import _strides
+    if 0 not in x.shape and any(st == 0 and n > 1 for n, st in zip(x.shape, _strides(x))):  # (empty: no elements)
+        raise RuntimeError(
+            f"{op_name}: unsupported operation: more than one element of the written-to tensor "
+            f"(shape {list(x.shape)}, strides {list(_strides(x))}) refers to a single memory location. "
+            "Please clone() the tensor before performing the operation.")
+
+
 def _tracking(x, *others) -> bool:
     if not _grad.enabled:
         return False
@@ -143,6 +157,7 @@ def inplace(fn, name):
     op_name = name[:-1]
 
     def method(x, *args, **kwargs):
+        _check_overlap(x, name)
         tracking = _tracking(x, *args, *kwargs.values()) if kwargs else _tracking(x, *args)
         if not tracking:  # no graph, so _check_leaf has nothing to refuse
             done = _into(x, op_name, args, kwargs)
@@ -160,6 +175,7 @@ def inplace(fn, name):
 def copy_(input, src, non_blocking=False):
     """Write ``src`` (broadcast, cast and moved as needed) into ``input``."""
     _check_leaf(input, "copy_")
+    _check_overlap(input, "copy_")
     tracking = _tracking(input, src)
     if src._backend is not input._backend:
         src = move(src, input._backend)
@@ -174,6 +190,7 @@ def copy_(input, src, non_blocking=False):
 
 def _fill_in_place(x, value, op_name):
     _check_leaf(x, op_name)
+    _check_overlap(x, op_name)
     x._backend.primitives["setitem"](x._data, (Ellipsis,), value)
     if _grad.enabled and x.grad_fn is not None:
         x.grad_fn, x.requires_grad = None, False  # a constant does not depend on anything
@@ -266,6 +283,7 @@ def index_fill(input, index, value):
 def setitem(x, key, value):
     """``x[key] = value``."""
     _check_leaf(x, "__setitem__")
+    _check_overlap(x, "__setitem__")
     index, _ = native_index(x, key)
     b = x._backend
     if isinstance(value, Tensor):
