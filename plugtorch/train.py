@@ -210,7 +210,7 @@ class Trainer:
         self.mean, self.std = (ds_cls.mean, ds_cls.std) if cfg.normalize else (0.0, 1.0)
         # normalised once here where the sets are in memory and small enough (train_data.py)
         self.train_set, self.test_set, self._normalized = train_data.prepared(
-            *self._datasets(), self.mean, self.std)
+            *self._datasets(), self.mean, self.std, ranks=self.world.size)
 
         plugtorch.manual_seed(cfg.seed)
         self.model = MODELS[cfg.model]()

@@ -43,6 +43,8 @@ def test_sets_over_the_limit_or_with_transforms_stay_as_given(mnist, monkeypatch
     monkeypatch.setattr(train_data, "LIMIT_BYTES", 4 * 784 * (len(train_set) + len(test_set)) - 1)
     assert train_data.prepared(train_set, test_set, MEAN, STD) == (train_set, test_set, False)
     monkeypatch.undo()
+    assert train_data.prepared(train_set, test_set, MEAN, STD, ranks=4)[2] is False  # 4 x 219 MiB
+    assert train_data.prepared(Subset(train_set, range(100)), test_set, MEAN, STD, ranks=4)[2] is True
     transformed = MNIST(train_set.root, train=False, transform=lambda x: x)
     assert train_data.prepared(train_set, transformed, MEAN, STD) == (train_set, transformed, False)
 
