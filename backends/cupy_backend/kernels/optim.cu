@@ -1,23 +1,12 @@
 // The optimizer updates, one launch per parameter, in place: Adam/AdamW (adam_step_) and SGD
 // with momentum (sgd_step_). Each element goes through the NumPy kernel's operations in its
 // order (backends/numpy_backend/fused_optim.py), with every scalar rounded to T on the host as
-// it rounds them, so the two agree bit for bit: on a GPU the additions and products go
-// through the _rn intrinsics, which the compiler may not fuse into an FMA (one rounding
-// fewer than NumPy's). Division and sqrt are IEEE-rounded by default (no fast math).
+// it rounds them, so the two agree bit for bit (rounding.cuh: no FMA contraction). Division
+// and sqrt are IEEE-rounded by default (no fast math).
 // Grid-stride over n elements; all arrays C-contiguous, of one dtype and n elements.
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
-__device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-#else  // the CPU build of the same source (plugtorch.testing.cuda_cpu): ISO C++ does not contract
-template <class T> inline T add_rn(T a, T b) { return a + b; }
-template <class T> inline T sub_rn(T a, T b) { return a - b; }
-template <class T> inline T mul_rn(T a, T b) { return a * b; }
-#endif
+#include "rounding.cuh"
+
 __device__ __forceinline__ float sqrt_(float v) { return sqrtf(v); }
 __device__ __forceinline__ double sqrt_(double v) { return sqrt(v); }
 
