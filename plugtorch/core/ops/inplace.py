@@ -146,7 +146,7 @@ def _into(x, op_name, args, kwargs):
         return None
     try:
         variant(*operands, out=x._data)
-    except ValueError:  # read-only memory (an expanded view): the general path says so
+    except ValueError:  # read-only memory (a NumPy array wrapped as it was): the general path says so
         return None
     x._vc[0] += 1
     return x
