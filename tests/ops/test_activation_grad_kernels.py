@@ -1,8 +1,10 @@
-"""tanh_backward and sigmoid_backward, the gradients of tanh and sigmoid from their outputs: the
-NumPy backend's kernels (NumPy passes in fused.py, one C pass in native/) equal the ops'
-decompositions bit for bit in every layout and float dtype, and tanh's, sigmoid's and an RNN
-cell's backward run them. (Against torch's aten ops, gradients and second gradients included:
-the conformance kit runs the ops' samples.)"""
+"""The activations' gradient ops, threshold_backward (relu's), tanh_backward and sigmoid_backward:
+the NumPy backend's kernels (NumPy passes in fused.py, one C pass in native/) equal the ops'
+decompositions bit for bit in every layout and float dtype (the native threshold_backward gives
+0, not nan, where the gradient is not finite and the input is at or below the threshold, as
+torch does), and relu's, tanh's, sigmoid's and an LSTM cell's backward run them. (Against
+torch's aten ops, gradients and second gradients included: the conformance kit runs the ops'
+samples.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 import plugtorch as pt
 from plugtorch.core.ops import activation
+from plugtorch.core.ops.activation import _threshold_backward
 from plugtorch_backends.numpy_backend import fused, native
 
 OPS = ("tanh_backward", "sigmoid_backward")
@@ -81,3 +84,45 @@ def test_bad_operands_name_the_op(name):
         fn(pt.ones(2, dtype=pt.int64), pt.ones(2, dtype=pt.int64))
     with pytest.raises(TypeError, match=rf"{name}\(\): grad_output and output must be Tensors"):
         fn(pt.ones(2), [0.5, 0.5])
+
+
+@pytest.mark.skipif(not NATIVE, reason=native.status())
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threshold", [0, 0.25])
+def test_threshold_kernel_is_the_decomposition(dtype, threshold):
+    rng = np.random.default_rng(0)
+    for name, x in _layouts(rng, dtype):
+        g = np.empty_like(x)
+        g[...] = rng.standard_normal(x.shape)
+        got = NATIVE["threshold_backward"](g, x, threshold=threshold)
+        want = _threshold_backward(pt.tensor(g), pt.tensor(x), threshold=threshold).numpy()
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        if name in ("contiguous", "channel-major"):  # handed back in the input's layout
+            assert got.strides == x.strides, name
+
+
+@pytest.mark.skipif(not NATIVE, reason=native.status())
+def test_threshold_mixed_layouts_and_dtypes_take_the_formula():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    for g in (np.asfortranarray(rng.standard_normal((5, 4)).astype(np.float32)),
+              rng.standard_normal((5, 4))):
+        np.testing.assert_array_equal(NATIVE["threshold_backward"](g, x, threshold=0),
+                                      g * (x > 0).astype(g.dtype))
+
+
+@pytest.mark.skipif(not NATIVE, reason=native.status())
+def test_no_nan_below_the_threshold():
+    x = np.array([-1.0, 0.0, 2.0], np.float32)
+    g = np.array([np.inf, np.nan, np.inf], np.float32)
+    np.testing.assert_array_equal(NATIVE["threshold_backward"](g, x, threshold=0), [0, 0, np.inf])
+
+
+@pytest.mark.skipif(not NATIVE, reason=native.status() + " (the NumPy passes have no threshold_backward)")
+def test_relu_backward_runs_the_kernel(numpy_kernel_calls):
+    calls = numpy_kernel_calls("threshold_backward")
+    x = pt.tensor([[-1.0, 2.0], [3.0, -4.0]], requires_grad=True)
+    pt.relu(x).sum().backward()
+    assert calls == ["threshold_backward"]
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 1], [1, 0]])
