@@ -3,15 +3,18 @@
 Two cases:
 
 * No graph involved (grad mode off, or nothing requires grad — optimizer steps,
-  initialisation): the result is written into the tensor's memory with the
-  ``setitem`` primitive, so views see it and no memory is allocated.
+  initialisation): the result lands in the tensor's memory, so views see it. An
+  elementwise op whose kernel is the backend's primitive writes it there directly
+  through the primitive's out= variant (``_into``); any other op is computed and then
+  copied in with the ``setitem`` primitive.
 * The graph is involved: the op is computed out of place from an alias of the
   old value, and the tensor is rebound to the result and its graph node. The
   old memory is never overwritten, so nodes that saved it stay correct.
 
 Either way the version counter is bumped, so a backward that needs the old
 value of a tensor modified since raises torch's "modified by an inplace
-operation" error instead of computing a wrong gradient.
+operation" error instead of computing a wrong gradient; and a tensor whose
+elements share memory (an ``expand()``ed view) is refused first, as torch refuses it.
 
 ``Tensor.<op>_`` for every op declared ``inplace=True`` is ``inplace(op)``; the two ops
 declared here (``index_put``, ``index_fill``) are the out-of-place forms of ``x[i] = v``.
