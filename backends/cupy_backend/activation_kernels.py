@@ -14,23 +14,17 @@ from typing import Callable
 
 import numpy
 
+from plugtorch_backends.numpy_backend.layout import dense_alike, flat_views
+
 from .modules import THREADS, blocks, kernel_finder
 
 _FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
 
 
-def _memory_order(a) -> tuple:
-    """``a``'s dims from the largest stride down: ``a.transpose()`` of them is C-contiguous
-    where ``a`` fills its memory without gaps in some order."""
-    return tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
-
-
-def _one_layout(first, second) -> bool:
-    """Two float operands the kernel can run on flat: one dtype, one shape, one dense layout (so
-    element i of each, and of an ``empty_like`` output, is at the same place in memory)."""
-    return (first.dtype in _FLOATS and second.dtype == first.dtype and first.shape == second.shape
-            and first.strides == second.strides
-            and (first.flags.c_contiguous or first.transpose(_memory_order(first)).flags.c_contiguous))
+def _flat(first, second) -> bool:
+    """Whether the kernel runs on the two operands' flat memory: floats of one dtype laid out
+    alike and densely (``numpy_backend.layout``)."""
+    return first.dtype in _FLOATS and second.dtype == first.dtype and dense_alike(first, second)
 
 
 def make_kernels(xp, load: Callable) -> dict[str, Callable]:
@@ -41,24 +35,23 @@ def make_kernels(xp, load: Callable) -> dict[str, Callable]:
         a, b = xp.asarray(a), xp.asarray(b)  # (a NumPy scalar from the CPU tests' 0-d results)
         out = xp.empty_like(a)  # a's layout (order 'K'), so the flat memories line up
         if a.size:
-            axes = _memory_order(a)  # the C-contiguous views of the three memories, in one order
-            flat = [v.transpose(axes) for v in (a, b, out)]
+            flat = flat_views(a, b, out)
             find("activation_grads", name, a.dtype)((blocks(a.size),), (THREADS,),
                                                     (flat[0], flat[1], *scalars, flat[2], numpy.int64(a.size)))
         return out
 
     def threshold_backward(grad_output, input, *, threshold):
-        if _one_layout(grad_output, input):
+        if _flat(grad_output, input):
             return launch("threshold_backward", grad_output, input, input.dtype.type(threshold))
         return grad_output * (input > threshold).astype(grad_output.dtype)
 
     def tanh_backward(grad_output, output):
-        if _one_layout(grad_output, output):
+        if _flat(grad_output, output):
             return launch("tanh_backward", grad_output, output)
         return grad_output * (1 - output * output)
 
     def sigmoid_backward(grad_output, output):
-        if _one_layout(grad_output, output):
+        if _flat(grad_output, output):
             return launch("sigmoid_backward", grad_output, output)
         return grad_output * (1 - output) * output
 

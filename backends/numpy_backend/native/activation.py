@@ -6,49 +6,36 @@ from __future__ import annotations
 import numpy as np
 
 from .. import fused
+from ..layout import dense_alike, flat_views
 from . import FLOATS, _kernels
 
 
-def _memory_order(x):
-    """``x`` transposed so that its dims run in memory order (a C-contiguous view where ``x`` is
-    dense in any order, such as a convolution's channel-major output), and the axes used."""
-    axes = tuple(sorted(range(x.ndim), key=lambda i: -x.strides[i]))
-    return x.transpose(axes), axes
-
-
-def threshold_backward(grad_output, input, *, threshold):
-    if input.dtype in FLOATS and grad_output.dtype == input.dtype:
-        if input.flags.c_contiguous and grad_output.flags.c_contiguous:  # the common case, kept cheap
-            out = np.empty_like(input)
-            _kernels.threshold_backward(grad_output, input, threshold, out)
-            return out
-        if grad_output.strides == input.strides:
-            x, axes = _memory_order(input)
-            if x.flags.c_contiguous:
-                out = np.empty_like(x)
-                _kernels.threshold_backward(grad_output.transpose(axes), x, threshold, out)
-                inverse = [0] * len(axes)
-                for i, a in enumerate(axes):
-                    inverse[a] = i
-                return out.transpose(inverse)
-    # other dtypes and layouts: the decomposition's formula
+def _threshold_formula(grad_output, input, *, threshold):
     return grad_output * (input > threshold).astype(grad_output.dtype)
 
 
-def _output_backward(c_kernel, numpy_kernel):
-    """A kernel of (grad_output, output) that runs ``c_kernel`` where both are C-contiguous floats
-    of one dtype (what the engine hands over) and ``numpy_kernel``, the same rounding, elsewhere."""
-    def kernel(grad_output, output):
-        if (output.dtype in FLOATS and grad_output.dtype == output.dtype and output.flags.c_contiguous
-                and grad_output.flags.c_contiguous):
-            out = np.empty_like(output)
-            c_kernel(grad_output, output, out)
-            return out
-        return numpy_kernel(grad_output, output)
-    kernel.__name__ = kernel.__qualname__ = numpy_kernel.__name__
+def _flat_kernel(c_kernel, numpy_kernel):
+    """A kernel of (grad_output, x) and the op's attrs that runs ``c_kernel`` on floats of one
+    dtype laid out alike and densely (C order, what the engine mostly hands over, checked
+    first and cheaply; or a convolution's channel-major layout) and ``numpy_kernel``, the same
+    values, elsewhere. The result is laid out as ``x``."""
+    def kernel(grad_output, x, **attrs):
+        if x.dtype in FLOATS and grad_output.dtype == x.dtype:
+            if x.flags.c_contiguous and grad_output.flags.c_contiguous:
+                out = np.empty_like(x)
+                c_kernel(grad_output, x, *attrs.values(), out)
+                return out
+            if dense_alike(grad_output, x):
+                out = np.empty_like(x)  # x's layout (order 'K')
+                g, v, o = flat_views(grad_output, x, out)
+                c_kernel(g, v, *attrs.values(), o)
+                return out
+        return numpy_kernel(grad_output, x, **attrs)
+    kernel.__name__ = kernel.__qualname__ = c_kernel.__name__
     return kernel
 
 
 assert _kernels is not None, "imported by native.kernels() only once the extension has loaded"
-tanh_backward = _output_backward(_kernels.tanh_backward, fused.tanh_backward)
-sigmoid_backward = _output_backward(_kernels.sigmoid_backward, fused.sigmoid_backward)
+threshold_backward = _flat_kernel(_kernels.threshold_backward, _threshold_formula)
+tanh_backward = _flat_kernel(_kernels.tanh_backward, fused.tanh_backward)
+sigmoid_backward = _flat_kernel(_kernels.sigmoid_backward, fused.sigmoid_backward)

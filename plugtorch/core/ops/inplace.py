@@ -30,7 +30,7 @@ from ._args import broadcast_shapes
 from .conversion import move
 from .creation import tensor
 from .index import getitem_native, native_index
-from .shape import clone
+from .shape import _strides, clone
 
 
 def _check_leaf(x, op_name):
@@ -47,7 +47,6 @@ def _check_overlap(x, op_name):
     strides = getattr(x._data, "strides", None)  # NumPy's and CuPy's arrays: a 0 is rare and cheap to spot
     if strides is not None and 0 not in strides:
         return
-    from .shape import _strides
     if 0 not in x.shape and any(st == 0 and n > 1 for n, st in zip(x.shape, _strides(x))):  # (empty: no elements)
         raise RuntimeError(
             f"{op_name}: unsupported operation: more than one element of the written-to tensor "
