@@ -1,7 +1,10 @@
 """The conformance kit itself: it catches wrong ops, and it picks up a plugin's ops with no new test code."""
 from __future__ import annotations
 
+import re
 import textwrap
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ import plugtorch
 from plugtorch.core.registry import OpDef
 from plugtorch.testing import (ConformanceError, Sample, Waiver, bare_backend, check_coverage,
                                check_forward, check_gradcheck, remove_backend)
+from plugtorch.testing import kit
 from plugtorch.testing.kit import check_float32
 
 pytest_plugins = ["pytester"]
@@ -170,3 +174,23 @@ def test_an_op_that_writes_into_its_input_is_caught(backend):
     op = OpDef("kit_scribble", decompose=scribble)
     with pytest.raises(ConformanceError, match="modified its input 0"):
         check_forward(op, Sample((np.ones(3),), ref=np.zeros_like, grad=False), backend)
+
+
+def test_the_reference_torch_is_the_one_pyproject_pins():
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    pinned = re.search(r'"torch==(\d+)\.(\d+)', text)
+    assert pinned and tuple(map(int, pinned.groups())) == kit.REFERENCE_TORCH
+
+
+def test_a_sample_an_older_reference_torch_cannot_compute_is_skipped_saying_why():
+    def compute():
+        raise RuntimeError("derivative for aten::aminmax is not implemented")
+    older = types.SimpleNamespace(__version__="2.11.0+cu130")
+    with pytest.raises(pytest.skip.Exception, match=r"op 'aminmax', sample \[0\]: the reference torch 2\.11\.0 "
+                       r"cannot compute this sample \(RuntimeError: derivative for aten::aminmax is not "
+                       r"implemented\); the samples are written against torch 2\.13"):
+        kit._on_torch(older, "op 'aminmax', sample [0]", compute)
+    assert kit._on_torch(older, "op", lambda: 3) == 3
+    for current in ("2.13.0+cpu", "2.14.1", "3.0.0"):  # there, the error is the sample's or the op's
+        with pytest.raises(RuntimeError, match="aminmax"):
+            kit._on_torch(types.SimpleNamespace(__version__=current), "op", compute)
