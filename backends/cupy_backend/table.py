@@ -17,7 +17,7 @@ import numpy
 
 from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_out_variants, make_table
 
-from . import activation_kernels, bounds, conv_kernels, loss_kernels, optim_kernels, philox
+from . import activation_kernels, binary_kernels, bounds, conv_kernels, loss_kernels, optim_kernels, philox
 from .fusion import ElementwiseFuser
 
 
@@ -31,6 +31,7 @@ def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Calla
     table = make_table(xp, to_host=to_host, from_host_array=from_host_array, ufunc_out=False,
                        add_at=add_at, as_strided=as_strided, erf=erf)
     table.update(bounds.checked(xp, table))  # CuPy wraps bad indices: check them in debug mode
+    table.update(binary_kernels.make_primitives(xp, load, table))  # 16-byte loads for large operands
     table.update(philox.make_random_primitives(xp, load))
     return table
 
