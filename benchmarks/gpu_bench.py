@@ -6,7 +6,8 @@ Device times come from CUDA events, host-side overhead from perf_counter around 
 followed by one synchronisation; every figure is a median of repeats after warm-up. TF32 is
 off on both sides. Targets (issue 10): a + b on (8, 8) <= 1.5x raw CuPy; a 2**26-element add
 >= 0.8x PyTorch's bandwidth; a 4096^2 float32 matmul >= 0.9x PyTorch's FLOP rate; MNIST CNN
-step <= 3x PyTorch+cuDNN at batch 512 and <= 4x at 64; MLP step <= 3x.
+step <= 3x PyTorch+cuDNN at batch 512 and <= 4x at 64; MLP step <= 3x. Each step is timed
+eagerly and under plugtorch.compile ("plugtorch_compiled", "ratio_compiled").
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import cupy
 import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch.train import CNN, MLP
+from plugtorch_backends.cupy_backend import binary_kernels
 
 REPEATS = 7
 
@@ -71,7 +73,9 @@ def torch_time(torch, fn, reps=20):
     return event_time(fn, events, lambda start, end: start.elapsed_time(end), reps)
 
 
-def plugtorch_step(model_name, batch):
+def plugtorch_step(model_name, batch, compiled=False):
+    """One Adam step; compiled: under plugtorch.compile (replayed, elementwise chains fused into
+    one generated kernel each), warmed up and captured so the timing sees replays only."""
     model = (CNN(dropout=0.0) if model_name == "cnn" else MLP()).to("cupy")
     opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
     shape = (batch, 1, 28, 28) if model_name == "cnn" else (batch, 784)
@@ -82,6 +86,11 @@ def plugtorch_step(model_name, batch):
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
+    if compiled:
+        step = plugtorch.compile(step, fullgraph=True)
+        step()
+        step()
+        assert step.captures == 1
     return step
 
 
@@ -138,13 +147,31 @@ def main() -> int:
         results["add_2^26_GBps"]["torch"] = gbs(torch_time(torch, lambda: ta + tb))
         tm = torch.randn(4096, 4096, device="cuda")
         results["matmul_4096_TFLOPs"]["torch"] = tflops(torch_time(torch, lambda: tm @ tm, reps=5))
+    # where the CuPy backend's wide-load add (binary_kernels, from MIN_ELEMENTS up) starts to pay:
+    # device microseconds per float32 add, plugtorch beside the CuPy ufunc, from 2**12 to 2**26
+    # ("wide_kernel": the kernel at every size, MIN_ELEMENTS set aside)
+    sweep = results["add_by_size_us"] = {}
+    add, threshold = plugtorch.get_registry().backends["cupy"].primitives["add"], binary_kernels.MIN_ELEMENTS
+    for k in range(12, 27, 2):
+        a, b = plugtorch.randn(2 ** k, device="cupy"), plugtorch.randn(2 ** k, device="cupy")
+        sweep[f"2^{k}"] = {"plugtorch": 1e3 * cupy_time(lambda a=a, b=b: a + b),
+                           "cupy": 1e3 * cupy_time(lambda a=a, b=b: a._data + b._data)}
+        binary_kernels.MIN_ELEMENTS = 0
+        sweep[f"2^{k}"]["wide_kernel"] = 1e3 * cupy_time(lambda a=a, b=b: add(a._data, b._data))
+        binary_kernels.MIN_ELEMENTS = threshold
+        if torch is not None:
+            ta, tb = torch.randn(2 ** k, device="cuda"), torch.randn(2 ** k, device="cuda")
+            sweep[f"2^{k}"]["torch"] = 1e3 * torch_time(torch, lambda ta=ta, tb=tb: ta + tb)
     for model_name, batch in (("cnn", 512), ("cnn", 64), ("mlp", 64), ("mlp", 128)):
         key = f"{model_name}_step_b{batch}_ms"
-        results[key] = {"plugtorch": 1e3 * host_time(plugtorch_step(model_name, batch), sync, calls=20)}
+        results[key] = {"plugtorch": 1e3 * host_time(plugtorch_step(model_name, batch), sync, calls=20),
+                        "plugtorch_compiled": 1e3 * host_time(plugtorch_step(model_name, batch, compiled=True),
+                                                              sync, calls=20)}
         if torch is not None:
             results[key]["torch"] = 1e3 * host_time(torch_step(torch, model_name, batch), torch.cuda.synchronize,
                                                     calls=20)
             results[key]["ratio"] = results[key]["plugtorch"] / results[key]["torch"]
+            results[key]["ratio_compiled"] = results[key]["plugtorch_compiled"] / results[key]["torch"]
     print(json.dumps(results, indent=1))
     return 0
 
