@@ -56,6 +56,8 @@ Loader = Callable[[str], Any]
 
 # Entry points are written once per dtype: ``<name>_f32``, ``<name>_f64``, ...
 DTYPE_SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+_WORK_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+_F16 = numpy.dtype(numpy.float16)
 
 
 def kernel_finder(load: Loader) -> Callable[[str, str, Any], Any]:
@@ -64,10 +66,13 @@ def kernel_finder(load: Loader) -> Callable[[str, str, Any], Any]:
     found: dict[tuple, Any] = {}
 
     def find(stem: str, name: str, dtype):
-        key = (stem, name, dtype.name)
-        if key not in found:
-            found[key] = load(stem).get_function(f"{name}_{DTYPE_SUFFIX[dtype.name]}")
-        return found[key]
+        # keyed by the dtype itself: NumPy's ``dtype.name`` is Python code (about 2 us a call, 36
+        # calls in a GPU CNN step when every launch asked for it)
+        key = (stem, name, dtype)
+        kernel = found.get(key)
+        if kernel is None:
+            kernel = found[key] = load(stem).get_function(f"{name}_{DTYPE_SUFFIX[numpy.dtype(dtype).name]}")
+        return kernel
     return find
 
 
@@ -83,10 +88,10 @@ def float_work_dtype(dtype, refusal: str):
     """The dtype a floating kernel computes ``dtype`` in: float32/float64 as they are, float16 in
     float32 (rounded back once); anything else is a TypeError, ``refusal`` formatted with its name."""
     dtype = numpy.dtype(dtype)
-    if dtype.name in ("float32", "float64"):
+    if dtype in _WORK_FLOATS:  # (compared as dtypes: see kernel_finder on dtype.name)
         return dtype
-    if dtype.name == "float16":
-        return numpy.dtype(numpy.float32)
+    if dtype == _F16:
+        return _WORK_FLOATS[0]
     raise TypeError(refusal.format(dtype=dtype.name))
 
 
