@@ -80,6 +80,21 @@ def test_bad_input_is_named(bad, message):
         adam_step_(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, **args)
 
 
+def test_an_operand_on_another_device_of_a_multi_device_backend_is_refused(monkeypatch):
+    """On a backend with device ordinals (CuPy: one per GPU) every operand must be on the
+    parameter's device. Here the NumPy backend reports ordinal 1 for one marked array."""
+    other = pt.zeros(4)
+    monkeypatch.setattr(pt.get_registry().backends["numpy"], "device_index",
+                        lambda a: 1 if a is other._data else 0)
+    args = dict(param=pt.zeros(4), grad=pt.zeros(4), exp_avg=pt.zeros(4), exp_avg_sq=pt.zeros(4))
+    with pt.no_grad():
+        adam_step_(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, step=1, **args)  # all on device 0
+        args["exp_avg_sq"] = other
+        with pytest.raises(RuntimeError, match=r"'exp_avg_sq' is float32 \[4\] on numpy:1, but every tensor must "
+                                               r"match the floating parameter: float32 \[4\] on numpy:0"):
+            adam_step_(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, step=1, **args)
+
+
 def test_a_parameter_that_requires_grad_is_refused_outside_no_grad():
     p = pt.zeros(2, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"'param' requires grad .* under plugtorch.no_grad\(\)"):

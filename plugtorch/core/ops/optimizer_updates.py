@@ -20,16 +20,18 @@ __all__ = ["adam_step_", "sgd_step_"]
 
 
 def _check_operands(op_name, param, tensors):
-    # runs for every parameter of every step: compare backends by identity, and devices (which
-    # resolve names through the registry) only on a multi-device backend
+    # runs for every parameter of every step: compare backends by identity, and on a
+    # multi-device backend the arrays' device ordinals (building and comparing Device objects,
+    # which resolve names through the registry, took 35 us a parameter on CuPy)
     backend, dtype, shape = param._backend, param.dtype, param._data.shape
-    multi_device = backend.device_index is not None
+    device_index = backend.device_index
+    ordinal = device_index(param._data) if device_index is not None else None
     grad_mode = is_grad_enabled()
     for what, t in tensors.items():
         if not isinstance(t, Tensor):
             raise TypeError(f"{op_name}(): argument '{what}' must be a Tensor, not {type(t).__name__}")
         if not dtype.is_floating_point or t.dtype is not dtype or t._backend is not backend \
-                or t._data.shape != shape or (multi_device and t.device != param.device):
+                or t._data.shape != shape or (ordinal is not None and device_index(t._data) != ordinal):
             raise RuntimeError(f"{op_name}(): '{what}' is {t.dtype.name} {list(t.shape)} on {t.device}, but every "
                                f"tensor must match the floating parameter: {param.dtype.name} "
                                f"{list(param.shape)} on {param.device}")
