@@ -65,5 +65,8 @@ cat "$OUT/others.log"
 
 # 5. benchmarks beside raw CuPy and PyTorch (CUDA events, medians after warm-up), alone on the GPU
 step "benchmarks" sh -c "python benchmarks/gpu_bench.py > '$OUT/gpu_bench.json'"
+# 6. where an eager step's host time goes: the CuPy calls beside PyTorch's, and a cProfile
+step "host overhead" sh -c "python benchmarks/gpu_host_overhead.py > '$OUT/gpu_host_overhead.json'"
+step "profile" sh -c "python benchmarks/gpu_profile_step.py > '$OUT/profile_cnn_b64.txt'"
 echo "results in $OUT (exit status $status)"
 exit $status
