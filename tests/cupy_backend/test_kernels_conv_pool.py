@@ -84,6 +84,8 @@ CONV_CASES = {
     "several-blocks": ((2, 3, 17, 19), (4, 3, 3, 3), 1, 1, 1, 1),
     "kernel-past-input": ((1, 2, 4, 4), (2, 1, 5, 5), 1, 2, 1, 2),
     "uncovered-edge": ((1, 1, 6, 6), (1, 1, 2, 2), 2, 0, 2, 1),
+    # weights larger than the patches: the GEMMs broadcast them rather than repeat them per image
+    "wide-weights-one-position": ((3, 8, 3, 3), (16, 8, 3, 3), 1, 0, 1, 1),
 }
 
 
