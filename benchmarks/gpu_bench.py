@@ -24,6 +24,9 @@ from plugtorch.train import CNN, MLP
 from plugtorch_backends.cupy_backend import binary_kernels
 
 REPEATS = 7
+# steps per timed repeat: with 20, five H200 machines gave eager CNN steps from 2.6 to 4.7 ms
+# (one repeat in seven caught by a collection or a stall moves a median of so few)
+STEP_CALLS = 100
 
 
 def median(values):
@@ -164,12 +167,12 @@ def main() -> int:
             sweep[f"2^{k}"]["torch"] = 1e3 * torch_time(torch, lambda ta=ta, tb=tb: ta + tb)
     for model_name, batch in (("cnn", 512), ("cnn", 64), ("mlp", 64), ("mlp", 128)):
         key = f"{model_name}_step_b{batch}_ms"
-        results[key] = {"plugtorch": 1e3 * host_time(plugtorch_step(model_name, batch), sync, calls=20),
+        results[key] = {"plugtorch": 1e3 * host_time(plugtorch_step(model_name, batch), sync, calls=STEP_CALLS),
                         "plugtorch_compiled": 1e3 * host_time(plugtorch_step(model_name, batch, compiled=True),
-                                                              sync, calls=20)}
+                                                              sync, calls=STEP_CALLS)}
         if torch is not None:
             results[key]["torch"] = 1e3 * host_time(torch_step(torch, model_name, batch), torch.cuda.synchronize,
-                                                    calls=20)
+                                                    calls=STEP_CALLS)
             results[key]["ratio"] = results[key]["plugtorch"] / results[key]["torch"]
             results[key]["ratio_compiled"] = results[key]["plugtorch_compiled"] / results[key]["torch"]
     print(json.dumps(results, indent=1))
