@@ -12,7 +12,7 @@
 * ``conv2d_weight_grad``: ``im2row`` copies the patches as (G, N*OH*OW, C/G*kh*kw) rows, and the
   output gradient as (G, O/G, N*OH*OW) times them is the weight gradient.
 * ``max_pool2d``/``max_pool2d_backward`` (``kernels/maxpool.cu``): the backward receives
-  (grad_output, input, output), finds each window's first maximum again and gathers.
+  (grad_output, input, output), finds each window's first maximum (last NaN) again and gathers.
 
 The patch matrices are built a few images at a time (about ``COL_BYTES`` each), as the
 decomposition does, so a large batch never needs a whole-batch patch buffer.

@@ -159,8 +159,25 @@ def offset_window(i, j, out, stride, dilation):
             slice(j * dw, j * dw + sw * (out[1] - 1) + 1, sw))
 
 
+def _last_nans(padded, output, offsets, out, stride, dilation):
+    """Per offset, the windows whose maximum is NaN and whose last NaN (row-major) it holds,
+    as the decomposition's ``_last_nans``; None where no window's maximum is NaN (the usual
+    case: one isnan pass over the pooled output)."""
+    if output.dtype.kind != "f":
+        return None
+    left = np.isnan(output)
+    if not left.any():
+        return None
+    hits = [None] * len(offsets)
+    for k in reversed(range(len(offsets))):
+        hits[k] = np.isnan(padded[offset_window(*offsets[k], out, stride, dilation)]) & left
+        left &= ~hits[k]
+    return hits
+
+
 def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padding, dilation, ceil_mode):
-    """Each window's gradient to its first maximum (row-major), as the decomposition does.
+    """Each window's gradient to its first maximum (row-major), or its last NaN where the maximum is
+    NaN, as the decomposition does.
 
     The decomposition stacks a masked copy of grad_output per kernel offset and folds the
     stack back (a permute copy and an (N, C, kh, kw, oh, ow) scatter); here each offset adds
@@ -186,6 +203,7 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     hit = np.empty(output.shape, dtype=bool)
     share = np.empty(output.shape, dtype=grad_output.dtype)
     offsets = [(i, j) for i in range(kh) for j in range(kw)]
+    nans = _last_nans(padded, output, offsets, (oh, ow), stride, dilation)
     for k, (i, j) in enumerate(offsets):
         at = offset_window(i, j, (oh, ow), stride, dilation)
         np.equal(padded[at], output, out=hit)
@@ -195,6 +213,8 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
             np.greater(hit, claimed, out=hit)  # hit and not claimed, in one pass over bools
             if k < len(offsets) - 1:
                 claimed |= hit
+        if nans is not None:  # (no value equals a NaN maximum: these windows are no one's above)
+            hit |= nans[k]
         if disjoint:  # no two windows share a position: write, do not accumulate
             np.multiply(grad_output, hit, out=dx[at])
         else:

@@ -261,11 +261,11 @@ def test_max_pool_gradient_goes_to_each_windows_first_maximum(kernels):
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the reference's inf * 0
 def test_max_pool_with_nan_and_inf_as_the_decomposition(kernels):
-    # a NaN wins its windows and no element of them gets a gradient; an all -inf window's
-    # gradient goes to its first tap, padding included; an inf gradient turns each element
-    # its window covers into NaN (grad * 0), as the decomposition's multiply does
+    # a NaN wins its windows and their gradient goes to its last NaN (torch's); an all -inf
+    # window's gradient goes to its first tap, padding included; an inf gradient turns each
+    # element its window covers into NaN (grad * 0), as the decomposition's multiply does
     x = numpy.array([[[[1.0, numpy.nan, 2.0, 0.5, 3.0],
-                       [-numpy.inf, -numpy.inf, 4.0, 4.0, 1.0],
+                       [-numpy.inf, -numpy.inf, numpy.nan, 4.0, 1.0],
                        [-numpy.inf, -numpy.inf, 0.0, numpy.nan, -1.0],
                        [2.0, 2.0, 1.0, -numpy.inf, 7.0]]]])
     for geometry in (pool_geometry(2, 1, 1, 1, False), pool_geometry(3, 2, 1, 1, True),

@@ -1,5 +1,6 @@
 """The NumPy backend's max_pool2d kernels: the backward routes each window's gradient exactly as
-the op's decomposition does (first maximum, row-major), for every geometry, ties included, and
+the op's decomposition does (first maximum, row-major; the last NaN where the maximum is NaN),
+for every geometry, ties included, and
 the forward (native only) computes the decomposition's running maximum. Each test
 runs the NumPy kernel and the native (C) one. (Against torch: the conformance kit runs the op's
 samples on whichever the backend registered.)"""
@@ -34,12 +35,14 @@ GEOMETRIES = [  # kernel, stride, padding, dilation, ceil_mode
 
 @pytest.mark.parametrize("max_pool2d_backward", BACKWARDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+@pytest.mark.parametrize("ties", [False, True, "nans"], ids=["distinct", "ties", "nans"])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
 def test_the_kernel_routes_gradients_as_the_decomposition(dtype, ties, geometry, max_pool2d_backward):
     k, s, p, d, ceil = geometry
     rng = np.random.default_rng(0)
     x = rng.integers(0, 3, (2, 3, 9, 8)).astype(dtype) if ties else rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+    if ties == "nans":  # NaN maxima, many windows with two or more: the last NaN takes the gradient
+        x[rng.random(x.shape) < 0.3] = np.nan
     out = pt.nn.functional.max_pool2d(pt.tensor(x), k, s, p, d, ceil)
     g = rng.standard_normal(out.shape).astype(dtype)
     attrs = dict(kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=ceil)

@@ -5,7 +5,8 @@
 // minimum), so they only win a window that has nothing larger.
 // Backward, from (grad_output, input, output) as the op receives them, in two passes:
 //   max_pool2d_first_max: per window, the first tap (row-major, padding included) whose value
-//       equals the output, as tap index k*kw + j, or -1 where none does (a NaN output);
+//       equals the output, or where the output is NaN the last NaN tap (torch's kernels move
+//       the index to every NaN), as tap index k*kw + j; -1 where none does;
 //   max_pool2d_bwd: a gather, one thread per input element summing grad_output * (hit ? 1 : 0)
 //       over the windows that cover it, in a fixed order (no atomics). The multiply, not a
 //       select, is the decomposition's: an inf or NaN output gradient reaches every covered
@@ -55,15 +56,16 @@ __device__ void max_pool2d_first_max(const T* __restrict__ x, const T* __restric
         const long long oy = (i / ow) % oh;
         const T* plane = x + (i / (ow * oh)) * h * w;
         const T target = y[i];
+        const bool nan = is_nan(target);
         int hit = -1;
-        for (long long k = 0; k < kh && hit < 0; ++k) {
+        for (long long k = 0; k < kh && (nan || hit < 0); ++k) {
             const long long yy = oy * sh - ph + k * dh;
             for (long long j = 0; j < kw; ++j) {
                 const long long xx = ox * sw - pw + j * dw;
                 const T v = (yy >= 0 && yy < h && xx >= 0 && xx < w) ? plane[yy * w + xx] : lowest;
-                if (v == target) {
+                if (nan ? is_nan(v) : v == target) {
                     hit = (int)(k * kw + j);
-                    break;
+                    if (!nan) break;
                 }
             }
         }

@@ -27,7 +27,7 @@ import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
 
-ABI = 2  # _kernels.c's interface version (its ABI constant); they change together
+ABI = 3  # _kernels.c's interface version (its ABI constant); they change together
 
 _kernels: ModuleType | None
 try:

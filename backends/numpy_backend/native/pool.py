@@ -53,8 +53,9 @@ def _max_pool2d_numpy(input, shape, kernel_size, stride, padding, dilation):
 
 
 def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padding, dilation, ceil_mode):
-    """Each window's gradient to its first maximum, the other positions 0 (also where the
-    gradient is inf or NaN, which the NumPy kernel's multiply by a mask turns into NaN)."""
+    """Each window's gradient to its first maximum (its last NaN where the maximum is NaN), the
+    other positions 0 (also where the gradient is inf or NaN, which the NumPy kernel's multiply
+    by a mask turns into NaN)."""
     if input.dtype not in FLOATS or grad_output.dtype != input.dtype or output.dtype != input.dtype:
         return fused.max_pool2d_backward(grad_output, input, output, kernel_size=kernel_size, stride=stride,
                                          padding=padding, dilation=dilation, ceil_mode=ceil_mode)

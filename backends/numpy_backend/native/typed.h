@@ -39,10 +39,11 @@ static void FN(pool_fwd_plane)(const T *x, Py_ssize_t xh, Py_ssize_t xw, Py_ssiz
 }
 
 /* One plane's gradient: each window's to its first element equal to the window's output
- * (row-major; a padding position, -inf, can take it and drop it), as the NumPy kernel's
+ * (row-major; a padding position, -inf, can take it and drop it), or to its last NaN where
+ * the output is NaN (torch's kernels move the index to every NaN), as the NumPy kernel's
  * comparisons route it; the other positions get 0. Where windows overlap, a position's shares
  * are added offset by offset, the NumPy kernel's order. `first` (oh * ow) holds each window's
- * winning offset, -1 for none (a NaN window). */
+ * winning offset. */
 static void FN(pool_bwd_plane)(const T *gy, Py_ssize_t gh, Py_ssize_t gw, const T *x, Py_ssize_t xh,
                                Py_ssize_t xw, Py_ssize_t h, Py_ssize_t w, const T *y, Py_ssize_t yh,
                                Py_ssize_t yw, Py_ssize_t oh, Py_ssize_t ow, T *dx, Py_ssize_t dh_,
@@ -54,9 +55,16 @@ static void FN(pool_bwd_plane)(const T *gy, Py_ssize_t gh, Py_ssize_t gw, const 
             T *d0 = dx + 2 * oy * dh_, *d1 = d0 + dh_;
             for (Py_ssize_t ox = 0; ox < ow; ox++) {
                 T m = y[oy * yh + ox * yw], share = gy[oy * gh + ox * gw];
-                /* bitwise, not &&: which element wins is data, and branches on it mispredict */
-                int a = r0[2 * ox] == m, b = (r0[2 * ox + 1] == m) & !a;
-                int c = (r1[2 * ox] == m) & !(a | b), d = (r1[2 * ox + 1] == m) & !(a | b | c);
+                int a, b, c, d;
+                if (m == m) {
+                    /* bitwise, not &&: which element wins is data, and branches on it mispredict */
+                    a = r0[2 * ox] == m, b = (r0[2 * ox + 1] == m) & !a;
+                    c = (r1[2 * ox] == m) & !(a | b), d = (r1[2 * ox + 1] == m) & !(a | b | c);
+                } else {  /* a NaN maximum: the last NaN takes it, as in torch (see `first`) */
+                    d = r1[2 * ox + 1] != r1[2 * ox + 1], c = (r1[2 * ox] != r1[2 * ox]) & !d;
+                    b = (r0[2 * ox + 1] != r0[2 * ox + 1]) & !(c | d);
+                    a = (r0[2 * ox] != r0[2 * ox]) & !(b | c | d);
+                }
                 d0[2 * ox] = a ? share : 0;
                 d0[2 * ox + 1] = b ? share : 0;
                 d1[2 * ox] = c ? share : 0;
@@ -77,13 +85,15 @@ static void FN(pool_bwd_plane)(const T *gy, Py_ssize_t gh, Py_ssize_t gw, const 
         for (Py_ssize_t ox = 0; ox < ow; ox++) {
             Py_ssize_t r0 = oy * g->sh - g->ph, c0 = ox * g->sw - g->pw, found = -1;
             T m = y[oy * yh + ox * yw];
-            for (Py_ssize_t i = 0; i < g->kh && found < 0; i++)
+            int nan = m != m;
+            for (Py_ssize_t i = 0; i < g->kh && (nan || found < 0); i++)
                 for (Py_ssize_t j = 0; j < g->kw; j++) {
                     Py_ssize_t r = r0 + i * g->dh, c = c0 + j * g->dw;
                     T v = (r < 0 || r >= h || c < 0 || c >= w) ? (T)-INFINITY : x[r * xh + c * xw];
-                    if (v == m) {
+                    if (nan ? v != v : v == m) {
                         found = i * g->kw + j;
-                        break;
+                        if (!nan)
+                            break;
                     }
                 }
             first[oy * ow + ox] = found;

@@ -136,7 +136,7 @@ def _max_pool_front(op_name, nd, input, kernel_size, stride, padding, dilation, 
     exposed=_BOTH)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    """Max over sliding windows; the gradient goes to each window's first maximum.
+    """Max over sliding windows; the gradient goes to each window's first maximum (last NaN, if NaN).
 
     A backend kernel receives a 4-D input and kernel_size, stride, padding, dilation (pairs)
     and ceil_mode by name.
@@ -149,7 +149,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     exposed=_BOTH)
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum.
+    """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum
+    (last NaN, if NaN).
 
     A backend kernel receives a 5-D input and kernel_size, stride, padding, dilation (triples)
     and ceil_mode by name.
@@ -185,8 +186,21 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool_front("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, False)
 
 
+def _last_nans(taps, out):
+    """Per window tap, the windows whose maximum is NaN and whose last NaN (row-major) the tap
+    holds: torch's kernels move a window's index to every NaN they meet (``val > max ||
+    isnan(val)``), so its gradient and its index are the last NaN's."""
+    left = ew.isnan(out)
+    hits = [None] * len(taps)
+    for i in reversed(range(len(taps))):
+        hits[i] = ew.logical_and(ew.isnan(taps[i]), left)
+        left = ew.logical_and(left, ew.logical_not(hits[i]))
+    return hits
+
+
 def _max_pool_backward(grad_output, input, output, **geometry):
-    """Each window's gradient goes to its first maximum (row-major), as in torch.
+    """Each window's gradient goes to its first maximum (row-major), and where the maximum is
+    NaN to its last NaN, as in torch.
 
     Built from comparisons and multiplies rather than argmax/scatter: on CPUs those
     branch on every element and run several times slower on real activations.
@@ -195,14 +209,19 @@ def _max_pool_backward(grad_output, input, output, **geometry):
     k, s, p, d = (geometry[a] for a in ("kernel_size", "stride", "padding", "dilation"))
     nd = len(k)
     w = _pool_windows(x, _lowest(x.dtype), **geometry)
+    taps = [w[(Ellipsis,) + offset] for offset in itertools.product(*(range(ki) for ki in k))]
+    # (no value equals a NaN maximum, so those windows are claimed by no tap below)
+    nans = _last_nans(taps, out) if x.dtype.is_floating_point else None
     claimed, parts = None, []
-    for offset in itertools.product(*(range(ki) for ki in k)):
-        hit = ew.eq(w[(Ellipsis,) + offset], out)
+    for i, tap in enumerate(taps):
+        hit = ew.eq(tap, out)
         if claimed is None:
             claimed = hit
         else:
             hit = ew.logical_and(hit, ew.logical_not(claimed))
             claimed = ew.logical_or(claimed, hit)
+        if nans is not None:
+            hit = ew.logical_or(hit, nans[i])
         parts.append(grad_output * hit.to(grad_output.dtype))
     # stacked on a new leading axis (contiguous writes), then viewed as (..., *kernel)
     cols = stack(parts, 0).reshape(*k, *out.shape).permute(nd, nd + 1, *range(nd + 2, 2 * nd + 2),
@@ -228,7 +247,7 @@ def _backward_front(name):
                         "padding": tuple(padding), "dilation": tuple(dilation), "ceil_mode": ceil_mode})
     backward.__name__ = backward.__qualname__ = name
     backward.__doc__ = (f"The gradient of {name[:-9]}: ``grad_output`` routed to each window's first "
-                        "maximum.")
+                        "maximum (its last NaN where the maximum is NaN).")
     return backward
 
 
@@ -242,6 +261,10 @@ def _max_pool_with_indices(x, geometry):
     out_size = w.shape[2:2 + nd]
     flat = w.reshape(*w.shape[:2 + nd], -1)
     idx = flat.argmax(-1, keepdim=True)      # the first maximum gets the gradient, as in torch
+    if x.dtype.is_floating_point:            # ... and in a NaN window the last NaN (_last_nans)
+        nan = flat.isnan()
+        last = (flat.shape[-1] - 1) - nan.flip(-1).to(x.dtype).argmax(-1, keepdim=True)
+        idx = ew.where(nan.any(-1, keepdim=True), last, idx)
     out = flat.gather(-1, idx).squeeze(-1)
     return out, _flat_indices(idx.squeeze(-1), x, geometry, out_size)
 

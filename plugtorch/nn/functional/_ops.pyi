@@ -159,11 +159,11 @@ def max_pool1d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = .
     ...
 
 def max_pool2d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
-    """Max over sliding windows; the gradient goes to each window's first maximum."""
+    """Max over sliding windows; the gradient goes to each window's first maximum (last NaN, if NaN)."""
     ...
 
 def max_pool3d(input: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., dilation: Any = ..., ceil_mode: Any = ..., return_indices: Any = ...) -> Tensor:
-    """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum."""
+    """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum"""
     ...
 
 def max_unpool1d(input: Any, indices: Any, kernel_size: Any, stride: Any = ..., padding: Any = ..., output_size: Any = ...) -> Tensor:

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..sample import Sample, Waiver, is_torch
 
-__all__ = ["Sample", "Waiver", "is_torch", "F", "np", "empty", "scalar"]
+__all__ = ["Sample", "Waiver", "is_torch", "F", "np", "empty", "scalar", "with_nans"]
 
 
 def _core_functional():
@@ -32,3 +32,11 @@ def empty(*shape):
 
 def scalar(v):
     return np.asarray(v, dtype=np.float64)
+
+
+def with_nans(a, *flat_positions):
+    """A float64 copy of ``a`` with NaN at the given flat positions (max-pool windows whose
+    maximum is NaN: torch routes their gradient, and their index, to the last NaN)."""
+    a = np.array(a, dtype=np.float64)
+    a.reshape(-1)[list(flat_positions)] = np.nan
+    return a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from ._common import F, Sample, Waiver, empty, is_torch, np, scalar
+from ._common import F, Sample, Waiver, empty, is_torch, np, scalar, with_nans
 
 SAMPLES: dict = {}
 
@@ -161,6 +161,10 @@ def _max_pool(nd):
             Sample((g.distinct(1, 1, *(3,) * nd),), call=p(2, return_indices=True), desc="return_indices"),
             Sample((g.distinct(1, 1, *sp),), call=p(3, 2, 1, ceil_mode=True, return_indices=True),
                    desc="indices with padding, ceil_mode"),
+            # NaN at the first window's first and last positions (torch: the last takes the gradient
+            # and the index) and at the last window's last
+            Sample((with_nans(g.distinct(1, 1, *(4,) * nd), 0, sum(4 ** i for i in range(nd)), 4 ** nd - 1),),
+                   call=p(2, return_indices=True), numerical=False, gradgrad=False, desc="NaN windows"),
             Sample((empty(0, 1, *sp),), call=p(2)),
             Sample((scalar(1.0),), call=p(2), raises=RuntimeError, desc="0-d input"),
             Sample((g.randn(1, 1, *sp),), call=p(2, padding=2), raises=RuntimeError, desc="padding > kernel/2"),
@@ -195,6 +199,8 @@ def _max_pool3d_backward(g):
         Sample((g.randn(1, 1, 2, 2, 2), g.distinct(1, 1, 4, 4, 4)), call=call(), grad_inputs=(0,)),
         Sample((g.randn(1, 1, 2, 2, 3), g.distinct(1, 1, 3, 4, 5)), call=call(kernel_size=3, stride=2, padding=1),
                grad_inputs=(0,), desc="stride, padding"),
+        Sample((g.randn(1, 1, 2, 2, 2), with_nans(g.distinct(1, 1, 4, 4, 4), 0, 21, 63)), call=call(),
+               grad_inputs=(0,), desc="NaN windows"),
         Sample((g.randn(1, 1, 2, 2, 2), g.distinct(1, 1, 3, 3, 3)), call=call(ceil_mode=True), grad_inputs=(0,),
                desc="ceil_mode"),
         Sample((empty(0, 1, 1, 1, 1), empty(0, 1, 2, 2, 2)), call=call(), grad_inputs=(0,)),

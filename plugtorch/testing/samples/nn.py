@@ -1,7 +1,7 @@
 """Samples for activations, (log-)softmax, and the convolution/pooling ops."""
 from __future__ import annotations
 
-from ._common import F, Sample, Waiver, empty, is_torch, np, scalar
+from ._common import F, Sample, Waiver, empty, is_torch, np, scalar, with_nans
 
 SAMPLES: dict = {}
 
@@ -264,6 +264,14 @@ def _max_pool2d(g):
         Sample((g.distinct(1, 1, 6, 6),), call=pool(2, 1, 0, 2), desc="dilation"),
         Sample((g.distinct(1, 5, 5),), call=pool(2), desc="unbatched"),
         Sample((g.distinct(1, 1, 4, 4),), call=pool(2, return_indices=True), desc="return_indices"),
+        # NaN maxima: two NaNs in one window, one in another, and windows without (finite
+        # differences cannot see through a NaN: the gradient is checked against torch's)
+        Sample((with_nans(g.distinct(1, 2, 4, 4), 1, 4, 10, 16, 21),), call=pool(2), numerical=False,
+               gradgrad=False, desc="NaN windows"),
+        Sample((with_nans(g.distinct(1, 2, 4, 4), 1, 4, 10, 16, 21),), call=pool(2, return_indices=True),
+               numerical=False, gradgrad=False, desc="NaN windows, return_indices"),
+        Sample((with_nans(g.distinct(1, 1, 5, 5), 6, 12),), call=pool(3, 2, 1), numerical=False, gradgrad=False,
+               desc="NaN in overlapping windows"),
         Sample((empty(0, 1, 4, 4),), call=pool(2)),
         Sample((scalar(1.0),), call=pool(2), raises=RuntimeError, desc="0-d input"),
         Sample((g.randn(1, 1, 4, 4),), call=pool(2, padding=2), raises=RuntimeError, desc="padding > kernel/2"),
@@ -377,6 +385,10 @@ def _max_pool2d_backward(g):
         Sample((g.randn(1, 2, 2, 2), g.distinct(1, 2, 4, 4)), call=call(), grad_inputs=(0,)),
         Sample((g.randn(2, 1, 3, 3), g.distinct(2, 1, 5, 5)), call=call(kernel_size=3, stride=2, padding=1),
                grad_inputs=(0,), desc="stride, padding"),
+        Sample((g.randn(1, 2, 2, 2), with_nans(g.distinct(1, 2, 4, 4), 1, 4, 10, 16, 21)), call=call(),
+               grad_inputs=(0,), desc="NaN windows"),
+        Sample((g.randn(1, 1, 3, 3), with_nans(g.distinct(1, 1, 5, 5), 6, 12)),
+               call=call(kernel_size=3, stride=2, padding=1), grad_inputs=(0,), desc="NaN in overlapping windows"),
         Sample((g.randn(1, 1, 3, 3), g.distinct(1, 1, 5, 5)), call=call(ceil_mode=True), grad_inputs=(0,),
                desc="ceil_mode"),
         Sample((empty(0, 1, 2, 2), empty(0, 1, 4, 4)), call=call(), grad_inputs=(0,)),
