@@ -330,6 +330,7 @@ def conv2d_weight_grad(grad_output, input, weight_shape, stride, padding, dilati
 @op(decompose=_conv_input_grad)
 def conv3d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
     """The gradient of conv3d with respect to its input (a transposed convolution)."""
+    _check_input_grad("conv3d_input_grad", 3, grad_output, weight, input_shape, groups)
     return call_op("conv3d_input_grad", (grad_output, weight),
                    _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
 

@@ -110,6 +110,8 @@ def _conv3d_grads(op_name):
                    gradgrad=False, desc="stride, padding, groups"),
             Sample((empty(0, 1, 1, 1, 1), g.randn(1, 1, 2, 2, 2) if first else empty(0, 1, 2, 2, 2)),
                    call=call((0, 1, 2, 2, 2), (1, 1, 2, 2, 2))),
+            Sample((g.randn(1, 2, 3, 3, 3), g.randn(2, 1, 2, 2, 2) if first else g.randn(1, 3, 4, 4, 4)),
+                   call=call((1, 3, 4, 4, 4), (2, 1, 2, 2, 2)), raises=RuntimeError, desc="channels that disagree"),
             Waiver("zero_dim", "a convolution's gradient has the 5-D shape of its input or weight"),
         ]
     return samples
