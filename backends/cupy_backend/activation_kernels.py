@@ -16,15 +16,13 @@ import numpy
 
 from plugtorch_backends.numpy_backend.layout import dense_alike, flat_views
 
-from .modules import THREADS, blocks, kernel_finder
-
-_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+from .modules import FLOATS, THREADS, blocks, kernel_finder
 
 
 def _flat(first, second) -> bool:
     """Whether the kernel runs on the two operands' flat memory: floats of one dtype laid out
     alike and densely (``numpy_backend.layout``)."""
-    return first.dtype in _FLOATS and second.dtype == first.dtype and dense_alike(first, second)
+    return first.dtype in FLOATS and second.dtype == first.dtype and dense_alike(first, second)
 
 
 def make_kernels(xp, load: Callable) -> dict[str, Callable]:

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy
 
-from .modules import THREADS, blocks, kernel_finder
+from .modules import FLOATS, THREADS, blocks, kernel_finder
 
 # Below this, the ufunc runs. Launching a RawKernel from Python, with the checks below, costs
 # about 20 us of host time to the ufunc's 13, and a GPU adds 2**20 floats faster than that
@@ -23,7 +23,6 @@ from .modules import THREADS, blocks, kernel_finder
 # 2**20: ufunc 13.1, kernel 20.0; 2**22: 23.3 and 20.6; 2**24: 83.3 and 50.7 (PyTorch 50.0).
 MIN_ELEMENTS = 1 << 22
 OPS = ("add", "sub", "mul", "div")
-_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
 
 
 def _address(a) -> int:
@@ -34,7 +33,7 @@ def _address(a) -> int:
 
 def packable(x, y) -> bool:
     """Whether ``binary.cu`` runs on ``x`` and ``y`` as they lie in memory."""
-    return (type(y) is type(x) and y.shape == x.shape and x.dtype == y.dtype and x.dtype in _FLOATS
+    return (type(y) is type(x) and y.shape == x.shape and x.dtype == y.dtype and x.dtype in FLOATS
             and x.flags.c_contiguous and y.flags.c_contiguous and not (_address(x) | _address(y)) % 16)
 
 

@@ -56,7 +56,7 @@ Loader = Callable[[str], Any]
 
 # Entry points are written once per dtype: ``<name>_f32``, ``<name>_f64``, ...
 DTYPE_SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
-_WORK_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))  # what the float kernels take as they are
 _F16 = numpy.dtype(numpy.float16)
 
 
@@ -88,10 +88,10 @@ def float_work_dtype(dtype, refusal: str):
     """The dtype a floating kernel computes ``dtype`` in: float32/float64 as they are, float16 in
     float32 (rounded back once); anything else is a TypeError, ``refusal`` formatted with its name."""
     dtype = numpy.dtype(dtype)
-    if dtype in _WORK_FLOATS:  # (compared as dtypes: see kernel_finder on dtype.name)
+    if dtype in FLOATS:  # (compared as dtypes: see kernel_finder on dtype.name)
         return dtype
     if dtype == _F16:
-        return _WORK_FLOATS[0]
+        return FLOATS[0]
     raise TypeError(refusal.format(dtype=dtype.name))
 
 
