@@ -67,7 +67,7 @@ def make_out_variants(xp, *, quiet: bool = True) -> dict:
     runs a chain of them in one dead temporary instead of allocating each result.
     quiet: wrap the warning ones in ``numpy.errstate`` (NumPy; CuPy does not warn)."""
     def plain(fn):
-        return lambda *arrays, out: fn(*arrays, out=out)
+        return fn  # a ufunc takes out= itself; a wrapper would cost a Python call per write
 
     def hushed(fn):
         def call(*arrays, out):
@@ -178,17 +178,35 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     def contiguous(x):
         return x if x.flags.c_contiguous else xp.ascontiguousarray(x)
 
-    def sum_(x, axes, keepdims, dtype):
-        return nd(xp.sum(x, axis=axes, keepdims=keepdims, dtype=to_native[dtype]))
+    if ufunc_out:
+        # NumPy's sum/prod/max/min are Python functions around these reductions, and cost
+        # 1.5 us more on a small tensor; out=... returns an array for a full reduction
+        add_reduce, mul_reduce = xp.add.reduce, xp.multiply.reduce
+        max_reduce, min_reduce = xp.maximum.reduce, xp.minimum.reduce
 
-    def prod(x, axes, keepdims, dtype):
-        return nd(xp.prod(x, axis=axes, keepdims=keepdims, dtype=to_native[dtype]))
+        def sum_(x, axes, keepdims, dtype):
+            return add_reduce(x, axis=axes, dtype=to_native[dtype], keepdims=keepdims, out=...)
 
-    def max_(x, axes, keepdims):
-        return nd(xp.max(x, axis=axes, keepdims=keepdims))
+        def prod(x, axes, keepdims, dtype):
+            return mul_reduce(x, axis=axes, dtype=to_native[dtype], keepdims=keepdims, out=...)
 
-    def min_(x, axes, keepdims):
-        return nd(xp.min(x, axis=axes, keepdims=keepdims))
+        def max_(x, axes, keepdims):
+            return max_reduce(x, axis=axes, keepdims=keepdims, out=...)
+
+        def min_(x, axes, keepdims):
+            return min_reduce(x, axis=axes, keepdims=keepdims, out=...)
+    else:
+        def sum_(x, axes, keepdims, dtype):
+            return nd(xp.sum(x, axis=axes, keepdims=keepdims, dtype=to_native[dtype]))
+
+        def prod(x, axes, keepdims, dtype):
+            return nd(xp.prod(x, axis=axes, keepdims=keepdims, dtype=to_native[dtype]))
+
+        def max_(x, axes, keepdims):
+            return nd(xp.max(x, axis=axes, keepdims=keepdims))
+
+        def min_(x, axes, keepdims):
+            return nd(xp.min(x, axis=axes, keepdims=keepdims))
 
     def argmax(x, axis, keepdims):
         return nd(xp.argmax(x, axis=axis, keepdims=keepdims)).astype(xp.int64, copy=False)

@@ -65,6 +65,20 @@ def _tracking(x, *others) -> bool:
     return False
 
 
+def _graph_involved(x, args, kwargs) -> bool:
+    """``_tracking`` for a method's arguments, with grad mode known to be on."""
+    if x.requires_grad:
+        return True
+    for o in args:
+        if isinstance(o, Tensor) and o.requires_grad:
+            return True
+    if kwargs:
+        for o in kwargs.values():
+            if isinstance(o, Tensor) and o.requires_grad:
+                return True
+    return False
+
+
 def _alias(x):
     """The old value of ``x`` as its own tensor: same memory and graph node, own version counter."""
     a = wrap(x._data, x._backend)
@@ -111,47 +125,58 @@ _NUMBER = (int, float, bool)
 def _into(x, op_name, args, kwargs):
     """``x`` with the op written into its memory by the backend's out= variant, or None where
     that is not the op's exact result (then the general path runs: it computes out of place and
-    copies back). Runs only without a graph to keep, so no node saved ``x``'s old value."""
+    copies back). Runs only without a graph to keep, so no node saved ``x``'s old value.
+    Written for speed: optimizer updates and initialisation run it once per parameter."""
     d = TABLE.get(op_name)
-    if d is None or d.primitive not in _WRITES_IN_PLACE or not x.dtype.is_floating_point:
+    if d is None:
+        return None
+    primitive = d.primitive
+    if primitive not in _WRITES_IN_PLACE or not x.dtype.is_floating_point:
         return None
     b = x._backend
-    variant = b.out_variants.get(d.primitive)
+    variant = b.out_variants.get(primitive)
     # a kernel registered over the primitive, or plugtorch.compile's recording wrappers, must run
-    if variant is None or b.kernels.get(d.name) is not b.primitives.get(d.primitive):
+    if variant is None or b.kernels.get(op_name) is not b.primitives.get(primitive):
         return None
     if kwargs:
-        if d.name not in ("add", "sub") or kwargs.keys() != {"alpha"} or len(args) != 1:
+        if op_name not in ("add", "sub") or kwargs.keys() != {"alpha"} or len(args) != 1:
             return None
         alpha = kwargs["alpha"]
         if alpha != 1:  # what add's and sub's public function does with it
             args = (args[0] * alpha,)
-    if len(args) == 0:
-        operands = (x._data,)
-    elif len(args) == 1:
+    data = x._data
+    if len(args) == 1:
         other = args[0]
         if isinstance(other, Tensor):
             if other._backend is not b or other.dtype is not x.dtype:
                 return None
-            if other._data.shape != x._data.shape:
-                try:
-                    if broadcast_shapes(x.shape, other.shape) != x.shape:
-                        return None
-                except (RuntimeError, ValueError):
-                    return None
-            operands = (x._data, other._data)
+            operand = other._data
+            if operand.shape != data.shape and not _broadcasts_to(other.shape, x.shape):
+                return None
         elif type(other) in _NUMBER:
-            operands = (x._data, other)
+            operand = other
         else:
+            return None
+        try:
+            variant(data, operand, out=data)
+        except ValueError:  # read-only memory (a NumPy array wrapped as it was): the general path says so
+            return None
+    elif not args:
+        try:
+            variant(data, out=data)
+        except ValueError:
             return None
     else:
         return None
-    try:
-        variant(*operands, out=x._data)
-    except ValueError:  # read-only memory (a NumPy array wrapped as it was): the general path says so
-        return None
     x._vc[0] += 1
     return x
+
+
+def _broadcasts_to(shape, target) -> bool:
+    try:
+        return broadcast_shapes(target, shape) == target
+    except (RuntimeError, ValueError):
+        return False
 
 
 def inplace(fn, name):
@@ -159,15 +184,17 @@ def inplace(fn, name):
     op_name = name[:-1]
 
     def method(x, *args, **kwargs):
-        _check_overlap(x, name)
-        tracking = _tracking(x, *args, *kwargs.values()) if kwargs else _tracking(x, *args)
-        if not tracking:  # no graph, so _check_leaf has nothing to refuse
-            done = _into(x, op_name, args, kwargs)
-            if done is not None:
-                return done
-        _check_leaf(x, name)
-        result = fn(_alias(x) if tracking else x, *args, **kwargs)
-        return _commit(x, result, name, tracking)
+        strides = getattr(x._data, "strides", None)  # _check_overlap's own first test, inline
+        if strides is None or 0 in strides:
+            _check_overlap(x, name)
+        if _grad.enabled and _graph_involved(x, args, kwargs):
+            _check_leaf(x, name)
+            return _commit(x, fn(_alias(x), *args, **kwargs), name, True)
+        # no graph, so _check_leaf has nothing to refuse
+        done = _into(x, op_name, args, kwargs)
+        if done is not None:
+            return done
+        return _commit(x, fn(x, *args, **kwargs), name, False)
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In-place version of ``{getattr(fn, '__name__', name[:-1])}``."
     return method
