@@ -15,8 +15,8 @@ from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
 from .optable import TABLE
 
-__all__ = ["call_op", "call_op1", "record", "wrap", "edge", "needs_grad", "same_backend", "backend_of",
-           "decomposition_rule", "NO_ATTRS"]
+__all__ = ["call_op", "call_op1", "record", "record_one", "record_pair", "wrap", "edge", "needs_grad",
+           "same_backend", "backend_of", "decomposition_rule", "NO_ATTRS"]
 
 _new = object.__new__
 Tensor: Any = None  # bound by core.tensor to avoid an import cycle
@@ -88,6 +88,7 @@ def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
     """Attach a node to ``out`` whose rule (the op's derivative) gives gradients for ``operands``.
 
     ``rule`` and ``save_inputs`` replace the definition's own (the decomposition fallback).
+    Every differentiable op with a graph to keep runs this, so it is written for speed.
     """
     tensor = Tensor
     edges, meta = [], []
@@ -104,25 +105,85 @@ def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
             edges.append(None)
             meta.append(None)
     positions = True if save_inputs else opdef.saved_positions
-    saves_out = opdef.saves_output
     if positions is None:
         saved = None
     elif positions is True:
         saved = operands if type(operands) is tuple else tuple(operands)
     else:
-        saved = tuple(o if i in positions else None for i, o in enumerate(operands))
-    node = Node(opdef.name, rule or opdef.derivative, tuple(edges), tuple(meta), saved,
-                out if saves_out else None, attrs)
-    if saved is not None or saves_out:
-        versions = [o._vc[0] if isinstance(o, tensor) else None for o in saved] if saved else []
-        if saves_out:
-            versions.append(out._vc[0])
-        node.versions = tuple(versions)
+        saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
+    node = Node(opdef.name, rule or opdef.derivative, tuple(edges), tuple(meta), saved, None, attrs)
+    if opdef.saves_output:
+        node.output = out
+        node.versions = (*_versions(saved), out._vc[0]) if saved else (out._vc[0],)
+    elif saved is not None:
+        node.versions = _versions(saved)
     if anomaly._state.enabled:
         node.trace = anomaly.creation_trace()
     out.grad_fn = node
     out.requires_grad = True
     return out
+
+
+def _edge_of(t):
+    """``edge`` for a tensor known to take part (the unrolled records below)."""
+    fn = t.grad_fn
+    if fn is None and t.requires_grad:
+        fn = t._accum
+        if fn is None:
+            fn = t._accum = AccumulateGrad(t)
+    return fn
+
+
+def record_one(out, opdef, x, attrs=NO_ATTRS):
+    """``record(out, opdef, (x,), attrs)`` unrolled for one tensor operand (unary ops, reshapes,
+    reductions): the commonest nodes, so the loop and its lists are worth saving."""
+    positions = opdef.saved_positions
+    if positions is None:
+        saved = None
+    elif positions is True or 0 in positions:
+        saved = (x,)
+    else:
+        saved = (None,)
+    node = Node(opdef.name, opdef.derivative, (_edge_of(x),), ((x._data.shape, x.dtype),), saved, None,
+                attrs)
+    if opdef.saves_output:
+        node.output = out
+        node.versions = (*_versions(saved), out._vc[0]) if saved else (out._vc[0],)
+    elif saved is not None:
+        node.versions = _versions(saved)
+    if anomaly._state.enabled:
+        node.trace = anomaly.creation_trace()
+    out.grad_fn = node
+    out.requires_grad = True
+    return out
+
+
+def record_pair(out, opdef, a, b):
+    """``record(out, opdef, (a, b))`` unrolled for two tensor operands and no attrs (binary ops)."""
+    positions = opdef.saved_positions
+    if positions is None:
+        saved = None
+    elif positions is True:
+        saved = (a, b)
+    else:
+        saved = (a if 0 in positions else None, b if 1 in positions else None)
+    node = Node(opdef.name, opdef.derivative, (_edge_of(a), _edge_of(b)),
+                ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
+    if opdef.saves_output:
+        node.output = out
+        node.versions = (*_versions(saved), out._vc[0]) if saved else (out._vc[0],)
+    elif saved is not None:
+        node.versions = _versions(saved)
+    if anomaly._state.enabled:
+        node.trace = anomaly.creation_trace()
+    out.grad_fn = node
+    out.requires_grad = True
+    return out
+
+
+def _versions(saved) -> tuple:
+    tensor = Tensor
+    return tuple([o._vc[0] if isinstance(o, tensor) else None for o in saved])
 
 
 def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
@@ -191,7 +252,7 @@ def call_op1(name: str, x, attrs: dict = NO_ATTRS):
         out._vc = x._vc
     if x.requires_grad and _grad_state.enabled:
         if d.derivative is not None:
-            record(out, d, (x,), attrs)
+            record_one(out, d, x, attrs)
         elif d.decompose is not None:
             record(out, d, (x,), attrs, decomposition_rule(d), save_inputs=True)
     return out

@@ -45,7 +45,10 @@ class Node:
     # -- what derivative rules see -------------------------------------------------
     @property
     def needs_input_grad(self) -> tuple[bool, ...]:
-        return tuple([n is not None for n in self.next])  # a list comprehension: rules read it per call
+        nxt = self.next
+        if len(nxt) == 2:  # binary ops, the commonest rules that read it: unrolled
+            return (nxt[0] is not None, nxt[1] is not None)
+        return tuple([n is not None for n in nxt])  # a list comprehension: rules read it per call
 
     @property
     def saved_tensors(self) -> tuple:

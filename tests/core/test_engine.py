@@ -216,3 +216,36 @@ def test_autograd_grad_stops_at_its_inputs_and_leaves_their_graph_intact():
     assert gh.tolist() == [3.0, 3.0]
     (h * h).sum().backward()  # exp's node did not run above, so its saved output is still there
     assert x.grad.tolist() == pytest.approx([2 * 2.718281828 ** 2, 2 * 7.389056099 ** 2], rel=1e-6)
+
+
+@pytest.mark.parametrize("save", [(), ("inputs",), ("output",), ("inputs", "output"), (0,), (1,), (1, "output")])
+def test_unrolled_records_build_the_node_record_builds(save):
+    """record_one / record_pair (the unrolled records of unary and binary ops) make the same node
+    as the general ``record``, for every kind of save spec."""
+    from plugtorch.core.dispatch import record, record_one, record_pair
+    from plugtorch.core.opdef import OpDef
+    d = OpDef("probe", derivative=lambda ctx, g: (g, g), save=save)
+    a = plugtorch.randn(2, 3, requires_grad=True)
+    b = (plugtorch.randn(1, 3, dtype=plugtorch.float64, requires_grad=True) * 2)
+    b.add_(1)  # a version other than 0, so the versions tell the operands apart
+
+    def fields(node):
+        return (node.name, node.rule, node.next, node.meta, node.saved, node.versions, node.output,
+                node.attrs)
+
+    pairs = [(record_pair(a.detach(), d, a, b), record(a.detach(), d, (a, b)))]
+    if not any(isinstance(s, int) and s > 0 for s in save):  # a unary op has no operand 1
+        pairs.append((record_one(b.detach(), d, b, {"k": 1}), record(b.detach(), d, (b,), {"k": 1})))
+    for fast, general in pairs:
+        f, g = fields(fast.grad_fn), fields(general.grad_fn)
+        assert f[:6] == g[:6] and f[7] == g[7]
+        assert (f[6] is fast) == (g[6] is general) and (f[6] is None) == (g[6] is None)
+        assert fast.requires_grad and general.requires_grad
+
+
+def test_gradients_accumulate_into_an_existing_grad():
+    x = plugtorch.ones(3, requires_grad=True)
+    x.grad = plugtorch.full((3,), 0.5)
+    (x * 2).sum().backward()
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [5.5, 5.5, 5.5]

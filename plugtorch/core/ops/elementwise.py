@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable
 
-from ..dispatch import call_op, record, wrap
+from ..dispatch import call_op, record, record_one, record_pair, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
@@ -72,7 +72,7 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
         if input.requires_grad and _grad.enabled:
             d = TABLE[name]
             if d.derivative is not None:
-                record(out, d, (input,))
+                record_one(out, d, input)
         return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or f"Elementwise {name}."
@@ -254,7 +254,7 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
             if _grad.enabled and (input.requires_grad or other.requires_grad):
                 d = TABLE[name]
                 if d.derivative is not None:
-                    record(out, d, (input, other))
+                    record_pair(out, d, input, other)
             return out
         if type(other) not in _NUMBER:
             if hasattr(other, "__array__") or isinstance(other, (list, tuple)):
