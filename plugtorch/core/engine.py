@@ -203,11 +203,15 @@ def _check_versions(node):
 
 
 def _accumulate(leaf, g, create_graph):
-    if not create_graph:
+    if not create_graph and (g.requires_grad or g.grad_fn is not None):
         g = g.detach()
     if leaf.grad is None:
         # Own the memory: the same gradient tensor can reach several leaves (a + b),
         # and optimizers update .grad in place.
         leaf.grad = g if create_graph else g.clone()
     else:
-        leaf.grad = leaf.grad + g
+        prev = leaf.grad
+        if prev.dtype is g.dtype and prev._data.shape == g._data.shape:
+            leaf.grad = _sum(prev, g, create_graph)
+        else:  # a .grad the user set to another shape or dtype: the op's own checks and errors
+            leaf.grad = prev + g

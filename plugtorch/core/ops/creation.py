@@ -164,16 +164,29 @@ def _like(input, dtype, device):
     return (dtype or input.dtype), (device if device is not None else input._backend.name)
 
 
+def _const_like(input, value, dtype, device, requires_grad):
+    """``_const`` at ``input``'s shape, dtype and backend unless told otherwise. Without a device,
+    the backend is ``input``'s own object, not looked up by name (backward's seed gradient runs
+    this once a step)."""
+    if device is not None:
+        dt, dev = _like(input, dtype, device)
+        return _const((input.shape,), value, dt, dev, requires_grad)
+    _check_dtype(dtype)
+    b = input._backend
+    dt = dtype or input.dtype
+    shape = input._data.shape
+    arr = b.primitives["zeros"](shape, dt) if value == 0 else b.primitives["full"](shape, value, dt)
+    return _finish(wrap(arr, b), requires_grad)
+
+
 @public("plugtorch")
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return _const((input.shape,), 0, dt, dev, requires_grad)
+    return _const_like(input, 0, dtype, device, requires_grad)
 
 
 @public("plugtorch")
 def ones_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return _const((input.shape,), 1, dt, dev, requires_grad)
+    return _const_like(input, 1, dtype, device, requires_grad)
 
 
 @public("plugtorch")
@@ -183,8 +196,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor
 
 @public("plugtorch")
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return _const((input.shape,), fill_value, dt, dev, requires_grad)
+    return _const_like(input, fill_value, dtype, device, requires_grad)
 
 
 @public("plugtorch")

@@ -25,8 +25,10 @@ min_result = return_type("min", ["values", "indices"])
 def _expand_back(ctx, g):
     """Broadcast a reduced gradient back over the reduced axes."""
     shape = ctx.meta[0][0]
-    if not ctx.attrs["keepdims"]:
-        g = g.reshape(kept_shape(shape, ctx.attrs["axes"]))
+    attrs = ctx.attrs
+    # a reduction over every axis gives a 0-d gradient, which expands as it is
+    if not attrs["keepdims"] and attrs["axes"] is not None:
+        g = g.reshape(kept_shape(shape, attrs["axes"]))
     return g.expand(shape)
 
 
