@@ -22,8 +22,9 @@ data = {"plugtorch_backends.cupy_backend": ["kernels/*.cu", "kernels/*.cuh"], "p
 # NumPy kernels bit for bit, hence no FMA contraction and no fast-math.
 flags = [] if sys.platform == "win32" else ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
 native = Extension("plugtorch_backends.numpy_backend.native._kernels",
-                   sources=["backends/numpy_backend/native/_kernels.c"],
-                   depends=["backends/numpy_backend/native/typed.h"], extra_compile_args=flags, optional=True)
+                   sources=["backends/numpy_backend/native/_kernels.c", "backends/numpy_backend/native/threadpool.c"],
+                   depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/threadpool.h"],
+                   extra_compile_args=flags, optional=True)
 
 setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data,
       ext_modules=[native])

@@ -91,5 +91,6 @@ def plugtorch_register(registrar):
     allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
     registrar.add_backend(make_backend())
     kernels = {**FUSED_KERNELS, **OPTIM_KERNELS, **native.kernels()}
+    native.share_blas_threads()  # NumPy's OpenBLAS and the native kernels on one pool of threads
     for op, fn in kernels.items():
         registrar.add_kernel(op, NAME, fn)

@@ -8,7 +8,9 @@ with NumPy. The extension is built at install (``setup.py``, optional): where it
 or ``PLUGTORCH_NATIVE_KERNELS=0`` is set, the backend registers its NumPy kernels alone, and
 :func:`status` says why.
 
-The loops run on one thread. OpenMP was tried (2026-11-25): on 2 cores its threads and
+The loops run on the threads NumPy's OpenBLAS is told to use, in one pool shared with it
+(``threadpool.c``, ``blas_threads.py``), where OpenBLAS takes a threads callback; elsewhere on one.
+Before that pool, OpenMP was tried (2026-11-25): on 2 cores its threads and
 OpenBLAS's spin against each other, and with libgomp's default waiting a CNN step took 72 ms
 instead of 13.7; with passive waiting it took 13.4, no real gain in a step whose BLAS calls
 keep the other core busy; and a forked child (a DataLoader worker) hung in libgomp unless
@@ -16,7 +18,7 @@ guarded. Splitting max-pool (forward and backward) and relu over the batch on tw
 threads, each half written into one output (the loops release the GIL), was tried too
 (2026-11-26): alone, relu on 6 MiB went from 520 to 350 us, but a CNN step with 2 BLAS threads
 took 12.5 ms instead of 12.0 (12.4 against 12.55 with OPENBLAS_THREAD_TIMEOUT=4, which slows
-the GEMMs instead). A pool shared with BLAS is what threading these kernels would need.
+the GEMMs instead). A pool shared with BLAS is what threading these kernels needed.
 The extension is built for baseline x86-64 (SSE, 4 floats a vector). Building Adam's loop for
 AVX-512 and AVX2 as well (GCC's target_clones, chosen at load time) was tried too
 (2026-11-26): it went from 0.78 to 0.70 ns an element on 100k-400k floats, because the loop
@@ -31,7 +33,7 @@ import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
 
-ABI = 3  # _kernels.c's interface version (its ABI constant); they change together
+ABI = 4  # _kernels.c's interface version (its ABI constant); they change together
 
 _kernels: ModuleType | None
 try:
@@ -57,7 +59,14 @@ def status() -> str:
         return f"native kernels off: {_missing}"
     if not enabled():
         return "native kernels off: PLUGTORCH_NATIVE_KERNELS=0"
-    return "native kernels on: " + ", ".join(sorted(kernels()))
+    from . import blas_threads
+    return "native kernels on: " + ", ".join(sorted(kernels())) + f"; shared BLAS threads {blas_threads.STATUS}"
+
+
+def share_blas_threads() -> str:
+    """Run NumPy's OpenBLAS jobs and split the kernels' loops on one pool (``blas_threads``)."""
+    from . import blas_threads
+    return blas_threads.install()
 
 
 def kernels() -> dict:

@@ -19,6 +19,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "threadpool.h"
+
 /* -- buffers -------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -120,6 +122,48 @@ typedef struct {
 #undef SQRT
 #undef EXP
 
+/* -- splitting a loop over the pool (threadpool.c) ---------------------------------------------- */
+
+/* Below this many array elements a job saves less than handing it to a worker costs */
+#define MIN_JOB_ELEMENTS 32768
+
+typedef void (*RangeBody)(Py_ssize_t lo, Py_ssize_t hi, int job, void *ctx);
+
+typedef struct {
+    RangeBody body;
+    void *ctx;
+    Py_ssize_t total;
+    int n;
+} Split;
+
+static void split_job(int i, void *arg)
+{
+    Split *s = arg;
+    Py_ssize_t lo = s->total * i / s->n, hi = s->total * (i + 1) / s->n;
+    if (lo < hi)
+        s->body(lo, hi, i, s->ctx);
+}
+
+/* body over items [0, total), which touch `elements` array elements in all: in at most `width`
+ * jobs (pool_width(), read once by the caller, which sizes per-job scratch by it), each with at
+ * least MIN_JOB_ELEMENTS, else on the caller alone. Each item is computed as it is alone, so
+ * results do not depend on the split. Call without the GIL. */
+static void parallel_for(int width, Py_ssize_t total, Py_ssize_t elements, RangeBody body, void *ctx)
+{
+    Py_ssize_t n = width;
+    if (n > total)
+        n = total;
+    if (n > elements / MIN_JOB_ELEMENTS)
+        n = elements / MIN_JOB_ELEMENTS;
+    if (n <= 1) {
+        if (total > 0)
+            body(0, total, 0, ctx);
+        return;
+    }
+    Split s = {body, ctx, total, (int)n};
+    pool_run((int)n, split_job, &s, 0);
+}
+
 static int parse_geometry(PyObject *args, Py_ssize_t first, Geometry *g)
 {
     Py_ssize_t *v[] = {&g->kh, &g->kw, &g->sh, &g->sw, &g->ph, &g->pw, &g->dh, &g->dw};
@@ -167,6 +211,32 @@ static int pool_args(PyObject *args, Buf *bufs, int n, Py_ssize_t (*s)[4], Geome
 
 #define PLANE(b, st, a_, c_) ((char *)(b).view.buf + ((a_) * (st)[0] + (c_) * (st)[1]) * (b).view.itemsize)
 
+typedef struct {
+    Buf *bufs;
+    Py_ssize_t (*s)[4];
+    const Geometry *g;
+    char kind;
+    Py_ssize_t *first; /* the backward's scratch: one window row per job */
+} PoolCall;
+
+static void pool_fwd_planes(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    PoolCall *k = p;
+    Buf *bufs = k->bufs;
+    Py_ssize_t (*s)[4] = k->s;
+    const Py_ssize_t *xs = bufs[0].view.shape, *ys = bufs[1].view.shape;
+    (void)job;
+    for (Py_ssize_t q = lo; q < hi; q++) {
+        Py_ssize_t a = q / xs[1], c = q % xs[1];
+        if (k->kind == 'f')
+            pool_fwd_plane_f((const float *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3], xs[2], xs[3],
+                             (float *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], ys[2], ys[3], k->g);
+        else
+            pool_fwd_plane_d((const double *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3], xs[2], xs[3],
+                             (double *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], ys[2], ys[3], k->g);
+    }
+}
+
 /* max_pool2d(input, out, kh, kw, sh, sw, ph, pw, dh, dw): out (N, C, OH, OW) filled */
 static PyObject *max_pool2d(PyObject *self, PyObject *args)
 {
@@ -176,20 +246,36 @@ static PyObject *max_pool2d(PyObject *self, PyObject *args)
     char kind;
     if (pool_args(args, bufs, 2, s, &g, &kind, "max_pool2d") < 0)
         return NULL;
-    const Py_ssize_t *xs = bufs[0].view.shape, *ys = bufs[1].view.shape;
+    const Py_ssize_t *xs = bufs[0].view.shape;
+    PoolCall k = {bufs, s, &g, kind, NULL};
+    int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t a = 0; a < xs[0]; a++)
-        for (Py_ssize_t c = 0; c < xs[1]; c++) {
-            if (kind == 'f')
-                pool_fwd_plane_f((const float *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3], xs[2], xs[3],
-                                 (float *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], ys[2], ys[3], &g);
-            else
-                pool_fwd_plane_d((const double *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3], xs[2], xs[3],
-                                 (double *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], ys[2], ys[3], &g);
-        }
+    parallel_for(width, xs[0] * xs[1], xs[0] * xs[1] * xs[2] * xs[3], pool_fwd_planes, &k);
     Py_END_ALLOW_THREADS
     release(bufs, 2);
     Py_RETURN_NONE;
+}
+
+static void pool_bwd_planes(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    PoolCall *k = p;
+    Buf *bufs = k->bufs;
+    Py_ssize_t (*s)[4] = k->s;
+    const Py_ssize_t *xs = bufs[1].view.shape, *ys = bufs[2].view.shape;
+    Py_ssize_t *first = k->first + job * (ys[2] * ys[3] > 0 ? ys[2] * ys[3] : 1);
+    for (Py_ssize_t q = lo; q < hi; q++) {
+        Py_ssize_t a = q / xs[1], c = q % xs[1];
+        if (k->kind == 'f')
+            pool_bwd_plane_f((const float *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3],
+                             (const float *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], xs[2], xs[3],
+                             (const float *)PLANE(bufs[2], s[2], a, c), s[2][2], s[2][3], ys[2], ys[3],
+                             (float *)PLANE(bufs[3], s[3], a, c), s[3][2], s[3][3], k->g, first);
+        else
+            pool_bwd_plane_d((const double *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3],
+                             (const double *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], xs[2], xs[3],
+                             (const double *)PLANE(bufs[2], s[2], a, c), s[2][2], s[2][3], ys[2], ys[3],
+                             (double *)PLANE(bufs[3], s[3], a, c), s[3][2], s[3][3], k->g, first);
+    }
 }
 
 /* max_pool2d_backward(grad_output, input, output, dx, kh, kw, sh, sw, ph, pw, dh, dw):
@@ -203,25 +289,16 @@ static PyObject *max_pool2d_backward(PyObject *self, PyObject *args)
     if (pool_args(args, bufs, 4, s, &g, &kind, "max_pool2d_backward") < 0)
         return NULL;
     const Py_ssize_t *xs = bufs[1].view.shape, *ys = bufs[2].view.shape;
-    Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * (ys[2] * ys[3] > 0 ? ys[2] * ys[3] : 1));
+    Py_ssize_t per = ys[2] * ys[3] > 0 ? ys[2] * ys[3] : 1;
+    int width = pool_width();
+    Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * per * width);
     if (!first) {
         release(bufs, 4);
         return PyErr_NoMemory();
     }
+    PoolCall k = {bufs, s, &g, kind, first};
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t a = 0; a < xs[0]; a++)
-        for (Py_ssize_t c = 0; c < xs[1]; c++) {
-            if (kind == 'f')
-                pool_bwd_plane_f((const float *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3],
-                                 (const float *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], xs[2], xs[3],
-                                 (const float *)PLANE(bufs[2], s[2], a, c), s[2][2], s[2][3], ys[2], ys[3],
-                                 (float *)PLANE(bufs[3], s[3], a, c), s[3][2], s[3][3], &g, first);
-            else
-                pool_bwd_plane_d((const double *)PLANE(bufs[0], s[0], a, c), s[0][2], s[0][3],
-                                 (const double *)PLANE(bufs[1], s[1], a, c), s[1][2], s[1][3], xs[2], xs[3],
-                                 (const double *)PLANE(bufs[2], s[2], a, c), s[2][2], s[2][3], ys[2], ys[3],
-                                 (double *)PLANE(bufs[3], s[3], a, c), s[3][2], s[3][3], &g, first);
-        }
+    parallel_for(width, xs[0] * xs[1], xs[0] * xs[1] * xs[2] * xs[3], pool_bwd_planes, &k);
     Py_END_ALLOW_THREADS
     PyMem_Free(first);
     release(bufs, 4);
@@ -237,6 +314,26 @@ static int contiguous_like(Buf *bufs, int n, const char *what)
         }
     }
     return 0;
+}
+
+typedef struct {
+    void *a[5]; /* param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or NULL */
+    const AdamConsts *k;
+    char kind;
+} AdamCall;
+
+/* an element range of every array: the elements are independent */
+static void adam_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    AdamCall *c = p;
+    (void)job;
+    if (c->kind == 'f') {
+        float **a = (float **)c->a;
+        adam_f(a[0] + lo, a[1] + lo, a[2] + lo, a[3] + lo, a[4] ? a[4] + lo : NULL, hi - lo, c->k);
+    } else {
+        double **a = (double **)c->a;
+        adam_d(a[0] + lo, a[1] + lo, a[2] + lo, a[3] + lo, a[4] ? a[4] + lo : NULL, hi - lo, c->k);
+    }
 }
 
 /* adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or None, decay, weight_decay,
@@ -266,14 +363,40 @@ static PyObject *adam_step(PyObject *self, PyObject *args)
     Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
     void *p = bufs[0].view.buf, *g = bufs[1].view.buf, *m = bufs[2].view.buf, *v = bufs[3].view.buf;
     void *vmax = count == 5 ? bufs[4].view.buf : NULL;
+    AdamCall call = {{p, g, m, v, vmax}, &k, kind};
+    int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        adam_f(p, g, m, v, vmax, n, &k);
-    else
-        adam_d(p, g, m, v, vmax, n, &k);
+    parallel_for(width, n, 5 * n, adam_range, &call);
     Py_END_ALLOW_THREADS
     release(bufs, 5);
     Py_RETURN_NONE;
+}
+
+typedef struct {
+    Buf *bufs;
+    const Py_ssize_t *cs, *as;
+    Py_ssize_t step[4]; /* sh, sw, dh, dw */
+    char kind;
+} FoldCall;
+
+/* planes (l1, l2) [lo, hi) in row-major order: each writes its own accumulator plane */
+static void fold_planes(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    FoldCall *k = p;
+    const Py_ssize_t *c = k->bufs[0].view.shape, *a = k->bufs[1].view.shape, *cs = k->cs, *as = k->as;
+    Py_ssize_t item = k->bufs[0].view.itemsize, sh = k->step[0], sw = k->step[1], dh = k->step[2], dw = k->step[3];
+    (void)job;
+    for (Py_ssize_t q = lo; q < hi; q++) {
+        Py_ssize_t l1 = q / c[1], l2 = q % c[1];
+        const char *cp = (const char *)k->bufs[0].view.buf + (l1 * cs[0] + l2 * cs[1]) * item;
+        char *ap = (char *)k->bufs[1].view.buf + (l1 * as[0] + l2 * as[1]) * item;
+        if (k->kind == 'f')
+            fold_plane_f((const float *)cp, cs + 2, c[2], c[3], c[4], c[5], (float *)ap, as[2], as[3], a[2], a[3],
+                         sh, sw, dh, dw);
+        else
+            fold_plane_d((const double *)cp, cs + 2, c[2], c[3], c[4], c[5], (double *)ap, as[2], as[3], a[2], a[3],
+                         sh, sw, dh, dw);
+    }
 }
 
 /* fold2d(cols, acc, sh, sw, dh, dw): cols (L1, L2, OH, OW, KH, KW) any strides, acc (L1, L2, H, W)
@@ -299,22 +422,35 @@ static PyObject *fold2d(PyObject *self, PyObject *args)
         release(bufs, 2);
         return NULL;
     }
-    Py_ssize_t item = bufs[0].view.itemsize;
+    FoldCall call = {bufs, cs, as, {sh, sw, dh, dw}, kind};
+    int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t l1 = 0; l1 < c[0]; l1++)
-        for (Py_ssize_t l2 = 0; l2 < c[1]; l2++) {
-            const char *cp = (const char *)bufs[0].view.buf + (l1 * cs[0] + l2 * cs[1]) * item;
-            char *ap = (char *)bufs[1].view.buf + (l1 * as[0] + l2 * as[1]) * item;
-            if (kind == 'f')
-                fold_plane_f((const float *)cp, cs + 2, c[2], c[3], c[4], c[5], (float *)ap, as[2], as[3], a[2],
-                             a[3], sh, sw, dh, dw);
-            else
-                fold_plane_d((const double *)cp, cs + 2, c[2], c[3], c[4], c[5], (double *)ap, as[2], as[3], a[2],
-                             a[3], sh, sw, dh, dw);
-        }
+    parallel_for(width, c[0] * c[1], bufs[0].view.len / bufs[0].view.itemsize, fold_planes, &call);
     Py_END_ALLOW_THREADS
     release(bufs, 2);
     Py_RETURN_NONE;
+}
+
+typedef struct {
+    Buf *bufs;
+    const Py_ssize_t *xs;
+    Py_ssize_t n0, nb, oh, ow;
+    const Geometry *g;
+    char kind;
+} Im2colCall;
+
+/* the columns of images [lo, hi) of the call's nb: each image's columns are its own */
+static void im2col_images(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    Im2colCall *k = p;
+    const Py_ssize_t *x = k->bufs[0].view.shape;
+    (void)job;
+    if (k->kind == 'f')
+        im2col_f((const float *)k->bufs[0].view.buf, k->xs, x[1], x[2], x[3], k->n0, k->nb,
+                 (float *)k->bufs[1].view.buf, k->oh, k->ow, k->g, lo, hi);
+    else
+        im2col_d((const double *)k->bufs[0].view.buf, k->xs, x[1], x[2], x[3], k->n0, k->nb,
+                 (double *)k->bufs[1].view.buf, k->oh, k->ow, k->g, lo, hi);
 }
 
 /* im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw): input (N, C, H, W) any
@@ -350,12 +486,10 @@ static PyObject *im2col(PyObject *self, PyObject *args)
         release(bufs, 2);
         return NULL;
     }
+    Im2colCall call = {bufs, xs, n0, nb, oh, ow, &g, kind};
+    int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        im2col_f((const float *)bufs[0].view.buf, xs, x[1], x[2], x[3], n0, nb, (float *)bufs[1].view.buf, oh, ow, &g);
-    else
-        im2col_d((const double *)bufs[0].view.buf, xs, x[1], x[2], x[3], n0, nb, (double *)bufs[1].view.buf, oh, ow,
-                 &g);
+    parallel_for(width, nb, cs[0] * cs[1], im2col_images, &call);
     Py_END_ALLOW_THREADS
     release(bufs, 2);
     Py_RETURN_NONE;
@@ -463,6 +597,35 @@ static PyObject *cross_entropy_backward(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+typedef struct {
+    void *a[3]; /* grad_output, input or output, out: C-contiguous, one size */
+    double threshold;
+    char kind;
+    char op; /* 't' threshold_backward, 'h' tanh_backward, 's' sigmoid_backward */
+} ElementCall;
+
+static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    ElementCall *c = p;
+    Py_ssize_t n = hi - lo;
+    (void)job;
+    if (c->kind == 'f') {
+        const float *g = (const float *)c->a[0] + lo, *x = (const float *)c->a[1] + lo;
+        float *out = (float *)c->a[2] + lo;
+        if (c->op == 't')
+            threshold_bwd_f(g, x, (float)c->threshold, out, n);
+        else
+            (c->op == 's' ? sigmoid_bwd_f : tanh_bwd_f)(g, x, out, n);
+    } else {
+        const double *g = (const double *)c->a[0] + lo, *x = (const double *)c->a[1] + lo;
+        double *out = (double *)c->a[2] + lo;
+        if (c->op == 't')
+            threshold_bwd_d(g, x, c->threshold, out, n);
+        else
+            (c->op == 's' ? sigmoid_bwd_d : tanh_bwd_d)(g, x, out, n);
+    }
+}
+
 /* threshold_backward(grad_output, input, threshold, out): three C-contiguous arrays of one size */
 static PyObject *threshold_backward(PyObject *self, PyObject *args)
 {
@@ -479,11 +642,10 @@ static PyObject *threshold_backward(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
+    ElementCall call = {{bufs[0].view.buf, bufs[1].view.buf, bufs[2].view.buf}, threshold, kind, 't'};
+    int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        threshold_bwd_f(bufs[0].view.buf, bufs[1].view.buf, (float)threshold, bufs[2].view.buf, n);
-    else
-        threshold_bwd_d(bufs[0].view.buf, bufs[1].view.buf, threshold, bufs[2].view.buf, n);
+    parallel_for(width, n, 3 * n, element_range, &call);
     Py_END_ALLOW_THREADS
     release(bufs, 3);
     Py_RETURN_NONE;
@@ -506,11 +668,10 @@ static PyObject *output_backward(PyObject *args, const char *name, int sigmoid)
     Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
     const void *g = bufs[0].view.buf, *y = bufs[1].view.buf;
     void *out = bufs[2].view.buf;
+    ElementCall call = {{(void *)g, (void *)y, out}, 0.0, kind, sigmoid ? 's' : 'h'};
+    int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        (sigmoid ? sigmoid_bwd_f : tanh_bwd_f)(g, y, out, n);
-    else
-        (sigmoid ? sigmoid_bwd_d : tanh_bwd_d)(g, y, out, n);
+    parallel_for(width, n, 3 * n, element_range, &call);
     Py_END_ALLOW_THREADS
     release(bufs, 3);
     Py_RETURN_NONE;
@@ -524,6 +685,49 @@ static PyObject *tanh_backward(PyObject *self, PyObject *args)
 static PyObject *sigmoid_backward(PyObject *self, PyObject *args)
 {
     return output_backward(args, "sigmoid_backward", 1);
+}
+
+/* -- the pool (threadpool.c) ------------------------------------------------------------------ */
+
+/* pool_set_width(n): how many jobs the kernels split their loops into (1: none) */
+static PyObject *py_pool_set_width(PyObject *self, PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    pool_set_width((int)(n < 1 ? 1 : (n > 1024 ? 1024 : n)));
+    Py_RETURN_NONE;
+}
+
+/* pool_follow(address): the width is what the C function int f(void) at `address` answers at
+ * each call (OpenBLAS's get_num_threads); 0 stops following */
+static PyObject *py_pool_follow(PyObject *self, PyObject *arg)
+{
+    void *address = PyLong_AsVoidPtr(arg);
+    if (!address && PyErr_Occurred())
+        return NULL;
+    if (address)
+        pool_follow((int (*)(void))address);
+    else
+        pool_set_width(pool_width());
+    Py_RETURN_NONE;
+}
+
+/* pool_info() -> (width, workers alive, calls split so far) */
+static PyObject *py_pool_info(PyObject *self, PyObject *unused)
+{
+    return Py_BuildValue("iiK", pool_width(), pool_workers(), pool_calls());
+}
+
+/* pool_blas_callback() -> the address of OpenBLAS's threads callback, or None where the pool
+ * cannot run OpenBLAS's jobs at once (no threads: Windows) */
+static PyObject *py_pool_blas_callback(PyObject *self, PyObject *unused)
+{
+#ifdef _WIN32
+    Py_RETURN_NONE;
+#else
+    return PyLong_FromVoidPtr((void *)pool_openblas_callback);
+#endif
 }
 
 /* -- the module ------------------------------------------------------------------------------- */
@@ -541,6 +745,11 @@ static PyMethodDef methods[] = {
     {"tanh_backward", tanh_backward, METH_VARARGS, "tanh_backward(grad_output, output, out)"},
     {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},
     {"im2col", im2col, METH_VARARGS, "im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)"},
+    {"pool_set_width", py_pool_set_width, METH_O, "pool_set_width(n): split kernels' loops into n jobs"},
+    {"pool_follow", py_pool_follow, METH_O, "pool_follow(address): width from the C function int f(void) there"},
+    {"pool_info", py_pool_info, METH_NOARGS, "pool_info() -> (width, workers, calls)"},
+    {"pool_blas_callback", py_pool_blas_callback, METH_NOARGS,
+     "pool_blas_callback() -> address of OpenBLAS's threads callback running its jobs on the pool, or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -550,7 +759,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 /* The interface version native/__init__.py expects: bump it with any change to a function's
  * name or arguments, so that a checkout whose extension was built from older sources (an
  * editable install is not rebuilt by a pull) runs the NumPy kernels instead of failing. */
-#define ABI 3
+#define ABI 4
 
 PyMODINIT_FUNC PyInit__kernels(void)
 {

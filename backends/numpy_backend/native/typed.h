@@ -234,15 +234,17 @@ static void FN(fold_plane)(const T *cols, const Py_ssize_t *cs, Py_ssize_t oh, P
 
 /* The patches of images [n0, n0 + nb) as rows (channel, kernel row, kernel column) of columns
  * (image, output row, output column), zero where a window reaches into the padding: the
- * layout conv.py's _im2col copies out of the window view, built without the padded copy. */
+ * layout conv.py's _im2col copies out of the window view, built without the padded copy.
+ * Only the columns of images n0 + [b_lo, b_hi) are written (a share of the work). */
 static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t n0,
-                       Py_ssize_t nb, T *cols, Py_ssize_t oh, Py_ssize_t ow, const Geometry *g)
+                       Py_ssize_t nb, T *cols, Py_ssize_t oh, Py_ssize_t ow, const Geometry *g, Py_ssize_t b_lo,
+                       Py_ssize_t b_hi)
 {
     Py_ssize_t ncols = nb * oh * ow;
     for (Py_ssize_t ch = 0; ch < c; ch++)
         for (Py_ssize_t i = 0; i < g->kh; i++)
             for (Py_ssize_t j = 0; j < g->kw; j++) {
-                T *row = cols + ((ch * g->kh + i) * g->kw + j) * ncols;
+                T *row = cols + ((ch * g->kh + i) * g->kw + j) * ncols + b_lo * oh * ow;
                 /* the output columns whose input column lies inside, [lo, hi): the same for
                  * every row of this kernel offset */
                 Py_ssize_t c0 = j * g->dw - g->pw, lo = 0, hi = ow;
@@ -251,7 +253,7 @@ static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_
                 while (hi > lo && c0 + (hi - 1) * g->sw >= w)
                     hi--;
                 int dense = g->sw == 1 && xs[3] == 1;
-                for (Py_ssize_t b = 0; b < nb; b++) {
+                for (Py_ssize_t b = b_lo; b < b_hi; b++) {
                     const T *plane = x + (n0 + b) * xs[0] + ch * xs[1];
                     for (Py_ssize_t oy = 0; oy < oh; oy++, row += ow) {
                         Py_ssize_t r = oy * g->sh - g->ph + i * g->dh;
