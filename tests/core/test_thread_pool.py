@@ -8,6 +8,8 @@ process-level checks run in subprocesses with a timeout, so a hang fails instead
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -183,3 +185,21 @@ def test_the_opt_out_leaves_openblas_alone_and_the_kernels_on_one_thread():
     """, {"PLUGTORCH_SHARE_BLAS_THREADS": "0", "OPENBLAS_NUM_THREADS": "2"}, prelude=False)
     status, width = out.split("|")
     assert status.strip() == "off: PLUGTORCH_SHARE_BLAS_THREADS=0" and width.strip() == "1"
+
+
+def test_the_pool_alone_under_concurrent_calls_sleeping_workers_and_fork(tmp_path):
+    """threadpool_stress.c against threadpool.c, built here: every job runs once, all jobs of a
+    call at once (a barrier that hangs otherwise), from three calling threads, across sleeps
+    and a fork."""
+    cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
+    if cc is None or sys.platform == "win32":
+        pytest.skip("needs a C compiler and pthreads to build the stress run")
+    native_dir = pathlib.Path(__file__).resolve().parents[2] / "backends" / "numpy_backend" / "native"
+    if not (native_dir / "threadpool.c").exists():
+        pytest.skip(f"the pool's source is not beside the tests ({native_dir})")
+    exe = tmp_path / "stress"
+    subprocess.run([cc, "-O2", "-std=c11", "-I", str(native_dir), str(native_dir / "threadpool.c"),
+                    str(pathlib.Path(__file__).with_name("threadpool_stress.c")), "-o", str(exe), "-lpthread"],
+                   check=True, capture_output=True, timeout=120)
+    done = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr
