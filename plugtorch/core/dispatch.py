@@ -112,16 +112,7 @@ def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
     else:
         saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
     node = Node(opdef.name, rule or opdef.derivative, tuple(edges), tuple(meta), saved, None, attrs)
-    if opdef.saves_output:
-        node.output = out
-        node.versions = (*_versions(saved), out._vc[0]) if saved else (out._vc[0],)
-    elif saved is not None:
-        node.versions = _versions(saved)
-    if anomaly._state.enabled:
-        node.trace = anomaly.creation_trace()
-    out.grad_fn = node
-    out.requires_grad = True
-    return out
+    return _attach(out, node, opdef, saved)
 
 
 def _edge_of(t):
@@ -146,16 +137,7 @@ def record_one(out, opdef, x, attrs=NO_ATTRS):
         saved = (None,)
     node = Node(opdef.name, opdef.derivative, (_edge_of(x),), ((x._data.shape, x.dtype),), saved, None,
                 attrs)
-    if opdef.saves_output:
-        node.output = out
-        node.versions = (*_versions(saved), out._vc[0]) if saved else (out._vc[0],)
-    elif saved is not None:
-        node.versions = _versions(saved)
-    if anomaly._state.enabled:
-        node.trace = anomaly.creation_trace()
-    out.grad_fn = node
-    out.requires_grad = True
-    return out
+    return _attach(out, node, opdef, saved)
 
 
 def record_pair(out, opdef, a, b):
@@ -169,6 +151,12 @@ def record_pair(out, opdef, a, b):
         saved = (a if 0 in positions else None, b if 1 in positions else None)
     node = Node(opdef.name, opdef.derivative, (_edge_of(a), _edge_of(b)),
                 ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
+    return _attach(out, node, opdef, saved)
+
+
+def _attach(out, node, opdef, saved):
+    """Make ``node`` the ``grad_fn`` of ``out``: the saved values' versions, and the creation
+    trace under anomaly detection (the common tail of the records above)."""
     if opdef.saves_output:
         node.output = out
         node.versions = (*_versions(saved), out._vc[0]) if saved else (out._vc[0],)
