@@ -115,16 +115,6 @@ def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
     return _attach(out, node, opdef, saved)
 
 
-def _edge_of(t):
-    """``edge`` for a tensor known to take part (the unrolled records below)."""
-    fn = t.grad_fn
-    if fn is None and t.requires_grad:
-        fn = t._accum
-        if fn is None:
-            fn = t._accum = AccumulateGrad(t)
-    return fn
-
-
 def record_one(out, opdef, x, attrs=NO_ATTRS):
     """``record(out, opdef, (x,), attrs)`` unrolled for one tensor operand (unary ops, reshapes,
     reductions): the commonest nodes, so the loop and its lists are worth saving."""
@@ -135,7 +125,7 @@ def record_one(out, opdef, x, attrs=NO_ATTRS):
         saved = (x,)
     else:
         saved = (None,)
-    node = Node(opdef.name, opdef.derivative, (_edge_of(x),), ((x._data.shape, x.dtype),), saved, None,
+    node = Node(opdef.name, opdef.derivative, (edge(x),), ((x._data.shape, x.dtype),), saved, None,
                 attrs)
     return _attach(out, node, opdef, saved)
 
@@ -149,7 +139,7 @@ def record_pair(out, opdef, a, b):
         saved = (a, b)
     else:
         saved = (a if 0 in positions else None, b if 1 in positions else None)
-    node = Node(opdef.name, opdef.derivative, (_edge_of(a), _edge_of(b)),
+    node = Node(opdef.name, opdef.derivative, (edge(a), edge(b)),
                 ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
     return _attach(out, node, opdef, saved)
 

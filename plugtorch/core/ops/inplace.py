@@ -55,18 +55,12 @@ def _check_overlap(x, op_name):
 
 
 def _tracking(x, *others) -> bool:
-    if not _grad.enabled:
-        return False
-    if x.requires_grad:
-        return True
-    for o in others:
-        if isinstance(o, Tensor) and o.requires_grad:
-            return True
-    return False
+    return _grad.enabled and _graph_involved(x, others, None)
 
 
 def _graph_involved(x, args, kwargs) -> bool:
-    """``_tracking`` for a method's arguments, with grad mode known to be on."""
+    """Whether ``x`` or a tensor among ``args`` and ``kwargs`` (a dict or None) requires grad;
+    ``_tracking`` less its grad-mode test, which in-place methods make first."""
     if x.requires_grad:
         return True
     for o in args:
@@ -175,7 +169,7 @@ def _into(x, op_name, args, kwargs):
 def _broadcasts_to(shape, target) -> bool:
     try:
         return broadcast_shapes(target, shape) == target
-    except (RuntimeError, ValueError):
+    except RuntimeError:  # broadcast_shapes' error for shapes that clash
         return False
 
 
@@ -341,11 +335,7 @@ def _check_put_shapes(b, data, index, value):
     except IndexError as e:
         raise IndexError(f"x[index] = value on a tensor of shape {list(data.shape)}: {e}") from None
     if isinstance(value, Tensor):
-        try:
-            ok = broadcast_shapes(target, value.shape) == tuple(target)
-        except RuntimeError:
-            ok = False
-        if not ok:
+        if not _broadcasts_to(value.shape, tuple(target)):
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
                                f"broadcast to indexing result of shape {list(target)}")
 
