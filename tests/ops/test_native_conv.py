@@ -75,6 +75,27 @@ def test_layouts_do_not_change_the_values():
                                       KERNELS["conv2d"](x, w, b, **_attrs(geometry)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel, padding, dilation, width", [
+    ((3, 3), (1, 1), (1, 1), 5),   # a "same" convolution: output rows as wide as the input's
+    ((3, 3), (2, 1), (1, 1), 5),   # two output rows past each edge
+    ((1, 3), (4, 1), (1, 1), 5),   # padding taller than the kernel: whole rows of zeros
+    ((3, 3), (2, 2), (2, 2), 5),   # dilated
+    ((1, 1), (1, 1), (1, 1), 7),   # a 5-wide input inside 7-wide rows, the output 7 wide
+], ids=str)
+def test_plane_spans_are_the_windows(kernel, padding, dilation, width, dtype):
+    # stride-1 windows over input rows exactly one output row apart: im2col copies each
+    # plane's valid rows as one span and zeroes what reaches into the padding
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 5, width)).astype(dtype)[..., :5]
+    w = rng.standard_normal((4, 3) + kernel).astype(dtype)
+    attrs = dict(stride=(1, 1), padding=padding, dilation=dilation, groups=1)
+    got = KERNELS["conv2d"](x, w, None, **attrs)
+    want = _conv(pt.tensor(np.ascontiguousarray(x)), pt.tensor(w), None, **attrs).numpy()
+    assert got.shape[-1] == width  # the rows are as far apart as the output's
+    np.testing.assert_array_equal(got, want)
+
+
 def test_fewer_outputs_than_windows_use_the_first_ones():
     # conv_transpose2d's output_padding gives the weight gradient an input with spare windows
     x, w, _ = _data(GEOMETRIES[0], np.float32)

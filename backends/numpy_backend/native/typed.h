@@ -253,8 +253,30 @@ static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_
                 while (hi > lo && c0 + (hi - 1) * g->sw >= w)
                     hi--;
                 int dense = g->sw == 1 && xs[3] == 1;
+                /* stride 1 with input rows ow apart (a "same" convolution's): output (oy, ox)
+                 * reads the input at a fixed offset from oy * ow + ox, so a window's valid rows
+                 * are one span of the plane, copied at once; the few positions that reach
+                 * into the padding (rows outside, columns past the edges) are zeroed after */
+                Py_ssize_t r0 = i * g->dh - g->ph, oy_lo = r0 < 0 ? -r0 : 0, oy_hi = h - r0;
+                if (oy_hi > oh)
+                    oy_hi = oh;
+                int span = dense && g->sh == 1 && xs[2] == ow && lo < hi && oy_lo < oy_hi;
                 for (Py_ssize_t b = b_lo; b < b_hi; b++) {
                     const T *plane = x + (n0 + b) * xs[0] + ch * xs[1];
+                    if (span) {
+                        const T *src = plane + (oy_lo + r0) * ow + c0;
+                        Py_ssize_t first = oy_lo * ow + lo, last = (oy_hi - 1) * ow + hi;
+                        for (Py_ssize_t e = 0; e < first; e++)
+                            row[e] = 0;
+                        memcpy(row + first, src + (first - oy_lo * ow), (size_t)(last - first) * sizeof(T));
+                        for (Py_ssize_t oy = oy_lo; oy < oy_hi - 1; oy++)
+                            for (Py_ssize_t e = oy * ow + hi; e < (oy + 1) * ow + lo; e++)
+                                row[e] = 0;
+                        for (Py_ssize_t e = last; e < oh * ow; e++)
+                            row[e] = 0;
+                        row += oh * ow;
+                        continue;
+                    }
                     for (Py_ssize_t oy = 0; oy < oh; oy++, row += ow) {
                         Py_ssize_t r = oy * g->sh - g->ph + i * g->dh;
                         if (r < 0 || r >= h) {
