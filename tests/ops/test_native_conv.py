@@ -65,6 +65,33 @@ def test_weight_grad_is_the_decomposition_bit_for_bit(geometry, dtype, monkeypat
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("chunk_bytes", [conv_ops.CHUNK_BYTES, 20_000])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_small_weights_sum_per_image_products(groups, chunk_bytes, monkeypatch):
+    # MNIST's first layer at a real batch: the weight gradient as per-image products summed
+    # over the batch (and over the chunks), on both sides, and the float64 answer within
+    # float32 rounding
+    monkeypatch.setattr(conv_ops, "CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 2, 28, 28)).astype(np.float32)
+    g = rng.standard_normal((16, 4, 28, 28)).astype(np.float32)
+    attrs = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=groups)
+    shape = (4, 2 // groups, 3, 3)
+    assert conv_ops.weight_grad_product(4 // groups, 2 // groups * 9, 16, 28 * 28) == "per_image"
+    got = KERNELS["conv2d_weight_grad"](g, x, weight_shape=shape, **attrs)
+    want = _conv_weight_grad(pt.tensor(g), pt.tensor(x), weight_shape=shape, **attrs).numpy()
+    np.testing.assert_array_equal(got, want)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    exact = np.zeros(shape)
+    for o in range(4):
+        for ci in range(2 // groups):
+            c = o // (4 // groups) * (2 // groups) + ci
+            for i in range(3):
+                for j in range(3):
+                    exact[o, ci, i, j] = np.sum(g[:, o] * padded[:, c, i:i + 28, j:j + 28])
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-3)
+
+
 def test_layouts_do_not_change_the_values():
     # a pooled convolution output ((C, N, H, W) memory) and a strided slice feed the next layer
     geometry = GEOMETRIES[1]

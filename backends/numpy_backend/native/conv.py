@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from plugtorch.core.ops.conv import _chunks  # the decomposition's batch chunks, so the two sum alike
-from plugtorch.core.ops.conv import weight_rows_first  # and its product's orientation
+from plugtorch.core.ops.conv import weight_grad_product  # and how its product runs
 from plugtorch.core.ops.pooling import _out_size  # windows per dim (a convolution's: no ceil_mode)
 
 from .. import fused
@@ -63,13 +63,20 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
     out = tuple(grad_output.shape[2:])
     per = out[0] * out[1]
     gmat = np.reshape(grad_output.swapaxes(0, 1), (groups, o // groups, n * per))
-    swap = weight_rows_first(o // groups, cg * kh * kw)
+    product = weight_grad_product(o // groups, cg * kh * kw, n, per)
     gw = None
     for a, b in _chunks(n, c * kh * kw * per * input.dtype.itemsize):
         cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation).reshape(groups, cg * kh * kw,
                                                                                        (b - a) * per)
         g = gmat[..., a * per:b * per]
-        part = np.matmul(cols, g.swapaxes(1, 2)).swapaxes(1, 2) if swap else np.matmul(g, cols.swapaxes(1, 2))
+        if product == "per_image":  # the decomposition's batch of per-image products, summed
+            cols = cols.reshape(groups, -1, b - a, per).transpose(2, 0, 1, 3)
+            g = g.reshape(groups, o // groups, b - a, per).transpose(2, 0, 3, 1)
+            part = np.matmul(cols, g).sum(0).swapaxes(1, 2)
+        elif product == "rows_first":
+            part = np.matmul(cols, g.swapaxes(1, 2)).swapaxes(1, 2)
+        else:
+            part = np.matmul(g, cols.swapaxes(1, 2))
         gw = part if gw is None else gw + part
     return gw.reshape(o, cg, kh, kw)
 
