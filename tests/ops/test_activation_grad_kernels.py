@@ -126,3 +126,42 @@ def test_relu_backward_runs_the_kernel(numpy_kernel_calls):
     pt.relu(x).sum().backward()
     assert calls == ["threshold_backward"]
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 1], [1, 0]])
+
+
+@pytest.mark.skipif(not NATIVE, reason=native.status())
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_relu_is_numpys_maximum(dtype):
+    # NumPy's maximum(x, 0), the backend's NumPy kernel: +0 for -0, nan for nan, in x's layout
+    rng = np.random.default_rng(2)
+    specials = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, -1e-45, 1e-45], dtype)
+    for name, x in _layouts(rng, dtype):
+        x = x.copy() if name == "strided" else x
+        flat = x.reshape(-1) if x.flags.c_contiguous else None
+        if flat is not None and flat.size >= specials.size:
+            flat[:specials.size] = specials
+        got, want = NATIVE["relu"](x), fused.relu(x)
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        assert (np.signbit(got) == np.signbit(want)).all(), name
+        if name in ("contiguous", "channel-major"):
+            assert got.strides == x.strides, name
+    # large enough to be split over the pool's jobs where it has threads
+    big = rng.standard_normal((64, 16, 28, 28)).astype(dtype).swapaxes(0, 1)
+    np.testing.assert_array_equal(NATIVE["relu"](big), np.maximum(big, 0))
+
+
+@pytest.mark.skipif(not NATIVE, reason=native.status())
+def test_native_relu_leaves_other_dtypes_and_layouts_to_numpy():
+    x = np.arange(-3, 3).reshape(2, 3)
+    for a in (x, x.astype(np.float16), np.asfortranarray(x, dtype=np.float32)[:, ::2]):
+        got = NATIVE["relu"](a)
+        assert got.dtype == a.dtype
+        np.testing.assert_array_equal(got, np.maximum(a, 0))
+
+
+def test_relu_runs_the_backends_kernel(numpy_kernel_calls):
+    calls = numpy_kernel_calls("relu")
+    x = pt.tensor([[-1.0, 2.0], [float("nan"), -0.0]])
+    y = pt.relu(x)
+    assert calls == ["relu"]
+    np.testing.assert_array_equal(y.numpy(), [[0.0, 2.0], [np.nan, 0.0]])

@@ -33,7 +33,7 @@ import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
 
-ABI = 4  # _kernels.c's interface version (its ABI constant); they change together
+ABI = 5  # _kernels.c's interface version (its ABI constant); they change together
 
 _kernels: ModuleType | None
 try:
@@ -73,7 +73,7 @@ def kernels() -> dict:
     """op name -> native kernel, for the backend to register (empty when not enabled)."""
     if not enabled():
         return {}
-    from .activation import sigmoid_backward, tanh_backward, threshold_backward
+    from .activation import relu, sigmoid_backward, tanh_backward, threshold_backward
     from .conv import conv2d, conv2d_weight_grad, fold
     from .loss import cross_entropy, cross_entropy_backward
     from .optim import adam_step_
@@ -81,5 +81,5 @@ def kernels() -> dict:
     return {"max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward, "fold": fold,
             "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
             "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
-            "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
+            "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
             "sigmoid_backward": sigmoid_backward}

@@ -601,7 +601,7 @@ typedef struct {
     void *a[3]; /* grad_output, input or output, out: C-contiguous, one size */
     double threshold;
     char kind;
-    char op; /* 't' threshold_backward, 'h' tanh_backward, 's' sigmoid_backward */
+    char op; /* 't' threshold_backward, 'h' tanh_backward, 's' sigmoid_backward, 'r' relu */
 } ElementCall;
 
 static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
@@ -614,6 +614,8 @@ static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
         float *out = (float *)c->a[2] + lo;
         if (c->op == 't')
             threshold_bwd_f(g, x, (float)c->threshold, out, n);
+        else if (c->op == 'r')
+            relu_f(g, out, n);
         else
             (c->op == 's' ? sigmoid_bwd_f : tanh_bwd_f)(g, x, out, n);
     } else {
@@ -621,9 +623,34 @@ static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
         double *out = (double *)c->a[2] + lo;
         if (c->op == 't')
             threshold_bwd_d(g, x, c->threshold, out, n);
+        else if (c->op == 'r')
+            relu_d(g, out, n);
         else
             (c->op == 's' ? sigmoid_bwd_d : tanh_bwd_d)(g, x, out, n);
     }
+}
+
+/* relu(input, out): two C-contiguous arrays of one size */
+static PyObject *relu(PyObject *self, PyObject *args)
+{
+    PyObject *x_obj, *out_obj;
+    Buf bufs[2] = {0};
+    char kind;
+    if (!PyArg_ParseTuple(args, "OO:relu", &x_obj, &out_obj))
+        return NULL;
+    if (get_buf(x_obj, &bufs[0], -1, 0, "relu") < 0 || get_buf(out_obj, &bufs[1], -1, 1, "out") < 0
+        || same_kind(bufs, 2, "relu", &kind) < 0 || contiguous_like(bufs, 2, "relu") < 0) {
+        release(bufs, 2);
+        return NULL;
+    }
+    Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
+    ElementCall call = {{bufs[0].view.buf, bufs[0].view.buf, bufs[1].view.buf}, 0, kind, 'r'};  /* no second operand */
+    int width = pool_width();
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, n, 2 * n, element_range, &call);
+    Py_END_ALLOW_THREADS
+    release(bufs, 2);
+    Py_RETURN_NONE;
 }
 
 /* threshold_backward(grad_output, input, threshold, out): three C-contiguous arrays of one size */
@@ -741,6 +768,7 @@ static PyMethodDef methods[] = {
     {"cross_entropy", cross_entropy, METH_VARARGS, "cross_entropy(input, target, ignore_index, loss) -> count"},
     {"cross_entropy_backward", cross_entropy_backward, METH_VARARGS,
      "cross_entropy_backward(input, target, ignore_index, scale, mean, dx)"},
+    {"relu", relu, METH_VARARGS, "relu(input, out)"},
     {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},
     {"tanh_backward", tanh_backward, METH_VARARGS, "tanh_backward(grad_output, output, out)"},
     {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},
@@ -759,7 +787,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 /* The interface version native/__init__.py expects: bump it with any change to a function's
  * name or arguments, so that a checkout whose extension was built from older sources (an
  * editable install is not rebuilt by a pull) runs the NumPy kernels instead of failing. */
-#define ABI 4
+#define ABI 5
 
 PyMODINIT_FUNC PyInit__kernels(void)
 {

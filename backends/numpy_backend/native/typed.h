@@ -172,6 +172,18 @@ static void FN(adam)(T *restrict p, const T *restrict gr, T *restrict m, T *rest
     }
 }
 
+/* -- relu ------------------------------------------------------------------------------------ */
+
+/* max(x, 0) as NumPy's maximum gives it: x where x > 0 or x is nan, else +0 (also for -0). A
+ * select, which vectorises. */
+static void FN(relu)(const T *restrict x, T *restrict out, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        T v = x[i];
+        out[i] = (v > 0 || v != v) ? v : 0;
+    }
+}
+
 /* -- threshold_backward ------------------------------------------------------------------------ */
 
 /* grad where x > threshold, else 0 (0 also where grad is inf or nan, as torch's kernel gives;
