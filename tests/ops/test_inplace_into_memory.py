@@ -107,6 +107,26 @@ def test_a_kernel_registered_over_the_primitive_runs(numpy_kernel_calls):
     np.testing.assert_array_equal(x.numpy(), [2, 2, 2])
 
 
+def test_a_kernel_registered_after_the_first_call_runs(monkeypatch):
+    # the shortcut's answer is kept per backend with the kernel it was found for
+    x = pt.ones(3)
+    x.add_(pt.ones(3))  # the shortcut, its answer kept
+    b = x._backend
+    calls = []
+
+    def recorded(*args, **kwargs):
+        calls.append(args)
+        return b.primitives["add"](*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setitem(b.kernels, "add", recorded)
+        x.add_(pt.ones(3))
+        assert len(calls) == 1
+    x.add_(pt.ones(3))  # the primitive again: the shortcut, not the kernel gone
+    assert len(calls) == 1
+    np.testing.assert_array_equal(x.numpy(), [4, 4, 4])
+
+
 def test_a_compiled_step_replays_the_update():
     p = pt.zeros(4)
     g = pt.ones(4)

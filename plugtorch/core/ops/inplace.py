@@ -116,21 +116,36 @@ _WRITES_IN_PLACE = frozenset({
 _NUMBER = (int, float, bool)
 
 
-def _into(x, op_name, args, kwargs):
+def _learn_variant(op_name, b, kernel, seen):
+    """(``kernel``, ``b``'s out= variant for ``op_name`` where ``_into`` may run it, else None),
+    kept in ``seen`` (one dict per in-place method) for ``b``: the registry rebuilds
+    ``b.kernels`` when an op, a kernel or a backend changes, and plugtorch.compile wraps the
+    kernels it records, so ``_into`` asks again whenever it finds another kernel."""
+    d = TABLE.get(op_name)
+    variant = None
+    if d is not None and d.primitive in _WRITES_IN_PLACE:
+        found = b.out_variants.get(d.primitive)
+        # a kernel registered over the primitive, or plugtorch.compile's recording wrappers, must run
+        if found is not None and kernel is b.primitives.get(d.primitive):
+            variant = found
+    seen[b] = known = (kernel, variant)
+    return known
+
+
+def _into(x, op_name, args, kwargs, seen):
     """``x`` with the op written into its memory by the backend's out= variant, or None where
     that is not the op's exact result (then the general path runs: it computes out of place and
     copies back). Runs only without a graph to keep, so no node saved ``x``'s old value.
     Written for speed: optimizer updates and initialisation run it once per parameter."""
-    d = TABLE.get(op_name)
-    if d is None:
-        return None
-    primitive = d.primitive
-    if primitive not in _WRITES_IN_PLACE or not x.dtype.is_floating_point:
+    if not x.dtype.is_floating_point:
         return None
     b = x._backend
-    variant = b.out_variants.get(primitive)
-    # a kernel registered over the primitive, or plugtorch.compile's recording wrappers, must run
-    if variant is None or b.kernels.get(op_name) is not b.primitives.get(primitive):
+    kernel = b.kernels.get(op_name)
+    known = seen.get(b)
+    if known is None or known[0] is not kernel:
+        known = _learn_variant(op_name, b, kernel, seen)
+    variant = known[1]
+    if variant is None:
         return None
     if kwargs:
         if op_name not in ("add", "sub") or kwargs.keys() != {"alpha"} or len(args) != 1:
@@ -176,6 +191,7 @@ def _broadcasts_to(shape, target) -> bool:
 def inplace(fn, name):
     """``x.<name>(*args)``: ``x = fn(x, *args)`` done in place."""
     op_name = name[:-1]
+    seen: dict = {}  # _out_variant's answers for this method, per backend
 
     def method(x, *args, **kwargs):
         strides = getattr(x._data, "strides", None)  # _check_overlap's own first test, inline
@@ -185,7 +201,7 @@ def inplace(fn, name):
             _check_leaf(x, name)
             return _commit(x, fn(_alias(x), *args, **kwargs), name, True)
         # no graph, so _check_leaf has nothing to refuse
-        done = _into(x, op_name, args, kwargs)
+        done = _into(x, op_name, args, kwargs, seen)
         if done is not None:
             return done
         return _commit(x, fn(x, *args, **kwargs), name, False)
