@@ -165,3 +165,12 @@ def test_relu_runs_the_backends_kernel(numpy_kernel_calls):
     y = pt.relu(x)
     assert calls == ["relu"]
     np.testing.assert_array_equal(y.numpy(), [[0.0, 2.0], [np.nan, 0.0]])
+
+
+def test_relus_decomposition_keeps_nan():
+    # the decomposition (what a backend without a relu kernel runs) gives NumPy's maximum(x, 0),
+    # torch's values: nan stays nan rather than becoming 0
+    x = np.array([np.nan, -0.0, 0.0, -2.0, 3.0, -np.inf, np.inf], np.float32)
+    got = activation._relu(pt.tensor(x)).numpy()
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+    assert not np.signbit(got).any()

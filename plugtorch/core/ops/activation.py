@@ -39,7 +39,9 @@ def _applied_in_place(fn, name, input, *args):
 # -- relu, sigmoid --------------------------------------------------------------------
 
 def _relu(input):
-    return ew.where(ew.gt(input, 0), input, 0)
+    # 0 where x <= 0, so nan stays nan (as torch's relu and NumPy's maximum give it; a test of
+    # x > 0 would turn it into 0) and -0 gives +0 (NumPy's maximum; torch keeps -0)
+    return ew.where(ew.le(input, 0), 0, input)
 
 
 def _relu_rule(ctx, g):
