@@ -8,6 +8,8 @@ gradients, filled by the :class:`~.graph.OutputNode` of each of its outputs.
 """
 from __future__ import annotations
 
+import sys
+
 from .dispatch import wrap
 from .graph import AccumulateGrad, Node, OutputNode, _FREED_MSG
 from .grad_mode import _state as _grad_state
@@ -171,6 +173,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                     if left == 0:
                         ready_append(child)
                 i += 1
+            grads = gi = None  # pending holds them now: a leaf's gradient held nowhere else is owned
     finally:
         _grad_state.enabled = prev_mode
     return captured
@@ -202,13 +205,46 @@ def _check_versions(node):
             )
 
 
+def _held_by_one_local(t):
+    return sys.getrefcount(t)
+
+
+def _sole_reference_counts():
+    """What ``sys.getrefcount`` gives, on this interpreter, for a tensor held only by the
+    caller's local and a parameter, and for an array held only by one slot: _accumulate's
+    call, counted the way it counts (None where there are no reference counts, as on PyPy)."""
+    if not hasattr(sys, "getrefcount"):
+        return None
+
+    class Holder:
+        __slots__ = ("_data",)
+
+    tensor, holder = object(), Holder()
+    holder._data = object()
+    return _held_by_one_local(tensor), sys.getrefcount(holder._data)
+
+
+_SOLE = _sole_reference_counts()
+
+
+def _owned(g) -> bool:
+    """Whether nothing but the engine holds ``g`` and nothing but ``g`` holds its array, which is
+    no view: then ``.grad`` may take it as it is, as PyTorch's AccumulateGrad takes a gradient
+    whose use count says no one else has it. Called from _accumulate only (the counts assume its
+    frame and its caller's). Any other holder - another leaf of the same gradient (a + b), a
+    hook that kept it, a tensor sharing its array, a plugtorch.compile buffer - adds to a count,
+    and the gradient is copied."""
+    return (_SOLE is not None and sys.getrefcount(g) == _SOLE[0] + 1  # + 1: this frame's parameter
+            and sys.getrefcount(g._data) == _SOLE[1] and getattr(g._data, "base", 0) is None)
+
+
 def _accumulate(leaf, g, create_graph):
     if not create_graph and (g.requires_grad or g.grad_fn is not None):
         g = g.detach()
     if leaf.grad is None:
-        # Own the memory: the same gradient tensor can reach several leaves (a + b),
-        # and optimizers update .grad in place.
-        leaf.grad = g if create_graph else g.clone()
+        # Own the memory: the same gradient tensor can reach several leaves (a + b), and
+        # optimizers and users update .grad in place; a gradient no one else holds is owned.
+        leaf.grad = g if create_graph or _owned(g) else g.clone()
     else:
         prev = leaf.grad
         if prev.dtype is g.dtype and prev._data.shape == g._data.shape:
