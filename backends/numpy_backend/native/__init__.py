@@ -18,7 +18,8 @@ guarded. Splitting max-pool (forward and backward) and relu over the batch on tw
 threads, each half written into one output (the loops release the GIL), was tried too
 (2026-11-26): alone, relu on 6 MiB went from 520 to 350 us, but a CNN step with 2 BLAS threads
 took 12.5 ms instead of 12.0 (12.4 against 12.55 with OPENBLAS_THREAD_TIMEOUT=4, which slows
-the GEMMs instead). A pool shared with BLAS is what threading these kernels needed.
+the GEMMs instead). A pool shared with BLAS is what threading these kernels needed; relu has
+a loop of its own on it since (``activation.py``).
 The extension is built for baseline x86-64 (SSE, 4 floats a vector). Building Adam's loop for
 AVX-512 and AVX2 as well (GCC's target_clones, chosen at load time) was tried too
 (2026-11-26): it went from 0.78 to 0.70 ns an element on 100k-400k floats, because the loop

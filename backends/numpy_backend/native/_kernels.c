@@ -630,78 +630,61 @@ static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
     }
 }
 
-/* relu(input, out): two C-contiguous arrays of one size */
-static PyObject *relu(PyObject *self, PyObject *args)
+/* The element-wise kernels' shared body: `count` C-contiguous arrays of one size and kind (the
+ * operands, then out), the loop split over the pool; `names` say which argument is wrong. */
+static PyObject *run_elementwise(PyObject **objs, const char **names, int count, double threshold, char op)
 {
-    PyObject *x_obj, *out_obj;
-    Buf bufs[2] = {0};
+    Buf bufs[3] = {0};
     char kind;
-    if (!PyArg_ParseTuple(args, "OO:relu", &x_obj, &out_obj))
-        return NULL;
-    if (get_buf(x_obj, &bufs[0], -1, 0, "relu") < 0 || get_buf(out_obj, &bufs[1], -1, 1, "out") < 0
-        || same_kind(bufs, 2, "relu", &kind) < 0 || contiguous_like(bufs, 2, "relu") < 0) {
-        release(bufs, 2);
+    for (int i = 0; i < count; i++)
+        if (get_buf(objs[i], &bufs[i], -1, i == count - 1, names[i]) < 0) {
+            release(bufs, count);
+            return NULL;
+        }
+    if (same_kind(bufs, count, names[0], &kind) < 0 || contiguous_like(bufs, count, names[0]) < 0) {
+        release(bufs, count);
         return NULL;
     }
     Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
-    ElementCall call = {{bufs[0].view.buf, bufs[0].view.buf, bufs[1].view.buf}, 0, kind, 'r'};  /* no second operand */
+    /* a[1] is the second operand; a one-operand loop (relu) gets its input there too, unread */
+    ElementCall call = {{bufs[0].view.buf, bufs[count - 2].view.buf, bufs[count - 1].view.buf}, threshold, kind, op};
     int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    parallel_for(width, n, 2 * n, element_range, &call);
+    parallel_for(width, n, count * n, element_range, &call);
     Py_END_ALLOW_THREADS
-    release(bufs, 2);
+    release(bufs, count);
     Py_RETURN_NONE;
+}
+
+/* relu(input, out): two C-contiguous arrays of one size */
+static PyObject *relu(PyObject *self, PyObject *args)
+{
+    PyObject *objs[2];
+    const char *names[2] = {"relu", "out"};
+    if (!PyArg_ParseTuple(args, "OO:relu", &objs[0], &objs[1]))
+        return NULL;
+    return run_elementwise(objs, names, 2, 0.0, 'r');
 }
 
 /* threshold_backward(grad_output, input, threshold, out): three C-contiguous arrays of one size */
 static PyObject *threshold_backward(PyObject *self, PyObject *args)
 {
-    PyObject *g_obj, *x_obj, *out_obj;
+    PyObject *objs[3];
+    const char *names[3] = {"threshold_backward", "input", "out"};
     double threshold;
-    Buf bufs[3] = {0};
-    char kind;
-    if (!PyArg_ParseTuple(args, "OOdO:threshold_backward", &g_obj, &x_obj, &threshold, &out_obj))
+    if (!PyArg_ParseTuple(args, "OOdO:threshold_backward", &objs[0], &objs[1], &threshold, &objs[2]))
         return NULL;
-    if (get_buf(g_obj, &bufs[0], -1, 0, "threshold_backward") < 0 || get_buf(x_obj, &bufs[1], -1, 0, "input") < 0
-        || get_buf(out_obj, &bufs[2], -1, 1, "out") < 0 || same_kind(bufs, 3, "threshold_backward", &kind) < 0
-        || contiguous_like(bufs, 3, "threshold_backward") < 0) {
-        release(bufs, 3);
-        return NULL;
-    }
-    Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
-    ElementCall call = {{bufs[0].view.buf, bufs[1].view.buf, bufs[2].view.buf}, threshold, kind, 't'};
-    int width = pool_width();
-    Py_BEGIN_ALLOW_THREADS
-    parallel_for(width, n, 3 * n, element_range, &call);
-    Py_END_ALLOW_THREADS
-    release(bufs, 3);
-    Py_RETURN_NONE;
+    return run_elementwise(objs, names, 3, threshold, 't');
 }
 
 /* tanh_backward / sigmoid_backward(grad_output, output, out): three C-contiguous arrays of one size */
 static PyObject *output_backward(PyObject *args, const char *name, int sigmoid)
 {
-    PyObject *g_obj, *y_obj, *out_obj;
-    Buf bufs[3] = {0};
-    char kind;
-    if (!PyArg_ParseTuple(args, "OOO", &g_obj, &y_obj, &out_obj))
+    PyObject *objs[3];
+    const char *names[3] = {name, "output", "out"};
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
         return NULL;
-    if (get_buf(g_obj, &bufs[0], -1, 0, name) < 0 || get_buf(y_obj, &bufs[1], -1, 0, "output") < 0
-        || get_buf(out_obj, &bufs[2], -1, 1, "out") < 0 || same_kind(bufs, 3, name, &kind) < 0
-        || contiguous_like(bufs, 3, name) < 0) {
-        release(bufs, 3);
-        return NULL;
-    }
-    Py_ssize_t n = bufs[0].view.len / bufs[0].view.itemsize;
-    const void *g = bufs[0].view.buf, *y = bufs[1].view.buf;
-    void *out = bufs[2].view.buf;
-    ElementCall call = {{(void *)g, (void *)y, out}, 0.0, kind, sigmoid ? 's' : 'h'};
-    int width = pool_width();
-    Py_BEGIN_ALLOW_THREADS
-    parallel_for(width, n, 3 * n, element_range, &call);
-    Py_END_ALLOW_THREADS
-    release(bufs, 3);
-    Py_RETURN_NONE;
+    return run_elementwise(objs, names, 3, 0.0, sigmoid ? 's' : 'h');
 }
 
 static PyObject *tanh_backward(PyObject *self, PyObject *args)
