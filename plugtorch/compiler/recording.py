@@ -7,6 +7,7 @@ import contextlib
 import threading
 from typing import Any, Callable
 
+from ..core import engine
 from ..core.plugins import get_registry
 
 _STATE_PRIMITIVES = frozenset({"generator_get_state", "generator_set_state"})
@@ -104,11 +105,19 @@ def _recording(name: str, fn: Callable, primitive: bool, owner) -> Callable:
     return call
 
 
+def _recorded_refs(array) -> int:
+    """How many of this thread's recorded results are ``array`` itself: the references the
+    record adds to a gradient the backward engine may hand to ``.grad`` without a copy."""
+    calls = rec.calls if rec.active else None
+    return sum(1 for c in calls if c[4] is array) if calls else 0
+
+
 class Installed:
     """Recording wrappers on every available backend's dispatch tables, removed on exit."""
 
     def __enter__(self):
         _install_lock.acquire()
+        engine.recorded_refs = _recorded_refs
         self.saved = []
         for b in get_registry().backends.values():
             # a backend still unprobed has no tensors yet: asking would import CuPy, say, for nothing
@@ -127,6 +136,7 @@ class Installed:
         for table, original in self.saved:
             table.clear()
             table.update(original)
+        engine.recorded_refs = None
         _install_lock.release()
 
 

@@ -225,6 +225,9 @@ def _sole_reference_counts():
 
 
 _SOLE = _sole_reference_counts()
+# While plugtorch.compile captures, its record holds each result it saw; a replay makes those
+# arrays anew, so such references share nothing (compiler/recording.py sets this to count them).
+recorded_refs = None
 
 
 def _owned(g) -> bool:
@@ -233,9 +236,11 @@ def _owned(g) -> bool:
     whose use count says no one else has it. Called from _accumulate only (the counts assume its
     frame and its caller's). Any other holder - another leaf of the same gradient (a + b), a
     hook that kept it, a tensor sharing its array, a plugtorch.compile buffer - adds to a count,
-    and the gradient is copied."""
-    return (_SOLE is not None and sys.getrefcount(g) == _SOLE[0] + 1  # + 1: this frame's parameter
-            and sys.getrefcount(g._data) == _SOLE[1] and getattr(g._data, "base", 0) is None)
+    and the gradient is copied; a capture's record of the result does not (``recorded_refs``)."""
+    if _SOLE is None or sys.getrefcount(g) != _SOLE[0] + 1:  # + 1: this frame's parameter
+        return False
+    recorded = 0 if recorded_refs is None else recorded_refs(g._data)
+    return sys.getrefcount(g._data) == _SOLE[1] + recorded and getattr(g._data, "base", 0) is None
 
 
 def _accumulate(leaf, g, create_graph):
