@@ -191,7 +191,7 @@ def _broadcasts_to(shape, target) -> bool:
 def inplace(fn, name):
     """``x.<name>(*args)``: ``x = fn(x, *args)`` done in place."""
     op_name = name[:-1]
-    seen: dict = {}  # _out_variant's answers for this method, per backend
+    seen: dict = {}  # _learn_variant's answers for this method, per backend
 
     def method(x, *args, **kwargs):
         strides = getattr(x._data, "strides", None)  # _check_overlap's own first test, inline
