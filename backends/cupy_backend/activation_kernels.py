@@ -41,7 +41,7 @@ def make_kernels(xp, load: Callable) -> dict[str, Callable]:
     def threshold_backward(grad_output, input, *, threshold):
         if _flat(grad_output, input):
             return launch("threshold_backward", grad_output, input, input.dtype.type(threshold))
-        return grad_output * (input > threshold).astype(grad_output.dtype)
+        return grad_output * ~(input <= threshold)
 
     def tanh_backward(grad_output, output):
         if _flat(grad_output, output):

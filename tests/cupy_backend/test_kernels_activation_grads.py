@@ -20,7 +20,7 @@ def kernels(cpu_load):
 
 def _numpy_kernel(name, threshold):
     if name == "threshold_backward":  # the native kernel's values (typed.h): 0, not nan, below
-        return lambda g, x: np.where(x > threshold, g, np.zeros((), g.dtype))
+        return lambda g, x: np.where(x <= threshold, np.zeros((), g.dtype), g)
     return getattr(fused, name)
 
 
@@ -56,6 +56,15 @@ def test_no_nan_below_the_threshold(kernels):
     x = np.array([-1.0, 0.0, 2.0], np.float32)
     g = np.array([np.inf, np.nan, np.inf], np.float32)
     np.testing.assert_array_equal(kernels["threshold_backward"](g, x, threshold=0), [0, 0, np.inf])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_nan_input_passes_the_gradient_on(kernels, dtype):
+    # torch's rule is "0 where input <= threshold": NaN is not, so its gradient flows
+    x = np.array([np.nan, -1.0, 0.5, np.nan], dtype)
+    g = np.array([3.0, 4.0, 5.0, -6.0], dtype)
+    np.testing.assert_array_equal(kernels["threshold_backward"](g, x, threshold=0), [3, 0, 5, -6])
+    np.testing.assert_array_equal(kernels["threshold_backward"](g[::-1], x[::-1], threshold=0), [-6, 5, 0, 3])
 
 
 @pytest.mark.parametrize("name", ["tanh_backward", "sigmoid_backward"])

@@ -110,6 +110,9 @@ def test_threshold_mixed_layouts_and_dtypes_take_the_formula():
               rng.standard_normal((5, 4))):
         np.testing.assert_array_equal(NATIVE["threshold_backward"](g, x, threshold=0),
                                       g * (x > 0).astype(g.dtype))
+    x[1, 2] = np.nan  # the formula's rule is the kernel's: a NaN input passes the gradient on
+    g = np.asfortranarray(rng.standard_normal((5, 4)).astype(np.float32))
+    assert NATIVE["threshold_backward"](g, x, threshold=0)[1, 2] == g[1, 2]
 
 
 @pytest.mark.skipif(not NATIVE, reason=native.status())
@@ -117,6 +120,21 @@ def test_no_nan_below_the_threshold():
     x = np.array([-1.0, 0.0, 2.0], np.float32)
     g = np.array([np.inf, np.nan, np.inf], np.float32)
     np.testing.assert_array_equal(NATIVE["threshold_backward"](g, x, threshold=0), [0, 0, np.inf])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_nan_input_passes_the_gradient_on(dtype):
+    # torch's threshold_backward is 0 where input <= threshold, else grad: NaN is not <= 0
+    x = np.array([np.nan, -1.0, 0.0, 2.0, np.nan], dtype)
+    g = np.array([5.0, 6.0, 7.0, 8.0, -9.0], dtype)
+    want = [5, 0, 0, 8, -9]
+    decomposed = _threshold_backward(pt.tensor(g), pt.tensor(x), threshold=0).numpy()
+    np.testing.assert_array_equal(decomposed, want)
+    if NATIVE:
+        np.testing.assert_array_equal(NATIVE["threshold_backward"](g, x, threshold=0), want)
+    xt = pt.tensor(x, requires_grad=True)  # relu's gradient, through whatever kernel runs
+    pt.relu(xt).backward(pt.tensor(g))
+    np.testing.assert_array_equal(xt.grad.numpy(), want)
 
 
 @pytest.mark.skipif(not NATIVE, reason=native.status() + " (the NumPy passes have no threshold_backward)")

@@ -1,8 +1,9 @@
 // The activations' gradients, one launch each where their decompositions take three
 // (core/ops/activation.py); each runs as the NumPy backend's native kernel does
 // (backends/numpy_backend/native/typed.h), so the two agree bit for bit:
-//   threshold_bwd: grad where input > threshold, else 0 (0 also where grad is inf or nan, as
-//       torch's kernel gives; the decomposition's multiply by the mask gives nan there);
+//   threshold_bwd: 0 where input <= threshold, else grad, as torch's kernel (a NaN input passes
+//       grad on; 0 also where grad is inf or nan, where the decomposition's multiply by the mask
+//       gives nan);
 //   tanh_bwd: grad * (1 - y * y), and sigmoid_bwd: grad * (1 - y) * y, from the op's output y,
 //       each product rounded to T (rounding.cuh: no FMA contraction).
 // Grid-stride over n elements; all arrays C-contiguous, of one dtype and n elements.
@@ -14,7 +15,7 @@ __device__ void threshold_bwd(const T* __restrict__ g, const T* __restrict__ x, 
                               long long n) {
     const long long step = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        out[i] = x[i] > threshold ? g[i] : T(0);
+        out[i] = x[i] <= threshold ? T(0) : g[i];
 }
 
 template <class T>

@@ -34,7 +34,7 @@ import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
 
-ABI = 5  # _kernels.c's interface version (its ABI constant); they change together
+ABI = 6  # _kernels.c's interface version (its ABI constant); they change together
 
 _kernels: ModuleType | None
 try:

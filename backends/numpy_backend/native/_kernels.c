@@ -770,7 +770,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 /* The interface version native/__init__.py expects: bump it with any change to a function's
  * name or arguments, so that a checkout whose extension was built from older sources (an
  * editable install is not rebuilt by a pull) runs the NumPy kernels instead of failing. */
-#define ABI 5
+#define ABI 6
 
 PyMODINIT_FUNC PyInit__kernels(void)
 {

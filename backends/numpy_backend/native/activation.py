@@ -15,7 +15,7 @@ from . import FLOATS, _kernels
 
 
 def _threshold_formula(grad_output, input, *, threshold):
-    return grad_output * (input > threshold).astype(grad_output.dtype)
+    return grad_output * ~(input <= threshold)
 
 
 def _flat_kernel(c_kernel, numpy_kernel):

@@ -186,13 +186,14 @@ static void FN(relu)(const T *restrict x, T *restrict out, Py_ssize_t n)
 
 /* -- threshold_backward ------------------------------------------------------------------------ */
 
-/* grad where x > threshold, else 0 (0 also where grad is inf or nan, as torch's kernel gives;
- * the decomposition's multiply by the mask gives nan there). A select, which vectorises. */
+/* 0 where x <= threshold, else grad, as torch's kernel: a NaN x passes grad on, and grad is 0
+ * there even where it is inf or nan (the decomposition's multiply by the mask gives nan there).
+ * A select, which vectorises. */
 static void FN(threshold_bwd)(const T *restrict g, const T *restrict x, T threshold, T *restrict out, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         T gi = g[i];  /* loaded unconditionally, so the select needs no branch (random signs mispredict) */
-        out[i] = x[i] > threshold ? gi : 0;
+        out[i] = x[i] <= threshold ? 0 : gi;
     }
 }
 

@@ -106,6 +106,11 @@ def _more_activations(g):
 
 
 SAMPLES["leaky_relu"] = (lambda base: lambda g: base(g) + _more_activations(g))(SAMPLES["leaky_relu"])
+# relu(NaN) is NaN and its gradient flows (finite differences cannot see through a NaN: the
+# gradient is checked against torch's)
+SAMPLES["relu"] = (lambda base: lambda g: base(g) + [
+    Sample((with_nans(g.distinct(3, 4), 2, 7),), call=lambda m, a: F(m).relu(a), numerical=False, gradgrad=False,
+           desc="NaN input")])(SAMPLES["relu"])
 SAMPLES["gelu"] = (lambda base: lambda g: base(g) + [
     Sample((g.randn(3, 4),), call=lambda m, a: F(m).gelu(a, approximate="tanh"),
            ref=lambda a: _NP["gelu"](a, "tanh"), desc="tanh approximation"),
@@ -409,6 +414,9 @@ def _threshold_backward(g):
         Sample((g.randn(3, 4), g.distinct(3, 4)), call=call(0), grad_inputs=(0,)),
         Sample((g.randn(2, 3, 5), g.distinct(2, 3, 5)), call=call(0.25), grad_inputs=(0,), desc="threshold 0.25"),
         Sample((g.randn(4, 3).T, g.distinct(4, 3).T), call=call(0), grad_inputs=(0,), desc="transposed"),
+        # a NaN input is not <= the threshold, so its gradient flows (torch's rule)
+        Sample((g.randn(3, 4), with_nans(g.distinct(3, 4), 1, 6, 11)), call=call(0), grad_inputs=(0,),
+               desc="NaN input"),
         Sample((scalar(0.7), scalar(-0.4)), call=call(0), grad_inputs=(0,)),
         Sample((empty(0, 3), empty(0, 3)), call=call(0), grad_inputs=(0,)),
         Sample((g.randn(3, 4), g.randn(4, 3)), call=call(0), raises=RuntimeError, desc="shapes differ"),
