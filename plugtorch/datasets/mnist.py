@@ -61,6 +61,8 @@ class MNIST(Dataset):
         self.data = from_numpy(np.ascontiguousarray(images))
         self.targets = from_numpy(labels.astype(np.int64))
 
+    _get_batch_takes_tensors = True  # get_batch indexes with _index_tensor (see utils.data.dataset)
+
     def __len__(self) -> int:
         return self.data.shape[0]
 

@@ -6,7 +6,7 @@ import multiprocessing
 from ...core.ops.creation import randint
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
-from .sampler import BatchSampler, RandomSampler, SequentialSampler, host_device
+from .sampler import BatchSampler, RandomSampler, SequentialSampler, host_device, index_tensor_batches
 
 
 class DataLoader:
@@ -125,7 +125,10 @@ class DataLoader:
                 yield collate(dataset[index])
             return
         if self._fast_batch:
-            for indices in self.batch_sampler:
+            batches = None
+            if getattr(dataset, "_get_batch_takes_tensors", False):
+                batches = index_tensor_batches(self.batch_sampler)
+            for indices in self.batch_sampler if batches is None else batches:
                 yield dataset.get_batch(indices)
             return
         getitems = getattr(dataset, "__getitems__", None)

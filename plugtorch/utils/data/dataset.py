@@ -4,6 +4,8 @@ A dataset may also offer ``get_batch(indices)``: the batch that
 ``default_collate([ds[i] for i in indices])`` would build, computed by indexing
 whole tensors at once. ``DataLoader`` uses it when it collates by default; it is
 what makes batching MNIST one gather instead of 128 small copies and a stack.
+``indices`` is a list of ints, or an int64 index tensor where the dataset's class sets
+``_get_batch_takes_tensors``.
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ class IterableDataset(Dataset):
 
 class TensorDataset(Dataset):
     """Samples are the ``index``-th rows of tensors that share their first dimension."""
+
+    _get_batch_takes_tensors = True  # DataLoader may hand get_batch an index tensor, not a list
 
     def __init__(self, *tensors):
         if not tensors:

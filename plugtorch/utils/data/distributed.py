@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 
 from ... import distributed as dist
-from ...core.ops.creation import randperm
+from ...core.dtypes import int64
+from ...core.ops.creation import arange, randperm
+from ...core.ops.shape import cat
 from ...core.random import Generator
-from .sampler import Sampler, host_device
+from .sampler import Sampler, _slices, host_device
 
 
 class DistributedSampler(Sampler):
@@ -60,6 +62,20 @@ class DistributedSampler(Sampler):
 
     def __len__(self) -> int:
         return self.num_samples
+
+    def _index_batches(self, size: int, drop_last: bool):
+        """BatchSampler's batches of ``__iter__``'s indices, sliced from one host tensor."""
+        n = len(self.dataset)
+        host = host_device()
+        if self.shuffle:
+            g = Generator()
+            g.manual_seed(self.seed + self.epoch)
+            order = randperm(n, generator=g, device=host)
+        else:
+            order = arange(n, dtype=int64, device=host)
+        if self.total_size > n:  # __iter__'s padding: the list repeated, cut to total_size
+            order = cat([order] * (1 + math.ceil((self.total_size - n) / n)))
+        yield from _slices(order[self.rank:self.total_size:self.num_replicas], size, drop_last)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``__iter__`` use a new shuffle (the same one on every rank)."""
