@@ -145,11 +145,8 @@ class Trace:
             if kind == "data":
                 t._data = value
                 t._vc[0] += 1
-            elif t.grad is None:  # zeroed to None since (outside the function): a new gradient
+            else:  # a new tensor, as eager's backward gives .grad (it never writes into the old one)
                 t.grad = wrap(value, t._backend)
-            else:
-                t.grad._data = value
-                t.grad._vc[0] += 1
         tensors = [wrap(r(inputs, slots), b) for r, b in zip(self.outputs, self.backends)]
         return unflatten(self.structure, iter(tensors))
 

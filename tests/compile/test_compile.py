@@ -239,6 +239,36 @@ def test_gradients_zeroed_outside_the_compiled_function(zero_outside):
     assert fb.replays >= 3
 
 
+@pytest.mark.parametrize("zero", ["inside", "never"])
+def test_a_kept_gradient_tensor_keeps_its_values(zero):
+    """Each backward gives .grad a new tensor in eager mode; a replay must not write the next
+    step's gradient into the tensor a caller kept from the last one."""
+    def run(compiled):
+        plugtorch.manual_seed(0)
+        model = nn.Linear(4, 3)
+        opt = plugtorch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            if zero == "inside":
+                opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            opt.step()
+        fn = plugtorch.compile(step, fullgraph=True) if compiled else step
+        kept = []
+        for i in range(6):
+            fn(plugtorch.full((2, 4), float(i + 1)))
+            kept.append((model.weight.grad, model.weight.grad.numpy().copy()))
+        return kept, fn
+    (eager, _), (compiled, fn) = run(False), run(True)
+    assert fn.replays >= 3
+    for kept in (eager, compiled):
+        assert len({id(t) for t, _ in kept}) == len(kept), "a new .grad tensor each step"
+        for t, values in kept:
+            np.testing.assert_array_equal(t.numpy(), values)
+    for (a, _), (b, _) in zip(eager, compiled):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 def test_a_compiled_function_called_while_another_captures_is_recorded_by_it():
     inner = plugtorch.compile(lambda x: x * 2, fullgraph=True)
     outer = plugtorch.compile(lambda x: inner(x) + 1, fullgraph=True)
