@@ -46,6 +46,26 @@ def numpy_kernel_calls(monkeypatch):
 
 
 @pytest.fixture
+def native_pool_width():
+    """``run(width, fn)``: fn() with the NumPy backend's native kernels split into ``width`` jobs,
+    then the width as it was (following BLAS's thread count)."""
+    from plugtorch_backends.numpy_backend.native import _kernels, blas_threads
+
+    def run(width, fn):
+        plugtorch.zeros(1)  # the backend registers, and with it the pool's set-up
+        before = _kernels.pool_info()[0]
+        _kernels.pool_set_width(width)
+        try:
+            return fn()
+        finally:
+            if blas_threads.FOLLOWED is not None:
+                _kernels.pool_follow(blas_threads.FOLLOWED)
+            else:
+                _kernels.pool_set_width(before)
+    return run
+
+
+@pytest.fixture
 def data_root() -> pathlib.Path:
     """A data root holding mnist/: $PLUGTORCH_DATA where it has one, else the repository's data/."""
     env = os.environ.get("PLUGTORCH_DATA")

@@ -80,7 +80,7 @@ class MNIST(Dataset):
         if self.transform is not None or self.target_transform is not None:
             return default_collate([self[int(i)] for i in indices])
         idx = _index_tensor(indices, like=self.data)
-        return [self.scaled(self.data[idx]), self.targets[idx]]
+        return [self.scaled(self.data.index_select(0, idx)), self.targets.index_select(0, idx)]
 
     @staticmethod
     def scaled(images):

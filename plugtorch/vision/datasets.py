@@ -60,7 +60,7 @@ class _TorchvisionStyle:
         if run is None or self.target_transform is not None:
             return default_collate([self[int(i)] for i in indices])
         idx = _index_tensor(indices, like=self.data)
-        return [run(self.data[idx]), self.targets[idx]]
+        return [run(self.data.index_select(0, idx)), self.targets.index_select(0, idx)]
 
     def __repr__(self) -> str:
         # torchvision's layout, down to the StandardTransform block only its first line indented

@@ -24,21 +24,7 @@ from plugtorch_backends.numpy_backend import native
 pytestmark = pytest.mark.skipif(not native.enabled(), reason=native.status())
 
 if native.enabled():
-    from plugtorch_backends.numpy_backend.native import _kernels, blas_threads
-
-
-def _with_width(width, fn):
-    """fn() with the kernels split into `width` jobs, then the width as it was (following BLAS)."""
-    plugtorch.zeros(1)  # the backend registers, and with it the pool's set-up
-    before = _kernels.pool_info()[0]
-    _kernels.pool_set_width(width)
-    try:
-        return fn()
-    finally:
-        if blas_threads.FOLLOWED is not None:
-            _kernels.pool_follow(blas_threads.FOLLOWED)
-        else:
-            _kernels.pool_set_width(before)
+    from plugtorch_backends.numpy_backend.native import _kernels
 
 
 def _training_arrays(dtype):
@@ -60,10 +46,10 @@ def _training_arrays(dtype):
 
 
 @pytest.mark.parametrize("dtype", [plugtorch.float32, plugtorch.float64])
-def test_split_kernels_give_the_one_thread_results_bit_for_bit(dtype):
-    one = _with_width(1, lambda: _training_arrays(dtype))
+def test_split_kernels_give_the_one_thread_results_bit_for_bit(dtype, native_pool_width):
+    one = native_pool_width(1, lambda: _training_arrays(dtype))
     calls = _kernels.pool_info()[2]
-    three = _with_width(3, lambda: _training_arrays(dtype))
+    three = native_pool_width(3, lambda: _training_arrays(dtype))
     assert _kernels.pool_info()[2] > calls, "nothing was split: the arrays are too small to test the pool"
     for a, b in zip(one, three):
         np.testing.assert_array_equal(a, b)  # NaNs compare equal where both have them

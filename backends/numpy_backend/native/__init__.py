@@ -34,7 +34,7 @@ import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
 
-ABI = 6  # _kernels.c's interface version (its ABI constant); they change together
+ABI = 7  # _kernels.c's interface version (its ABI constant); they change together
 
 _kernels: ModuleType | None
 try:
@@ -76,6 +76,7 @@ def kernels() -> dict:
         return {}
     from .activation import relu, sigmoid_backward, tanh_backward, threshold_backward
     from .conv import conv2d, conv2d_weight_grad, fold
+    from .gather import index_select
     from .loss import cross_entropy, cross_entropy_backward
     from .optim import adam_step_
     from .pool import max_pool2d, max_pool2d_backward
@@ -83,4 +84,4 @@ def kernels() -> dict:
             "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
             "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
             "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
-            "sigmoid_backward": sigmoid_backward}
+            "sigmoid_backward": sigmoid_backward, "index_select": index_select}

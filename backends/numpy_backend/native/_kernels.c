@@ -740,6 +740,80 @@ static PyObject *py_pool_blas_callback(PyObject *self, PyObject *unused)
 #endif
 }
 
+/* -- take_rows: a batch of rows, for a data loader's gather ------------------------------------ */
+
+typedef struct {
+    const char *src;
+    const long long *index;
+    char *out;
+    Py_ssize_t rows, row; /* rows in src, bytes a row */
+} TakeCall;
+
+static void take_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    TakeCall *c = p;
+    (void)job;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        long long k = c->index[i];
+        if (k < 0)
+            k += c->rows;
+        memcpy(c->out + i * c->row, c->src + k * c->row, (size_t)c->row);
+    }
+}
+
+/* take_rows(src, index, out): out[i] = src[index[i]] along the first axis, as NumPy's src[index];
+ * src and out C-contiguous, of one format and the same trailing shape; index 1-D int64, its
+ * negative entries counting from the end. An entry out of range raises NumPy's IndexError before
+ * anything is written. The rows are copied on the pool: a random batch of rows is bound by the
+ * memory's latency, which two threads' loads in flight share. */
+static PyObject *take_rows(PyObject *self, PyObject *args)
+{
+    PyObject *objs[3];
+    Buf bufs[3] = {0};
+    if (!PyArg_ParseTuple(args, "OOO:take_rows", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    const char *names[3] = {"take_rows", "take_rows index", "take_rows out"};
+    for (int i = 0; i < 3; i++)
+        if (get_buf(objs[i], &bufs[i], i == 1 ? 1 : -1, i == 2, names[i]) < 0) {
+            release(bufs, 3);
+            return NULL;
+        }
+    Py_buffer *src = &bufs[0].view, *idx = &bufs[1].view, *out = &bufs[2].view;
+    const char *fi = idx->format ? idx->format : "B";
+    if (*fi == '@' || *fi == '=' || *fi == '<')
+        fi++;
+    int ok = src->ndim >= 1 && out->ndim == src->ndim && PyBuffer_IsContiguous(src, 'C') &&
+             PyBuffer_IsContiguous(out, 'C') && PyBuffer_IsContiguous(idx, 'C') && idx->itemsize == 8 &&
+             (*fi == 'q' || *fi == 'l') && src->itemsize == out->itemsize &&
+             strcmp(src->format ? src->format : "B", out->format ? out->format : "B") == 0 &&
+             out->shape[0] == idx->shape[0];
+    for (int d = 1; ok && d < src->ndim; d++)
+        ok = out->shape[d] == src->shape[d];
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "take_rows: expected C-contiguous src and out of one dtype and trailing "
+                                          "shape, and a 1-D int64 index of out's length");
+        release(bufs, 3);
+        return NULL;
+    }
+    Py_ssize_t rows = src->shape[0], count = idx->shape[0];
+    const long long *index = idx->buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long k = index[i];
+        if (k < -(long long)rows || k >= (long long)rows) {
+            PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zd", k, rows);
+            release(bufs, 3);
+            return NULL;
+        }
+    }
+    TakeCall call = {src->buf, index, out->buf, rows, rows ? src->len / rows : 0};
+    int width = pool_width();
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, count, out->len / 4, take_range, &call);
+    Py_END_ALLOW_THREADS
+    release(bufs, 3);
+    Py_RETURN_NONE;
+}
+
 /* -- the module ------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -755,6 +829,7 @@ static PyMethodDef methods[] = {
     {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},
     {"tanh_backward", tanh_backward, METH_VARARGS, "tanh_backward(grad_output, output, out)"},
     {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},
+    {"take_rows", take_rows, METH_VARARGS, "take_rows(src, index, out): out[i] = src[index[i]]"},
     {"im2col", im2col, METH_VARARGS, "im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)"},
     {"pool_set_width", py_pool_set_width, METH_O, "pool_set_width(n): split kernels' loops into n jobs"},
     {"pool_follow", py_pool_follow, METH_O, "pool_follow(address): width from the C function int f(void) there"},
@@ -770,7 +845,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 /* The interface version native/__init__.py expects: bump it with any change to a function's
  * name or arguments, so that a checkout whose extension was built from older sources (an
  * editable install is not rebuilt by a pull) runs the NumPy kernels instead of failing. */
-#define ABI 6
+#define ABI 7
 
 PyMODINIT_FUNC PyInit__kernels(void)
 {

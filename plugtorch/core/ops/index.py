@@ -215,7 +215,9 @@ def index_select(input, dim, index):
     if index.ndim > 1:
         raise IndexError(f"index_select(): Index is supposed to be a vector, got shape {list(index.shape)}")
     d = _wrap_dim(dim, input.ndim)
-    flat = (index if index.dtype is int64 else index.to(int64)).reshape(-1)
+    flat = index if index.dtype is int64 else index.to(int64)
+    if flat.ndim != 1:  # (a reshape is an op call, and a data loader's indices are 1-D already)
+        flat = flat.reshape(-1)
     x = input if input.ndim else input.reshape(1)
     # No host-side bounds check (it would sync a GPU on every call, see DESIGN.md); the
     # backend's own out-of-range error is turned into torch's.
