@@ -61,21 +61,54 @@ _QUIET = frozenset({"exp", "log", "log1p", "expm1", "sqrt", "asin", "acos", "aco
                     "remainder", "floor_divide", "fmod"})
 
 
+def _fp_error_state():
+    """NumPy's context variable for its floating-point error state, and the value that ignores
+    every error (what ``numpy.errstate(all="ignore")`` sets); None where NumPy keeps no such
+    variable (before NumPy 2)."""
+    try:
+        from numpy._core._ufunc_config import _extobj_contextvar as var
+    except ImportError:
+        return None
+    with numpy.errstate(all="ignore"):
+        return var, var.get()
+
+
+_FP_STATE = _fp_error_state()
+
+
+def ignoring_fp_errors(fn, **bound):
+    """``fn`` (given ``bound`` and the caller's keywords) run as under
+    ``numpy.errstate(all="ignore")``: no warning for log(-1) or 1/0, which torch returns quietly
+    as nan/inf. Entering an errstate builds its state anew, about 1.1 us a call, three times a
+    small ufunc's; NumPy 2 keeps the state in a context variable, so the ignoring state is built
+    once here and set around each call (about 0.2 us). The caller's own state is back in place
+    when ``fn`` returns or raises."""
+    if _FP_STATE is None:
+        def call(*args, **kwargs):
+            with numpy.errstate(all="ignore"):
+                return fn(*args, **bound, **kwargs)
+        return call
+    var, ignoring = _FP_STATE
+    set_state, reset_state = var.set, var.reset
+
+    def call(*args, **kwargs):
+        token = set_state(ignoring)
+        try:
+            return fn(*args, **bound, **kwargs)
+        finally:
+            reset_state(token)
+    return call
+
+
 def make_out_variants(xp, *, quiet: bool = True) -> dict:
     """primitive name -> ``fn(*arrays, out=buffer)``, the elementwise primitives writing into a
     buffer of their result's shape and dtype (``Backend.out_variants``): plugtorch.compile
     runs a chain of them in one dead temporary instead of allocating each result.
-    quiet: wrap the warning ones in ``numpy.errstate`` (NumPy; CuPy does not warn)."""
+    quiet: run the warning ones ignoring floating-point errors (NumPy; CuPy does not warn)."""
     def plain(fn):
         return fn  # a ufunc takes out= itself; a wrapper would cost a Python call per write
 
-    def hushed(fn):
-        def call(*arrays, out):
-            with numpy.errstate(all="ignore"):
-                return fn(*arrays, out=out)
-        return call
-
-    return {name: (hushed if quiet and name in _QUIET else plain)(getattr(xp, ufunc))
+    return {name: (ignoring_fp_errors if quiet and name in _QUIET else plain)(getattr(xp, ufunc))
             for name, ufunc in (UNARY_UFUNCS | BINARY_UFUNCS).items()}
 
 
@@ -102,11 +135,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     def quiet(fn):
         if not ufunc_out:
             return fn  # a library without NumPy's floating-point warnings needs no errstate
-
-        def call(*args):
-            with numpy.errstate(all="ignore"):
-                return fn(*args, out=...)
-        return call
+        return ignoring_fp_errors(fn, out=...)
 
     def binary(fn):
         return (lambda x, y: fn(x, y, out=...)) if ufunc_out else fn
