@@ -138,12 +138,14 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                 raise RuntimeError(_FREED_MSG)
             versions = node.versions
             if versions is not None:  # inline, as it runs for most nodes; _check_versions raises
-                tensors = node.saved or ()
-                if node.output is not None:
-                    tensors += (node.output,)
-                for t, v in zip(tensors, versions):
-                    if v is not None and t._vc[0] != v:
-                        _check_versions(node)
+                saved = node.saved
+                if saved is not None:
+                    for t, v in zip(saved, versions):  # (the output's version, if kept, comes last)
+                        if v is not None and t._vc[0] != v:
+                            _check_versions(node)
+                out = node.output
+                if out is not None and out._vc[0] != versions[-1]:
+                    _check_versions(node)
             grads = node.rule(node, g)
             if type(grads) is not tuple:
                 grads = (grads,)
