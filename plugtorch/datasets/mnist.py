@@ -6,7 +6,7 @@ import numpy as np
 from ..core.dtypes import float32
 from ..core.ops.creation import from_numpy
 from ..utils.data.collate import default_collate
-from ..utils.data.dataset import Dataset, _index_tensor
+from ..utils.data.dataset import Dataset, _index_ints, _index_tensor
 from .idx import IDXFormatError, parse_idx
 from .store import Resource, load_files
 
@@ -78,7 +78,7 @@ class MNIST(Dataset):
     def get_batch(self, indices):
         """``[images [B, 1, 28, 28], labels [B]]`` in one gather (per sample only with transforms)."""
         if self.transform is not None or self.target_transform is not None:
-            return default_collate([self[int(i)] for i in indices])
+            return default_collate([self[i] for i in _index_ints(indices)])
         idx = _index_tensor(indices, like=self.data)
         return [self.scaled(self.data.index_select(0, idx)), self.targets.index_select(0, idx)]
 

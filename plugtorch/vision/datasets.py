@@ -16,7 +16,7 @@ import os
 
 from ..datasets import mnist as _mnist
 from ..utils.data.collate import default_collate
-from ..utils.data.dataset import _index_tensor
+from ..utils.data.dataset import _index_ints, _index_tensor
 from .transforms import _pil_image, batched
 
 __all__ = ["MNIST", "FashionMNIST"]
@@ -58,7 +58,7 @@ class _TorchvisionStyle:
     def get_batch(self, indices):
         run = batched(self.transform) if self.transform is not None else None
         if run is None or self.target_transform is not None:
-            return default_collate([self[int(i)] for i in indices])
+            return default_collate([self[i] for i in _index_ints(indices)])
         idx = _index_tensor(indices, like=self.data)
         return [run(self.data.index_select(0, idx)), self.targets.index_select(0, idx)]
 

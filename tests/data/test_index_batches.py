@@ -118,3 +118,22 @@ def test_a_dataset_that_does_not_say_so_gets_lists():
     out = [b.tolist() for b in DataLoader(Batched(), batch_size=3)]
     assert out == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0]]
     assert all(type(i) is list for i in seen)
+
+
+def test_per_sample_transforms_get_the_same_batches(data_root, monkeypatch):
+    """MNIST with a transform builds its batch sample by sample, from an index tensor's ints."""
+    from plugtorch.datasets import MNIST
+    ds = MNIST(str(data_root), train=False, transform=lambda img: img * 2)
+
+    def batches():
+        g = plugtorch.Generator().manual_seed(3)
+        loader = DataLoader(ds, batch_size=16, shuffle=True, generator=g)
+        return [(x.numpy().copy(), y.numpy().copy()) for x, y in itertools.islice(loader, 3)]
+
+    fast = batches()
+    monkeypatch.setattr(MNIST, "_get_batch_takes_tensors", False)
+    slow = batches()
+    assert len(fast) == len(slow) == 3
+    for (xa, ya), (xb, yb) in zip(fast, slow):
+        assert xa.shape == (16, 1, 28, 28) and (xa == xb).all() and (ya == yb).all()
+        assert xa.max() == 2.0  # the transform ran

@@ -43,6 +43,12 @@ def _index_tensor(indices, like=None):
     return tensor(numpy.asarray(indices, dtype=numpy.int64), dtype=int64, device=device)
 
 
+def _index_ints(indices) -> list:
+    """``indices`` (a list, or an index tensor a DataLoader passed) as Python ints: a tensor's
+    in one ``tolist()``, not a 0-d tensor and an ``int()`` each."""
+    return indices.tolist() if isinstance(indices, Tensor) else [int(i) for i in indices]
+
+
 class IterableDataset(Dataset):
     """A stream of samples: subclasses define ``__iter__``; a DataLoader batches it in order."""
 
