@@ -137,17 +137,16 @@ def record_pair(out, opdef, a, b):
         saved = None
     elif positions is True:
         saved = (a, b)
-        if not opdef.saves_output and not anomaly._state.enabled:  # mul's, div's: _attach's work inline
-            node = Node(opdef.name, opdef.derivative, (edge(a), edge(b)),
-                        ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
-            node.versions = (a._vc[0], b._vc[0])
-            out.grad_fn = node
-            out.requires_grad = True
-            return out
     else:
         saved = (a if 0 in positions else None, b if 1 in positions else None)
     node = Node(opdef.name, opdef.derivative, (edge(a), edge(b)),
                 ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
+    if positions is True and not opdef.saves_output and not anomaly._state.enabled:
+        # mul's and div's: _attach's work for two saved tensors, inline (0.2 us of a 2 us op)
+        node.versions = (a._vc[0], b._vc[0])
+        out.grad_fn = node
+        out.requires_grad = True
+        return out
     return _attach(out, node, opdef, saved)
 
 
