@@ -45,26 +45,15 @@ class DistributedSampler(Sampler):
         self.total_size = self.num_samples * num_replicas
 
     def __iter__(self):
-        n = len(self.dataset)
-        if self.shuffle:
-            g = Generator()
-            g.manual_seed(self.seed + self.epoch)
-            indices = randperm(n, generator=g, device=host_device()).tolist()
-        else:
-            indices = list(range(n))
-        if self.drop_last:
-            indices = indices[:self.total_size]
-        else:
-            padding = self.total_size - len(indices)
-            if padding:
-                indices += (indices * math.ceil(padding / len(indices)))[:padding]
-        return iter(indices[self.rank:self.total_size:self.num_replicas])
+        return iter(self._order().tolist())
 
     def __len__(self) -> int:
         return self.num_samples
 
-    def _index_batches(self, size: int, drop_last: bool):
-        """BatchSampler's batches of ``__iter__``'s indices, sliced from one host tensor."""
+    def _order(self):
+        """This rank's indices for the epoch, as one int64 tensor on the host backend: the
+        shuffle (or 0..n-1), repeated to total_size (or cut to it, with drop_last), then every
+        num_replicas-th from this rank on."""
         n = len(self.dataset)
         host = host_device()
         if self.shuffle:
@@ -73,9 +62,13 @@ class DistributedSampler(Sampler):
             order = randperm(n, generator=g, device=host)
         else:
             order = arange(n, dtype=int64, device=host)
-        if self.total_size > n:  # __iter__'s padding: the list repeated, cut to total_size
+        if self.total_size > n:  # padding: the list repeated, cut below
             order = cat([order] * (1 + math.ceil((self.total_size - n) / n)))
-        yield from _slices(order[self.rank:self.total_size:self.num_replicas], size, drop_last)
+        return order[self.rank:self.total_size:self.num_replicas]
+
+    def _index_batches(self, size: int, drop_last: bool):
+        """BatchSampler's batches of ``__iter__``'s indices, sliced from ``_order()``."""
+        yield from _slices(self._order(), size, drop_last)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``__iter__`` use a new shuffle (the same one on every rank)."""
