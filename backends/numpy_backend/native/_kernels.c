@@ -49,12 +49,17 @@ static void release(Buf *bufs, int n)
             PyBuffer_Release(&bufs[i].view);
 }
 
+/* a buffer's struct format without a byte-order prefix of native order ("B" where it has none) */
+static const char *bare_format(const Py_buffer *v)
+{
+    const char *f = v->format ? v->format : "B";
+    return (*f == '@' || *f == '=' || *f == '<') ? f + 1 : f;
+}
+
 /* 'f' or 'd' (a byte-order prefix of native order allowed), else 0 */
 static char kind_of(const Py_buffer *v)
 {
-    const char *f = v->format ? v->format : "B";
-    if (*f == '@' || *f == '=' || *f == '<')
-        f++;
+    const char *f = bare_format(v);
     if ((f[0] == 'f' && v->itemsize == 4) || (f[0] == 'd' && v->itemsize == 8))
         return f[0] == 'f' ? 'f' : 'd';
     return 0;
@@ -779,9 +784,7 @@ static PyObject *take_rows(PyObject *self, PyObject *args)
             return NULL;
         }
     Py_buffer *src = &bufs[0].view, *idx = &bufs[1].view, *out = &bufs[2].view;
-    const char *fi = idx->format ? idx->format : "B";
-    if (*fi == '@' || *fi == '=' || *fi == '<')
-        fi++;
+    const char *fi = bare_format(idx);
     int ok = src->ndim >= 1 && out->ndim == src->ndim && PyBuffer_IsContiguous(src, 'C') &&
              PyBuffer_IsContiguous(out, 'C') && PyBuffer_IsContiguous(idx, 'C') && idx->itemsize == 8 &&
              (*fi == 'q' || *fi == 'l') && src->itemsize == out->itemsize &&
