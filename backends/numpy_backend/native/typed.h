@@ -133,7 +133,7 @@ static void FN(pool_bwd_plane)(const T *gy, Py_ssize_t gh, Py_ssize_t gw, const 
  * order; the constants arrive as the Python kernel computes them and are rounded to T once,
  * as its dt(...) calls do. The common case (no maximize, weight decay or amsgrad) has a loop
  * of its own with no branches, which the compiler vectorises. */
-static void FN(adam)(T *restrict p, const T *restrict gr, T *restrict m, T *restrict v, T *restrict vmax,
+VECTOR_CLONES static void FN(adam)(T *restrict p, const T *restrict gr, T *restrict m, T *restrict v, T *restrict vmax,
                      Py_ssize_t n, const AdamConsts *k)
 {
     const T decay = (T)k->decay, wd = (T)k->weight_decay, wt = (T)k->weight, omw = (T)k->one_minus_weight;
