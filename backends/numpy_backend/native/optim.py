@@ -8,9 +8,11 @@ from . import FLOATS, _kernels
 
 def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,
                weight_decay, step, maximize, decoupled_weight_decay):
-    arrays = (param, grad, exp_avg, exp_avg_sq) + (() if max_exp_avg_sq is None else (max_exp_avg_sq,))
-    if param.dtype not in FLOATS or not all(a.dtype == param.dtype and a.shape == param.shape
-                                            and a.flags.c_contiguous for a in arrays):
+    # the op has checked that every array has the parameter's dtype and shape (the kernel's
+    # contract); the loop also needs float32 or float64 in C order (the C side checks it again)
+    if param.dtype not in FLOATS or not (param.flags.c_contiguous and grad.flags.c_contiguous
+                                         and exp_avg.flags.c_contiguous and exp_avg_sq.flags.c_contiguous
+                                         and (max_exp_avg_sq is None or max_exp_avg_sq.flags.c_contiguous)):
         return fused_optim.adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr=lr, beta1=beta1,
                                       beta2=beta2, eps=eps, weight_decay=weight_decay, step=step,
                                       maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
