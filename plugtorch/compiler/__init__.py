@@ -10,10 +10,11 @@ op definitions read, no Python-level dispatch. The recorded list is rewritten be
 replayed: each result is dropped after its last use (as eager code frees its temporaries),
 chains of elementwise primitives become one kernel where the backend has a fuser
 (``fusion.py``; CuPy) and otherwise write into a temporary that is dead anyway (``reuse.py``;
-NumPy). The guard includes the tensor arguments' layouts (strides), since the kernels lay
-out their results after their inputs'. In-place kernels (BatchNorm's running
-statistics) update the real arrays; random ops draw fresh values from the Generator they
-drew from while capturing, at its current state. It is the CPU counterpart of CUDA-graph
+NumPy). A replay runs the list as one generated Python function of straight-line calls
+(``trace.py``; its ``replay.source`` shows it). The guard includes the tensor arguments'
+layouts (strides), since the kernels lay out their results after their inputs'. In-place
+kernels (BatchNorm's running statistics) update the real arrays; random ops draw fresh values
+from the Generator they drew from while capturing, at its current state. It is the CPU counterpart of CUDA-graph
 replay.
 
 A whole training step can be captured (forward, ``backward()`` and ``optimizer.step()``):

@@ -2,6 +2,8 @@
 (an input, an earlier call's output, a constant, a generator, a gradient), and its replay."""
 from __future__ import annotations
 
+import keyword
+import math
 from typing import Callable
 
 import numpy
@@ -77,46 +79,108 @@ class Build:
         return out, grad_guards
 
 
-def _resolver(spec) -> Callable:
-    """A function (inputs, slots) -> the value ``spec`` names, for a fast replay loop."""
-    kind = spec[0]
-    if kind == _IN:
-        i = spec[1]
-        return lambda inputs, slots: inputs[i]
-    if kind == _SLOT:
-        j, k = spec[1], spec[2]
-        if k is None:
-            return lambda inputs, slots: slots[j]
-        return lambda inputs, slots: slots[j][k]
-    if kind == _CONST:
-        value = spec[1]
-        return lambda inputs, slots: value
-    if kind == _GRAD:
-        t = spec[1]
-        return lambda inputs, slots: t.grad._data  # as it is now (guarded: not None)
-    if kind == _GEN:
-        gen, name = spec[1], spec[2]
-        return lambda inputs, slots: gen.native(get_registry().backends[name])  # its current stream
-    seq, parts = spec[1], [_resolver(s) for s in spec[2]]
-    return lambda inputs, slots: seq(r(inputs, slots) for r in parts)
+class _Source:
+    """Writes the replay of a trace as one Python function: straight-line calls on local
+    variables, with the kernels and the constant objects as names of its namespace. The
+    interpreted loop it replaces resolved each argument through a closure and built a list per
+    call."""
+
+    def __init__(self):
+        self.namespace: dict = {"wrap": wrap, "unflatten": unflatten}
+        self.inputs: set[int] = set()
+
+    def name(self, prefix: str, obj) -> str:
+        key = f"{prefix}{len(self.namespace)}"
+        self.namespace[key] = obj
+        return key
+
+    def expr(self, spec) -> str:
+        kind = spec[0]
+        if kind == _IN:
+            self.inputs.add(spec[1])
+            return f"i{spec[1]}"
+        if kind == _SLOT:
+            return f"s{spec[1]}" if spec[2] is None else f"s{spec[1]}[{spec[2]}]"
+        if kind == _CONST:
+            return self.const(spec[1])
+        if kind == _GRAD:
+            return f"{self.name('t', spec[1])}.grad._data"  # as it is now (guarded: not None)
+        if kind == _GEN:
+            gen, backend = spec[1], spec[2]  # the generator's current stream on that backend
+            return f"{self.name('g', gen)}.native({self.name('r', get_registry)}().backends[{backend!r}])"
+        seq = spec[1]
+        if seq is tuple and all(s[0] == _CONST for s in spec[2]):
+            return self.name("c", tuple(s[1] for s in spec[2]))  # built once: a tuple cannot change
+        parts = [self.expr(s) for s in spec[2]]
+        if seq is tuple:
+            return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+        return f"[{', '.join(parts)}]"  # a list: a new one each call, as recorded
+
+    def const(self, value) -> str:
+        # literals that read back as the same value are written out; anything else is a name
+        if value is None or type(value) in (bool, int, str) or (type(value) is float and math.isfinite(value)):
+            return repr(value)
+        return self.name("c", value)
+
+    def call(self, fn, args, kwargs, refresh) -> str:
+        parts = [self.expr(s) for s in args]
+        if refresh is not None:  # attrs recomputed for each replay (an optimizer's step count)
+            parts.append(f"**{self.name('a', refresh)}()")
+        elif all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in kwargs):
+            parts += [f"{n}={self.expr(s)}" for n, s in kwargs]
+        else:
+            parts.append("**{" + ", ".join(f"{n!r}: {self.expr(s)}" for n, s in kwargs) + "}")
+        return f"{self.name('f', fn)}({', '.join(parts)})"
+
+
+def replay_function(steps, release, outputs, backends, structure, writebacks) -> Callable:
+    """The function (input arrays) -> the trace's result: each step's kernel call in order, the
+    write-backs, then the outputs wrapped as tensors."""
+    src = _Source()
+    body = []
+    for i, ((fn, args, kwargs, refresh), dropped) in enumerate(zip(steps, release)):
+        body.append(f"s{i} = {src.call(fn, args, kwargs, refresh)}")
+        # results no later step reads go now, as eager frees its temporaries
+        body += [f"del s{j}" for j in dropped]
+    for t, kind, spec in writebacks:
+        value, name = src.expr(spec), src.name("w", t)
+        if kind == "data":
+            body += [f"{name}._data = {value}", f"{name}._vc[0] += 1"]
+        else:  # a new tensor, as eager's backward gives .grad (it never writes into the old one)
+            body.append(f"{name}.grad = wrap({value}, {src.name('b', t._backend)})")
+    results = [f"wrap({src.expr(s)}, {src.name('b', b)})" for s, b in zip(outputs, backends)]
+    body.append(f"return unflatten({src.name('u', structure)}, iter([{', '.join(results)}]))")
+    head = [f"i{i} = inputs[{i}]" for i in sorted(src.inputs)]
+    code = "def replay(inputs):\n" + "".join(f"    {line}\n" for line in head + body)
+    exec(compile(code, "<plugtorch.compile replay>", "exec"), src.namespace)
+    replay = src.namespace["replay"]
+    replay.source = code  # what a replay runs, for debugging
+    return replay
 
 
 class Trace:
     def __init__(self, steps, outputs, out_structure, backends, consts, writebacks, guards, grad_guards,
                  names=()):
         self.names = list(names)  # the recorded op or primitive name of each step, for profiles and reprs
-        # attrs that are all constants (the usual case) are one prebuilt dict, not resolved per call
-        self.steps = [(fn, tuple(_resolver(s) for s in a),
-                       {n: s[1] for n, s in k} if all(s[0] == _CONST for _, s in k)
-                       else tuple((n, _resolver(s)) for n, s in k), refresh)
-                      for fn, a, k, refresh in steps]
-        self.outputs = [_resolver(s) for s in outputs]
-        self.structure, self.backends = out_structure, backends
+        self.outputs, self.structure, self.backends = list(outputs), out_structure, backends
         self.consts = list(consts.values())
-        self.writebacks = [(t, kind, _resolver(s)) for t, kind, s in writebacks]
-        self.release = liveness(steps, list(outputs) + [s for _, _, s in writebacks])[0]
+        self.writebacks = list(writebacks)
+        self.release = liveness(steps, self.outputs + [s for _, _, s in self.writebacks])[0]
         self.guards = guards
         self.grad_guards = grad_guards
+        self.steps = steps
+
+    @property
+    def steps(self) -> list:
+        """(kernel, arg specs, kwarg specs, refresh) per call. Setting them (a profiler wrapping
+        each kernel) writes the replay function again."""
+        return self._steps
+
+    @steps.setter
+    def steps(self, steps) -> None:
+        self._steps = list(steps)
+        self.replay = replay_function(self._steps, self.release, self.outputs, self.backends, self.structure,
+                                      self.writebacks)
 
     def valid(self) -> bool:
         """Whether the constants are still the tensors' arrays and the Python guards hold."""
@@ -127,28 +191,6 @@ class Trace:
             if (t.grad is None) != was_none:
                 return False
         return all(fn() == value for fn, value in self.guards)
-
-    def replay(self, inputs: list):
-        slots: list = []
-        append = slots.append
-        for (fn, args, kwargs, refresh), release in zip(self.steps, self.release):
-            if refresh is not None:
-                append(fn(*[r(inputs, slots) for r in args], **refresh()))
-            elif type(kwargs) is dict:
-                append(fn(*[r(inputs, slots) for r in args], **kwargs))
-            else:
-                append(fn(*[r(inputs, slots) for r in args], **{n: r(inputs, slots) for n, r in kwargs}))
-            for j in release:  # results no later step reads go now, as eager frees its temporaries
-                slots[j] = None
-        for t, kind, r in self.writebacks:
-            value = r(inputs, slots)
-            if kind == "data":
-                t._data = value
-                t._vc[0] += 1
-            else:  # a new tensor, as eager's backward gives .grad (it never writes into the old one)
-                t.grad = wrap(value, t._backend)
-        tensors = [wrap(r(inputs, slots), b) for r, b in zip(self.outputs, self.backends)]
-        return unflatten(self.structure, iter(tensors))
 
 
 def slots_read(spec, into: set) -> None:
