@@ -32,6 +32,8 @@ def _both_ways(monkeypatch, name, x, *args, **kwargs):
     assert out is fast and fast._data is memory, "written into the tensor's own array"
     with monkeypatch.context() as m:
         m.setattr(inplace, "_into", lambda *a: None)
+        for seen in inplace._SEEN:  # the methods' inline shortcut runs only on an answer _into kept
+            seen.clear()
         slow = getattr(pt.tensor(x), name + "_")(*args, **kwargs)
     return fast, slow
 
@@ -97,6 +99,34 @@ def test_integers_and_other_dtypes_take_the_general_path():
     np.testing.assert_array_equal(f.add_(pt.tensor([1.0, 1.0], dtype=pt.float64)).numpy(), [2, 3])
     with pytest.raises(RuntimeError, match=r"shapes \[2\] and \[3\] do not broadcast|size of tensor"):
         f.add_(pt.ones(3))
+
+
+def test_an_operand_that_broadcasts_past_the_tensor_is_refused_as_torch_does():
+    x = pt.ones(3)
+    x.add_(pt.ones(3))  # the shortcut's answer kept: the next calls take it first
+    for other in (pt.ones(2, 3), pt.ones(1, 3)):
+        with pytest.raises(RuntimeError, match=r"add_: output with shape \[3\] doesn't match the broadcast shape "
+                                               rf"\[{other.shape[0]}, 3\]"):
+            x.add_(other)
+    np.testing.assert_array_equal(x.numpy(), [2, 2, 2])  # nothing written
+    x.mul_(pt.tensor([2.0]))  # smaller operands broadcast into it
+    x.sub_(pt.tensor(1.0))
+    np.testing.assert_array_equal(x.numpy(), [3, 3, 3])
+
+
+def test_the_shortcut_is_the_general_paths_answer_for_grad_and_backends():
+    w = pt.ones(3, requires_grad=True)
+    x = pt.ones(3)
+    x.add_(pt.ones(3))  # the shortcut's answer kept
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        w.add_(x)  # grad mode on and w requires grad: the graph path refuses a leaf
+    y = pt.ones(3)
+    y.add_(w)  # an operand requiring grad puts y in the graph, as torch does
+    assert y.requires_grad and y.grad_fn is not None
+    with pt.no_grad():
+        w.add_(x)  # an optimizer's update: written in place
+        assert w.grad_fn is None
+    np.testing.assert_array_equal(w.detach().numpy(), [3, 3, 3])
 
 
 def test_a_kernel_registered_over_the_primitive_runs(numpy_kernel_calls):

@@ -188,15 +188,41 @@ def _broadcasts_to(shape, target) -> bool:
         return False
 
 
+_SEEN: list[dict] = []  # every in-place method's ``seen`` (tests clear them to force the general path)
+
+
 def inplace(fn, name):
     """``x.<name>(*args)``: ``x = fn(x, *args)`` done in place."""
     op_name = name[:-1]
     seen: dict = {}  # _learn_variant's answers for this method, per backend
+    _SEEN.append(seen)
 
     def method(x, *args, **kwargs):
-        strides = getattr(x._data, "strides", None)  # _check_overlap's own first test, inline
-        if strides is None or 0 in strides:
+        data = x._data
+        try:  # _check_overlap's own first test, inline
+            overlap = 0 in data.strides
+        except AttributeError:
+            overlap = True  # an array without strides: _check_overlap looks at the tensor's
+        if overlap:
             _check_overlap(x, name)
+        if len(args) == 1 and not kwargs:
+            # the commonest call (an optimizer's or an initialiser's p.add_(t)): a tensor operand
+            # of x's backend and floating dtype, and no graph; _into's steps for it, inline. Its
+            # shape is left to the out= variant, which refuses (ValueError) an operand that
+            # broadcasts past x and broadcasts a smaller one into it, as the op would
+            other, b = args[0], x._backend
+            known = seen.get(b)
+            if (known is not None and known[1] is not None and isinstance(other, Tensor) and other._backend is b
+                    and other.dtype is x.dtype and x.dtype.is_floating_point
+                    and not ((x.requires_grad or other.requires_grad) and _grad.enabled)
+                    and known[0] is b.kernels.get(op_name)):
+                try:
+                    known[1](data, other._data, out=data)
+                except ValueError:  # a shape that does not fit, or read-only memory: the general path says so
+                    pass
+                else:
+                    x._vc[0] += 1
+                    return x
         if _grad.enabled and _graph_involved(x, args, kwargs):
             _check_leaf(x, name)
             return _commit(x, fn(_alias(x), *args, **kwargs), name, True)
