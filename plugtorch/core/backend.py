@@ -51,7 +51,12 @@ class Backend:
                  dtype (NumPy's and CuPy's ufuncs; called as a primitive, without a buffer,
                  each returns a new array). ``plugtorch.compile`` uses them to run a
                  replayed chain of elementwise calls in a temporary that is dead anyway,
-                 instead of allocating each result. A backend without them replays as recorded.
+                 instead of allocating each result, and in-place methods with no graph to
+                 keep (``p.add_(t)``) to write into the tensor's own memory. Given a buffer
+                 the result does not fit (an operand that broadcasts past it), one raises
+                 ValueError before writing anything, as ufuncs do; the in-place method then
+                 takes its general path, which raises the op's error. A backend without them
+                 replays as recorded and computes in-place ops out of place, then copies.
     elementwise_fuser: optional object with ``fusable(name, operands, result_dtype)`` (a dtype
                  name per array operand, ``("const", value)`` per number; dtype names as
                  NumPy spells them) and ``build(chain) -> fn or None``: ``plugtorch.compile``

@@ -21,12 +21,14 @@ import pytest
 
 import plugtorch
 
+from plugtorch.core.device import get_backend
+
 from . import kit
 from .backends import SUFFIX, bare_backend, conformance_backends, remove_backend
 from .sample import Sample, samples_for
 
 __all__ = ["conformance_backend", "reference_torch", "test_op_has_samples", "test_forward",
-           "test_noncontiguous", "test_float32", "test_gradcheck", "test_gradgradcheck"]
+           "test_noncontiguous", "test_float32", "test_gradcheck", "test_gradgradcheck", "test_out_variants"]
 
 # gradgradcheck costs (inputs + outputs) double-backward passes per element; keep it to small samples
 GRADGRAD_MAX_NUMEL = 24
@@ -172,6 +174,39 @@ def _gradgrad_params():
     rules = {n for n, op in plugtorch.get_registry().ops.items() if op.derivative is not None}
     chosen = {(p.values[0], p.values[1]) for p in _params(_gradgrad_ok, first_only=True)}
     return [p for p in _params(_gradgrad_ok) if p.values[0] in rules or tuple(p.values) in chosen]
+
+
+def test_out_variants(conformance_backend):
+    """Every out= variant the backend declares, on the first sample of each op over its
+    primitive that it takes (kit.check_out_variant); one test per backend, naming each failure."""
+    reg = plugtorch.get_registry()
+    declared = get_backend(conformance_backend).out_variants
+    if not declared:
+        pytest.skip(f"backend '{conformance_backend}' declares no out= variants (Backend.out_variants): "
+                    "its in-place ops and compiled replays allocate every result")
+    reached, checked, failures = set(), set(), []
+    for op, items in _ITEMS.items():  # the selected ops (--plugtorch-ops)
+        opdef = reg.ops[op]
+        if opdef.primitive not in declared or opdef.primitive in checked:
+            continue
+        reached.add(opdef.primitive)
+        for s in items:
+            if not isinstance(s, Sample):
+                continue
+            try:
+                if kit.check_out_variant(opdef, s, conformance_backend):
+                    checked.add(opdef.primitive)
+                    break
+            except kit.ConformanceError as e:
+                failures.append(str(e))
+                checked.add(opdef.primitive)
+                break
+    if not reached:
+        pytest.skip(f"no selected op computes through one of backend '{conformance_backend}''s out= variants")
+    unchecked = sorted(reached - checked)
+    assert not failures, "\n".join(failures)
+    assert not unchecked, (f"backend '{conformance_backend}': no op's samples reach the out= variants of "
+                           f"{unchecked}; give the op over each a sample of positional arrays and numbers")
 
 
 @pytest.mark.parametrize("op,index", _gradgrad_params())

@@ -21,7 +21,8 @@ from ._calling import (ConformanceError, _array_keys, _caller, _check_backend, _
 from .sample import Sample, Waiver, samples_for
 
 __all__ = ["ConformanceError", "check_forward", "check_noncontiguous", "check_float32", "check_gradcheck",
-           "check_gradgradcheck", "check_coverage", "flat_outputs", "pt_inputs", "torch_inputs"]
+           "check_gradgradcheck", "check_out_variant", "check_coverage", "flat_outputs", "pt_inputs",
+           "torch_inputs"]
 
 
 # The torch the samples are written against: pyproject.toml's dev extra pins it, and
@@ -209,6 +210,45 @@ def check_gradgradcheck(opdef, sample: Sample, backend: str):
     gos = tuple(plugtorch.tensor(rng.standard_normal(tuple(o.shape)), device=backend).requires_grad_()
                 for o in outs)
     plugtorch.autograd.gradgradcheck(fn, diff, gos, eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+def check_out_variant(opdef, sample: Sample, backend: str) -> bool:
+    """The backend's out= variant of the op's primitive (``Backend.out_variants``), on the
+    sample's inputs as float32: it writes what the primitive returns into a buffer of the
+    result's shape and dtype, and refuses a buffer the result does not fit with ValueError,
+    writing nothing (in-place methods and plugtorch.compile's buffer reuse rely on both).
+    False where there is nothing to check: no variant, a sample that is not positional
+    arrays and numbers, or one the primitive itself does not take."""
+    b = get_backend(backend)
+    variant, primitive = b.out_variants.get(opdef.primitive), b.primitives.get(opdef.primitive)
+    if variant is None or primitive is None or sample.kwargs or sample.raises is not None \
+            or not all(isinstance(a, (np.ndarray, int, float)) for a in sample.inputs):
+        return False
+    arrays = [a._data if isinstance(a, plugtorch.Tensor) else a for a in pt_inputs(sample, backend, "float32")]
+    try:
+        expected = primitive(*arrays)
+    except Exception:  # noqa: BLE001 - the op's function adapts these inputs; the primitive alone does not take them
+        return False
+    where = f"{_where(opdef.name, sample, backend)}, out= variant of primitive '{opdef.primitive}'"
+    dtype = b.dtype_of(expected)
+    shape = tuple(expected.shape)
+    buffer = plugtorch.full(shape, 7, dtype=dtype, device=backend)._data
+    variant(*arrays, out=buffer)
+    got, want = _host(buffer), _host(expected)
+    if got.dtype != want.dtype or not np.array_equal(got, want, equal_nan=want.dtype.kind in "fc"):
+        raise ConformanceError(f"{where}: wrote {got.tolist()} ({got.dtype}) into its buffer; the primitive "
+                               f"returns {want.tolist()} ({want.dtype})")
+    if len(shape) and max(shape) > 1:  # a buffer with the first dimension longer than 1 cut to 1
+        cut = list(shape)
+        cut[next(i for i, n in enumerate(shape) if n > 1)] = 1
+        small = plugtorch.full(tuple(cut), 7, dtype=dtype, device=backend)._data
+        before = _host(small).copy()
+        _expect_raise(lambda: variant(*arrays, out=small), ValueError,
+                      f"{where}, given a buffer of shape {tuple(cut)} for a result of shape {shape}")
+        if not np.array_equal(_host(small), before):
+            raise ConformanceError(f"{where}: wrote into a buffer of shape {tuple(cut)} that its result of "
+                                   f"shape {shape} does not fit, before refusing it")
+    return True
 
 
 def check_coverage(opdef, items: list):

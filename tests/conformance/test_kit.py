@@ -194,3 +194,48 @@ def test_a_sample_an_older_reference_torch_cannot_compute_is_skipped_saying_why(
     for current in ("2.13.0+cpu", "2.14.1", "3.0.0"):  # there, the error is the sample's or the op's
         with pytest.raises(RuntimeError, match="aminmax"):
             kit._on_torch(types.SimpleNamespace(__version__=current), "op", compute)
+
+
+def _out_variant_case():
+    opdef = plugtorch.get_registry().ops["add"]
+    return opdef, Sample((np.arange(6.0).reshape(2, 3), np.ones((2, 3))))
+
+
+def test_the_numpy_backends_out_variants_pass(backend):
+    opdef, sample = _out_variant_case()
+    assert kit.check_out_variant(opdef, sample, backend)
+
+
+@pytest.mark.parametrize("flaw", ["wrong values", "writes into a buffer too small"])
+def test_a_flawed_out_variant_is_caught(backend, monkeypatch, flaw):
+    b = plugtorch.get_registry().backends[backend]
+
+    def wrong(x, y, *, out):
+        return np.subtract(x, y, out=out)
+
+    def sloppy(x, y, *, out):  # writes what fits, then complains too late
+        out[...] = np.add(x, y)[tuple(slice(0, n) for n in out.shape)]
+        if out.shape != np.broadcast_shapes(x.shape, y.shape):
+            raise ValueError("shape mismatch")
+        return out
+
+    monkeypatch.setitem(b.out_variants, "add", wrong if flaw == "wrong values" else sloppy)
+    opdef, sample = _out_variant_case()
+    message = "wrote .* into its buffer" if flaw == "wrong values" else r"wrote into a buffer of shape \(1, 3\)"
+    with pytest.raises(ConformanceError, match=rf"op 'add', .*backend '{backend}', out= variant of primitive "
+                                               rf"'add': {message}"):
+        kit.check_out_variant(opdef, sample, backend)
+
+
+def test_an_out_variant_that_accepts_a_buffer_too_small_is_caught(backend, monkeypatch):
+    b = plugtorch.get_registry().backends[backend]
+
+    def lenient(x, y, *, out):
+        out[...] = np.add(x, y)[: out.shape[0]]
+        return out
+
+    monkeypatch.setitem(b.out_variants, "add", lenient)
+    opdef, sample = _out_variant_case()
+    with pytest.raises(ConformanceError, match=r"given a buffer of shape \(1, 3\) for a result of shape \(2, 3\): "
+                                               r"expected ValueError"):
+        kit.check_out_variant(opdef, sample, backend)
