@@ -14,6 +14,7 @@ import numpy as np
 
 import plugtorch
 from plugtorch.core.device import get_backend
+from plugtorch.core.dispatch import wrap
 
 from ._calling import (ConformanceError, _array_keys, _caller, _check_backend, _compare, _dtype_name,
                        _compare_requires_grad, _convert, _expect_raise, _get, _grad_positions, _host,
@@ -234,7 +235,7 @@ def check_out_variant(opdef, sample: Sample, backend: str) -> bool:
     shape = tuple(expected.shape)
     buffer = plugtorch.full(shape, 7, dtype=dtype, device=backend)._data
     variant(*arrays, out=buffer)
-    got, want = _host(buffer), _host(expected)
+    got, want = _host(wrap(buffer, b)), _host(wrap(expected, b))  # as tensors: a device array moves explicitly
     if got.dtype != want.dtype or not np.array_equal(got, want, equal_nan=want.dtype.kind in "fc"):
         raise ConformanceError(f"{where}: wrote {got.tolist()} ({got.dtype}) into its buffer; the primitive "
                                f"returns {want.tolist()} ({want.dtype})")
@@ -242,10 +243,10 @@ def check_out_variant(opdef, sample: Sample, backend: str) -> bool:
         cut = list(shape)
         cut[next(i for i, n in enumerate(shape) if n > 1)] = 1
         small = plugtorch.full(tuple(cut), 7, dtype=dtype, device=backend)._data
-        before = _host(small).copy()
+        before = _host(wrap(small, b)).copy()  # (on the host backend, a view of the buffer)
         _expect_raise(lambda: variant(*arrays, out=small), ValueError,
                       f"{where}, given a buffer of shape {tuple(cut)} for a result of shape {shape}")
-        if not np.array_equal(_host(small), before):
+        if not np.array_equal(_host(wrap(small, b)), before):
             raise ConformanceError(f"{where}: wrote into a buffer of shape {tuple(cut)} that its result of "
                                    f"shape {shape} does not fit, before refusing it")
     return True
