@@ -14,8 +14,8 @@ NumPy). A replay runs the list as one generated Python function of straight-line
 (``trace.py``; its ``replay.source`` shows it). The guard includes the tensor arguments'
 layouts (strides), since the kernels lay out their results after their inputs'. In-place
 kernels (BatchNorm's running statistics) update the real arrays; random ops draw fresh values
-from the Generator they drew from while capturing, at its current state. It is the CPU counterpart of CUDA-graph
-replay.
+from the Generator they drew from while capturing, at its current state. It is the CPU
+counterpart of CUDA-graph replay.
 
 A whole training step can be captured (forward, ``backward()`` and ``optimizer.step()``):
 the first call of each guard runs eagerly as a warm-up (optimizer state and momentum buffers
