@@ -26,5 +26,10 @@ native = Extension("plugtorch_backends.numpy_backend.native._kernels",
                    depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/threadpool.h"],
                    extra_compile_args=flags, optional=True)
 
+# The backward pass's inner loop (plugtorch/core/_walk.c): optional too; without it engine.py
+# runs every node in Python.
+walk = Extension("plugtorch.core._walk", sources=["plugtorch/core/_walk.c"], extra_compile_args=flags,
+                 optional=True)
+
 setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data,
-      ext_modules=[native])
+      ext_modules=[native, walk])

@@ -65,6 +65,18 @@ def native_pool_width():
     return run
 
 
+@pytest.fixture(params=["native loop", "python loop"])
+def engine_loop(request, monkeypatch):
+    """Runs a test once with each loop of the backward pass: ``_walk.c``'s and ``engine.py``'s."""
+    from plugtorch.core import engine
+    if request.param == "native loop":
+        if engine._native is None:
+            pytest.skip(f"the backward pass's C loop does not run here: {engine.native_status()}")
+    else:
+        monkeypatch.setattr(engine, "_native", None)
+    return request.param
+
+
 @pytest.fixture
 def data_root() -> pathlib.Path:
     """A data root holding mnist/: $PLUGTORCH_DATA where it has one, else the repository's data/."""

@@ -1,0 +1,394 @@
+/* The backward pass's inner loop in C: engine.py's _Walk.step for the two commonest nodes.
+
+   engine.py is the reference: _Walk.step is what every node does. This loop pops nodes off the
+   walk's ready list and, for a built-in op's Node with no pre-hook and a gradient, and for a
+   leaf's AccumulateGrad with no pre-hook, does the same steps in the same order: the version
+   check, the rule, the count check, releasing the saved values, fitting each gradient to its
+   input (engine._fit_to_input), summing gradients that meet (engine._sum), counting down
+   dependencies and pushing nodes that are ready. Every other node (a Function's, an
+   OutputNode, one with hooks, one no gradient reached, a released one) goes to _Walk.step
+   itself. The Python helpers it calls are engine.py's, handed over once by configure().
+
+   Why C: at small sizes the backward pass is mostly this loop's own bookkeeping (about 1.5 us
+   a node in Python; torch's engine is C++). Node and Tensor are __slots__ classes, so their
+   fields are read at the offsets their member descriptors give, after an exact type check
+   (Tensor: an instance check, as subclasses keep the layout); anything else goes through
+   getattr and fails as Python would. Without a C compiler, or with PLUGTORCH_NATIVE_ENGINE=0,
+   engine.py runs _Walk.step for every node. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#define ABI 1 /* engine.py checks it: a stale build of older sources is not used */
+
+static PyTypeObject *node_type, *acc_type, *tensor_type;
+static PyObject *fn_accumulate, *fn_add, *fn_fit, *fn_check_versions, *fn_wrong_count, *fn_post_hooks;
+static PyObject *s_shape, *one, *zero; /* interned "shape", and the ints 1 and 0 */
+
+/* slot offsets: Node's, AccumulateGrad's and Tensor's */
+static Py_ssize_t n_rule, n_next, n_meta, n_saved, n_versions, n_output, n_pre_hooks, n_released;
+static Py_ssize_t a_variable, a_pre_hooks, a_post_hooks;
+static Py_ssize_t t_data, t_dtype, t_vc;
+
+static int offset_of(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
+    PyObject *d = PyDict_GetItemString(tp->tp_dict, name); /* borrowed */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) ||
+        ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "_walk.configure: %s.%s is not a __slots__ field", tp->tp_name, name);
+        return -1;
+    }
+    *out = ((PyMemberDescrObject *)d)->d_member->offset;
+    return 0;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* A slot's value (new reference), or AttributeError as getattr would raise it. */
+static PyObject *slot_get(PyObject *obj, Py_ssize_t off, const char *name) {
+    PyObject *v = SLOT(obj, off);
+    if (v == NULL)
+        return PyObject_GetAttrString(obj, name); /* unset: let getattr raise its own error */
+    Py_INCREF(v);
+    return v;
+}
+
+static int slot_set(PyObject *obj, Py_ssize_t off, PyObject *v) {
+    PyObject *old = SLOT(obj, off);
+    Py_INCREF(v);
+    SLOT(obj, off) = v;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* A tensor's field, by offset when it is a Tensor, else by name (new reference). */
+static PyObject *tensor_get(PyObject *t, Py_ssize_t off, const char *name) {
+    if (PyObject_TypeCheck(t, tensor_type))
+        return slot_get(t, off, name);
+    return PyObject_GetAttrString(t, name);
+}
+
+/* t._vc[0] (new reference) */
+static PyObject *version_of(PyObject *t) {
+    PyObject *vc = tensor_get(t, t_vc, "_vc");
+    if (vc == NULL)
+        return NULL;
+    PyObject *v = PySequence_GetItem(vc, 0);
+    Py_DECREF(vc);
+    return v;
+}
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    PyObject *node, *acc, *tensor;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOO", &PyType_Type, &node, &PyType_Type, &acc, &PyType_Type, &tensor,
+                          &fn_accumulate, &fn_add, &fn_fit, &fn_check_versions, &fn_wrong_count, &fn_post_hooks))
+        return NULL;
+    node_type = (PyTypeObject *)node;
+    acc_type = (PyTypeObject *)acc;
+    tensor_type = (PyTypeObject *)tensor;
+    PyObject *keep[] = {node, acc, tensor, fn_accumulate, fn_add, fn_fit, fn_check_versions, fn_wrong_count,
+                        fn_post_hooks};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        Py_INCREF(keep[i]); /* held for the life of the process, as engine.py's module holds them */
+    if (offset_of(node_type, "rule", &n_rule) || offset_of(node_type, "next", &n_next) ||
+        offset_of(node_type, "meta", &n_meta) || offset_of(node_type, "saved", &n_saved) ||
+        offset_of(node_type, "versions", &n_versions) || offset_of(node_type, "output", &n_output) ||
+        offset_of(node_type, "pre_hooks", &n_pre_hooks) || offset_of(node_type, "released", &n_released) ||
+        offset_of(acc_type, "variable", &a_variable) || offset_of(acc_type, "pre_hooks", &a_pre_hooks) ||
+        offset_of(acc_type, "post_hooks", &a_post_hooks) || offset_of(tensor_type, "_data", &t_data) ||
+        offset_of(tensor_type, "dtype", &t_dtype) || offset_of(tensor_type, "_vc", &t_vc))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The version check of _Walk.step: engine._check_versions raises if a saved value changed. */
+static int check_versions(PyObject *node, PyObject *versions) {
+    PyObject *saved = SLOT(node, n_saved);
+    PyObject *vs = PySequence_Fast(versions, "versions must be a tuple");
+    if (vs == NULL)
+        return -1;
+    Py_ssize_t nv = PySequence_Fast_GET_SIZE(vs);
+    int bad = 0;
+    if (saved != NULL && saved != Py_None) {
+        PyObject *ss = PySequence_Fast(saved, "saved must be a tuple");
+        if (ss == NULL) {
+            Py_DECREF(vs);
+            return -1;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(ss) < nv ? PySequence_Fast_GET_SIZE(ss) : nv;
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            PyObject *v = PySequence_Fast_GET_ITEM(vs, i);
+            if (v == Py_None)
+                continue;
+            PyObject *now = version_of(PySequence_Fast_GET_ITEM(ss, i));
+            int ne = now == NULL ? -1 : PyObject_RichCompareBool(now, v, Py_NE);
+            Py_XDECREF(now);
+            if (ne < 0) {
+                Py_DECREF(ss);
+                Py_DECREF(vs);
+                return -1;
+            }
+            bad = ne;
+        }
+        Py_DECREF(ss);
+    }
+    PyObject *out = SLOT(node, n_output);
+    if (!bad && out != NULL && out != Py_None) {
+        if (nv == 0) {
+            Py_DECREF(vs);
+            PyErr_SetString(PyExc_IndexError, "tuple index out of range");
+            return -1;
+        }
+        PyObject *now = version_of(out);
+        bad = now == NULL ? -1 : PyObject_RichCompareBool(now, PySequence_Fast_GET_ITEM(vs, nv - 1), Py_NE);
+        Py_XDECREF(now);
+    }
+    Py_DECREF(vs);
+    if (bad < 0)
+        return -1;
+    if (bad) {
+        PyObject *r = PyObject_CallOneArg(fn_check_versions, node);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* Hand gradient gi to input i's node: fit it, sum it into what is pending, count down. */
+static int pass_on(PyObject *node, Py_ssize_t i, PyObject *child, PyObject *gi, PyObject *meta, PyObject *pending,
+                   PyObject *deps, PyObject *ready, PyObject *create_graph) {
+    if (gi != Py_None) {
+        Py_INCREF(gi);
+        PyObject *m = PySequence_GetItem(meta, i);
+        if (m == NULL)
+            goto fail_gi;
+        PyObject *shape = NULL, *dtype = NULL;
+        PyObject *mf = PySequence_Fast(m, "cannot unpack non-iterable meta");
+        Py_DECREF(m);
+        if (mf == NULL)
+            goto fail_gi;
+        if (PySequence_Fast_GET_SIZE(mf) != 2) {
+            PyErr_Format(PyExc_ValueError, "expected 2 values to unpack (got %zd)", PySequence_Fast_GET_SIZE(mf));
+            Py_DECREF(mf);
+            goto fail_gi;
+        }
+        shape = PySequence_Fast_GET_ITEM(mf, 0);
+        dtype = PySequence_Fast_GET_ITEM(mf, 1);
+        PyObject *data = tensor_get(gi, t_data, "_data");
+        PyObject *gshape = data == NULL ? NULL : PyObject_GetAttr(data, s_shape);
+        Py_XDECREF(data);
+        int differ = gshape == NULL ? -1 : PyObject_RichCompareBool(gshape, shape, Py_NE);
+        Py_XDECREF(gshape);
+        if (differ == 0) {
+            PyObject *gd = tensor_get(gi, t_dtype, "dtype");
+            differ = gd == NULL ? -1 : gd != dtype;
+            Py_XDECREF(gd);
+        }
+        Py_DECREF(mf);
+        if (differ < 0)
+            goto fail_gi;
+        if (differ) {
+            PyObject *idx = PyLong_FromSsize_t(i);
+            PyObject *fit = idx == NULL ? NULL : PyObject_CallFunctionObjArgs(fn_fit, node, idx, gi, NULL);
+            Py_XDECREF(idx);
+            Py_DECREF(gi);
+            if (fit == NULL)
+                return -1;
+            gi = fit;
+        }
+        PyObject *prev = PyDict_GetItemWithError(pending, child); /* borrowed */
+        if (prev == NULL && PyErr_Occurred())
+            goto fail_gi;
+        if (prev != NULL && prev != Py_None) {
+            PyObject *sum = PyObject_CallFunctionObjArgs(fn_add, prev, gi, create_graph, NULL);
+            Py_DECREF(gi);
+            if (sum == NULL)
+                return -1;
+            gi = sum;
+        }
+        int err = PyDict_SetItem(pending, child, gi);
+        Py_DECREF(gi);
+        if (err)
+            return -1;
+    }
+    PyObject *left = PyDict_GetItemWithError(deps, child); /* borrowed */
+    if (left == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, child);
+        return -1;
+    }
+    PyObject *now = PyNumber_Subtract(left, one);
+    if (now == NULL)
+        return -1;
+    int err = PyDict_SetItem(deps, child, now);
+    int done = err ? -1 : PyObject_RichCompareBool(now, zero, Py_EQ);
+    Py_DECREF(now);
+    if (done < 0)
+        return -1;
+    return done ? PyList_Append(ready, child) : 0;
+fail_gi:
+    Py_DECREF(gi);
+    return -1;
+}
+
+/* One built-in op's node, with a gradient, no pre-hooks, not released (_Walk.step's common path). */
+static int run_node(PyObject *node, PyObject *g, PyObject *pending, PyObject *deps, PyObject *ready,
+                    int retain_graph, PyObject *create_graph) {
+    PyObject *versions = SLOT(node, n_versions);
+    if (versions != NULL && versions != Py_None && check_versions(node, versions) < 0)
+        return -1;
+    PyObject *rule = slot_get(node, n_rule, "rule");
+    if (rule == NULL)
+        return -1;
+    PyObject *call_args[2] = {node, g};
+    PyObject *grads = PyObject_Vectorcall(rule, call_args, 2, NULL);
+    Py_DECREF(rule);
+    if (grads == NULL)
+        return -1;
+    if (!PyTuple_CheckExact(grads)) {
+        PyObject *one = PyTuple_Pack(1, grads);
+        Py_DECREF(grads);
+        if (one == NULL)
+            return -1;
+        grads = one;
+    }
+    PyObject *next = slot_get(node, n_next, "next");
+    PyObject *nf = next == NULL ? NULL : PySequence_Fast(next, "a node's next must be a tuple");
+    Py_XDECREF(next);
+    if (nf == NULL) {
+        Py_DECREF(grads);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(nf);
+    if (PyTuple_GET_SIZE(grads) != n) {
+        PyObject *r = PyObject_CallFunctionObjArgs(fn_wrong_count, node, grads, NULL); /* raises */
+        Py_XDECREF(r);
+        Py_DECREF(grads);
+        Py_DECREF(nf);
+        return -1;
+    }
+    /* released only after the rule ran, as in step (the versions were read before) */
+    versions = SLOT(node, n_versions);
+    if (!retain_graph && versions != NULL && versions != Py_None) {
+        slot_set(node, n_saved, Py_None);
+        slot_set(node, n_output, Py_None);
+        slot_set(node, n_released, Py_True);
+    }
+    PyObject *meta = slot_get(node, n_meta, "meta");
+    int err = meta == NULL ? -1 : 0;
+    for (Py_ssize_t i = 0; i < n && !err; i++) {
+        PyObject *child = PySequence_Fast_GET_ITEM(nf, i);
+        if (child != Py_None)
+            err = pass_on(node, i, child, PyTuple_GET_ITEM(grads, i), meta, pending, deps, ready, create_graph);
+    }
+    Py_XDECREF(meta);
+    Py_DECREF(nf);
+    Py_DECREF(grads); /* before the next node: pending now holds the gradients alone */
+    return err;
+}
+
+/* A leaf's AccumulateGrad with no pre-hooks (_Walk.step's path for it, accumulating). */
+static int run_leaf(PyObject *node, PyObject *g, PyObject *create_graph) {
+    if (g == Py_None)
+        return 0;
+    PyObject *variable = slot_get(node, a_variable, "variable");
+    if (variable == NULL)
+        return -1;
+    /* the same references to g as step's call: this frame's one, then _accumulate's parameter */
+    PyObject *r = PyObject_CallFunctionObjArgs(fn_accumulate, variable, g, create_graph, NULL);
+    Py_DECREF(variable);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    PyObject *hooks = SLOT(node, a_post_hooks);
+    if (hooks != NULL && hooks != Py_None) {
+        r = PyObject_CallOneArg(fn_post_hooks, node);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* drain(ready, pending, deps, retain_graph, create_graph, step): run nodes until none is ready. */
+static PyObject *drain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "drain(ready: list, pending: dict, deps: dict, retain_graph, "
+                                         "create_graph, step)");
+        return NULL;
+    }
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_walk.drain before _walk.configure");
+        return NULL;
+    }
+    PyObject *ready = args[0], *pending = args[1], *deps = args[2], *create_graph = args[4], *step = args[5];
+    int retain_graph = PyObject_IsTrue(args[3]);
+    if (retain_graph < 0)
+        return NULL;
+    Py_ssize_t size;
+    while ((size = PyList_GET_SIZE(ready)) > 0) {
+        PyObject *node = PyList_GET_ITEM(ready, size - 1);
+        Py_INCREF(node);
+        if (PyList_SetSlice(ready, size - 1, size, NULL) < 0) {
+            Py_DECREF(node);
+            return NULL;
+        }
+        PyObject *g = PyDict_GetItemWithError(pending, node); /* pending.pop(node, None) */
+        if (g != NULL) {
+            Py_INCREF(g);
+            if (PyDict_DelItem(pending, node) < 0) {
+                Py_DECREF(g);
+                Py_DECREF(node);
+                return NULL;
+            }
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(node);
+            return NULL;
+        } else {
+            g = Py_NewRef(Py_None);
+        }
+        int err;
+        PyTypeObject *tp = Py_TYPE(node);
+        if (tp == node_type && g != Py_None && SLOT(node, n_pre_hooks) == Py_None &&
+            SLOT(node, n_released) == Py_False) {
+            err = run_node(node, g, pending, deps, ready, retain_graph, create_graph);
+        } else if (tp == acc_type && SLOT(node, a_pre_hooks) == Py_None) {
+            err = run_leaf(node, g, create_graph);
+        } else {
+            PyObject *call_args[2] = {node, g};
+            PyObject *r = PyObject_Vectorcall(step, call_args, 2, NULL);
+            err = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(g);
+        Py_DECREF(node);
+        if (err)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(Node, AccumulateGrad, Tensor, accumulate, add, fit, check_versions, wrong_count, post_hooks)"},
+    {"drain", (PyCFunction)(void (*)(void))drain, METH_FASTCALL,
+     "drain(ready, pending, deps, retain_graph, create_graph, step): run ready nodes until none is left"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk", "The backward pass's inner loop (engine.py).",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__walk(void) {
+    s_shape = PyUnicode_InternFromString("shape");
+    one = PyLong_FromLong(1);
+    zero = PyLong_FromLong(0);
+    if (s_shape == NULL || one == NULL || zero == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
