@@ -14,7 +14,7 @@ backends = ["plugtorch_backends" + p[len("backends"):]
 # Non-Python files the code reads at run time: the CUDA kernel sources (NVRTC compiles them on
 # a GPU; tests build them for the CPU) and the header that runs them there.
 data = {"plugtorch_backends.cupy_backend": ["kernels/*.cu", "kernels/*.cuh"], "plugtorch.testing.cuda_cpu": ["*.h"],
-        "plugtorch_backends.numpy_backend.native": ["*.pyi"]}
+        "plugtorch_backends.numpy_backend.native": ["*.pyi"], "plugtorch.core": ["_native.pyi"]}
 
 # The NumPy backend's native kernels (backends/numpy_backend/native): plain C on the buffer
 # protocol, no NumPy headers. optional=True: without a C compiler the install still succeeds and
@@ -26,10 +26,10 @@ native = Extension("plugtorch_backends.numpy_backend.native._kernels",
                    depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/threadpool.h"],
                    extra_compile_args=flags, optional=True)
 
-# The backward pass's inner loop (plugtorch/core/_walk.c): optional too; without it engine.py
-# runs every node in Python.
-walk = Extension("plugtorch.core._walk", sources=["plugtorch/core/_walk.c"], extra_compile_args=flags,
-                 optional=True)
+# The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional
+# too; without it their Python twins run (plugtorch/core/native.py).
+core_c = Extension("plugtorch.core._native", sources=["plugtorch/core/_native.c"], extra_compile_args=flags,
+                   optional=True)
 
 setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data,
-      ext_modules=[native, walk])
+      ext_modules=[native, core_c])

@@ -67,11 +67,11 @@ def native_pool_width():
 
 @pytest.fixture(params=["native loop", "python loop"])
 def engine_loop(request, monkeypatch):
-    """Runs a test once with each loop of the backward pass: ``_walk.c``'s and ``engine.py``'s."""
-    from plugtorch.core import engine
+    """Runs a test once with each loop of the backward pass: ``_native.c``'s and ``engine.py``'s."""
+    from plugtorch.core import engine, native
     if request.param == "native loop":
         if engine._native is None:
-            pytest.skip(f"the backward pass's C loop does not run here: {engine.native_status()}")
+            pytest.skip(f"the backward pass's C loop does not run here: {native.status()}")
     else:
         monkeypatch.setattr(engine, "_native", None)
     return request.param

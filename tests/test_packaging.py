@@ -45,7 +45,7 @@ def test_the_wheel_holds_every_module_and_the_c_extensions(tmp_path):
     missing = sorted(m for m in _tracked_modules() if m not in names)
     assert not missing, f"modules left out of the wheel: {missing[:10]}"
     # the C extension and the files the code reads at run time
-    for ext in ("plugtorch_backends/numpy_backend/native/_kernels.", "plugtorch/core/_walk."):
+    for ext in ("plugtorch_backends/numpy_backend/native/_kernels.", "plugtorch/core/_native."):
         assert any(n.startswith(ext) and n.endswith((".so", ".pyd")) for n in names) or not _compiler_present(), ext
     assert "plugtorch_backends/cupy_backend/kernels/maxpool.cu" in names
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import anomaly
+from . import anomaly, native
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
@@ -36,6 +36,14 @@ def wrap(data, backend, requires_grad=False):
     t._accum = None
     t._retains_grad = False
     return t
+
+
+python_wrap = wrap  # the reference, which tests compare _native.c's with
+if native.ext is not None:  # the same, in C (_native.c; tensor.py gives it the Tensor class)
+    wrap = native.ext.wrap
+
+# Node(...) as the records below make it: in C where the core's C paths run (the same fields)
+make_node = native.ext.node if native.ext is not None else Node
 
 
 def edge(t):
@@ -111,7 +119,7 @@ def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
         saved = operands if type(operands) is tuple else tuple(operands)
     else:
         saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
-    node = Node(opdef.name, rule or opdef.derivative, tuple(edges), tuple(meta), saved, None, attrs)
+    node = make_node(opdef.name, rule or opdef.derivative, tuple(edges), tuple(meta), saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
 
@@ -125,8 +133,8 @@ def record_one(out, opdef, x, attrs=NO_ATTRS):
         saved = (x,)
     else:
         saved = (None,)
-    node = Node(opdef.name, opdef.derivative, (edge(x),), ((x._data.shape, x.dtype),), saved, None,
-                attrs)
+    node = make_node(opdef.name, opdef.derivative, (edge(x),), ((x._data.shape, x.dtype),), saved, None,
+                     attrs)
     return _attach(out, node, opdef, saved)
 
 
@@ -139,8 +147,8 @@ def record_pair(out, opdef, a, b):
         saved = (a, b)
     else:
         saved = (a if 0 in positions else None, b if 1 in positions else None)
-    node = Node(opdef.name, opdef.derivative, (edge(a), edge(b)),
-                ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
+    node = make_node(opdef.name, opdef.derivative, (edge(a), edge(b)),
+                     ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
     if positions is True and not opdef.saves_output and not anomaly._state.enabled:
         # mul's and div's: _attach's work for two saved tensors, inline (0.2 us of a 2 us op)
         node.versions = (a._vc[0], b._vc[0])

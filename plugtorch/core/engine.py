@@ -6,21 +6,20 @@ node's saved values are dropped after it runs unless ``retain_graph`` is set.
 A node with several outputs (a custom Function's) receives a list of per-output
 gradients, filled by the :class:`~.graph.OutputNode` of each of its outputs.
 
-:meth:`_Walk.step` is what one node does, and the reference. ``_walk.c`` repeats its paths for
-a built-in op's node and a leaf's in C, and hands it every other node: at small sizes the pass
-is mostly this bookkeeping (a 10-op chain's backward took 94 us with the Python loop, torch's
-84). Where the extension is not built, or ``PLUGTORCH_NATIVE_ENGINE=0`` is set, the Python
-loop runs every node; tests run both (``engine_loop``), and must see the same bits.
+:meth:`_Walk.step` is what one node does, and the reference. ``_native.c``'s ``drain`` repeats
+its paths for a built-in op's node and a leaf's in C, and hands it every other node: at small
+sizes the pass is mostly this bookkeeping (a 10-op chain's backward took 94 us with the Python
+loop, torch's 84). Where the core's C paths are off (``native.status()``), the Python loop runs
+every node; tests run both (``engine_loop``), and must see the same bits.
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from .dispatch import wrap
 from .graph import AccumulateGrad, Node, OutputNode, _FREED_MSG
 from .grad_mode import _state as _grad_state
-from . import anomaly
+from . import anomaly, native
 
 
 def _collect(roots, want_parents):
@@ -100,7 +99,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     _grad_state.enabled = create_graph
     try:
         if _native is not None and capture is None and accumulate and not walk.check_nan:
-            # the same steps as below, in C for built-in nodes and leaves (_walk.c)
+            # the same steps as below, in C for built-in nodes and leaves (_native.c)
             _native.drain(ready, pending, deps, retain_graph, create_graph, walk.step)
         else:
             step, ready_pop, pending_pop = walk.step, ready.pop, pending.pop
@@ -132,7 +131,7 @@ class _Walk:
 
     def step(self, node, g):
         """Run ``node`` on its summed gradient ``g`` (None if none reached it), then pass each
-        input its gradient. _walk.c repeats the paths for a built-in op's node and a leaf's."""
+        input its gradient. _native.c's drain repeats the paths for a built-in op's node and a leaf's."""
         deps, pending, ready, needed = self.deps, self.pending, self.ready, self.needed
         create_graph = self.create_graph
         if g is not None and node.pre_hooks:
@@ -305,27 +304,7 @@ def _accumulate(leaf, g, create_graph):
             leaf.grad = prev + g
 
 
-def _load_native():
-    """_walk.c's loop, configured with this module's helpers, and why not where it is None."""
-    if os.environ.get("PLUGTORCH_NATIVE_ENGINE", "1") == "0":
-        return None, "PLUGTORCH_NATIVE_ENGINE=0"
-    try:
-        from . import _walk
-    except ImportError as exc:  # built without a C compiler (setup.py's optional extension)
-        return None, f"not built ({exc})"
-    if getattr(_walk, "ABI", None) != WALK_ABI:  # an editable install not rebuilt since _walk.c changed
-        return None, (f"the built extension is stale (interface {getattr(_walk, 'ABI', None)}, these "
-                      f"sources expect {WALK_ABI}); rebuild it with pip install -e .")
-    from .tensor import Tensor
-    _walk.configure(Node, AccumulateGrad, Tensor, _accumulate, _sum, _fit_to_input, _check_versions,
-                    _wrong_count, _post_hooks)
-    return _walk, ""
-
-
-def native_status() -> str:
-    """Whether _walk.c's loop runs the backward pass, and if not why."""
-    return "backward loop: C (_walk.c)" if _native is not None else f"backward loop: Python ({_why_not})"
-
-
-WALK_ABI = 1  # _walk.c's ABI constant: they change together
-_native, _why_not = _load_native()
+# _native.c's loop, given the helpers above (None where the core's C paths are off)
+_native = native.ext
+if _native is not None:
+    _native.configure_walk(_accumulate, _sum, _fit_to_input, _check_versions, _wrong_count, _post_hooks)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from . import dispatch
+from . import dispatch, native
 from .device import Device
 from .grad_mode import _state as _grad_state
+from .graph import AccumulateGrad, Node
 
 if TYPE_CHECKING:  # the methods bound at import, as type checkers and IDEs see them
     from ._tensor_api import TensorMethods as _BoundMethods
@@ -348,3 +349,7 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
 
 CLASS_BODY = frozenset(vars(Tensor))  # what the class itself defines; the rest is bound at import
 dispatch.Tensor = Tensor
+if native.ext is not None:  # _native.c makes Tensors and Nodes: the fields it sets must be all of them
+    native.check_slots(Tensor, native.TENSOR_SLOTS)
+    native.check_slots(Node, native.NODE_SLOTS)
+    native.ext.configure_types(Node, AccumulateGrad, Tensor)

@@ -8,7 +8,7 @@ import pytest
 import plugtorch
 from plugtorch.autograd import grad
 
-pytestmark = pytest.mark.usefixtures("engine_loop")  # each test with _walk.c's loop and engine.py's
+pytestmark = pytest.mark.usefixtures("engine_loop")  # each test with _native.c's loop and engine.py's
 
 def test_a_chain_of_100k_ops_backprops_without_recursion():
     x = plugtorch.tensor([1.0], requires_grad=True)

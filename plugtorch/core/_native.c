@@ -1,40 +1,44 @@
-/* The backward pass's inner loop in C: engine.py's _Walk.step for the two commonest nodes.
+/* The core's hottest paths in C, each doing what its Python twin does (native.py says which).
 
-   engine.py is the reference: _Walk.step is what every node does. This loop pops nodes off the
-   walk's ready list and, for a built-in op's Node with no pre-hook and a gradient, and for a
-   leaf's AccumulateGrad with no pre-hook, does the same steps in the same order: the version
-   check, the rule, the count check, releasing the saved values, fitting each gradient to its
-   input (engine._fit_to_input), summing gradients that meet (engine._sum), counting down
-   dependencies and pushing nodes that are ready. Every other node (a Function's, an
-   OutputNode, one with hooks, one no gradient reached, a released one) goes to _Walk.step
-   itself. The Python helpers it calls are engine.py's, handed over once by configure().
+   wrap(data, backend, requires_grad=False): dispatch.wrap, a Tensor around a backend array.
+   node(name, rule, next, meta, saved, output, attrs): Node(...) as graph.py's __init__ makes it.
+   drain(ready, pending, deps, retain_graph, create_graph, step): the backward loop.
 
-   Why C: at small sizes the backward pass is mostly this loop's own bookkeeping (about 1.5 us
-   a node in Python; torch's engine is C++). Node and Tensor are __slots__ classes, so their
-   fields are read at the offsets their member descriptors give, after an exact type check
-   (Tensor: an instance check, as subclasses keep the layout); anything else goes through
-   getattr and fails as Python would. Without a C compiler, or with PLUGTORCH_NATIVE_ENGINE=0,
-   engine.py runs _Walk.step for every node. */
+   drain pops nodes off the walk's ready list and, for a built-in op's Node with no pre-hook and
+   a gradient, and for a leaf's AccumulateGrad with no pre-hook, does what engine._Walk.step
+   does, in the same order: the version check, the rule, the count check, releasing the saved
+   values, fitting each gradient to its input (engine._fit_to_input), summing gradients that
+   meet (engine._sum), counting down dependencies and pushing nodes that are ready. Every
+   other node (a Function's, an OutputNode, one with hooks, one no gradient reached, a released
+   one) goes to step itself. The Python helpers it calls are engine.py's (configure_walk).
+
+   Node and Tensor are __slots__ classes: their fields are read and set at the offsets their
+   member descriptors give (configure_types), after an exact type check for Node and an
+   instance check for Tensor (subclasses keep the layout); anything else goes through getattr
+   and fails as Python would. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
-#define ABI 1 /* engine.py checks it: a stale build of older sources is not used */
+#define ABI 2 /* native.py checks it: a stale build of older sources is not used */
 
 static PyTypeObject *node_type, *acc_type, *tensor_type;
 static PyObject *fn_accumulate, *fn_add, *fn_fit, *fn_check_versions, *fn_wrong_count, *fn_post_hooks;
 static PyObject *s_shape, *one, *zero; /* interned "shape", and the ints 1 and 0 */
 
+static PyObject *s_dtype_of; /* interned "dtype_of" */
+
 /* slot offsets: Node's, AccumulateGrad's and Tensor's */
-static Py_ssize_t n_rule, n_next, n_meta, n_saved, n_versions, n_output, n_pre_hooks, n_released;
+static Py_ssize_t n_name, n_rule, n_next, n_meta, n_saved, n_versions, n_output, n_attrs, n_pre_hooks,
+    n_released, n_trace;
 static Py_ssize_t a_variable, a_pre_hooks, a_post_hooks;
-static Py_ssize_t t_data, t_dtype, t_vc;
+static Py_ssize_t t_data, t_backend, t_dtype, t_requires_grad, t_grad, t_grad_fn, t_vc, t_accum, t_retains_grad;
 
 static int offset_of(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
     PyObject *d = PyDict_GetItemString(tp->tp_dict, name); /* borrowed */
     if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) ||
         ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-        PyErr_Format(PyExc_TypeError, "_walk.configure: %s.%s is not a __slots__ field", tp->tp_name, name);
+        PyErr_Format(PyExc_TypeError, "_native.configure_types: %s.%s is not a __slots__ field", tp->tp_name, name);
         return -1;
     }
     *out = ((PyMemberDescrObject *)d)->d_member->offset;
@@ -77,26 +81,44 @@ static PyObject *version_of(PyObject *t) {
     return v;
 }
 
-static PyObject *configure(PyObject *self, PyObject *args) {
+static int offsets_of(PyTypeObject *tp, const char *const *names, Py_ssize_t **out) {
+    for (; *names != NULL; names++, out++)
+        if (offset_of(tp, *names, *out) < 0)
+            return -1;
+    return 0;
+}
+
+static PyObject *configure_types(PyObject *self, PyObject *args) {
     PyObject *node, *acc, *tensor;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOO", &PyType_Type, &node, &PyType_Type, &acc, &PyType_Type, &tensor,
-                          &fn_accumulate, &fn_add, &fn_fit, &fn_check_versions, &fn_wrong_count, &fn_post_hooks))
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &node, &PyType_Type, &acc, &PyType_Type, &tensor))
         return NULL;
-    node_type = (PyTypeObject *)node;
-    acc_type = (PyTypeObject *)acc;
-    tensor_type = (PyTypeObject *)tensor;
-    PyObject *keep[] = {node, acc, tensor, fn_accumulate, fn_add, fn_fit, fn_check_versions, fn_wrong_count,
-                        fn_post_hooks};
+    static const char *const node_names[] = {"name", "rule", "next", "meta", "saved", "versions", "output",
+                                             "attrs", "pre_hooks", "released", "trace", NULL};
+    Py_ssize_t *node_offsets[] = {&n_name, &n_rule, &n_next, &n_meta, &n_saved, &n_versions, &n_output,
+                                  &n_attrs, &n_pre_hooks, &n_released, &n_trace};
+    static const char *const acc_names[] = {"variable", "pre_hooks", "post_hooks", NULL};
+    Py_ssize_t *acc_offsets[] = {&a_variable, &a_pre_hooks, &a_post_hooks};
+    static const char *const tensor_names[] = {"_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn",
+                                               "_vc", "_accum", "_retains_grad", NULL};
+    Py_ssize_t *tensor_offsets[] = {&t_data, &t_backend, &t_dtype, &t_requires_grad, &t_grad, &t_grad_fn,
+                                    &t_vc, &t_accum, &t_retains_grad};
+    if (offsets_of((PyTypeObject *)node, node_names, node_offsets) ||
+        offsets_of((PyTypeObject *)acc, acc_names, acc_offsets) ||
+        offsets_of((PyTypeObject *)tensor, tensor_names, tensor_offsets))
+        return NULL;
+    node_type = (PyTypeObject *)Py_NewRef(node); /* held for the life of the process */
+    acc_type = (PyTypeObject *)Py_NewRef(acc);
+    tensor_type = (PyTypeObject *)Py_NewRef(tensor);
+    Py_RETURN_NONE;
+}
+
+static PyObject *configure_walk(PyObject *self, PyObject *args) {
+    if (!PyArg_ParseTuple(args, "OOOOOO", &fn_accumulate, &fn_add, &fn_fit, &fn_check_versions, &fn_wrong_count,
+                          &fn_post_hooks))
+        return NULL;
+    PyObject *keep[] = {fn_accumulate, fn_add, fn_fit, fn_check_versions, fn_wrong_count, fn_post_hooks};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         Py_INCREF(keep[i]); /* held for the life of the process, as engine.py's module holds them */
-    if (offset_of(node_type, "rule", &n_rule) || offset_of(node_type, "next", &n_next) ||
-        offset_of(node_type, "meta", &n_meta) || offset_of(node_type, "saved", &n_saved) ||
-        offset_of(node_type, "versions", &n_versions) || offset_of(node_type, "output", &n_output) ||
-        offset_of(node_type, "pre_hooks", &n_pre_hooks) || offset_of(node_type, "released", &n_released) ||
-        offset_of(acc_type, "variable", &a_variable) || offset_of(acc_type, "pre_hooks", &a_pre_hooks) ||
-        offset_of(acc_type, "post_hooks", &a_post_hooks) || offset_of(tensor_type, "_data", &t_data) ||
-        offset_of(tensor_type, "dtype", &t_dtype) || offset_of(tensor_type, "_vc", &t_vc))
-        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -317,8 +339,8 @@ static PyObject *drain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
                                          "create_graph, step)");
         return NULL;
     }
-    if (node_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "_walk.drain before _walk.configure");
+    if (node_type == NULL || fn_accumulate == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_native.drain before configure_types and configure_walk");
         return NULL;
     }
     PyObject *ready = args[0], *pending = args[1], *deps = args[2], *create_graph = args[4], *step = args[5];
@@ -368,19 +390,91 @@ static PyObject *drain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_RETURN_NONE;
 }
 
+
+
+static PyObject *wrap(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "wrap(data, backend, requires_grad=False)");
+        return NULL;
+    }
+    if (tensor_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_native.wrap before configure_types");
+        return NULL;
+    }
+    PyObject *data = args[0], *backend = args[1];
+    PyObject *rg = nargs == 3 ? args[2] : Py_False;
+    PyObject *dtype = PyObject_CallMethodOneArg(backend, s_dtype_of, data);
+    if (dtype == NULL)
+        return NULL;
+    PyObject *vc = PyList_New(1);
+    if (vc == NULL) {
+        Py_DECREF(dtype);
+        return NULL;
+    }
+    PyList_SET_ITEM(vc, 0, Py_NewRef(zero));
+    PyObject *t = tensor_type->tp_alloc(tensor_type, 0);
+    if (t == NULL) {
+        Py_DECREF(dtype);
+        Py_DECREF(vc);
+        return NULL;
+    }
+    SLOT(t, t_data) = Py_NewRef(data);
+    SLOT(t, t_backend) = Py_NewRef(backend);
+    SLOT(t, t_dtype) = dtype;
+    SLOT(t, t_requires_grad) = Py_NewRef(rg);
+    SLOT(t, t_grad) = Py_NewRef(Py_None);
+    SLOT(t, t_grad_fn) = Py_NewRef(Py_None);
+    SLOT(t, t_vc) = vc;
+    SLOT(t, t_accum) = Py_NewRef(Py_None);
+    SLOT(t, t_retains_grad) = Py_NewRef(Py_False);
+    return t;
+}
+
+static PyObject *node(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "node(name, rule, next, meta, saved, output, attrs)");
+        return NULL;
+    }
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_native.node before configure_types");
+        return NULL;
+    }
+    PyObject *n = node_type->tp_alloc(node_type, 0);
+    if (n == NULL)
+        return NULL;
+    SLOT(n, n_name) = Py_NewRef(args[0]);
+    SLOT(n, n_rule) = Py_NewRef(args[1]);
+    SLOT(n, n_next) = Py_NewRef(args[2]);
+    SLOT(n, n_meta) = Py_NewRef(args[3]);
+    SLOT(n, n_saved) = Py_NewRef(args[4]);
+    SLOT(n, n_versions) = Py_NewRef(Py_None);
+    SLOT(n, n_output) = Py_NewRef(args[5]);
+    SLOT(n, n_attrs) = Py_NewRef(args[6]);
+    SLOT(n, n_pre_hooks) = Py_NewRef(Py_None);
+    SLOT(n, n_released) = Py_NewRef(Py_False);
+    SLOT(n, n_trace) = Py_NewRef(Py_None);
+    return n;
+}
+
 static PyMethodDef methods[] = {
-    {"configure", configure, METH_VARARGS,
-     "configure(Node, AccumulateGrad, Tensor, accumulate, add, fit, check_versions, wrong_count, post_hooks)"},
+    {"configure_types", configure_types, METH_VARARGS, "configure_types(Node, AccumulateGrad, Tensor)"},
+    {"configure_walk", configure_walk, METH_VARARGS,
+     "configure_walk(accumulate, add, fit, check_versions, wrong_count, post_hooks): engine.py's helpers"},
     {"drain", (PyCFunction)(void (*)(void))drain, METH_FASTCALL,
      "drain(ready, pending, deps, retain_graph, create_graph, step): run ready nodes until none is left"},
+    {"wrap", (PyCFunction)(void (*)(void))wrap, METH_FASTCALL,
+     "wrap(data, backend, requires_grad=False): a new Tensor around a native array (dispatch.wrap)"},
+    {"node", (PyCFunction)(void (*)(void))node, METH_FASTCALL,
+     "node(name, rule, next, meta, saved, output, attrs): a graph Node, as Node(...) makes it"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk", "The backward pass's inner loop (engine.py).",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "The core's hottest paths in C (native.py).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__walk(void) {
+PyMODINIT_FUNC PyInit__native(void) {
     s_shape = PyUnicode_InternFromString("shape");
+    s_dtype_of = PyUnicode_InternFromString("dtype_of");
     one = PyLong_FromLong(1);
     zero = PyLong_FromLong(0);
     if (s_shape == NULL || one == NULL || zero == NULL)

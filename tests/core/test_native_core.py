@@ -1,5 +1,6 @@
-"""The backward pass's two loops: ``_walk.c``'s runs built-in nodes and leaves in C, ``engine.py``'s
-is the reference. They must give the same bits, the same errors, and keep nothing alive.
+"""The core's C paths (``_native.c``) against their Python twins, the references: ``wrap`` and
+``node`` make the same objects; the backward loops give the same bits and the same errors and
+keep nothing alive; and without the extension (or with a stale one) the Python paths run.
 
 (tests/core/test_engine.py and tests/autograd run every test with each loop too.)
 """
@@ -9,6 +10,8 @@ import gc
 import os
 import re
 import shutil
+import subprocess
+import sys
 import sysconfig
 import weakref
 
@@ -17,17 +20,101 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import plugtorch
-from plugtorch.core import engine
+from plugtorch.core import dispatch, engine, native
+from plugtorch.core.graph import Node
+
+C = pytest.mark.skipif(native.ext is None, reason=f"the C paths do not run here ({native.status()})")
 
 
 def test_built_wherever_a_c_compiler_is():
-    if os.environ.get("PLUGTORCH_NATIVE_ENGINE") == "0":
-        pytest.skip("PLUGTORCH_NATIVE_ENGINE=0 asks for the Python loop")
+    if os.environ.get("PLUGTORCH_NATIVE_CORE") == "0":
+        pytest.skip("PLUGTORCH_NATIVE_CORE=0 asks for the Python paths")
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) here: the install leaves the extension out by design")
-    assert engine._native is not None, engine.native_status()
-    assert engine.native_status() == "backward loop: C (_walk.c)"
+    assert native.status() == "core C paths on (_native.c)"
+    assert dispatch.wrap is native.ext.wrap and engine._native is native.ext
+
+
+def _fields(obj, cls):
+    return {name: getattr(obj, name, "<unset>") for name in cls.__slots__ if name != "__weakref__"}
+
+
+@C
+@pytest.mark.parametrize("requires_grad", [None, False, True])
+def test_wrap_makes_the_tensor_the_python_wrap_makes(requires_grad):
+    b = plugtorch.get_registry().backends["numpy"]
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    args = (data, b) if requires_grad is None else (data, b, requires_grad)
+    c, py = native.ext.wrap(*args), dispatch.python_wrap(*args)
+    assert type(c) is plugtorch.Tensor and _fields(c, plugtorch.Tensor) == _fields(py, plugtorch.Tensor)
+    assert c._vc is not py._vc and c._data is data and c.dtype is plugtorch.float32
+    assert gc.is_tracked(c) and weakref.ref(c)() is c
+    assert (c * 2).tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+
+
+@C
+def test_node_makes_the_node_the_class_makes():
+    def rule(ctx, g):
+        return g
+    args = ("mul", rule, (None,), (((2,), plugtorch.float32),), None, None, {"k": 1})
+    c, py = native.ext.node(*args), Node(*args)
+    assert type(c) is Node and _fields(c, Node) == _fields(py, Node)
+    assert gc.is_tracked(c) and weakref.ref(c)() is c
+
+
+def test_a_field_added_in_python_alone_is_refused_at_import():
+    class Grown:
+        __slots__ = native.NODE_SLOTS[:-1] + ("extra", "__weakref__")
+    with pytest.raises(ImportError, match="update _native.c and native.py together"):
+        native.check_slots(Grown, native.NODE_SLOTS)
+    native.check_slots(Node, native.NODE_SLOTS)
+    native.check_slots(plugtorch.Tensor, native.TENSOR_SLOTS)
+
+
+PROBE = """
+import sys
+how = sys.argv[1]
+if how == "not built":
+    sys.modules["plugtorch.core._native"] = None  # import fails, as without a C compiler
+elif how == "stale":
+    import types
+    sys.modules["plugtorch.core._native"] = types.ModuleType("plugtorch.core._native")  # no ABI
+import plugtorch
+from plugtorch.core import dispatch, engine, native
+a = plugtorch.linspace(-1, 1, 12).reshape(3, 4).requires_grad_()
+b = plugtorch.linspace(0.5, 2, 12).reshape(3, 4).requires_grad_()
+y = a
+for i in range(6):
+    y = (y * b).tanh() if i % 2 else y + b
+y.sum().backward()
+print(native.status())
+print(dispatch.wrap is dispatch.python_wrap, engine._native is None)
+print(a.grad.numpy().tobytes().hex() + b.grad.numpy().tobytes().hex())
+"""
+
+
+def _probe(how, env_value=None):
+    env = {k: v for k, v in os.environ.items() if k != "PLUGTORCH_NATIVE_CORE"}
+    if env_value is not None:
+        env["PLUGTORCH_NATIVE_CORE"] = env_value
+    out = subprocess.run([sys.executable, "-c", PROBE, how], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+@C
+@pytest.mark.parametrize("how, env_value, reason", [
+    ("variable", "0", "core C paths off: PLUGTORCH_NATIVE_CORE=0"),
+    ("not built", None, "core C paths off: not built ("),
+    ("stale", None, "core C paths off: the built extension is stale (interface None, these sources expect"),
+])
+def test_without_the_extension_the_python_paths_run_and_give_the_same_bits(how, env_value, reason):
+    status, python_paths, bits = _probe(how, env_value)
+    assert status.startswith(reason) and python_paths == "True True"
+    on_status, on_python_paths, on_bits = _probe("built")
+    assert on_status == "core C paths on (_native.c)" and on_python_paths == "False False"
+    assert bits == on_bits
 
 
 class _Scale(plugtorch.autograd.Function):
@@ -85,7 +172,7 @@ def _grads(steps, seed, leaf_hook, use_native):
         engine._native = saved
 
 
-@pytest.mark.skipif(engine._native is None, reason="the C loop does not run here: it is compared with itself")
+@C
 @settings(max_examples=60, deadline=None)
 @given(program=programs())
 def test_both_loops_give_the_same_bits(program):
