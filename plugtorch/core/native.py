@@ -16,6 +16,7 @@ NumPy-floor leg runs the core's tests that way.
 from __future__ import annotations
 
 import os
+import sys
 from types import ModuleType
 
 ABI = 2  # _native.c's ABI constant: they change together
@@ -31,6 +32,8 @@ NODE_SLOTS = ("name", "rule", "next", "meta", "saved", "versions", "output", "at
 def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get("PLUGTORCH_NATIVE_CORE", "1") == "0":
         return None, "PLUGTORCH_NATIVE_CORE=0"
+    if sys.implementation.name != "cpython":  # the C reads CPython's own object layouts
+        return None, f"written for CPython, this is {sys.implementation.name}"
     try:
         from . import _native
     except ImportError as exc:  # built without a C compiler (setup.py's optional extension)

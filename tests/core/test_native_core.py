@@ -77,6 +77,9 @@ import sys
 how = sys.argv[1]
 if how == "not built":
     sys.modules["plugtorch.core._native"] = None  # import fails, as without a C compiler
+elif how == "other implementation":  # as PyPy: the C reads CPython's object layouts
+    import types
+    sys.implementation = types.SimpleNamespace(**{**vars(sys.implementation), "name": "pypy"})
 elif how == "stale":
     import types
     sys.modules["plugtorch.core._native"] = types.ModuleType("plugtorch.core._native")  # no ABI
@@ -108,6 +111,7 @@ def _probe(how, env_value=None):
     ("variable", "0", "core C paths off: PLUGTORCH_NATIVE_CORE=0"),
     ("not built", None, "core C paths off: not built ("),
     ("stale", None, "core C paths off: the built extension is stale (interface None, these sources expect"),
+    ("other implementation", None, "core C paths off: written for CPython, this is pypy"),
 ])
 def test_without_the_extension_the_python_paths_run_and_give_the_same_bits(how, env_value, reason):
     status, python_paths, bits = _probe(how, env_value)
