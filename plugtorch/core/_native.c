@@ -20,7 +20,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define ABI 2 /* native.py checks it: a stale build of older sources is not used */
+#define ABI 3 /* native.py checks it: a stale build of older sources is not used */
 
 static PyTypeObject *node_type, *acc_type, *tensor_type;
 static PyObject *fn_accumulate, *fn_add, *fn_fit, *fn_check_versions, *fn_wrong_count, *fn_post_hooks;
@@ -56,12 +56,11 @@ static PyObject *slot_get(PyObject *obj, Py_ssize_t off, const char *name) {
     return v;
 }
 
-static int slot_set(PyObject *obj, Py_ssize_t off, PyObject *v) {
+static void slot_set(PyObject *obj, Py_ssize_t off, PyObject *v) {
     PyObject *old = SLOT(obj, off);
     Py_INCREF(v);
     SLOT(obj, off) = v;
     Py_XDECREF(old);
-    return 0;
 }
 
 /* A tensor's field, by offset when it is a Tensor, else by name (new reference). */
@@ -81,6 +80,13 @@ static PyObject *version_of(PyObject *t) {
     return v;
 }
 
+/* The fields node() and wrap() set, in the classes' __slots__ order: the module exports them
+   (NODE_FIELDS, TENSOR_FIELDS) and native.py checks the classes have these and no others. */
+static const char *const node_names[] = {"name", "rule", "next", "meta", "saved", "versions", "output",
+                                         "attrs", "pre_hooks", "released", "trace", NULL};
+static const char *const tensor_names[] = {"_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn",
+                                           "_vc", "_accum", "_retains_grad", NULL};
+
 static int offsets_of(PyTypeObject *tp, const char *const *names, Py_ssize_t **out) {
     for (; *names != NULL; names++, out++)
         if (offset_of(tp, *names, *out) < 0)
@@ -92,14 +98,10 @@ static PyObject *configure_types(PyObject *self, PyObject *args) {
     PyObject *node, *acc, *tensor;
     if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &node, &PyType_Type, &acc, &PyType_Type, &tensor))
         return NULL;
-    static const char *const node_names[] = {"name", "rule", "next", "meta", "saved", "versions", "output",
-                                             "attrs", "pre_hooks", "released", "trace", NULL};
     Py_ssize_t *node_offsets[] = {&n_name, &n_rule, &n_next, &n_meta, &n_saved, &n_versions, &n_output,
                                   &n_attrs, &n_pre_hooks, &n_released, &n_trace};
     static const char *const acc_names[] = {"variable", "pre_hooks", "post_hooks", NULL};
     Py_ssize_t *acc_offsets[] = {&a_variable, &a_pre_hooks, &a_post_hooks};
-    static const char *const tensor_names[] = {"_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn",
-                                               "_vc", "_accum", "_retains_grad", NULL};
     Py_ssize_t *tensor_offsets[] = {&t_data, &t_backend, &t_dtype, &t_requires_grad, &t_grad, &t_grad_fn,
                                     &t_vc, &t_accum, &t_retains_grad};
     if (offsets_of((PyTypeObject *)node, node_names, node_offsets) ||
@@ -472,15 +474,40 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "The core's hottest paths in C (native.py).",
                                     -1, methods};
 
+/* A names list as a tuple of str (a new reference). */
+static PyObject *names_tuple(const char *const *names) {
+    Py_ssize_t n = 0;
+    while (names[n] != NULL)
+        n++;
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t != NULL && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (s == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+static int add_names(PyObject *m, const char *attr, const char *const *names) {
+    PyObject *t = names_tuple(names);
+    int err = t == NULL ? -1 : PyModule_AddObjectRef(m, attr, t);
+    Py_XDECREF(t);
+    return err;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype_of = PyUnicode_InternFromString("dtype_of");
     one = PyLong_FromLong(1);
     zero = PyLong_FromLong(0);
-    if (s_shape == NULL || one == NULL || zero == NULL)
+    if (s_shape == NULL || s_dtype_of == NULL || one == NULL || zero == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "ABI", ABI) < 0) {
+    if (m != NULL && (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || add_names(m, "NODE_FIELDS", node_names) < 0 ||
+                      add_names(m, "TENSOR_FIELDS", tensor_names) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -2,6 +2,8 @@
 from typing import Any, Callable
 
 ABI: int
+NODE_FIELDS: tuple[str, ...]
+TENSOR_FIELDS: tuple[str, ...]
 
 def configure_types(node: type, accumulate_grad: type, tensor: type, /) -> None: ...
 def configure_walk(accumulate: Callable[..., Any], add: Callable[..., Any], fit: Callable[..., Any],

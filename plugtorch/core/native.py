@@ -19,14 +19,7 @@ import os
 import sys
 from types import ModuleType
 
-ABI = 2  # _native.c's ABI constant: they change together
-
-# The fields _native.c sets when it makes a Tensor or a Node: it checks them against the
-# classes' __slots__ (configure_types), so a field added in Python alone fails at import.
-TENSOR_SLOTS = ("_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn", "_vc", "_accum",
-                "_retains_grad", "__weakref__")
-NODE_SLOTS = ("name", "rule", "next", "meta", "saved", "versions", "output", "attrs", "pre_hooks",
-              "released", "trace", "__weakref__")
+ABI = 3  # _native.c's ABI constant: they change together
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -47,8 +40,11 @@ def _load() -> tuple[ModuleType | None, str]:
 ext, _why_not = _load()
 
 
-def check_slots(cls, expected) -> None:
-    """Refuse to run C that would leave a field of ``cls`` unset (a developer's mistake)."""
+def check_slots(cls, fields) -> None:
+    """Refuse to run C that would leave a field of ``cls`` unset (a developer's mistake):
+    ``fields`` are those the C sets (``ext.TENSOR_FIELDS``, ``ext.NODE_FIELDS``), and the class
+    must have exactly these, then ``__weakref__``."""
+    expected = (*fields, "__weakref__")
     if tuple(cls.__slots__) != expected:
         raise ImportError(f"plugtorch/core/_native.c makes {cls.__name__} objects with the fields {expected}, "
                           f"but the class now has {tuple(cls.__slots__)}: update _native.c and "

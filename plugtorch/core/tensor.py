@@ -350,6 +350,6 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
 CLASS_BODY = frozenset(vars(Tensor))  # what the class itself defines; the rest is bound at import
 dispatch.Tensor = Tensor
 if native.ext is not None:  # _native.c makes Tensors and Nodes: the fields it sets must be all of them
-    native.check_slots(Tensor, native.TENSOR_SLOTS)
-    native.check_slots(Node, native.NODE_SLOTS)
+    native.check_slots(Tensor, native.ext.TENSOR_FIELDS)
+    native.check_slots(Node, native.ext.NODE_FIELDS)
     native.ext.configure_types(Node, AccumulateGrad, Tensor)

@@ -63,13 +63,14 @@ def test_node_makes_the_node_the_class_makes():
     assert gc.is_tracked(c) and weakref.ref(c)() is c
 
 
+@C
 def test_a_field_added_in_python_alone_is_refused_at_import():
     class Grown:
-        __slots__ = native.NODE_SLOTS[:-1] + ("extra", "__weakref__")
+        __slots__ = native.ext.NODE_FIELDS + ("extra", "__weakref__")
     with pytest.raises(ImportError, match="update _native.c and native.py together"):
-        native.check_slots(Grown, native.NODE_SLOTS)
-    native.check_slots(Node, native.NODE_SLOTS)
-    native.check_slots(plugtorch.Tensor, native.TENSOR_SLOTS)
+        native.check_slots(Grown, native.ext.NODE_FIELDS)
+    native.check_slots(Node, native.ext.NODE_FIELDS)
+    native.check_slots(plugtorch.Tensor, native.ext.TENSOR_FIELDS)
 
 
 PROBE = """
