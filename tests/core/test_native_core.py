@@ -10,8 +10,6 @@ import gc
 import os
 import re
 import shutil
-import subprocess
-import sys
 import sysconfig
 import weakref
 
@@ -22,6 +20,8 @@ from hypothesis import given, settings, strategies as st
 import plugtorch
 from plugtorch.core import dispatch, engine, native
 from plugtorch.core.graph import Node
+
+from .fresh_process import script_lines
 
 C = pytest.mark.skipif(native.ext is None, reason=f"the C paths do not run here ({native.status()})")
 
@@ -99,12 +99,7 @@ print(a.grad.numpy().tobytes().hex() + b.grad.numpy().tobytes().hex())
 
 
 def _probe(how, env_value=None):
-    env = {k: v for k, v in os.environ.items() if k != "PLUGTORCH_NATIVE_CORE"}
-    if env_value is not None:
-        env["PLUGTORCH_NATIVE_CORE"] = env_value
-    out = subprocess.run([sys.executable, "-c", PROBE, how], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.splitlines()
+    return script_lines(PROBE, how, "PLUGTORCH_NATIVE_CORE", env_value)
 
 
 @C
@@ -134,7 +129,7 @@ class _Scale(plugtorch.autograd.Function):
         return g * 3
 
 
-OPS = {  # (name, number of operands) -> fn
+OPS = {  # name -> fn (programs() reads the operand count off the lambda)
     "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "sub_bcast": lambda a, b: a - b[:1],
     "div": lambda a, b: a / (b * b + 1), "tanh": lambda a: a.tanh(), "exp": lambda a: (a * 0.3).exp(),
     "scale_fn": lambda a: _Scale.apply(a), "sum_keep": lambda a: a.sum(0, keepdim=True) * a,

@@ -5,15 +5,14 @@ editable install not rebuilt after a pull), the backend registers its NumPy kern
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import sysconfig
 
 import pytest
 
 from plugtorch_backends.numpy_backend import native
+
+from .fresh_process import script_lines
 
 STEP = """
 import json
@@ -44,12 +43,7 @@ print(repr(loss.item()))
 
 
 def _run(how, env_value):
-    env = {k: v for k, v in os.environ.items() if k != "PLUGTORCH_NATIVE_KERNELS"}
-    if env_value is not None:
-        env["PLUGTORCH_NATIVE_KERNELS"] = env_value
-    out = subprocess.run([sys.executable, "-c", STEP, how], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.splitlines()
+    return script_lines(STEP, how, "PLUGTORCH_NATIVE_KERNELS", env_value)
 
 
 def test_built_wherever_a_c_compiler_is():
