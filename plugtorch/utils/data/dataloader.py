@@ -104,13 +104,22 @@ class DataLoader:
         self.collate_fn = collate_fn
 
     def __iter__(self):
+        # Every epoch draws the workers' base seed first, with or without workers to seed, and
+        # the sampler draws its order after it: a sampler sharing the generator (shuffle=True,
+        # or the default generator) then sees the same stream whatever num_workers is, and
+        # leaves the generator where it would without workers. torch draws it per iterator.
+        base_seed = _draw_seed(self.generator)
         if self.num_workers == 0:
             return self._batches()
         from .workers import MultiProcessIter
-        if self._workers is not None:  # persistent workers: a new epoch, same processes
+        if self._workers is not None:
+            # Persistent workers keep the seeds they started with, as torch's do; the seed is
+            # drawn all the same so that the order does not depend on persistent_workers
+            # (torch's persistent iterator skips the draw, and so shuffles its later epochs
+            # differently from a fresh iterator's).
             self._workers._reset()
             return self._workers
-        it = MultiProcessIter(self, _draw_seed(self.generator))
+        it = MultiProcessIter(self, base_seed)
         if self.persistent_workers:
             self._workers = it
         return it
@@ -162,6 +171,6 @@ class DataLoader:
 
 
 def _draw_seed(generator) -> int:
-    """The workers' base seed, drawn per iterator from ``generator`` or the default generator
+    """The workers' base seed, drawn once per epoch from ``generator`` or the default generator
     (as torch's), so ``manual_seed`` makes a run with workers reproducible."""
     return int(randint(0, 2 ** 62, (), generator=generator, device=host_device()).item())

@@ -5,7 +5,9 @@ batches per worker in flight), and workers answer on one shared queue. Batches c
 sampler order (reordered here when a worker finishes early) unless ``in_order=False``.
 Each worker seeds plugtorch, ``random`` and NumPy's global generator with ``base_seed +
 worker_id``, where ``base_seed`` is drawn from the loader's ``generator`` (or the default
-one) per iterator, so a seeded run is reproducible and workers draw different streams.
+one) when an epoch begins, before the sampler's order (``DataLoader.__iter__``), so a seeded
+run is reproducible, workers draw different streams, and the order is the one of
+``num_workers=0``. Persistent workers keep the seeds of their first epoch.
 
 An exception in a worker is re-raised in the main process with the worker's traceback,
 after every worker has been stopped; a worker that dies is reported within
