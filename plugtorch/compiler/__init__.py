@@ -1,42 +1,57 @@
-"""``plugtorch.compile``: capture the kernel calls of a forward pass once, replay them after.
+"""``plugtorch.compile``: capture the kernel calls of a call once, replay them after.
 
-The first call for a given *guard* (shapes, strides, dtypes and backends of the tensor arguments, the
-other arguments, grad and debug mode, a module's training flags and parameter arrays) runs
-the function eagerly while every backend's dispatch table records the top-level kernel and
-primitive calls it makes. Later calls with the same guard replay that list: each recorded
-kernel called on the new input arrays, the outputs of earlier calls and the arrays that
-existed before the capture (parameters, buffers) — no Tensor wrappers for intermediates, no
-op definitions read, no Python-level dispatch. The recorded list is rewritten before it is
-replayed: each result is dropped after its last use (as eager code frees its temporaries),
-chains of elementwise primitives become one kernel where the backend has a fuser
-(``fusion.py``; CuPy) and otherwise write into a temporary that is dead anyway (``reuse.py``;
-NumPy). A replay runs the list as one generated Python function of straight-line calls
-(``trace.py``; its ``replay.source`` shows it). The guard includes the tensor arguments'
-layouts (strides), since the kernels lay out their results after their inputs'. In-place
-kernels (BatchNorm's running statistics) update the real arrays; random ops draw fresh values
-from the Generator they drew from while capturing, at its current state. It is the CPU
-counterpart of CUDA-graph replay.
+The first call with given arguments runs the function eagerly (a warm-up: optimizer state and
+momentum buffers are made there, as CUDA-graph capture wants); the second runs it eagerly
+again while every backend's dispatch table records the top-level kernel and primitive calls it
+makes (a *capture*). Later calls replay that list: each recorded kernel called on the new input
+arrays, the outputs of earlier calls and the arrays that existed before the capture
+(parameters, buffers, optimizer state) — no Tensor wrappers for intermediates, no op
+definitions read, no Python-level dispatch. The list is rewritten before it is replayed: each
+result is dropped after its last use (as eager code frees its temporaries), chains of
+elementwise primitives become one kernel where the backend has a fuser (``fusion.py``; CuPy)
+and otherwise write into a temporary that is dead anyway (``reuse.py``; NumPy). A replay runs
+the list as one generated Python function of straight-line calls (``trace.py``; its
+``replay.source`` shows it). In-place kernels (BatchNorm's running statistics) update the real
+arrays; random ops draw fresh values from the Generator they drew from while capturing, at its
+current state. It is the CPU counterpart of CUDA-graph replay.
 
-A whole training step can be captured (forward, ``backward()`` and ``optimizer.step()``):
-the first call of each guard runs eagerly as a warm-up (optimizer state and momentum buffers
-are made there, as CUDA-graph capture wants), the second is captured. Optimizers whose update
-is a registered op (Adam, AdamW, SGD) mark it *dynamic*: on replay its attributes (step
-count, learning rate from the live param group, so schedulers work) are recomputed by the
-optimizer itself. Gradients and out-of-place parameter updates made during the capture are
-written back into the real tensors after each replay (``p.grad`` is current), and a tensor
-whose array was replaced since the capture (``p.data = ...``), an optimizer whose
-parameters changed, or a new guard, triggers a new capture.
+A whole training step can be captured (forward, ``backward()`` and ``optimizer.step()``).
+Optimizers whose update is a registered op (Adam, AdamW, SGD) mark it *dynamic*: on replay its
+attributes (step count; learning rate, betas, weight decay from the live param group, so
+schedulers and edits work) are recomputed by the optimizer itself. Gradients and
+out-of-place parameter updates made during the capture are written back after each replay
+(``p.grad`` is current; an argument's gradient goes to that call's argument), and version
+counters move as eager moved them.
 
-Checks that read tensor values on the host (labels in range, indices in bounds) are left out
-of captured code, as they are on device backends outside debug mode: a replay cannot repeat
-a host read. Debug mode (part of the guard) keeps them, and so runs eagerly.
+**What is guarded** (``guards.py``). A replay runs only where it computes what eager would;
+otherwise the call is captured again (up to 8 traces per argument structure are kept, so
+``train()``/``eval()`` alternation replays both):
+
+* the arguments: tensors' shapes, strides, dtypes, backends and ``requires_grad``; which
+  tensor arguments are the same array; every other argument by type and exact value; grad
+  mode and debug mode;
+* an argument whose array is a parameter's, a buffer's or optimizer state's must be that
+  array again (the function may read it through the module as well);
+* every tensor the trace reads as a constant (parameters, buffers, optimizer state,
+  closed-over tensors) still holds the same array, with the same ``requires_grad``; gradients
+  the trace reads or makes are ``None`` where they were;
+* the modules called while capturing, and every module of each model that owns a constant:
+  their attributes (``training``, a dropout's ``p``), parameters, buffers, submodules and
+  hooks are the same objects (``model.eval()``, ``model.fc = nn.Linear(...)``,
+  ``model.fc.weight = nn.Parameter(...)``);
+* each optimizer stepped: its param groups, their parameters, its state dicts and their
+  tensors are the same objects (``load_state_dict``, ``add_param_group``), and SGD's
+  momentum is on or off as it was;
+* no autograd hook has been registered on a tensor since the capture.
 
 What cannot be replayed runs eagerly instead, with a one-time warning naming the reason
 (``fullgraph=True`` raises it instead), as ``torch.compile`` does on a graph break:
 
 * tensor values read on the host mid-function (``.item()``, ``bool(t)``, value checks);
 * Python-side state changed inside the function that the kernels depend on: an LR scheduler
-  stepped, a generator reseeded (step or seed them outside the compiled function);
+  stepped, a generator made or reseeded, a module's attribute, parameter, buffer or hook
+  assigned (step, seed or assign outside the compiled function);
+* modules with forward hooks, and autograd hooks that run (a replay would not run their Python);
 * an optimizer whose update is computed from Python state a replay would not see (every
   optimizer but Adam, AdamW and SGD, today);
 * a result that carries an autograd graph no ``backward()`` inside the function consumed;
@@ -44,24 +59,33 @@ What cannot be replayed runs eagerly instead, with a one-time warning naming the
   plugtorch's ops), or random-generator state saved or restored;
 * arguments that cannot be part of a guard (unhashable non-tensor values).
 
+An optimizer making its state lazily during a capture makes that call eager and the next
+one captures. Checks that read tensor values on the host (labels in range, indices in bounds)
+are left out of captured code, as they are on device backends outside debug mode: a replay
+cannot repeat a host read. Debug mode (part of the guard) keeps them, and so runs eagerly.
+
 A replay returns tensors without autograd history (a loss it returns has had its backward).
-Python state the function reads besides its arguments and the above (a counter on ``self``,
-a global) is not guarded: as with CUDA graphs, a captured function must compute the same
-kernel sequence for the same guard.
+**Not guarded**: Python state the function reads besides its arguments, modules and
+optimizers (a global, a tensor rebound in a closure, a list mutated in place on a module): as
+with CUDA graphs, a captured function must compute the same kernel sequence for the same guard.
+``tests/compile/test_compile_fuzz.py`` checks replays against eager execution under the changes
+a training script makes between steps.
 """
 from __future__ import annotations
 
 import gc
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 from ..core import debug, engine
 from ..core.grad_mode import _state as _grad_state
 from ..core.tensor import Tensor
-from .recording import CaptureError, Installed, capturing, dynamic_attrs, guard, not_capturable, rec
 from .fusion import fuse_elementwise
+from .guards import MODULE_VERSION, Guards, arguments_key, flatten, guarded_modules
+from .recording import (CaptureError, Installed, ModuleCalls, capturing, dynamic_attrs, guard, not_capturable,
+                        rec)
 from .reuse import reuse_dead_buffers
-from .trace import Build, Trace, flatten
+from .trace import Build, Trace
 
 __all__ = ["compile", "CompiledFunction", "CaptureError", "capturing", "not_capturable", "dynamic_attrs", "guard"]
 
@@ -91,28 +115,9 @@ class CompiledFunction:
             raise AttributeError(name)
         return getattr(module, name)
 
-    def _guard(self, args, kwargs):
-        tensors: list[Tensor] = []
-        key: list[Any] = [_grad_state.enabled, debug.is_debug(), flatten((args, kwargs), tensors)]
-        module = self._module
-        if module is not None:
-            modules, params = self._module_members()
-            key.append(tuple((id(p._data), p.requires_grad, p._backend.name) for p in params))
-            key.append(tuple(m.training for m in modules))
-        return tuple(key), tensors
-
-    def _module_members(self):
-        """The module's submodules and tensors, walked again only when its structure changes."""
-        cached = self.__dict__.get("_members")
-        if cached is not None:
-            modules, params, shape = cached
-            if shape == tuple((len(m._parameters), len(m._buffers), len(m._modules)) for m in modules):
-                return modules, params
-        modules = list(self._module.modules())
-        params = [t for t in list(self._module.parameters()) + list(self._module.buffers())]
-        shape = tuple((len(m._parameters), len(m._buffers), len(m._modules)) for m in modules)
-        self._members = (modules, params, shape)
-        return modules, params
+    def traces(self) -> list:
+        """The traces recorded so far, most recently replayed first within each guard."""
+        return [t for entry in self._traces.values() for t in entry.traces]
 
     def _fallback(self, reason: str):
         if self.fullgraph:
@@ -125,50 +130,79 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if rec.active:  # called inside another capture: run eagerly, so that one records the kernels
             return self._fn(*args, **kwargs)
+        tensors: list[Tensor] = []
         try:
-            key, tensors = self._guard(args, kwargs)
+            key = (_grad_state.enabled, debug.is_debug(), arguments_key(args, kwargs, tensors))
         except TypeError as e:
             self._fallback(f"an argument cannot be guarded ({e})")
             return self._fn(*args, **kwargs)
-        trace = self._traces.get(key)
-        if trace is False:
+        entry = self._traces.get(key)
+        if entry is None:  # warm-up: optimizer state and buffers are made here, eagerly
+            self._traces[key] = _Entry()
             return self._fn(*args, **kwargs)
-        if trace is None:  # warm-up: optimizer state and buffers are made here, eagerly
-            self._traces[key] = _WARM
+        if entry.eager:
             return self._fn(*args, **kwargs)
-        if trace is not _WARM and trace.valid():
-            self.replays += 1
-            return trace.replay([t._data for t in tensors])
+        inputs = [t._data for t in tensors]
+        traces = entry.traces
+        for i, trace in enumerate(traces):
+            ok = trace.guards.check(inputs, tensors)
+            if ok:
+                if i:  # the trace that holds now is likely to hold next time too
+                    traces.insert(0, traces.pop(i))
+                self.replays += 1
+                return trace.replay(inputs, tensors)
+            if ok is None:  # a constant tensor holds another array: this trace can never replay
+                trace.dead = True
+        if traces:
+            entry.traces = traces = [t for t in traces if not t.dead]
         out, trace, reason = self._capture(args, kwargs, tensors)
-        self._traces[key] = trace if reason is None else False
         if reason is not None:
-            self._fallback(reason)
-        else:
-            self.captures += 1
+            if not rec.retry:  # a passing reason (state made lazily) is a longer warm-up: capture next call
+                entry.eager = True
+                self._fallback(reason)
+            return out
+        traces.insert(0, trace)
+        del traces[_TRACES_PER_GUARD:]
+        self.captures += 1
         return out
 
     def _capture(self, args, kwargs, tensors):
+        from ..nn.modules.module import Module
+        from ..optim.optimizer import Optimizer
         # arrays alive before the call may be used as constants (parameters, buffers, closures)
         # type(), not isinstance: isinstance asks lazily imported modules for __class__ and imports them
-        alive = [o for o in gc.get_objects() if issubclass(type(o), Tensor)]
+        alive, modules, optimizers = [], [], []
+        for o in gc.get_objects():
+            kind = type(o)
+            if issubclass(kind, Tensor):
+                alive.append(o)
+            elif issubclass(kind, Module):
+                modules.append(o)
+            elif issubclass(kind, Optimizer):
+                optimizers.append(o)
         owners = {id(o._data): ("data", o) for o in alive}
         owners.update({id(o.grad._data): ("grad", o) for o in alive if o.grad is not None})
         grad_was_none = {id(o): o.grad is None for o in alive if o.requires_grad}
+        versions = {id(o._vc): (o._vc, o._vc[0]) for o in alive}
         # held until the trace is built, so that no array the capture frees lends its id to a new one
         keep = [o._data for o in alive] + [o.grad._data for o in alive if o.grad is not None]
-        backward_runs = engine.RUNS[0]
-        rec.calls, rec.reason, rec.depth, rec.dynamic, rec.guards = [], None, 0, None, []
-        with Installed():
+        backward_runs, module_version = engine.RUNS[0], MODULE_VERSION[0]
+        rec.calls, rec.reason, rec.retry, rec.depth, rec.dynamic, rec.guards = [], None, False, 0, None, []
+        rec.modules = {} if self._module is None else {id(self._module): self._module}
+        with Installed(), ModuleCalls():
             rec.active = debug.capture.active = True
             try:
                 out = self._fn(*args, **kwargs)
             finally:
                 rec.active = debug.capture.active = False
-        calls, reason, guards = rec.calls, rec.reason, rec.guards
-        rec.calls = rec.guards = None
+        calls, reason, python_guards, called = rec.calls, rec.reason, rec.guards, list(rec.modules.values())
+        rec.calls = rec.guards = rec.modules = None
         if reason is not None:
             return out, None, reason
-        build = Build([t._data for t in tensors], owners)
+        if MODULE_VERSION[0] != module_version:
+            return out, None, ("it changes a module inside the function (assigns an attribute, parameter, buffer or "
+                               "submodule, or adds a hook), which a replay would not repeat")
+        build = Build(tensors, owners)
         steps = []
         for slot, (_name, fn, a, k, result, refresh, _backend) in enumerate(calls):
             steps.append((fn, tuple(build.spec(x) for x in a), tuple((n, build.spec(v)) for n, v in k.items()),
@@ -189,12 +223,57 @@ class CompiledFunction:
         kept = outputs + [s for _, _, s in writebacks]
         steps, names, self.fused = fuse_elementwise(steps, calls, kept, [c[0] for c in calls])
         steps, self.reused = reuse_dead_buffers(steps, calls, kept)
+        consts = list(build.consts.values())
+        pinned = _state_arrays(modules, optimizers)
+        pins = [(i, t._data) for i, t in enumerate(tensors) if id(t._data) in pinned]
+        guards = Guards(pins, consts, grad_guards,
+                        guarded_modules(called, [owner for owner, _, _ in consts], modules), python_guards)
+        moved = _moved_versions(versions, tensors)
         del keep
-        return out, Trace(steps, outputs, structure, [t._backend for t in out_tensors], build.consts,
-                           writebacks, guards, grad_guards, names), None
+        return out, Trace(steps, outputs, structure, [t._backend for t in out_tensors], writebacks, guards, names,
+                          moved), None
 
 
-_WARM = object()  # a guard seen once: the next call captures
+def _state_arrays(modules, optimizers) -> set[int]:
+    """The ids of the arrays that hold state: parameters and buffers of every module, and the
+    parameters and state of every optimizer. An argument holding one may be read through it too."""
+    out: set[int] = set()
+    for m in modules:
+        for t in list(m._parameters.values()) + list(m._buffers.values()):
+            if t is not None:
+                out.add(id(t._data))
+    for opt in optimizers:
+        out.update(id(p._data) for group in opt.param_groups for p in group["params"])
+        for state in opt.state.values():
+            if isinstance(state, dict):
+                out.update(id(v._data) for v in state.values() if isinstance(v, Tensor))
+    return out
+
+
+def _moved_versions(before: dict, args: list) -> list:
+    """(argument position or version counter, how far the call moved it) for each counter of a
+    tensor alive before the call that moved: a replay moves them alike."""
+    position = {}
+    for i, t in reversed(list(enumerate(args))):
+        position[id(t._vc)] = i
+    moved = []
+    for key, (vc, was) in before.items():
+        if vc[0] != was:
+            moved.append((position.get(key, vc), vc[0] - was))
+    return moved
+
+
+class _Entry:
+    """The traces of one guard key, and whether calls with it run eagerly for good."""
+
+    __slots__ = ("traces", "eager")
+
+    def __init__(self):
+        self.traces: list[Trace] = []
+        self.eager = False
+
+
+_TRACES_PER_GUARD = 8  # as torch.compile's cache_size_limit: beyond it, the oldest is dropped
 
 
 def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="plugtorch", mode=None,

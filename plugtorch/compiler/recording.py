@@ -25,7 +25,9 @@ class _Recorder(threading.local):
     calls: list | None = None
     reason: str | None = None
     dynamic: Callable | None = None  # refreshes the attrs of the next top-level call on replay
-    guards: list | None = None  # (function, value at capture) pairs checked before each replay
+    guards: list | None = None  # (function, value at capture, by identity) checked before each replay
+    retry: bool = False  # the reason is passing: the next call may capture
+    modules: dict | None = None  # id -> module, for the modules called while capturing
 
 
 rec = _Recorder()
@@ -37,10 +39,12 @@ def capturing() -> bool:
     return rec.active
 
 
-def not_capturable(reason: str) -> None:
-    """Make the current capture fall back to eager, naming ``reason`` (no-op when not capturing)."""
+def not_capturable(reason: str, *, retry: bool = False) -> None:
+    """Make the current capture fall back to eager, naming ``reason`` (no-op when not capturing).
+    ``retry``: the reason passes with this call (state made lazily, as an optimizer's moment
+    buffers), so the next call may capture; otherwise calls with these arguments stay eager."""
     if rec.active and rec.reason is None:
-        rec.reason = reason
+        rec.reason, rec.retry = reason, retry
 
 
 class _DynamicAttrs:
@@ -71,10 +75,35 @@ def dynamic_attrs(op: str, refresh: Callable[[], dict]):
     return _DynamicAttrs(op, refresh) if rec.active else _NOT_CAPTURING
 
 
-def guard(value: Callable[[], Any]) -> None:
-    """While capturing: replay only while ``value()`` equals what it is now (else capture again)."""
+def guard(value: Callable[[], Any], *, identity: bool = False) -> None:
+    """While capturing: replay only while ``value()`` equals what it is now (else capture again).
+    With ``identity``, ``value()`` is a sequence whose items must be the same objects (tensors,
+    dicts: things whose ``==`` is not identity)."""
     if rec.active:
-        rec.guards.append((value, value()))
+        rec.guards.append((value, value(), identity))
+
+
+class ModuleCalls:
+    """While capturing, ``nn.Module.__call__`` notes each module called (their attributes and
+    members are guarded) and refuses modules with forward hooks (whose Python a replay skips)."""
+
+    def __enter__(self):
+        from ..nn.modules.module import Module
+        self.cls, self.original = Module, Module.__dict__["__call__"]
+        original = self.original
+
+        def call(module, *args, **kwargs):
+            r = rec
+            if r.active and r.modules is not None:
+                r.modules[id(module)] = module
+                if module._forward_hooks or module._forward_pre_hooks:
+                    not_capturable(f"{type(module).__name__} has forward hooks, whose Python a replay would not run")
+            return original(module, *args, **kwargs)
+        Module.__call__ = call
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.__call__ = self.original
 
 
 def _recording(name: str, fn: Callable, primitive: bool, owner) -> Callable:
@@ -88,10 +117,6 @@ def _recording(name: str, fn: Callable, primitive: bool, owner) -> Callable:
             r.reason = "it reads tensor values on the host (.item(), bool(t), .numpy() or a value check) mid-call"
         if primitive and name in _STATE_PRIMITIVES and r.reason is None:
             r.reason = "it saves or restores random-generator state"
-        if primitive and name == "generator" and r.reason is None:
-            # the warm-up call made every generator this function draws from: a new one now
-            # means it reseeds (manual_seed) inside, which a replay would not repeat
-            r.reason = "it reseeds a random generator (manual_seed) inside the function"
         if r.depth or (primitive and (name == "generator" or name in _METADATA_PRIMITIVES)):
             return fn(*args, **kwargs)
         refresh, r.dynamic = r.dynamic, None

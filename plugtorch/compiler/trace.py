@@ -11,20 +11,27 @@ import numpy
 from ..core.dispatch import wrap
 from ..core.plugins import get_registry
 from ..core.random import ALL_GENERATORS
-from ..core.ops.shape import _strides
 from ..core.tensor import Tensor
+from .guards import Guards, unflatten
 
 
 _IN, _SLOT, _CONST, _GEN, _SEQ, _GRAD = range(6)
 
 
 class Build:
-    """Turns the recorded calls into specs; remembers which tensor owns each constant array."""
+    """Turns the recorded calls into specs; remembers which tensor owns each constant array.
 
-    def __init__(self, inputs: list, owners: dict[int, tuple]):
-        self.sources: dict[int, tuple] = {id(a): (_IN, i) for i, a in enumerate(inputs)}
+    A tensor the function was given as an argument is named by its position (``target``), not
+    kept: a replay's write-backs, gradient reads and guards then reach the tensors of *that*
+    call, as eager code would."""
+
+    def __init__(self, args: list[Tensor], owners: dict[int, tuple]):
+        self.sources: dict[int, tuple] = {}
+        for i, t in reversed(list(enumerate(args))):  # an array passed twice is the first position
+            self.sources[id(t._data)] = (_IN, i)
+        self.positions = {id(t): i for i, t in reversed(list(enumerate(args)))}
         self.owners = owners  # id(array) -> ("data" or "grad", a tensor alive before the capture)
-        self.consts: dict[int, tuple] = {}  # id(array) -> (owner, array): checked before each replay
+        self.consts: dict[int, tuple] = {}  # id(array) -> (owner, array, requires_grad): checked before each replay
         self.grad_reads: dict[int, Tensor] = {}  # tensors whose .grad a replay reads as it is then
         self.reason: str | None = None
         self.generators = {id(g): (gen, name) for gen in list(ALL_GENERATORS) for name, g in gen._native.items()}
@@ -43,13 +50,17 @@ class Build:
             owner = self.owners.get(id(obj))
             if owner is not None and owner[0] == "grad":  # p.grad is a new tensor after each step
                 self.grad_reads[id(owner[1])] = owner[1]
-                return (_GRAD, owner[1])
+                return (_GRAD, self.target(owner[1]))
             if owner is not None:
-                self.consts[id(obj)] = (owner[1], obj)
+                self.consts[id(obj)] = (owner[1], obj, owner[1].requires_grad)
             elif self.reason is None:
                 self.reason = ("an array reached a kernel without passing through plugtorch's dispatcher "
                                f"(shape {tuple(obj.shape)}, dtype {obj.dtype}): it was computed outside plugtorch ops")
         return (_CONST, obj)
+
+    def target(self, t: Tensor) -> Tensor | int:
+        """An argument tensor as its position, any other tensor as itself."""
+        return self.positions.get(id(t), t)
 
     def produced(self, out, slot: int) -> None:
         if hasattr(out, "shape"):
@@ -65,17 +76,17 @@ class Build:
         made or replaced its gradient; and (tensor, grad was None) guards, since a gradient that
         was None is made afresh and one that was not may be accumulated into."""
         out = []
-        grad_guards = [(t, False) for t in self.grad_reads.values()]
+        grad_guards = [(self.target(t), False) for t in self.grad_reads.values()]
         for t in tensors:
             src = self.sources.get(id(t._data))
             if src is not None and src[0] == _SLOT:
-                out.append((t, "data", src))
+                out.append((self.target(t), "data", src))
             g = t.grad
             if g is not None:
                 src = self.sources.get(id(g._data))
                 if src is not None and src[0] == _SLOT:
-                    out.append((t, "grad", src))
-                    grad_guards.append((t, grad_was_none.get(id(t), True)))
+                    out.append((self.target(t), "grad", src))
+                    grad_guards.append((self.target(t), grad_was_none.get(id(t), True)))
         return out, grad_guards
 
 
@@ -88,6 +99,7 @@ class _Source:
     def __init__(self):
         self.namespace: dict = {"wrap": wrap, "unflatten": unflatten}
         self.inputs: set[int] = set()
+        self.args: set[int] = set()
 
     def name(self, prefix: str, obj) -> str:
         key = f"{prefix}{len(self.namespace)}"
@@ -104,7 +116,7 @@ class _Source:
         if kind == _CONST:
             return self.const(spec[1])
         if kind == _GRAD:
-            return f"{self.name('t', spec[1])}.grad._data"  # as it is now (guarded: not None)
+            return f"{self.tensor(spec[1])}.grad._data"  # as it is now (guarded: not None)
         if kind == _GEN:
             gen, backend = spec[1], spec[2]  # the generator's current stream on that backend
             return f"{self.name('g', gen)}.native({self.name('r', get_registry)}().backends[{backend!r}])"
@@ -115,6 +127,13 @@ class _Source:
         if seq is tuple:
             return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
         return f"[{', '.join(parts)}]"  # a list: a new one each call, as recorded
+
+    def tensor(self, target) -> str:
+        """An argument tensor (its position) as this call's argument, any other as a name."""
+        if type(target) is int:
+            self.args.add(target)
+            return f"a{target}"
+        return self.name("t", target)
 
     def const(self, value) -> str:
         # literals that read back as the same value are written out; anything else is a name
@@ -133,9 +152,10 @@ class _Source:
         return f"{self.name('f', fn)}({', '.join(parts)})"
 
 
-def replay_function(steps, release, outputs, backends, structure, writebacks) -> Callable:
-    """The function (input arrays) -> the trace's result: each step's kernel call in order, the
-    write-backs, then the outputs wrapped as tensors."""
+def replay_function(steps, release, outputs, backends, structure, writebacks, versions=()) -> Callable:
+    """The function (input arrays, argument tensors) -> the trace's result: each step's kernel
+    call in order, the write-backs, the version counters moved as eager moved them (so autograd
+    still sees an in-place change), then the outputs wrapped as tensors."""
     src = _Source()
     body = []
     for i, ((fn, args, kwargs, refresh), dropped) in enumerate(zip(steps, release)):
@@ -143,15 +163,17 @@ def replay_function(steps, release, outputs, backends, structure, writebacks) ->
         # results no later step reads go now, as eager frees its temporaries
         body += [f"del s{j}" for j in dropped]
     for t, kind, spec in writebacks:
-        value, name = src.expr(spec), src.name("w", t)
+        value, name = src.expr(spec), src.tensor(t)
         if kind == "data":
-            body += [f"{name}._data = {value}", f"{name}._vc[0] += 1"]
+            body += [f"{name}._data = {value}"]
         else:  # a new tensor, as eager's backward gives .grad (it never writes into the old one)
-            body.append(f"{name}.grad = wrap({value}, {src.name('b', t._backend)})")
+            body.append(f"{name}.grad = wrap({value}, {name}._backend)")
+    for t, delta in versions:  # an argument (position) or a version counter shared by tensors
+        body.append(f"{src.tensor(t)}._vc[0] += {delta}" if type(t) is int else f"{src.name('v', t)}[0] += {delta}")
     results = [f"wrap({src.expr(s)}, {src.name('b', b)})" for s, b in zip(outputs, backends)]
     body.append(f"return unflatten({src.name('u', structure)}, iter([{', '.join(results)}]))")
-    head = [f"i{i} = inputs[{i}]" for i in sorted(src.inputs)]
-    code = "def replay(inputs):\n" + "".join(f"    {line}\n" for line in head + body)
+    head = [f"i{i} = inputs[{i}]" for i in sorted(src.inputs)] + [f"a{i} = args[{i}]" for i in sorted(src.args)]
+    code = "def replay(inputs, args=()):\n" + "".join(f"    {line}\n" for line in head + body)
     exec(compile(code, "<plugtorch.compile replay>", "exec"), src.namespace)
     replay = src.namespace["replay"]
     replay.source = code  # what a replay runs, for debugging
@@ -159,15 +181,18 @@ def replay_function(steps, release, outputs, backends, structure, writebacks) ->
 
 
 class Trace:
-    def __init__(self, steps, outputs, out_structure, backends, consts, writebacks, guards, grad_guards,
-                 names=()):
+    """A captured call: its steps, what a replay returns and writes back, and its ``guards``."""
+
+    dead = False  # set once a constant tensor holds another array: it can never replay again
+
+    def __init__(self, steps, outputs, out_structure, backends, writebacks, guards: Guards, names=(),
+                 versions=()):
         self.names = list(names)  # the recorded op or primitive name of each step, for profiles and reprs
         self.outputs, self.structure, self.backends = list(outputs), out_structure, backends
-        self.consts = list(consts.values())
         self.writebacks = list(writebacks)
+        self.versions = list(versions)
         self.release = liveness(steps, self.outputs + [s for _, _, s in self.writebacks])[0]
         self.guards = guards
-        self.grad_guards = grad_guards
         self.steps = steps
 
     @property
@@ -180,17 +205,7 @@ class Trace:
     def steps(self, steps) -> None:
         self._steps = list(steps)
         self.replay = replay_function(self._steps, self.release, self.outputs, self.backends, self.structure,
-                                      self.writebacks)
-
-    def valid(self) -> bool:
-        """Whether the constants are still the tensors' arrays and the Python guards hold."""
-        for owner, array in self.consts:
-            if owner._data is not array:
-                return False
-        for t, was_none in self.grad_guards:
-            if (t.grad is None) != was_none:
-                return False
-        return all(fn() == value for fn, value in self.guards)
+                                      self.writebacks, self.versions)
 
 
 def slots_read(spec, into: set) -> None:
@@ -224,34 +239,3 @@ def liveness(steps, kept) -> tuple[list[tuple[int, ...]], dict[int, int], set[in
             dies_at[j] = max(last.get(j, j), j)
             release[dies_at[j]].append(j)
     return [tuple(r) for r in release], dies_at, forever
-
-
-# -- flattening arguments and results ---------------------------------------------------------
-
-def flatten(obj, tensors: list):
-    """A hashable structure of ``obj`` with its tensors replaced by positions in ``tensors``."""
-    if isinstance(obj, Tensor):
-        tensors.append(obj)
-        # the layout too: kernels lay out their results after their inputs', and the trace's
-        # views, copies and reused buffers were decided for the layouts seen at capture
-        return ("T", obj.shape, _strides(obj), obj.dtype.name, obj._backend.name, obj.requires_grad)
-    if type(obj) in (tuple, list):
-        return (type(obj).__name__,) + tuple(flatten(o, tensors) for o in obj)
-    if type(obj) is dict:
-        return ("dict",) + tuple((k, flatten(v, tensors)) for k, v in sorted(obj.items(), key=repr))
-    hash(obj)  # TypeError for an unhashable argument: it cannot be part of a guard
-    return ("V", obj)
-
-
-def unflatten(structure, tensors):
-    tag = structure[0]
-    if tag == "T":
-        return next(tensors)
-    if tag in ("tuple", "list"):
-        items = [unflatten(s, tensors) for s in structure[1:]]
-        return tuple(items) if tag == "tuple" else items
-    if tag == "dict":
-        return {k: unflatten(s, tensors) for k, s in structure[1:]}
-    return structure[1]
-
-

@@ -45,6 +45,16 @@ class _Capture(threading.local):
 
 capture = _Capture()
 
+# Bumped whenever an autograd hook is registered on a tensor: a trace plugtorch.compile
+# recorded before then would skip it, so it is not replayed again.
+tensor_hooks_version = [0]
+
+
+def hook_runs_in_capture() -> None:
+    """An autograd hook ran while plugtorch.compile captured: its Python would not run on replay."""
+    from ..compiler.recording import not_capturable
+    not_capturable("an autograd hook on a tensor runs in it (a replay would not run its Python)")
+
 
 def checks_values(tensor) -> bool:
     """Whether a check that reads ``tensor``'s values on the host should run now: not while

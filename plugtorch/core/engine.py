@@ -19,7 +19,7 @@ import sys
 from .dispatch import wrap
 from .graph import AccumulateGrad, Node, OutputNode, _FREED_MSG
 from .grad_mode import _state as _grad_state
-from . import anomaly, native
+from . import anomaly, debug, native
 
 
 def _collect(roots, want_parents):
@@ -135,6 +135,8 @@ class _Walk:
         deps, pending, ready, needed = self.deps, self.pending, self.ready, self.needed
         create_graph = self.create_graph
         if g is not None and node.pre_hooks:
+            if debug.capture.active:
+                debug.hook_runs_in_capture()
             for hook in list(node.pre_hooks.values()):
                 out = hook(g)
                 if out is not None:
@@ -221,6 +223,8 @@ def _wrong_count(node, grads):
 def _post_hooks(leaf_node):
     """A leaf's hooks that run after its ``.grad`` is updated (DDP's)."""
     if leaf_node.post_hooks:
+        if debug.capture.active:
+            debug.hook_runs_in_capture()
         for hook in list(leaf_node.post_hooks.values()):
             hook(leaf_node.variable)
 

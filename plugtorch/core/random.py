@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import weakref
 
+from .debug import capture
+
 _DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
 
 
@@ -17,14 +19,24 @@ _DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
 ALL_GENERATORS: "weakref.WeakSet[Generator]" = weakref.WeakSet()
 
 
+def _not_in_capture(what: str) -> None:
+    """A generator made or reseeded inside a function plugtorch.compile captures: a replay would
+    draw on from the captured stream where eager starts a new one, so the capture falls back."""
+    if capture.active:
+        from ..compiler.recording import not_capturable
+        not_capturable(f"it {what} inside the function")
+
+
 class Generator:
     def __init__(self, device=None):
+        _not_in_capture("makes a random generator")
         self.device = device
         self._seed = _DEFAULT_SEED
         self._native: dict = {}
         ALL_GENERATORS.add(self)
 
     def manual_seed(self, seed: int) -> "Generator":
+        _not_in_capture("reseeds a random generator (manual_seed)")
         seed = int(seed)
         if seed < 0:
             seed &= 0xFFFF_FFFF_FFFF_FFFF

@@ -9,6 +9,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import dispatch, native
+from .debug import tensor_hooks_version
 from .device import Device
 from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
@@ -283,6 +284,7 @@ class Tensor(_BoundMethods):
             node.post_hooks = {}
         handle = RemovableHandle(node.post_hooks)
         node.post_hooks[handle.id] = hook
+        tensor_hooks_version[0] += 1
         return handle
 
     @staticmethod
@@ -291,6 +293,7 @@ class Tensor(_BoundMethods):
             node.pre_hooks = {}
         handle = RemovableHandle(node.pre_hooks)
         node.pre_hooks[handle.id] = hook
+        tensor_hooks_version[0] += 1
         return handle
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

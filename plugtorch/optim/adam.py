@@ -41,7 +41,8 @@ class Adam(Optimizer):
     def _update(self, p, group):
         state = self.state[p]
         if not state:
-            not_capturable("Adam makes its moment buffers in this call (a replay would make them afresh)")
+            not_capturable("Adam makes its moment buffers in this call (a replay would make them afresh)",
+                           retry=True)
             state["step"] = 0
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)

@@ -42,7 +42,7 @@ def _marks_stepped(step):
             if not getattr(self, "_capturable_step", False):
                 not_capturable(f"{type(self).__name__}.step computes its update from Python state (step counts, "
                                "learning rate) that a replay would not see; Adam, AdamW and SGD can be captured")
-            guard(lambda: [id(p) for g in self.param_groups for p in g["params"]])  # the parameter set
+            guard(self._captured_state, identity=True)
         return step(self, *args, **kwargs)
     return wrapper
 
@@ -170,6 +170,30 @@ class Optimizer:
                     if p.grad is not None:
                         self._update(p, group)
         return loss
+
+    def _captured_state(self) -> list:
+        """What a captured step reads besides the parameters' values, as objects a replay must
+        find again: the groups (a replay rereads their options, such as the learning rate,
+        from these dicts), their parameters, the state dict of each and its tensors (which
+        ``load_state_dict`` replaces), and each group's ``_captured_options``."""
+        state = self.state
+        out: list = [state, self.param_groups]
+        for group in self.param_groups:
+            params = group["params"]
+            out.append(group)
+            out += self._captured_options(group)
+            out += params
+            states = list(map(state.get, params))
+            out += states
+            for s in states:
+                if s:
+                    out += [v for v in s.values() if isinstance(v, Tensor)]
+        return out
+
+    def _captured_options(self, group) -> tuple:
+        """The options of a group that decide which kernels a step calls, where the update's
+        refreshed attributes do not cover them (``SGD``'s momentum on or off)."""
+        return ()
 
     def _update(self, p, group) -> None:
         raise NotImplementedError(

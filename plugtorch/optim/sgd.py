@@ -51,7 +51,7 @@ class SGD(Optimizer):
                         buf = state.get("momentum_buffer")
                         if buf is None:  # torch's buffer starts as a copy of the first step's gradient
                             not_capturable("SGD makes a momentum buffer in this call (a replay would make it "
-                                           "afresh every time)")
+                                           "afresh every time)", retry=True)
                             buf = state["momentum_buffer"] = zeros_like(p)
                             first = True
                     # one registered op per parameter: a backend may fuse it (core/ops/optimizer_updates.py);
@@ -60,6 +60,9 @@ class SGD(Optimizer):
                     with dynamic_attrs("sgd_step_", functools.partial(self._attrs, group, False)):
                         sgd_step_(p, p.grad, buf, **self._attrs(group, first))
         return loss
+
+    def _captured_options(self, group) -> tuple:
+        return (group["momentum"] != 0,)  # with momentum a step reads and writes a buffer
 
     @staticmethod
     def _attrs(group, first_step: bool) -> dict:

@@ -126,7 +126,7 @@ def test_a_compiled_step_hands_over_its_gradients_too():
     for _ in range(5):
         compiled()
         kept.append((layer.weight.grad._data, layer.weight.grad.numpy().copy()))
-    traces = [t for t in compiled._traces.values() if hasattr(t, "steps")]
+    traces = compiled.traces()
     assert traces and all("clone" not in t.names for t in traces)
     assert len({id(a) for a, _ in kept}) == len(kept)  # a new array every step
     for array, values in kept:  # and no later step wrote into an earlier step's

@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 
 import plugtorch
+from plugtorch.compiler.guards import Guards
 from plugtorch.compiler.trace import _CONST, _GRAD, _IN, _SEQ, _SLOT, Trace, liveness, replay_function
 
 
@@ -23,9 +24,10 @@ class Box:
         return self.value[k]
 
 
-def _replay(steps, outputs=(), backends=(), structure=("tuple",), writebacks=()):
+def _replay(steps, outputs=(), backends=(), structure=("tuple",), writebacks=(), versions=()):
     release = liveness(steps, list(outputs) + [s for _, _, s in writebacks])[0]
-    return replay_function(steps, release, list(outputs), list(backends), structure, list(writebacks))
+    return replay_function(steps, release, list(outputs), list(backends), structure, list(writebacks),
+                           list(versions))
 
 
 def test_every_spec_reaches_the_kernel_as_its_value():
@@ -100,18 +102,30 @@ def test_write_backs_and_outputs():
     steps = [(lambda: new_data, (), (), None), (lambda: new_grad, (), (), None), (lambda: (out, out), (), (), None)]
     version = p._vc[0]
     replay = _replay(steps, outputs=[(_SLOT, 2, 1)], backends=[backend], structure=("T", None),
-                     writebacks=[(p, "data", (_SLOT, 0, None)), (q, "grad", (_SLOT, 1, None))])
+                     writebacks=[(p, "data", (_SLOT, 0, None)), (q, "grad", (_SLOT, 1, None))],
+                     versions=[(p._vc, 2)])
     result = replay([])
-    assert p._data is new_data and p._vc[0] == version + 1
+    assert p._data is new_data and p._vc[0] == version + 2  # moved as the capture saw eager move it
     assert q.grad is not old_grad and q.grad._data is new_grad
     np.testing.assert_array_equal(old_grad.numpy(), np.zeros(3))  # the tensor a caller kept is untouched
     assert isinstance(result, plugtorch.Tensor) and result._data is out
 
 
+def test_write_backs_to_an_argument_reach_the_tensor_of_each_call():
+    """An argument is named by its position: each replay writes the gradient and moves the
+    version of the tensor it was given, not of the one the capture saw."""
+    grad = np.full(2, 3, np.float32)
+    replay = _replay([(lambda: grad, (), (), None)], writebacks=[(0, "grad", (_SLOT, 0, None))], versions=[(0, 1)])
+    for _ in range(2):
+        x = plugtorch.zeros(2, requires_grad=True)
+        replay([x._data], [x])
+        assert x.grad._data is grad and x._vc[0] == 1
+
+
 def test_setting_a_traces_steps_writes_its_replay_again():
     calls = []
     trace = Trace([(lambda x: x, ((_IN, 0),), (), None)], [(_SLOT, 0, None)], ("T", None),
-                  [plugtorch.zeros(1)._backend], {}, [], [], [])
+                  [plugtorch.zeros(1)._backend], [], Guards([], [], [], [], []))
     trace.steps = [((lambda x: calls.append(x) or x), a, k, r) for _, a, k, r in trace.steps]
     arr = np.zeros(2, np.float32)
     assert trace.replay([arr])._data is arr and calls == [arr]

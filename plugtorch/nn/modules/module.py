@@ -7,6 +7,7 @@ trained, e.g. BatchNorm's running statistics) and sub-modules. Everything else
 """
 from __future__ import annotations
 
+from ...compiler.guards import module_changed
 from ...core.grad_mode import no_grad
 from ...core.tensor import RemovableHandle, Tensor
 from ..parameter import Buffer, Parameter
@@ -24,6 +25,49 @@ def _typename(value) -> str:
     if isinstance(value, Tensor):
         return f"plugtorch.Tensor ({value.dtype.name})"
     return type(value).__name__
+
+
+_MISSING = object()
+
+
+class _Table(dict):
+    """A module's table of parameters, buffers, submodules or hooks: a dict that reports each
+    change (``plugtorch.compile``'s replays check their modules only after one)."""
+
+    counts_changes = True
+
+    def __setitem__(self, key, value):
+        if self.get(key, _MISSING) is not value:
+            module_changed()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        module_changed()
+
+    def pop(self, *args):
+        module_changed()
+        return super().pop(*args)
+
+    def popitem(self):
+        module_changed()
+        return super().popitem()
+
+    def clear(self):
+        module_changed()
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        module_changed()
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        module_changed()
+        return super().setdefault(key, default)
+
+    def __ior__(self, other):
+        module_changed()
+        return super().__ior__(other)
 
 
 def _add_hook(hooks: dict, hook, prepend: bool) -> RemovableHandle:
@@ -52,13 +96,13 @@ class Module(StateDictMixin):
             )
         setattr_ = object.__setattr__
         setattr_(self, "training", True)
-        setattr_(self, "_parameters", {})
-        setattr_(self, "_buffers", {})
+        setattr_(self, "_parameters", _Table())
+        setattr_(self, "_buffers", _Table())
         setattr_(self, "_non_persistent_buffers_set", set())
-        setattr_(self, "_modules", {})
-        setattr_(self, "_forward_pre_hooks", {})
+        setattr_(self, "_modules", _Table())
+        setattr_(self, "_forward_pre_hooks", _Table())
         setattr_(self, "_forward_pre_hooks_with_kwargs", set())
-        setattr_(self, "_forward_hooks", {})
+        setattr_(self, "_forward_hooks", _Table())
         setattr_(self, "_forward_hooks_with_kwargs", set())
         setattr_(self, "_forward_hooks_always_called", set())
 
@@ -249,6 +293,8 @@ class Module(StateDictMixin):
                 )
             d["_buffers"][name] = value
         else:
+            if d.get(name, _MISSING) is not value:
+                module_changed()
             object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
@@ -257,6 +303,7 @@ class Module(StateDictMixin):
                 del table[name]
                 self._non_persistent_buffers_set.discard(name)
                 return
+        module_changed()
         object.__delattr__(self, name)
 
     def __dir__(self):
