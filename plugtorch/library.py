@@ -230,9 +230,10 @@ class CustomOpDef:
         else:
             out = call_op(self.name, operands, attrs)
             d = TABLE[self.name]
-            if (d.derivative is None and out.grad_fn is None and _grad.enabled
+            if (d.rule is None and out.grad_fn is None and _grad.enabled
                     and any(isinstance(o, Tensor) and o.requires_grad for o in operands)):
-                record(out, d, operands, attrs, rule=_missing_derivative(self.name))
+                # a node whose rule says what is missing, as torch's custom ops raise in backward
+                record(out, _missing_derivative(d), operands, attrs)
         for m in self._mutates:
             if values[m] is not None:
                 values[m]._vc[0] += 1  # saved copies of it now fail the version check
@@ -343,13 +344,16 @@ def _autograd_rule(op: CustomOpDef, backward: Callable, setup_context: Callable 
     return rule
 
 
-def _missing_derivative(name: str):
+def _missing_derivative(d: OpDef) -> OpDef:
+    """``d`` with a derivative that raises, saying how to register one."""
+    name = d.name
+
     def rule(ctx, g):
         ns, _, op = name.partition("::")
         raise RuntimeError(f"custom op '{name}' has no derivative registered, so it cannot be "
                            f"differentiated; add one with plugtorch.ops.{ns}.{op}.register_autograd(...) "
                            "(or the decorator's @<op>.register_autograd)")
-    return rule
+    return replace(d, derivative=rule, save=())
 
 
 def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args=(), samples=None):

@@ -3,7 +3,8 @@ wrap the result, and record a graph node when a gradient is needed.
 
 This is the hot path of every op, so it is written for speed: no hook calls, one
 dict lookup for the definition and one for the kernel. Hot elementwise ops inline
-the same steps in their own functions (``ops/elementwise.py``).
+the same steps in their own functions (``ops/elementwise.py``); whichever path ran a
+kernel, the node it records runs ``OpDef.rule``.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .graph import AccumulateGrad, Node
 from .optable import TABLE
 
 __all__ = ["call_op", "call_op1", "record", "record_one", "record_pair", "wrap", "edge", "needs_grad",
-           "same_backend", "backend_of", "decomposition_rule", "NO_ATTRS"]
+           "same_backend", "backend_of", "NO_ATTRS"]
 
 _new = object.__new__
 Tensor: Any = None  # bound by core.tensor to avoid an import cycle
@@ -92,11 +93,10 @@ def backend_of(name: str, operands):
     return b
 
 
-def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
-    """Attach a node to ``out`` whose rule (the op's derivative) gives gradients for ``operands``.
-
-    ``rule`` and ``save_inputs`` replace the definition's own (the decomposition fallback).
-    Every differentiable op with a graph to keep runs this, so it is written for speed.
+def record(out, opdef, operands, attrs=NO_ATTRS):
+    """Attach a node to ``out`` whose rule (``opdef.rule``: the op's derivative, or its
+    decomposition differentiated) gives gradients for ``operands``. Every differentiable op with
+    a graph to keep runs this (or ``record_one``/``record_pair``), so it is written for speed.
     """
     tensor = Tensor
     edges, meta = [], []
@@ -112,14 +112,14 @@ def record(out, opdef, operands, attrs=NO_ATTRS, rule=None, save_inputs=False):
         else:
             edges.append(None)
             meta.append(None)
-    positions = True if save_inputs else opdef.saved_positions
+    positions = opdef.saved_positions
     if positions is None:
         saved = None
     elif positions is True:
         saved = operands if type(operands) is tuple else tuple(operands)
     else:
         saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
-    node = make_node(opdef.name, rule or opdef.derivative, tuple(edges), tuple(meta), saved, None, attrs)
+    node = make_node(opdef.name, opdef.rule, tuple(edges), tuple(meta), saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
 
@@ -133,7 +133,7 @@ def record_one(out, opdef, x, attrs=NO_ATTRS):
         saved = (x,)
     else:
         saved = (None,)
-    node = make_node(opdef.name, opdef.derivative, (edge(x),), ((x._data.shape, x.dtype),), saved, None,
+    node = make_node(opdef.name, opdef.rule, (edge(x),), ((x._data.shape, x.dtype),), saved, None,
                      attrs)
     return _attach(out, node, opdef, saved)
 
@@ -147,7 +147,7 @@ def record_pair(out, opdef, a, b):
         saved = (a, b)
     else:
         saved = (a if 0 in positions else None, b if 1 in positions else None)
-    node = make_node(opdef.name, opdef.derivative, (edge(a), edge(b)),
+    node = make_node(opdef.name, opdef.rule, (edge(a), edge(b)),
                      ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
     if positions is True and not opdef.saves_output and not anomaly._state.enabled:
         # mul's and div's: _attach's work for two saved tensors, inline (0.2 us of a 2 us op)
@@ -221,11 +221,8 @@ def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
     out = wrap(fn(arrays, **attrs) if d.variadic else fn(*arrays, **attrs), b)
     if d.view:
         out._vc = operands[0]._vc
-    if grad and _grad_state.enabled:
-        if d.derivative is not None:
-            record(out, d, operands, attrs)
-        elif d.decompose is not None:
-            record(out, d, operands, attrs, decomposition_rule(d), save_inputs=True)
+    if grad and _grad_state.enabled and d.rule is not None:
+        record(out, d, operands, attrs)
     return out
 
 
@@ -245,11 +242,8 @@ def call_op1(name: str, x, attrs: dict = NO_ATTRS):
     out = wrap(fn(x._data, **attrs), b)
     if d.view:
         out._vc = x._vc
-    if x.requires_grad and _grad_state.enabled:
-        if d.derivative is not None:
-            record_one(out, d, x, attrs)
-        elif d.decompose is not None:
-            record(out, d, (x,), attrs, decomposition_rule(d), save_inputs=True)
+    if x.requires_grad and _grad_state.enabled and d.rule is not None:
+        record_one(out, d, x, attrs)
     return out
 
 
@@ -286,32 +280,3 @@ def _unknown_op(name):
     from .errors import PluginError
     return PluginError(f"no op named '{name}' is registered; loaded plugins: "
                        f"{', '.join(_plugin_names()) or '(none)'}")
-
-
-_derived_rules: dict = {}
-
-
-def decomposition_rule(opdef):
-    """The last resort for a backend kernel of a composite with no derivative written.
-
-    The decomposition is re-run from the saved operands and differentiated with
-    autograd.grad, so the gradient is the one the core's ops define (and with
-    create_graph the re-run stays in the graph). It costs a second forward: hot ops
-    carry a derivative instead, written with registered ops a backend can fuse.
-    """
-    rule = _derived_rules.get(opdef.name)
-    if rule is None or rule.decompose is not opdef.decompose:
-        def rule(ctx, g, decompose=opdef.decompose, variadic=opdef.variadic):
-            from ..autograd.functional import grad
-            from .grad_mode import enable_grad
-            create = _grad_state.enabled
-            operands = ctx.saved
-            wanted = [t for t, nxt in zip(operands, ctx.next) if nxt is not None]
-            with enable_grad():
-                args = (list(operands),) if variadic else operands
-                out = decompose(*args, **ctx.attrs)
-                grads = iter(grad(out, wanted, g, create_graph=create, allow_unused=True))
-            return tuple(next(grads) if nxt is not None else None for nxt in ctx.next)
-        rule.decompose = opdef.decompose
-        _derived_rules[opdef.name] = rule
-    return rule

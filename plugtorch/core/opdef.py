@@ -27,7 +27,7 @@ is the graph node: ``ctx.saved`` (the operands, if ``save`` has "inputs"),
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 __all__ = ["OpDef", "PLACES", "inherit"]
 
@@ -60,6 +60,11 @@ class OpDef:
     no_kernel: str = ""
     module: str = ""
 
+    if TYPE_CHECKING:  # worked out from the fields above by _node_fields, not set by callers
+        rule: Callable | None = None
+        saved_positions: bool | frozenset[int] | None = None
+        saves_output: bool = False
+
     def __post_init__(self):
         if isinstance(self.save, str):
             self.save = (self.save,)
@@ -75,11 +80,31 @@ class OpDef:
     # -- what dispatch reads --------------------------------------------------------
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
-        if name == "save":  # what record() reads on every node, worked out once
-            save = tuple(value) if not isinstance(value, str) else (value,)
+        if name in _NODE_INPUTS:
+            self._node_fields()
+
+    def _node_fields(self) -> None:
+        """What a graph node of this op holds when a kernel (or the primitive) computed it, worked
+        out once, for every path that records one: ``rule``, the rule the node runs, and what it
+        saves (``saved_positions``: True for every operand, else a set of positions or None;
+        ``saves_output``). That is the op's ``derivative`` and its ``save``; for an op with a
+        decomposition but no derivative, the decomposition re-run from all the operands and
+        differentiated (``decomposition_rule``); for neither, None: no node (not differentiable)."""
+        d = self.__dict__
+        derivative, decompose = d.get("derivative"), d.get("decompose")
+        rule: Callable | None = derivative
+        positions: bool | frozenset[int] | None = True
+        output = False
+        if derivative is None and decompose is not None:
+            rule = decomposition_rule(decompose, d.get("variadic", False))
+        else:
+            save = d.get("save", ())
+            save = (save,) if isinstance(save, str) else tuple(save)
             picked = frozenset(s for s in save if isinstance(s, int))
-            object.__setattr__(self, "saved_positions", True if "inputs" in save else (picked or None))
-            object.__setattr__(self, "saves_output", "output" in save)
+            positions, output = True if "inputs" in save else (picked or None), "output" in save
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "saved_positions", positions)
+        object.__setattr__(self, "saves_output", output)
 
     @property
     def kernel_refusal(self) -> str:
@@ -109,6 +134,28 @@ class OpDef:
         if self.decompose is not None:
             return "composite" + (" + rule" if self.derivative is not None else "")
         return "kernel only"
+
+
+_NODE_INPUTS = frozenset({"derivative", "decompose", "save", "variadic"})
+
+
+def decomposition_rule(decompose: Callable, variadic: bool = False) -> Callable:
+    """The derivative of an op whose kernel ran but which has no rule of its own: its
+    decomposition is re-run from the saved operands and differentiated with autograd.grad, so
+    the gradient is the one the ops it is built from define (and with create_graph the re-run
+    stays in the graph). It costs a second forward: hot ops carry a derivative instead,
+    written with registered ops a backend can fuse."""
+    def rule(ctx, g):
+        from ..autograd.functional import grad
+        from .grad_mode import _state, enable_grad
+        create = _state.enabled
+        operands = ctx.saved
+        wanted = [t for t, nxt in zip(operands, ctx.next) if nxt is not None]
+        with enable_grad():
+            out = decompose(*((list(operands),) if variadic else operands), **ctx.attrs)
+            grads = iter(grad(out, wanted, g, create_graph=create, allow_unused=True))
+        return tuple(next(grads) if nxt is not None else None for nxt in ctx.next)
+    return rule
 
 
 def inherit(new: OpDef, old: OpDef) -> OpDef:

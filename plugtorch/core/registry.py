@@ -220,6 +220,12 @@ class Registrar:
                     "computes and differentiates, and keeps its signature and public function; "
                     "leave OpDef.function unset, or define an op under a new name."
                 )
+            if old.rule is not None and op.rule is None:
+                raise PluginError(
+                    f"plugin '{self.plugin_name}': the override of op '{op.name}' has no derivative and no "
+                    "decomposition, so gradients through it would be lost; give OpDef a derivative (or a "
+                    "decompose written with differentiable ops)."
+                )
             inherit(op, old)
         if op.primitive is not None and op.primitive not in PRIMITIVE_NAMES:
             raise PluginError(f"plugin '{self.plugin_name}': op '{op.name}' maps to '{op.primitive}', "

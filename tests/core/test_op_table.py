@@ -18,6 +18,7 @@ import pytest
 import plugtorch
 from plugtorch.core.dispatch import call_op
 from plugtorch.core.errors import PluginError
+from plugtorch.core.opdef import OpDef
 from plugtorch.core.optable import TABLE
 from plugtorch.core.plugins import unregister_plugin
 from plugtorch.core.registry import CORE_PLUGIN
@@ -161,6 +162,59 @@ def test_an_overriding_definition_is_what_runs(name, register):
     expected = _run(original, sample, "numpy")
     assert sum(counts.values()) == runs, f"op '{name}': the removed definition still runs"
     _same(original, sample, got, expected, "under an overriding definition")
+
+
+def _faces(opdef):
+    """Every public way to call the op: (label, call(*inputs, **kwargs))."""
+    name = opdef.name
+    out = []
+    if "plugtorch" in opdef.exposed and hasattr(plugtorch, name):
+        out.append((f"plugtorch.{name}", getattr(plugtorch, name)))
+    if "Tensor" in opdef.exposed and hasattr(plugtorch.Tensor, name):
+        out.append((f"Tensor.{name}", lambda x, *rest, **kw: getattr(x, name)(*rest, **kw)))
+    if "nn.functional" in opdef.exposed and hasattr(plugtorch.nn.functional, name):
+        out.append((f"nn.functional.{name}", getattr(plugtorch.nn.functional, name)))
+    if opdef.inplace and hasattr(plugtorch.Tensor, name + "_"):
+        # on a copy that is not a leaf, so the graph runs through the in-place form too
+        out.append((f"Tensor.{name}_", lambda x, *rest, **kw: getattr(x * 1, name + "_")(*rest, **kw)))
+    return out
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_an_override_runs_on_every_face_of_its_op(name, register):
+    """The fast paths of the public functions, methods and in-place forms (elementwise ops inline
+    dispatch) reach an overriding definition, forward and backward, as call_op does."""
+    original = plugtorch.get_registry().ops[name]
+    samples = [s for s in _candidates(original) if s.call is None]
+    faces = _faces(original)
+    if not samples or not faces:
+        pytest.skip(f"op '{name}' has no sample called by its name, or no public face")
+    counts = Counter()
+    spied = _spied(original, counts)
+    register(lambda r: r.add_op(spied, override=True))
+    computes = "lower" if spied.lower is not None else "decompose"
+    for label, face in faces:
+        ran = False  # some call through this face ran (others may not suit its signature)
+        for sample in samples:
+            want_grad = sample.grad and bool(_grad_positions(sample)) and original.derivative is not None
+            inputs = pt_inputs(sample, "numpy", requires_grad=want_grad)
+            before = dict(counts)
+            try:
+                out = face(*inputs, **sample.kwargs)
+            except (TypeError, RuntimeError, ValueError):
+                continue  # this face takes other arguments (Tensor.where's self is the input)
+            ran = True
+            if counts[computes] == before.get(computes, 0):
+                continue  # another op serves this call on this face (max(x) is amax)
+            live = [o for o in flat_outputs(out) if isinstance(o, plugtorch.Tensor) and o.requires_grad]
+            if want_grad and live:
+                plugtorch.autograd.grad(live, [_get(inputs, p) for p in _grad_positions(sample)],
+                                        [plugtorch.ones_like(o) for o in live], allow_unused=True)
+                assert counts["derivative"] > before.get("derivative", 0), \
+                    f"op '{name}' through {label}: the overriding derivative never ran in backward"
+            break
+        else:
+            assert not ran, f"op '{name}': calls through {label} ran, and none reached the overriding definition"
 
 
 # -- 2. a backend kernel is what runs ------------------------------------------------------------
@@ -359,3 +413,64 @@ def test_removing_the_core_or_an_unknown_plugin_is_refused():
         unregister_plugin(CORE_PLUGIN)
     with pytest.raises(PluginError, match="no plugin named 'nobody' is registered"):
         unregister_plugin("nobody")
+
+
+# -- 4. an override without a derivative is differentiated through its decomposition, whatever path runs it
+
+_LOG2E = 1.4426950408889634
+
+
+def _numpy_primitive(name):
+    return plugtorch.get_registry().backends["numpy"].primitives[name]
+
+
+# (op, its decomposition without a derivative, the kernel a plugin registers on NumPy, calls reaching
+# the op (each given fresh inputs that require grad), the gradient of each input of a sum of the result)
+_DECOMPOSED = {
+    "exp": (lambda x: plugtorch.pow(2.0, x * _LOG2E), lambda x: _numpy_primitive("exp")(x),
+            {"plugtorch.exp": lambda x: plugtorch.exp(x), "Tensor.exp": lambda x: x.exp(),
+             "Tensor.exp_": lambda x: (x * 1).exp_(), "call_op": lambda x: call_op("exp", (x,))},
+            lambda x: [np.exp(x)]),
+    "mul": (lambda a, b: ((a + b) ** 2 - (a - b) ** 2) / 4, lambda a, b: _numpy_primitive("mul")(a, b),
+            {"plugtorch.mul": lambda a, b: plugtorch.mul(a, b), "a * b": lambda a, b: a * b,
+             "a * number": lambda a: a * 3.0, "Tensor.mul_": lambda a, b: (a * 1).mul_(b),
+             "call_op": lambda a, b: call_op("mul", (a, b))},
+            lambda a, b: [b, a]),
+    "cast": (lambda x, *, dtype: x + plugtorch.zeros((), dtype=dtype),
+             lambda x, *, dtype: _numpy_primitive("cast")(x, dtype=dtype),
+             {"Tensor.double": lambda x: x.double(), "Tensor.to": lambda x: x.to(plugtorch.float64)},
+             lambda x: [np.ones_like(x)]),
+    "relu": (lambda x: x.clamp(min=0), lambda x: np.maximum(x, 0),
+             {"F.relu": lambda x: plugtorch.nn.functional.relu(x), "Tensor.relu": lambda x: x.relu(),
+              "plugtorch.relu": lambda x: plugtorch.relu(x), "Tensor.relu_": lambda x: (x * 1).relu_()},
+             lambda x: [(x > 0).astype(np.float32)]),
+}
+
+
+@pytest.mark.parametrize("name, path", [(n, p) for n, case in _DECOMPOSED.items() for p in case[2]])
+def test_an_override_with_a_decomposition_and_a_kernel_keeps_its_gradient_on_every_path(name, path, register):
+    decompose, kernel, paths, expected = _DECOMPOSED[name]
+    ran = []
+
+    def spy(*args, **kwargs):
+        ran.append(1)
+        return kernel(*args, **kwargs)
+    register(lambda r: (r.add_op(OpDef(name, decompose=decompose), override=True),
+                        r.add_kernel(name, "numpy", spy, override=True)))
+    values = [np.array([0.5, -1.25, 2.0], np.float32), np.array([1.5, 0.75, -2.0], np.float32)]
+    call = paths[path]
+    n = call.__code__.co_argcount
+    inputs = [plugtorch.tensor(v, requires_grad=True) for v in values[:n]]
+    out = call(*inputs)
+    assert ran, f"{path}: the plugin's kernel did not run"
+    assert out.requires_grad, f"{path}: the result of '{name}' lost its gradient"
+    out.sum().backward()
+    want = [np.full(3, 3.0, np.float32)] if path == "a * number" else expected(*values[:n])
+    for t, w in zip(inputs, want):
+        np.testing.assert_allclose(t.grad.numpy(), w, rtol=1e-5, atol=1e-6, err_msg=path)
+
+
+def test_an_override_that_drops_the_derivative_is_refused(register):
+    with pytest.raises(PluginError, match="override of op 'exp' has no derivative and no decomposition"):
+        register(lambda r: r.add_op(OpDef("exp", primitive="exp"), override=True))
+    assert TABLE["exp"].derivative is not None

@@ -71,7 +71,7 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
         out = wrap(kernel(input._data), b)
         if input.requires_grad and _grad.enabled:
             d = TABLE[name]
-            if d.derivative is not None:
+            if d.rule is not None:
                 record_one(out, d, input)
         return out
     fn.__name__ = fn.__qualname__ = name
@@ -253,7 +253,7 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
                 raise _broadcast_error(input.shape, other.shape, name, e) from None
             if _grad.enabled and (input.requires_grad or other.requires_grad):
                 d = TABLE[name]
-                if d.derivative is not None:
+                if d.rule is not None:
                     record_pair(out, d, input, other)
             return out
         if type(other) not in _NUMBER:
@@ -275,7 +275,7 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
                                f"{input.dtype.name} with the number {other!r})") from None
         if input.requires_grad and _grad.enabled:
             d = TABLE[name]
-            if d.derivative is not None:
+            if d.rule is not None:
                 record(out, d, (input, other))
         return out
     fn.__name__ = fn.__qualname__ = name
