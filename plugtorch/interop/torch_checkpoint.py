@@ -2,12 +2,10 @@
 
 Such a file is a zip archive: ``<name>/data.pkl`` is a pickle of the object with each
 tensor's storage replaced by a reference, and ``<name>/data/<key>`` holds that storage's
-raw bytes. Unpickling can call any function a file names, so this reader lets the pickle
-name only a short list of things (``ALLOWED``: torch's tensor rebuild functions, storage
-types, dtypes, ``OrderedDict``, ``torch.Size``...), each mapped to a function of ours that
-builds plain data, never to the real ``torch`` object. Anything else is refused before it
-is looked up, so nothing from the file ever runs: what ``torch.load(weights_only=True)``
-accepts is read, the rest is an :class:`UnsafeCheckpointError`. ``torch`` is not imported.
+raw bytes. :mod:`.torch_pickle` unpickles the pickle into plain data and placeholders without
+running any of it (what ``torch.load(weights_only=True)`` accepts is read, the rest is an
+:class:`UnsafeCheckpointError`); this module reads the records, and turns the placeholders
+into plugtorch objects. ``torch`` is not imported.
 
 Tensors come back as plugtorch tensors with their own memory (views into one storage are
 copied apart); bfloat16, which NumPy lacks, is widened exactly to float32.
@@ -24,169 +22,13 @@ import numpy as np
 
 from ..core.dtypes import dtype_from_name
 from ..core.ops.creation import from_numpy
+from .torch_pickle import _DTYPE_ALIASES, _DTYPES, UnsafeCheckpointError, _DType, _Storage, _TensorRef, _Unpickler
 
-__all__ = ["is_torch_zip", "load_torch_zip"]
-
-_STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
-             "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
-             "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
-             "BoolStorage": "bool"}
-_DTYPES = {"float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
-
-
-class UnsafeCheckpointError(RuntimeError):
-    """A file plugtorch.load refuses because reading it would mean running code from it."""
+__all__ = ["UnsafeCheckpointError", "is_torch_zip", "load_torch_zip"]
 
 
 def is_torch_zip(names) -> bool:
     return any(n == "data.pkl" or n.endswith("/data.pkl") for n in names)
-
-
-# -- placeholders: what the pickle builds, checked and turned into tensors afterwards ------
-
-class _Storage:
-    """A storage the pickle referred to: its bytes, read from the archive on first use."""
-
-    __slots__ = ("reader", "key", "dtype", "numel", "_array")
-
-    def __init__(self, reader, key: str, dtype: str, numel: int):
-        self.reader, self.key, self.dtype, self.numel = reader, key, dtype, numel
-        self._array = None
-
-    def array(self) -> np.ndarray:
-        if self._array is None:
-            self._array = self.reader.storage_bytes(self.key, self.dtype, self.numel)
-        return self._array
-
-    def __setstate__(self, state):
-        raise UnsafeCheckpointError("the pickle tries to set attributes on a storage")
-
-
-class _TensorRef:
-    __slots__ = ("array", "requires_grad", "parameter")
-
-    def __init__(self, array: np.ndarray, requires_grad: bool, parameter: bool = False):
-        self.array, self.requires_grad, self.parameter = array, requires_grad, parameter
-
-    def __setstate__(self, state):
-        raise UnsafeCheckpointError("the pickle tries to set attributes on a tensor")
-
-
-def _int(value, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise UnsafeCheckpointError(f"malformed tensor: {what} is {value!r}, not an int")
-    return value
-
-
-def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
-                       backward_hooks=None, metadata=None):
-    if not isinstance(storage, _Storage):
-        raise UnsafeCheckpointError(f"malformed tensor: its storage is a {type(storage).__name__}")
-    offset = _int(storage_offset, "the storage offset")
-    size = tuple(_int(s, "a size") for s in size)
-    stride = tuple(_int(s, "a stride") for s in stride)
-    if len(size) != len(stride) or offset < 0 or min(size + stride, default=0) < 0:
-        raise UnsafeCheckpointError(f"malformed tensor: size {size}, stride {stride}, offset {offset}")
-    base = storage.array()
-    if 0 not in size:  # the furthest element must lie inside the storage: never read past it
-        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-        if last >= storage.numel:
-            raise UnsafeCheckpointError(
-                f"malformed tensor: size {size} and stride {stride} at offset {offset} reach "
-                f"element {last} of a storage of {storage.numel}")
-        view = np.lib.stride_tricks.as_strided(base[offset:], size,
-                                               [s * base.itemsize for s in stride], writeable=False)
-    else:
-        view = np.empty(size, dtype=base.dtype)
-    return _TensorRef(np.array(view, copy=True, order="C"), bool(requires_grad))
-
-
-def _rebuild_parameter(data, requires_grad, backward_hooks=None, state=None):
-    if not isinstance(data, _TensorRef):
-        raise UnsafeCheckpointError(f"malformed parameter: its data is a {type(data).__name__}")
-    return _TensorRef(data.array, bool(requires_grad), parameter=True)
-
-
-def _rebuild_from_type_v2(func, new_type, args, state):
-    if func is not _rebuild_tensor_v2 or new_type not in (_TENSOR_TYPE, _PARAMETER_TYPE):
-        raise UnsafeCheckpointError("a tensor subclass other than torch.Tensor / nn.Parameter")
-    t = func(*args)
-    return _rebuild_parameter(t, t.requires_grad) if new_type is _PARAMETER_TYPE else t
-
-
-def _latin1_bytes(text, encoding="latin1"):
-    # protocol 2 spells bytes as _codecs.encode(str, "latin1"); any other codec is refused
-    if encoding != "latin1" or not isinstance(text, str):
-        raise UnsafeCheckpointError(f"_codecs.encode with encoding {encoding!r}")
-    return text.encode("latin1")
-
-
-class _TorchType:
-    """torch.Tensor / nn.Parameter as a type argument, never the class itself."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-_TENSOR_TYPE, _PARAMETER_TYPE = _TorchType("torch.Tensor"), _TorchType("torch.nn.Parameter")
-
-
-class _DType(str):
-    """A torch dtype named in the pickle (mapped to plugtorch's after unpickling)."""
-
-
-class _StorageType(str):
-    """A torch storage class named in a storage reference."""
-
-
-def _size(dims=()):
-    return tuple(dims)
-
-
-ALLOWED = {
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
-    ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
-    ("torch", "Tensor"): _TENSOR_TYPE,
-    ("torch.nn.parameter", "Parameter"): _PARAMETER_TYPE,
-    ("torch", "Size"): _size,
-    ("torch", "device"): str,
-    ("_codecs", "encode"): _latin1_bytes,
-    ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset,
-    ("__builtin__", "set"): set,  # protocol 2 spells builtins so
-    ("__builtin__", "frozenset"): frozenset,
-    **{("torch", name): _StorageType(name) for name in _STORAGES},
-    **{("torch", name): _DType(name) for name in (*_DTYPES, "bfloat16", "float", "double", "long",
-                                                   "half", "int", "short")},
-}
-_DTYPE_ALIASES = {"float": "float32", "double": "float64", "long": "int64", "half": "float16",
-                  "int": "int32", "short": "int16"}
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, fh, reader):
-        super().__init__(fh)
-        self.reader = reader
-
-    def find_class(self, module, name):
-        found = ALLOWED.get((module, name))
-        if found is None:
-            raise UnsafeCheckpointError(
-                f"its pickle asks for {module}.{name}, which is not a tensor, container, number or "
-                "string. plugtorch.load reads only what torch.load(weights_only=True) accepts and "
-                "looked nothing up, so no code from the file ran")
-        return found
-
-    def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise UnsafeCheckpointError(f"unknown persistent reference {pid!r:.80}")
-        _, storage_type, key, _location, numel = pid
-        if not isinstance(storage_type, _StorageType) or not isinstance(key, str):
-            raise UnsafeCheckpointError(f"malformed storage reference {pid!r:.80}")
-        return self.reader.storage(key, _STORAGES[storage_type], _int(numel, "a storage size"))
 
 
 class _Reader:
