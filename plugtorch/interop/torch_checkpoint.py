@@ -7,8 +7,11 @@ running any of it (what ``torch.load(weights_only=True)`` accepts is read, the r
 :class:`UnsafeCheckpointError`); this module reads the records, and turns the placeholders
 into plugtorch objects. ``torch`` is not imported.
 
-Tensors come back as plugtorch tensors with their own memory (views into one storage are
-copied apart); bfloat16, which NumPy lacks, is widened exactly to float32.
+Tensors come back as plugtorch tensors viewing their storage, as in PyTorch: tensors saved as
+views of one storage share its memory again, and a stride-0 view of four bytes stays four bytes
+however large its shape. Each storage is read once, so the tensors cost what the archive's
+records hold, never what their shapes claim. bfloat16, which NumPy lacks, is widened exactly
+to float32.
 """
 from __future__ import annotations
 
@@ -31,6 +34,11 @@ def is_torch_zip(names) -> bool:
     return any(n == "data.pkl" or n.endswith("/data.pkl") for n in names)
 
 
+# Copying tensors to another device copies each view apart (plugtorch has no strided views
+# there), so overlapping views would multiply the storages: this many times them is allowed.
+_DEVICE_COPY_FACTOR, _DEVICE_COPY_SLACK = 4, 64 << 20
+
+
 class _Reader:
     def __init__(self, zf: zipfile.ZipFile, name: str, pkl: str, map_location):
         self.zf, self.name, self.map_location = zf, name, map_location
@@ -41,6 +49,7 @@ class _Reader:
             raise UnsafeCheckpointError(f"unknown byte order {self.byteorder!r}")
         self._storages: dict[str, _Storage] = {}
         self.widened = False
+        self.stored_bytes = self.copied_bytes = 0
 
     def storage(self, key: str, dtype: str, numel: int) -> _Storage:
         if key not in self._storages:
@@ -61,14 +70,25 @@ class _Reader:
         if dtype == "bfloat16":  # the top half of a float32: widening is exact
             self.widened = True
             half = np.frombuffer(raw, dtype=order + "u2", count=numel).astype(np.uint32)
-            return (half << 16).view(np.float32)
-        if dtype == "bool":
-            return np.frombuffer(raw, dtype=np.uint8, count=numel).astype(np.bool_)
-        return np.frombuffer(raw, dtype=order + np.dtype(dtype).str[1:], count=numel).astype(dtype)
+            out = (half << 16).view(np.float32)
+        elif dtype == "bool":
+            out = np.frombuffer(raw, dtype=np.uint8, count=numel).astype(np.bool_)
+        else:
+            out = np.frombuffer(raw, dtype=order + np.dtype(dtype).str[1:], count=numel).astype(dtype)
+        self.stored_bytes += out.nbytes
+        return out
 
     def tensor(self, ref: _TensorRef):
         t = from_numpy(ref.array)
         if self.map_location is not None and str(self.map_location) not in ("cpu", t.backend):
+            self.copied_bytes += ref.array.nbytes
+            if self.copied_bytes > _DEVICE_COPY_FACTOR * self.stored_bytes + _DEVICE_COPY_SLACK:
+                raise UnsafeCheckpointError(
+                    f"moving its tensors to {self.map_location} would copy {self.copied_bytes} "
+                    f"bytes or more out of {self.stored_bytes} bytes of storage: its tensors "
+                    "overlap (stride 0, or many views of one storage), and each one moved is a "
+                    "copy. Load it with map_location='cpu', where views stay views, and move "
+                    "the tensors you need")
             t = t.to(device=self.map_location)
         if ref.parameter:
             from ..nn.parameter import Parameter

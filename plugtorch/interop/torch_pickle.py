@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import collections
 import pickle
+import reprlib
+import sys
 
 import numpy as np
 
@@ -35,7 +37,7 @@ class _Storage:
 
     def __init__(self, reader, key: str, dtype: str, numel: int):
         self.reader, self.key, self.dtype, self.numel = reader, key, dtype, numel
-        self._array = None
+        self._array: np.ndarray | None = None
 
     def array(self) -> np.ndarray:
         if self._array is None:
@@ -56,9 +58,28 @@ class _TensorRef:
         raise UnsafeCheckpointError("the pickle tries to set attributes on a tensor")
 
 
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother = 3, 30, 30
+_SHOW.maxtuple = _SHOW.maxlist = _SHOW.maxdict = _SHOW.maxset = _SHOW.maxfrozenset = 3
+
+
+def _show(value) -> str:
+    """A short repr of something from the pickle, which may be huge, shared or deeply nested."""
+    if isinstance(value, int) and value.bit_length() > 64:  # repr of a huge int is refused
+        return f"an int of {value.bit_length()} bits"
+    return _SHOW.repr(value)
+
+
+# Sizes, strides and offsets above this are no tensor's, and their byte counts overflow NumPy.
+_LARGEST = sys.maxsize // 16
+
+
 def _int(value, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise UnsafeCheckpointError(f"malformed tensor: {what} is {value!r}, not an int")
+        raise UnsafeCheckpointError(f"malformed tensor: {what} is {_show(value)}, not an int")
+    if not -_LARGEST <= value <= _LARGEST:
+        raise UnsafeCheckpointError(f"malformed tensor: {what} is {_show(value)}, larger than any "
+                                    "tensor's")
     return value
 
 
@@ -67,22 +88,27 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     if not isinstance(storage, _Storage):
         raise UnsafeCheckpointError(f"malformed tensor: its storage is a {type(storage).__name__}")
     offset = _int(storage_offset, "the storage offset")
+    if not isinstance(size, (tuple, list)) or not isinstance(stride, (tuple, list)) or len(size) > 64:
+        raise UnsafeCheckpointError(f"malformed tensor: size {_show(size)}, stride {_show(stride)}")
     size = tuple(_int(s, "a size") for s in size)
     stride = tuple(_int(s, "a stride") for s in stride)
     if len(size) != len(stride) or offset < 0 or min(size + stride, default=0) < 0:
         raise UnsafeCheckpointError(f"malformed tensor: size {size}, stride {stride}, offset {offset}")
     base = storage.array()
-    if 0 not in size:  # the furthest element must lie inside the storage: never read past it
-        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-        if last >= storage.numel:
-            raise UnsafeCheckpointError(
-                f"malformed tensor: size {size} and stride {stride} at offset {offset} reach "
-                f"element {last} of a storage of {storage.numel}")
-        view = np.lib.stride_tricks.as_strided(base[offset:], size,
-                                               [s * base.itemsize for s in stride], writeable=False)
-    else:
-        view = np.empty(size, dtype=base.dtype)
-    return _TensorRef(np.array(view, copy=True, order="C"), bool(requires_grad))
+    if 0 in size:
+        return _TensorRef(np.empty(size, dtype=base.dtype), bool(requires_grad))
+    # the furthest element must lie inside the storage: never read past it
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+    if last >= storage.numel:
+        raise UnsafeCheckpointError(
+            f"malformed tensor: size {size} and stride {stride} at offset {offset} reach "
+            f"element {last} of a storage of {storage.numel}")
+    # A view of the storage, as torch.load gives: tensors saved as views of one storage share it
+    # again, and a stride-0 view costs nothing however large its shape (copying one out could
+    # turn four bytes into 16 GiB). Writes go to the storage; plugtorch, like torch, refuses
+    # in-place writes to a tensor whose elements overlap.
+    view = np.lib.stride_tricks.as_strided(base[offset:], size, [s * base.itemsize for s in stride])
+    return _TensorRef(view, bool(requires_grad))
 
 
 def _rebuild_parameter(data, requires_grad, backward_hooks=None, state=None):
@@ -166,8 +192,9 @@ class _Unpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise UnsafeCheckpointError(f"unknown persistent reference {pid!r:.80}")
+            raise UnsafeCheckpointError(f"unknown persistent reference {_show(pid)}")
         _, storage_type, key, _location, numel = pid
-        if not isinstance(storage_type, _StorageType) or not isinstance(key, str):
-            raise UnsafeCheckpointError(f"malformed storage reference {pid!r:.80}")
-        return self.reader.storage(key, _STORAGES[storage_type], _int(numel, "a storage size"))
+        if not isinstance(storage_type, _StorageType) or not isinstance(key, str) or \
+                _int(numel, "a storage size") < 0:
+            raise UnsafeCheckpointError(f"malformed storage reference {_show(pid)}")
+        return self.reader.storage(key, _STORAGES[storage_type], numel)

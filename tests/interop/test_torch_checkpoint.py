@@ -1,11 +1,13 @@
 """plugtorch.load reads torch.save files without running code, and refuses malicious ones."""
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
 import subprocess
 import sys
+import tracemalloc
 import zipfile
 from collections import OrderedDict
 
@@ -59,7 +61,7 @@ def test_everything_weights_only_accepts(torch, tmp_path):
     assert out["nested"] == {"lr": 0.1, "name": "adam", "none": None}
     assert out["half"].dtype is plugtorch.float16 and out["bf16"].dtype is plugtorch.float32
     assert out["bf16"].item() == 1.5
-    out["transposed"].add_(1)  # each tensor owns writable memory
+    out["transposed"].add_(1)  # writable, as torch.load's tensors are
 
 
 def test_a_big_endian_archive_is_byteswapped(torch, tmp_path):
@@ -178,32 +180,122 @@ def test_extension_codes_cannot_smuggle_a_global(tmp_path):
     assert not os.path.exists(marker)
 
 
+def _push(n: int) -> bytes:
+    """The opcodes that push the int ``n`` (BININT1, BININT or LONG1, as pickle picks)."""
+    return pickle.dumps(n, protocol=2)[2:-1]
+
+
+def _ints(values) -> bytes:
+    return b"(" + b"".join(_push(v) for v in values) + b"t"
+
+
 def _storage_ref(key: str, numel: int) -> bytes:
     return (b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX" + len(key).to_bytes(4, "little")
-            + key.encode() + b"X\x03\x00\x00\x00cpuK" + bytes([numel]) + b"tQ")
+            + key.encode() + b"X\x03\x00\x00\x00cpu" + _push(numel) + b"tQ")
 
 
-def test_out_of_bounds_views_are_refused_not_read(tmp_path):
-    # a tensor of 4 elements claimed over a storage of 2: reading it would leak memory
-    payload = (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(" + _storage_ref("0", 2)
-               + b"K\x00K\x04\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR.")
-    _archive(tmp_path / "oob.pt", payload, {"0": np.ones(2, np.float32).tobytes()})
-    with pytest.raises(UnsafeCheckpointError, match="reach element 3 of a storage of 2"):
+def _tensor(numel: int, offset: int, size, stride) -> bytes:
+    """The opcodes torch.save writes for a float32 tensor viewing storage "0" of ``numel``."""
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n(" + _storage_ref("0", numel) + _push(offset)
+            + _ints(size) + _ints(stride) + b"\x89ccollections\nOrderedDict\n)RtR")
+
+
+@pytest.mark.parametrize("offset, size, stride, match", [
+    (0, (4,), (1,), "reach element 3 of a storage of 2"),       # 4 elements over a storage of 2
+    (5, (1,), (1,), "reach element 5 of a storage of 2"),       # an offset past the end
+    (0, (2, 2), (1, 2**40), "reach element 1099511627777 of"),  # a stride past the end
+    (0, (2**70,), (0,), "a size is an int of 71 bits, larger than any tensor's"),
+    (-1, (1,), (1,), "offset -1"),
+])
+def test_out_of_bounds_views_are_refused_not_read(tmp_path, offset, size, stride, match):
+    # reading such a view would leak whatever memory follows the storage
+    _archive(tmp_path / "oob.pt", b"\x80\x02" + _tensor(2, offset, size, stride) + b".",
+             {"0": np.ones(2, np.float32).tobytes()})
+    with pytest.raises(UnsafeCheckpointError, match=match):
         plugtorch.load(tmp_path / "oob.pt")
 
 
 def test_setting_attributes_on_a_tensor_is_refused(tmp_path):
     # BUILD after the rebuild: a pickle trying to overwrite a tensor's internals
-    payload = (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(" + _storage_ref("0", 2)
-               + b"K\x00K\x02\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR}X\x05\x00\x00\x00_dataK\x01sb.")
+    payload = b"\x80\x02" + _tensor(2, 0, (2,), (1,)) + b"}X\x05\x00\x00\x00_dataK\x01sb."
     _archive(tmp_path / "build.pt", payload, {"0": np.ones(2, np.float32).tobytes()})
     with pytest.raises(UnsafeCheckpointError, match="set attributes on a tensor"):
         plugtorch.load(tmp_path / "build.pt")
 
 
 def test_a_truncated_storage_is_refused(tmp_path):
-    payload = (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(" + _storage_ref("0", 4)
-               + b"K\x00K\x04\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR.")
-    _archive(tmp_path / "short.pt", payload, {"0": b"\x00" * 8})
+    _archive(tmp_path / "short.pt", b"\x80\x02" + _tensor(4, 0, (4,), (1,)) + b".", {"0": b"\x00" * 8})
     with pytest.raises(UnsafeCheckpointError, match="fewer than its 4 elements"):
         plugtorch.load(io.BytesIO((tmp_path / "short.pt").read_bytes()))
+
+
+# -- what a small file may cost: views stay views, and nothing is allocated on the pickle's word --
+
+@contextlib.contextmanager
+def _memory_ceiling(extra: int = 256 << 20):
+    """Cap this process's address space at what it maps now plus ``extra`` bytes, so that a
+    runaway allocation fails with MemoryError instead of exhausting the machine (Linux; where
+    there is no /proc the cap is skipped and the tracemalloc bound of _bounded_load still holds)."""
+    try:
+        import resource
+        with open("/proc/self/statm") as statm:
+            mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    ceiling = min(limit for limit in (mapped + extra, soft, hard) if limit != resource.RLIM_INFINITY)
+    resource.setrlimit(resource.RLIMIT_AS, (ceiling, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _bounded_load(load, budget: int):
+    """``load()``, failing the test if Python and NumPy together allocate more than ``budget``
+    bytes at once during it."""
+    tracemalloc.start()
+    try:
+        with _memory_ceiling():
+            out = load()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= budget, f"loading took {peak} bytes at its peak, more than {budget}"
+    return out
+
+
+def test_a_stride_0_view_stays_a_view(tmp_path):
+    # four bytes seen as 65536 x 65536: copied out, that would be 16 GiB
+    _archive(tmp_path / "wide.pt", b"\x80\x02" + _tensor(1, 0, (65536, 65536), (0, 0)) + b".",
+             {"0": np.float32(2.5).tobytes()})
+    t = _bounded_load(lambda: plugtorch.load(tmp_path / "wide.pt"), 1 << 20)
+    assert t.shape == (65536, 65536) and t.stride() == (0, 0)
+    assert t[12345, 54321].item() == 2.5
+    with pytest.raises(RuntimeError, match="refers to a single memory location"):
+        t.add_(1)  # as torch: writing through a view whose elements overlap is refused
+
+
+def test_views_of_one_storage_share_it_as_in_torch(torch, tmp_path):
+    base = torch.arange(12.0).view(3, 4)
+    saved = {"base": base, "row": base[1], "column": base[:, 2], "t": base.t(),
+             "expanded": torch.arange(3.0).expand(2, 3)}
+    torch.save(saved, tmp_path / "views.pt")
+    ours, theirs = plugtorch.load(tmp_path / "views.pt"), torch.load(tmp_path / "views.pt")
+    for key in saved:
+        assert ours[key].stride() == theirs[key].stride(), key
+    for out in (ours, theirs):
+        out["row"].mul_(10)
+        out["t"][2, 0] = -1.0  # base[0, 2], which "column" sees too
+    for key in saved:
+        np.testing.assert_array_equal(ours[key].numpy(), theirs[key].numpy(), err_msg=key)
+    assert ours["base"][1, 0].item() == 40.0 and ours["column"][0].item() == -1.0
+
+
+def test_moving_overlapping_views_to_another_device_is_bounded(tmp_path):
+    # another device gets copies, not views: 4 bytes as 2**25 elements would be 128 MiB there
+    _archive(tmp_path / "wide.pt", b"\x80\x02" + _tensor(1, 0, (2**25,), (0,)) + b".",
+             {"0": np.float32(1.0).tobytes()})
+    with pytest.raises(UnsafeCheckpointError, match="map_location='cpu', where views stay views"):
+        _bounded_load(lambda: plugtorch.load(tmp_path / "wide.pt", map_location="cuda"), 1 << 20)
