@@ -195,7 +195,7 @@ def _check_fused_matches_plain(op, forward, names, grads):
     for dev in (PLAIN, FUSED):
         inputs = _inputs(plugtorch, dev, names, grads)
         y, loss = forward(plugtorch, *inputs)
-        assert y.grad_fn.name == name, f"{op} on {dev}: the output's node is {y.grad_fn.name}"
+        assert y.grad_fn.op == name, f"{op} on {dev}: the output's node is {y.grad_fn.op}"
         loss.backward()
         results.append([y.detach().numpy()] + [t.grad.numpy() for t in inputs if t.grad is not None])
     for fused, plain in zip(results[1], results[0]):

@@ -82,7 +82,7 @@ def to_dot(tensor, params: dict | None = None, show_attrs: bool = False) -> str:
             label = f"{name}\n{_shape(var.shape)} {var.dtype.name}\nrequires_grad"
             lines.append(f"  {nid} [label={_quote(label)}, fillcolor={_GRAD_COLOR}, shape=ellipse];")
             continue
-        label = fn.name_()
+        label = fn.name()
         inputs = getattr(fn, "meta", None) or ()
         if inputs:  # a number or None operand has no shape
             label += "\n" + ", ".join(_shape(m[0]) if m is not None else "number" for m in inputs)

@@ -52,9 +52,6 @@ class FunctionCtx(Node):
         self._outputs = ()   # per forward output: (shape, dtype, backend) of a tensor, else None
         self._single = None  # index of the one differentiable output, when there is one
 
-    def name_(self) -> str:
-        return type(self).__name__
-
     def saved_name(self, i: int) -> str:
         return f"saved tensor {i}"
 
@@ -161,7 +158,7 @@ def _function_rule(ctx, g):
         if len(result) > n and all(r is None for r in result[n:]):
             result = result[:n]
         else:
-            raise RuntimeError(f"function {ctx.name_()} returned an incorrect number of gradients "
+            raise RuntimeError(f"function {ctx.name()} returned an incorrect number of gradients "
                                f"(expected {n}, got {len(result)})")
     for i, (r, m) in enumerate(zip(result, ctx.meta)):
         if r is None:
@@ -170,7 +167,7 @@ def _function_rule(ctx, g):
             raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
         if m is None:
             raise RuntimeError(
-                f"function {ctx.name_()} returned a gradient different than None at position "
+                f"function {ctx.name()} returned a gradient different than None at position "
                 f"{i + 1}, but the corresponding forward input was not a Variable")
     return result
 

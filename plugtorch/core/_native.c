@@ -1,10 +1,11 @@
 /* The core's hottest paths in C, each doing what its Python twin does (native.py says which).
 
    wrap(data, backend, requires_grad=False): dispatch.wrap, a Tensor around a backend array.
-   node(name, rule, next, meta, saved, output, attrs): Node(...) as graph.py's __init__ makes it.
+   node(cls, op, rule, next, meta, saved, output, attrs): cls(op, ...) as graph.py's Node.__init__
+       makes it, cls being Node or a class of a built-in op's nodes (node_names.named_class).
    drain(ready, pending, deps, retain_graph, create_graph, step): the backward loop.
 
-   drain pops nodes off the walk's ready list and, for a built-in op's Node with no pre-hook and
+   drain pops nodes off the walk's ready list and, for a built-in op's node with no pre-hook and
    a gradient, and for a leaf's AccumulateGrad with no pre-hook, does what engine._Walk.step
    does, in the same order: the version check, the rule, the count check, releasing the saved
    values, fitting each gradient to its input (engine._fit_to_input), summing gradients that
@@ -13,14 +14,14 @@
    one) goes to step itself. The Python helpers it calls are engine.py's (configure_walk).
 
    Node and Tensor are __slots__ classes: their fields are read and set at the offsets their
-   member descriptors give (configure_types), after an exact type check for Node and an
-   instance check for Tensor (subclasses keep the layout); anything else goes through getattr
-   and fails as Python would. */
+   member descriptors give (configure_types), after a type check for Node (itself, or a subclass
+   that adds no fields: is_op_node) and an instance check for Tensor (subclasses keep the
+   layout); anything else goes through getattr and fails as Python would. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
-#define ABI 3 /* native.py checks it: a stale build of older sources is not used */
+#define ABI 4 /* native.py checks it: a stale build of older sources is not used */
 
 static PyTypeObject *node_type, *acc_type, *tensor_type;
 static PyObject *fn_accumulate, *fn_add, *fn_fit, *fn_check_versions, *fn_wrong_count, *fn_post_hooks;
@@ -29,7 +30,7 @@ static PyObject *s_shape, *one, *zero; /* interned "shape", and the ints 1 and 0
 static PyObject *s_dtype_of; /* interned "dtype_of" */
 
 /* slot offsets: Node's, AccumulateGrad's and Tensor's */
-static Py_ssize_t n_name, n_rule, n_next, n_meta, n_saved, n_versions, n_output, n_attrs, n_pre_hooks,
+static Py_ssize_t n_op, n_rule, n_next, n_meta, n_saved, n_versions, n_output, n_attrs, n_pre_hooks,
     n_released, n_trace;
 static Py_ssize_t a_variable, a_pre_hooks, a_post_hooks;
 static Py_ssize_t t_data, t_backend, t_dtype, t_requires_grad, t_grad, t_grad_fn, t_vc, t_accum, t_retains_grad;
@@ -82,7 +83,7 @@ static PyObject *version_of(PyObject *t) {
 
 /* The fields node() and wrap() set, in the classes' __slots__ order: the module exports them
    (NODE_FIELDS, TENSOR_FIELDS) and native.py checks the classes have these and no others. */
-static const char *const node_names[] = {"name", "rule", "next", "meta", "saved", "versions", "output",
+static const char *const node_names[] = {"op", "rule", "next", "meta", "saved", "versions", "output",
                                          "attrs", "pre_hooks", "released", "trace", NULL};
 static const char *const tensor_names[] = {"_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn",
                                            "_vc", "_accum", "_retains_grad", NULL};
@@ -98,7 +99,7 @@ static PyObject *configure_types(PyObject *self, PyObject *args) {
     PyObject *node, *acc, *tensor;
     if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &node, &PyType_Type, &acc, &PyType_Type, &tensor))
         return NULL;
-    Py_ssize_t *node_offsets[] = {&n_name, &n_rule, &n_next, &n_meta, &n_saved, &n_versions, &n_output,
+    Py_ssize_t *node_offsets[] = {&n_op, &n_rule, &n_next, &n_meta, &n_saved, &n_versions, &n_output,
                                   &n_attrs, &n_pre_hooks, &n_released, &n_trace};
     static const char *const acc_names[] = {"variable", "pre_hooks", "post_hooks", NULL};
     Py_ssize_t *acc_offsets[] = {&a_variable, &a_pre_hooks, &a_post_hooks};
@@ -334,6 +335,13 @@ static int run_leaf(PyObject *node, PyObject *g, PyObject *create_graph) {
     return 0;
 }
 
+/* Node, or a class of a built-in op's nodes (node_names.named_class): a Node subclass that adds no
+   fields and no __dict__, so its slots sit where Node's do. A Function's ctx adds fields: not one. */
+static int is_op_node(PyTypeObject *tp) {
+    return tp == node_type || (tp->tp_base == node_type && tp->tp_basicsize == node_type->tp_basicsize &&
+                               tp->tp_dictoffset == 0);
+}
+
 /* drain(ready, pending, deps, retain_graph, create_graph, step): run nodes until none is ready. */
 static PyObject *drain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyDict_CheckExact(args[2])) {
@@ -373,7 +381,7 @@ static PyObject *drain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         }
         int err;
         PyTypeObject *tp = Py_TYPE(node);
-        if (tp == node_type && g != Py_None && SLOT(node, n_pre_hooks) == Py_None &&
+        if (is_op_node(tp) && g != Py_None && SLOT(node, n_pre_hooks) == Py_None &&
             SLOT(node, n_released) == Py_False) {
             err = run_node(node, g, pending, deps, ready, retain_graph, create_graph);
         } else if (tp == acc_type && SLOT(node, a_pre_hooks) == Py_None) {
@@ -433,18 +441,25 @@ static PyObject *wrap(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 static PyObject *node(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "node(name, rule, next, meta, saved, output, attrs)");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "node(cls, op, rule, next, meta, saved, output, attrs)");
         return NULL;
     }
     if (node_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_native.node before configure_types");
         return NULL;
     }
-    PyObject *n = node_type->tp_alloc(node_type, 0);
+    if (!PyType_Check(args[0]) || !is_op_node((PyTypeObject *)args[0])) {
+        PyErr_Format(PyExc_TypeError, "_native.node: %R is not Node or a Node subclass that adds no fields",
+                     args[0]);
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *n = cls->tp_alloc(cls, 0);
     if (n == NULL)
         return NULL;
-    SLOT(n, n_name) = Py_NewRef(args[0]);
+    args++; /* the fields, as Node(...) takes them */
+    SLOT(n, n_op) = Py_NewRef(args[0]);
     SLOT(n, n_rule) = Py_NewRef(args[1]);
     SLOT(n, n_next) = Py_NewRef(args[2]);
     SLOT(n, n_meta) = Py_NewRef(args[3]);
@@ -467,7 +482,7 @@ static PyMethodDef methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))wrap, METH_FASTCALL,
      "wrap(data, backend, requires_grad=False): a new Tensor around a native array (dispatch.wrap)"},
     {"node", (PyCFunction)(void (*)(void))node, METH_FASTCALL,
-     "node(name, rule, next, meta, saved, output, attrs): a graph Node, as Node(...) makes it"},
+     "node(cls, op, rule, next, meta, saved, output, attrs): a graph node of class cls, as cls(op, ...) makes it"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,6 +33,6 @@ def check_grads(node, grads) -> None:
         if not bool(g.isfinite().all()):
             where = node.trace or "(node created before anomaly detection was enabled)\n"
             raise RuntimeError(
-                f"Function '{node.name_()}' returned nan or inf values in its {i}th output.\n"
-                f"The forward op '{node.name}' that produced it was created at:\n{where}"
+                f"Function '{node.name()}' returned nan or inf values in its {i}th output.\n"
+                f"The forward op '{node.op}' that produced it was created at:\n{where}"
             )

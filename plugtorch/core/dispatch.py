@@ -13,7 +13,8 @@ from typing import Any
 from . import anomaly, native
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
-from .graph import AccumulateGrad, Node
+from .graph import AccumulateGrad
+from .node_names import class_for
 from .optable import TABLE
 
 __all__ = ["call_op", "call_op1", "record", "record_one", "record_pair", "wrap", "edge", "needs_grad",
@@ -43,8 +44,15 @@ python_wrap = wrap  # the reference, which tests compare _native.c's with
 if native.ext is not None:  # the same, in C (_native.c; tensor.py gives it the Tensor class)
     wrap = native.ext.wrap
 
-# Node(...) as the records below make it: in C where the core's C paths run (the same fields)
-make_node = native.ext.node if native.ext is not None else Node
+
+
+def python_make_node(cls, *fields):
+    """``cls(*fields)``: a graph node of class ``cls`` (a Node that adds no fields)."""
+    return cls(*fields)
+
+
+# the records below make their nodes with it: in C where the core's C paths run (the same fields)
+make_node = native.ext.node if native.ext is not None else python_make_node
 
 
 def edge(t):
@@ -119,7 +127,9 @@ def record(out, opdef, operands, attrs=NO_ATTRS):
         saved = operands if type(operands) is tuple else tuple(operands)
     else:
         saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
-    node = make_node(opdef.name, opdef.rule, tuple(edges), tuple(meta), saved, None, attrs)
+    meta = tuple(meta)
+    node = make_node(opdef.node_class or class_for(opdef.name, meta, attrs), opdef.name, opdef.rule, tuple(edges),
+                     meta, saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
 
@@ -133,8 +143,9 @@ def record_one(out, opdef, x, attrs=NO_ATTRS):
         saved = (x,)
     else:
         saved = (None,)
-    node = make_node(opdef.name, opdef.rule, (edge(x),), ((x._data.shape, x.dtype),), saved, None,
-                     attrs)
+    meta = ((x._data.shape, x.dtype),)
+    node = make_node(opdef.node_class or class_for(opdef.name, meta, attrs), opdef.name, opdef.rule, (edge(x),),
+                     meta, saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
 
@@ -147,8 +158,9 @@ def record_pair(out, opdef, a, b):
         saved = (a, b)
     else:
         saved = (a if 0 in positions else None, b if 1 in positions else None)
-    node = make_node(opdef.name, opdef.rule, (edge(a), edge(b)),
-                     ((a._data.shape, a.dtype), (b._data.shape, b.dtype)), saved, None, NO_ATTRS)
+    meta = ((a._data.shape, a.dtype), (b._data.shape, b.dtype))
+    node = make_node(opdef.node_class or class_for(opdef.name, meta, NO_ATTRS), opdef.name, opdef.rule,
+                     (edge(a), edge(b)), meta, saved, None, NO_ATTRS)
     if positions is True and not opdef.saves_output and not anomaly._state.enabled:
         # mul's and div's: _attach's work for two saved tensors, inline (0.2 us of a 2 us op)
         node.versions = (a._vc[0], b._vc[0])

@@ -67,7 +67,7 @@ def _fit_to_input(node, i, g):
             g = sum_to(g, shape)
         except ValueError:
             raise RuntimeError(
-                f"Function {node.name_()} returned an invalid gradient at index {i} - got "
+                f"Function {node.name()} returned an invalid gradient at index {i} - got "
                 f"{list(g.shape)} but expected shape compatible with {list(shape)}"
             ) from None
     if g.dtype is not dtype and dtype.is_floating_point:
@@ -215,7 +215,7 @@ class _Walk:
 
 def _wrong_count(node, grads):
     raise RuntimeError(
-        f"function {node.name_()} returned an incorrect number of gradients "
+        f"function {node.name()} returned an incorrect number of gradients "
         f"(expected {len(node.next)}, got {len(grads)})"
     )
 
@@ -249,7 +249,7 @@ def _check_versions(node):
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: [{t.dtype.name} {list(t.shape)}], which is {what} of "
-                f"{node.name_()}, is at version {t._vc[0]}; expected version {v} instead. "
+                f"{node.name()}, is at version {t._vc[0]}; expected version {v} instead. "
                 "Hint: enable anomaly detection to find the operation that failed to compute its "
                 "gradient, with plugtorch.autograd.set_detect_anomaly(True)."
             )

@@ -26,11 +26,15 @@ _FREED_MSG = (
 
 
 class Node:
-    __slots__ = ("name", "rule", "next", "meta", "saved", "versions", "output", "attrs",
+    """A node of the graph. Built-in ops make their nodes of a subclass named as torch names the
+    node (``MmBackward0``: ``node_names.class_for``), which adds no fields; ``op`` is the op's name
+    in the op table (``"matmul"``)."""
+
+    __slots__ = ("op", "rule", "next", "meta", "saved", "versions", "output", "attrs",
                  "pre_hooks", "released", "trace", "__weakref__")
 
-    def __init__(self, name, rule, next_, meta, saved, output, attrs):
-        self.name = name
+    def __init__(self, op, rule, next_, meta, saved, output, attrs):
+        self.op = op
         self.rule = rule
         self.next = next_          # per input: Node, AccumulateGrad or None
         self.meta = meta           # per input: (shape, dtype), or None for a number/None operand
@@ -57,11 +61,13 @@ class Node:
         return self.saved
 
     def __repr__(self) -> str:
-        return f"<{self.name_()}>"
+        return f"<{self.name()}>"
 
-    def name_(self) -> str:
+    def name(self) -> str:
         """torch's name for the node: ``log_softmax`` -> ``LogSoftmaxBackward0``, a custom op
         ``mylib::swish`` -> ``MylibSwishBackward0``; exceptions in ``node_names``."""
+        if type(self) is not Node:
+            return type(self).__name__
         from .node_names import torch_name
         return torch_name(self)
 
@@ -80,7 +86,7 @@ class OutputNode:
 
     The engine files the gradient reaching it under ``index`` in the list of per-output
     gradients ``fn`` receives (length ``fn.n_outputs``; None where nothing arrived).
-    Anything else read off it (``name_()``, ``saved_tensors``, ``next_functions``, attributes
+    Anything else read off it (``name()``, ``saved_tensors``, ``next_functions``, attributes
     a Function set on its ctx) is ``fn``'s, as torch's ``grad_fn`` of every output is the
     Function's one node.
     """
@@ -99,7 +105,7 @@ class OutputNode:
         return getattr(self.fn, name)
 
     def __repr__(self) -> str:
-        return f"<{self.fn.name_()}>"
+        return f"<{self.fn.name()}>"
 
     @property
     def next_functions(self):
@@ -110,7 +116,6 @@ class AccumulateGrad:
     """The graph node of a leaf tensor that requires grad: sums gradients into ``.grad``."""
 
     __slots__ = ("variable", "pre_hooks", "post_hooks", "__weakref__")
-    name = "AccumulateGrad"
     next = ()
 
     def __init__(self, variable):
@@ -121,8 +126,8 @@ class AccumulateGrad:
     def __repr__(self) -> str:
         return "<AccumulateGrad>"
 
-    def name_(self) -> str:
-        return "AccumulateGrad"
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"  # what torch's says
 
     @property
     def next_functions(self):

@@ -4,7 +4,7 @@ Three small functions stand in for the hottest Python in the core, each with the
 as its Python twin, which stays the reference:
 
 - ``wrap``: a Tensor around a backend array (``dispatch.wrap``);
-- ``node``: a graph Node as ``Node(...)`` makes it (the records in ``dispatch``);
+- ``node``: a graph node as ``cls(op, ...)`` makes it (the records in ``dispatch``);
 - ``drain``: the backward loop, ``engine._Walk.step`` for built-in op nodes and leaves.
 
 At small sizes this is where the time goes: a 10-op chain with its backward on (8, 8) tensors
@@ -19,7 +19,7 @@ import os
 import sys
 from types import ModuleType
 
-ABI = 3  # _native.c's ABI constant: they change together
+ABI = 4  # _native.c's ABI constant: they change together
 
 
 def _load() -> tuple[ModuleType | None, str]:

@@ -1,14 +1,18 @@
-"""torch's names for the graph nodes of plugtorch's ops (``grad_fn=<NllLossBackward0>``).
+"""torch's names for the graph nodes of plugtorch's ops (``grad_fn=<NllLossBackward0>``), and
+a class of that name per node kind, as torch has: ``type(t.grad_fn).__name__`` is
+``"MmBackward0"``, which graph visualisers and user code dispatch on.
 
 By default a node is named after its op in torch's style (``log_softmax`` ->
 ``LogSoftmaxBackward0``). Where torch's node has another name — it records the aten op
 the call lowered to (``cross_entropy`` ends in ``nll_loss``), or numbers overloads
 (``sum()`` vs ``sum(dim)``) — the table below gives it, read off the node's attrs and
-operand metadata. Users and doctests read these names in reprs.
+operand metadata (``meta``: per operand, (shape, dtype) or None for a number).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from .graph import Node
 
 
 def _camel(name: str) -> str:
@@ -16,29 +20,28 @@ def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.replace("::", "_").split("_"))
 
 
-def _pow(node) -> str:  # pow(Tensor, Scalar) is overload 0, pow(Tensor, Tensor) overload 1
-    return "PowBackward1" if node.meta[1] is not None else "PowBackward0"
+def _pow(meta, attrs) -> str:  # pow(Tensor, Scalar) is overload 0, pow(Tensor, Tensor) overload 1
+    return "PowBackward1" if meta[1] is not None else "PowBackward0"
 
 
-def _reduction(base: str) -> Callable[[Any], str]:
+def _reduction(base: str) -> Callable[[Any, Any], str]:
     # sum() / mean() are overload 0; with a dim, overload 1
-    return lambda node: f"{base}Backward{0 if node.attrs.get('axes') is None else 1}"
+    return lambda meta, attrs: f"{base}Backward{0 if attrs.get('axes') is None else 1}"
 
 
-def _extreme(whole: str, camel: str) -> Callable[[Any], str]:
+def _extreme(whole: str, camel: str) -> Callable[[Any, Any], str]:
     # x.max() is torch's max overload 1; amax(x, dim) keeps its own name
-    return lambda node: whole if node.attrs.get("axes") is None else f"{camel}Backward0"
+    return lambda meta, attrs: whole if attrs.get("axes") is None else f"{camel}Backward0"
 
 
-def _matmul(node) -> str:
-    shapes = [m[0] for m in node.meta]
-    if all(len(s) == 2 for s in shapes):
+def _matmul(meta, attrs) -> str:
+    if len(meta[0][0]) == 2 and len(meta[1][0]) == 2:
         return "MmBackward0"
     return "UnsafeViewBackward0"  # torch folds batched products into bmm and views back
 
 
-def _getitem(node) -> str:
-    index = node.attrs.get("index", ())
+def _getitem(meta, attrs) -> str:
+    index = attrs.get("index", ())
     if any(hasattr(k, "dtype") for k in index):
         return "IndexBackward0"
     if any(isinstance(k, int) for k in index):
@@ -46,25 +49,25 @@ def _getitem(node) -> str:
     return "SliceBackward0"
 
 
-def _scatter(node) -> str:  # scatter(value=) is overload 1
-    return "ScatterBackward1" if node.meta[2] is None else "ScatterBackward0"
+def _scatter(meta, attrs) -> str:  # scatter(value=) is overload 1
+    return "ScatterBackward1" if meta[2] is None else "ScatterBackward0"
 
 
-def _squeeze(node) -> str:  # squeeze(), squeeze(dim), squeeze(dims) are overloads 0, 1, 2
-    dim = node.attrs.get("dim")
+def _squeeze(meta, attrs) -> str:  # squeeze(), squeeze(dim), squeeze(dims) are overloads 0, 1, 2
+    dim = attrs.get("dim")
     return f"SqueezeBackward{0 if dim is None else 2 if isinstance(dim, (tuple, list)) else 1}"
 
 
-def _by_operand(base: str, position: int) -> Callable[[Any], str]:
+def _by_operand(base: str, position: int) -> Callable[[Any, Any], str]:
     """Overload 0 when operand ``position`` is a number (or absent), 1 when it is a tensor."""
-    return lambda node: f"{base}Backward{0 if node.meta[position] is None else 1}"
+    return lambda meta, attrs: f"{base}Backward{0 if meta[position] is None else 1}"
 
 
-def _clamp(node) -> str:  # clamp(Scalar?, Scalar?) is overload 1, clamp(Tensor?, Tensor?) 0
-    return "ClampBackward0" if any(m is not None for m in node.meta[1:]) else "ClampBackward1"
+def _clamp(meta, attrs) -> str:  # clamp(Scalar?, Scalar?) is overload 1, clamp(Tensor?, Tensor?) 0
+    return "ClampBackward0" if any(m is not None for m in meta[1:]) else "ClampBackward1"
 
 
-NAMES: dict[str, str | Callable[[Any], str]] = {
+NAMES: dict[str, str | Callable[[Any, Any], str]] = {
     "squeeze": _squeeze,
     "clamp": _clamp,
     "lerp": _by_operand("Lerp", 2),
@@ -96,9 +99,35 @@ NAMES: dict[str, str | Callable[[Any], str]] = {
 }
 
 
+_CLASSES: dict[str, type] = {}
+
+
+def named_class(name: str) -> type:
+    """The node class called ``name``: a ``Node`` that adds no fields (so the engine's C loop runs
+    it as a ``Node``), made once per name."""
+    cls = _CLASSES.get(name)
+    if cls is None:
+        cls = _CLASSES[name] = type(name, (Node,), {"__slots__": (), "__module__": "plugtorch.core.graph",
+                                                    "__doc__": f"The graph node torch calls {name}."})
+    return cls
+
+
+def node_class(op: str) -> type | None:
+    """The class of every node of ``op`` where its name is the op's alone; None where it depends on
+    the call (``class_for`` then reads it off the operands and attrs)."""
+    named = NAMES.get(op)
+    if callable(named):
+        return None
+    return named_class(named or _camel(op) + "Backward0")
+
+
+def class_for(op: str, meta, attrs) -> type:
+    named = NAMES.get(op)
+    if callable(named):
+        return named_class(named(meta, attrs))
+    return named_class(named or _camel(op) + "Backward0")
+
+
 def torch_name(node) -> str:
-    """The name torch gives the node of the op ``node.name`` (with ``Backward0``-style suffix)."""
-    named = NAMES.get(node.name)
-    if named is None:
-        return _camel(node.name) + "Backward0"
-    return named if isinstance(named, str) else named(node)
+    """The name torch gives the node of the op ``node.op`` (with ``Backward0``-style suffix)."""
+    return class_for(node.op, node.meta, node.attrs).__name__

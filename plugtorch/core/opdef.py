@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from .node_names import node_class
+
 __all__ = ["OpDef", "PLACES", "inherit"]
 
 # What a front-end may name in ``exposed``.
@@ -64,6 +66,7 @@ class OpDef:
         rule: Callable | None = None
         saved_positions: bool | frozenset[int] | None = None
         saves_output: bool = False
+        node_class: type | None = None
 
     def __post_init__(self):
         if isinstance(self.save, str):
@@ -82,6 +85,8 @@ class OpDef:
         object.__setattr__(self, name, value)
         if name in _NODE_INPUTS:
             self._node_fields()
+        elif name == "name":  # the class of its nodes, or None where the call decides it
+            object.__setattr__(self, "node_class", node_class(value))
 
     def _node_fields(self) -> None:
         """What a graph node of this op holds when a kernel (or the primitive) computed it, worked

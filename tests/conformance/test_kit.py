@@ -98,7 +98,7 @@ def test_bare_backend_has_the_primitives_but_no_fused_kernels():
         y = plugtorch.softmax(x, 1)
         assert y.device.type == name
         # the decomposition ran, as one node differentiated by softmax's own rule
-        assert y.grad_fn.name == "softmax"
+        assert y.grad_fn.op == "softmax"
         y[0, 0].backward()
         ref = plugtorch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
         plugtorch.softmax(ref, 1)[0, 0].backward()

@@ -231,7 +231,7 @@ def test_unrolled_records_build_the_node_record_builds(save):
     b.add_(1)  # a version other than 0, so the versions tell the operands apart
 
     def fields(node):
-        return (node.name, node.rule, node.next, node.meta, node.saved, node.versions, node.output,
+        return (node.op, node.rule, node.next, node.meta, node.saved, node.versions, node.output,
                 node.attrs)
 
     pairs = [(record_pair(a.detach(), d, a, b), record(a.detach(), d, (a, b)))]

@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 import plugtorch
 from plugtorch.core import dispatch, engine, native
+from plugtorch.core.node_names import class_for
 from plugtorch.core.graph import Node
 
 from .fresh_process import script_lines
@@ -58,9 +59,11 @@ def test_node_makes_the_node_the_class_makes():
     def rule(ctx, g):
         return g
     args = ("mul", rule, (None,), (((2,), plugtorch.float32),), None, None, {"k": 1})
-    c, py = native.ext.node(*args), Node(*args)
-    assert type(c) is Node and _fields(c, Node) == _fields(py, Node)
-    assert gc.is_tracked(c) and weakref.ref(c)() is c
+    cls = class_for("mul", args[3], args[6])  # MulBackward0: a Node that adds no fields
+    for kind in (Node, cls):
+        c, py = native.ext.node(kind, *args), kind(*args)
+        assert type(c) is kind and _fields(c, Node) == _fields(py, Node)
+        assert gc.is_tracked(c) and weakref.ref(c)() is c
 
 
 @C

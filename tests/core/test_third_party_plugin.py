@@ -69,7 +69,7 @@ def test_the_op_trains_in_a_model_and_has_gradients_of_every_order(site):
 
         x = plugtorch.tensor([-2.0, 0.0, 3.0], dtype=plugtorch.float64, requires_grad=True)
         y = plugtorch.ops.squareplus.squareplus(x)
-        print(y.grad_fn.name_(), [round(v, 6) for v in y.tolist()])
+        print(y.grad_fn.name(), [round(v, 6) for v in y.tolist()])
         print(gradcheck(squareplus, (x,)), gradgradcheck(lambda t: squareplus(t, 0.5), (x,)))
 
         plugtorch.manual_seed(0)

@@ -73,7 +73,7 @@ def _unique(input, *, sorted, return_inverse, return_counts, dim):
 
 
 def _no_derivative(ctx, g):
-    raise RuntimeError(f"the derivative for '{ctx.name}' is not implemented (as in torch)")
+    raise RuntimeError(f"the derivative for '{ctx.op}' is not implemented (as in torch)")
 
 
 @op(decompose=_unique, derivative=_no_derivative, multi_output=True, exposed=_EVERYWHERE)
