@@ -11,7 +11,8 @@ Tensors come back as plugtorch tensors viewing their storage, as in PyTorch: ten
 views of one storage share its memory again, and a stride-0 view of four bytes stays four bytes
 however large its shape. Each storage is read once, so the tensors cost what the archive's
 records hold, never what their shapes claim. bfloat16, which NumPy lacks, is widened exactly
-to float32.
+to float32. Before unpickling, :mod:`.pickle_scan` checks the pickle for lengths, memo indices
+and nesting that would make the unpickler itself allocate or recurse without bound.
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ import numpy as np
 
 from ..core.dtypes import dtype_from_name
 from ..core.ops.creation import from_numpy
-from .torch_pickle import _DTYPE_ALIASES, _DTYPES, UnsafeCheckpointError, _DType, _Storage, _TensorRef, _Unpickler
+from .pickle_scan import scan
+from .torch_pickle import (_DTYPE_ALIASES, _DTYPES, UnsafeCheckpointError, _DType, _show, _Storage,
+                           _TensorRef, _Unpickler)
 
 __all__ = ["UnsafeCheckpointError", "is_torch_zip", "load_torch_zip"]
 
@@ -46,7 +49,7 @@ class _Reader:
         order = self.prefix + "byteorder"
         self.byteorder = zf.read(order).decode().strip() if order in zf.namelist() else "little"
         if self.byteorder not in ("little", "big"):
-            raise UnsafeCheckpointError(f"unknown byte order {self.byteorder!r}")
+            raise UnsafeCheckpointError(f"unknown byte order {_show(self.byteorder)}")
         self._storages: dict[str, _Storage] = {}
         self.widened = False
         self.stored_bytes = self.copied_bytes = 0
@@ -98,37 +101,71 @@ class _Reader:
         return t
 
 
-def _finish(obj, reader: _Reader, memo: dict):
-    """Replace placeholders with plugtorch objects; refuse anything a state dict cannot hold."""
-    key = id(obj)
-    if key in memo:
-        return memo[key]
-    if obj is None or isinstance(obj, (bool, int, float, complex, bytes)):
-        return obj
-    if isinstance(obj, _DType):
-        name = _DTYPE_ALIASES.get(obj, str(obj))
-        if name not in _DTYPES:
-            raise UnsafeCheckpointError(f"torch.{obj}: plugtorch has no such dtype")
-        return dtype_from_name(name)
-    if isinstance(obj, str) and type(obj) is str:
-        return obj
-    if isinstance(obj, _TensorRef):
-        out = reader.tensor(obj)
-    elif type(obj) in (dict, collections.OrderedDict):
-        out = type(obj)()
-        memo[key] = out
-        for k, v in obj.items():
-            out[_finish(k, reader, memo)] = _finish(v, reader, memo)
-    elif type(obj) is list:
-        out = []
-        memo[key] = out
-        out.extend(_finish(v, reader, memo) for v in obj)
-    elif type(obj) in (tuple, set, frozenset):
-        out = type(obj)(_finish(v, reader, memo) for v in obj)
-    else:
-        raise UnsafeCheckpointError(f"it holds a {type(obj).__name__}, which a weights-only "
-                                    "checkpoint cannot contain")
-    memo[key] = out
+_MUTABLE = (list, dict, collections.OrderedDict, set)
+
+
+def _finish(root, reader: _Reader):
+    """Replace placeholders with plugtorch objects; refuse anything a state dict cannot hold.
+
+    No recursion through lists, dicts and sets: their nesting is not bounded (a pickle can fill
+    a list after nesting it), so each gets an empty twin at once and is filled from a work list.
+    Tuples and frozensets nest only as deep as pickle_scan allowed, and are built children first.
+    """
+    done: dict[int, object] = {}  # id(placeholder) -> what it became; ``root`` keeps ids unique
+    to_fill: list = []
+
+    def single(obj):
+        """What ``obj`` becomes, for anything but a tuple or frozenset."""
+        if obj is None or isinstance(obj, (bool, int, float, complex, bytes)):
+            return obj
+        if isinstance(obj, _DType):
+            name = _DTYPE_ALIASES.get(obj, str(obj))
+            if name not in _DTYPES:
+                raise UnsafeCheckpointError(f"torch.{obj}: plugtorch has no such dtype")
+            return dtype_from_name(name)
+        if type(obj) is str:
+            return obj
+        if id(obj) in done:
+            return done[id(obj)]
+        if isinstance(obj, _TensorRef):
+            out = reader.tensor(obj)
+        elif type(obj) in _MUTABLE:
+            out = type(obj)()
+            to_fill.append((obj, out))
+        else:
+            raise UnsafeCheckpointError(f"it holds a {type(obj).__name__}, which a weights-only "
+                                        "checkpoint cannot contain")
+        done[id(obj)] = out
+        return out
+
+    def convert(obj):
+        if type(obj) not in (tuple, frozenset):
+            return single(obj)
+        todo = [obj]
+        while todo:
+            top = todo[-1]
+            if id(top) in done:
+                todo.pop()
+                continue
+            inner = [v for v in top if type(v) in (tuple, frozenset) and id(v) not in done]
+            if inner:
+                todo.extend(inner)
+                continue
+            todo.pop()
+            done[id(top)] = type(top)(done[id(v)] if type(v) in (tuple, frozenset) else single(v)
+                                      for v in top)
+        return done[id(obj)]
+
+    out = convert(root)
+    while to_fill:
+        source, target = to_fill.pop()
+        if type(target) is list:
+            target.extend(convert(v) for v in source)
+        elif type(target) is set:
+            target.update(convert(v) for v in source)
+        else:
+            for k, v in source.items():
+                target[convert(k)] = convert(v)
     return out
 
 
@@ -141,11 +178,17 @@ def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None):
             f"{name} is a TorchScript archive (torch.jit.save), which holds code; plugtorch.load "
             "reads tensors only. Save the model's state_dict() with torch.save instead.")
     if len(pkls) != 1:
-        raise UnsafeCheckpointError(f"{name}: expected one data.pkl in the archive, found {pkls}")
+        raise UnsafeCheckpointError(f"{name}: expected one data.pkl in the archive, found "
+                                    f"{_show(pkls)}")
     reader = _Reader(zf, name, pkls[0], map_location)
     try:
-        raw = _Unpickler(io.BytesIO(zf.read(pkls[0])), reader).load()
-        out = _finish(raw, reader, {})
+        data = zf.read(pkls[0])
+        try:
+            scan(data)
+        except ValueError as e:
+            raise UnsafeCheckpointError(f"its pickle cannot be read safely: {e}") from None
+        raw = _Unpickler(io.BytesIO(data), reader).load()
+        out = _finish(raw, reader)
     except UnsafeCheckpointError as e:
         raise UnsafeCheckpointError(f"{name}: refused: {e}. If you trust the file, load it with "
                                     "torch.load and re-save its state_dict().") from None

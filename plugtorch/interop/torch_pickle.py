@@ -6,7 +6,8 @@ short list of things (``ALLOWED``: torch's tensor rebuild functions, storage typ
 a placeholder (``_Storage``, ``_TensorRef``, ``_DType``) for :mod:`.torch_checkpoint` to check
 and turn into plugtorch objects, never to the real ``torch`` object. Anything else is refused
 before it is looked up, so nothing from the file ever runs: what ``torch.load(weights_only=True)``
-accepts is read, the rest is an :class:`UnsafeCheckpointError`.
+accepts is read, the rest is an :class:`UnsafeCheckpointError`. What the pickle's numbers could
+make the unpickler itself allocate is checked before it runs, by :mod:`.pickle_scan`.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ _DTYPES = {"float32", "float64", "float16", "int64", "int32", "int16", "int8", "
 
 
 class UnsafeCheckpointError(RuntimeError):
-    """A file plugtorch.load refuses because reading it would mean running code from it."""
+    """A file plugtorch.load refuses: reading it would run code from it, or it is damaged, or
+    it states sizes that would make reading it take memory out of all proportion to its own."""
 
 
 # -- placeholders: what the pickle builds, checked and turned into tensors afterwards ------
@@ -127,7 +129,7 @@ def _rebuild_from_type_v2(func, new_type, args, state):
 def _latin1_bytes(text, encoding="latin1"):
     # protocol 2 spells bytes as _codecs.encode(str, "latin1"); any other codec is refused
     if encoding != "latin1" or not isinstance(text, str):
-        raise UnsafeCheckpointError(f"_codecs.encode with encoding {encoding!r}")
+        raise UnsafeCheckpointError(f"_codecs.encode with encoding {_show(encoding)}")
     return text.encode("latin1")
 
 
@@ -153,6 +155,15 @@ def _size(dims=()):
     return tuple(dims)
 
 
+def _device(kind, index=None) -> str:
+    # torch.device pickles as ("cuda", 0) or ("cpu",); only a name and an index may come back
+    # (str() of whatever the pickle passed could be a gigabyte-long repr)
+    if not isinstance(kind, str) or not (index is None or type(index) is int):
+        raise UnsafeCheckpointError(f"torch.device({_show(kind)}, {_show(index)}): a device is a "
+                                    "name and an optional index")
+    return kind if index is None else f"{kind}:{index}"
+
+
 ALLOWED = {
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
@@ -162,7 +173,7 @@ ALLOWED = {
     ("torch", "Tensor"): _TENSOR_TYPE,
     ("torch.nn.parameter", "Parameter"): _PARAMETER_TYPE,
     ("torch", "Size"): _size,
-    ("torch", "device"): str,
+    ("torch", "device"): _device,
     ("_codecs", "encode"): _latin1_bytes,
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,

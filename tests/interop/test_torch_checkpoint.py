@@ -299,3 +299,60 @@ def test_moving_overlapping_views_to_another_device_is_bounded(tmp_path):
              {"0": np.float32(1.0).tobytes()})
     with pytest.raises(UnsafeCheckpointError, match="map_location='cpu', where views stay views"):
         _bounded_load(lambda: plugtorch.load(tmp_path / "wide.pt", map_location="cuda"), 1 << 20)
+
+
+def _nested_lists_bottom_up(depth: int) -> bytes:
+    # every list is finished before it goes into its parent
+    return b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b"."
+
+
+def _nested_lists_top_down(depth: int) -> bytes:
+    # each list goes into its parent while still empty and is filled afterwards, so nothing
+    # short of walking the result can tell how deep it gets
+    def level(i: int) -> bytes:  # a new list into the memo and off the stack; parent, it, APPEND
+        return (b"]r" + i.to_bytes(4, "little") + b"0j" + (i - 1).to_bytes(4, "little")
+                + b"j" + i.to_bytes(4, "little") + b"a0")
+    return b"\x80\x02]r\x00\x00\x00\x00" + b"".join(level(i) for i in range(1, depth)) + b"."
+
+
+def test_lists_nested_100000_deep_are_refused_or_read(tmp_path):
+    _archive(tmp_path / "deep.pt", _nested_lists_bottom_up(100_000))
+    with pytest.raises(UnsafeCheckpointError, match="nests objects more than 1000 deep"):
+        plugtorch.load(tmp_path / "deep.pt")
+    _archive(tmp_path / "deep.pt", _nested_lists_top_down(100_000))
+    out, depth = plugtorch.load(tmp_path / "deep.pt"), 1
+    while out:
+        out, depth = out[0], depth + 1
+    assert depth == 100_000
+
+
+def test_a_tuple_nested_a_million_deep_cannot_crash_the_interpreter(tmp_path):
+    # hashing it as a dict key recurses in C with no limit: the process would die, not raise
+    _archive(tmp_path / "deep.pt", b"\x80\x02}K\x01" + b"\x85" * 1_000_000 + b"K\x01s.")
+    code = ("import plugtorch\n"
+            f"try: plugtorch.load({str(tmp_path / 'deep.pt')!r})\n"
+            "except plugtorch.serialization.UnsafeCheckpointError as e: print(e)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "nests objects more than 1000 deep" in res.stdout
+
+
+@pytest.mark.parametrize("payload, match", [
+    # LONG_BINPUT 2**31: the unpickler would grow its memo to 2**32 entries, 32 GiB of zeros
+    (b"\x80\x02K\x01r\x00\x00\x00\x80.", "would make the unpickler allocate a memo"),
+    # BINBYTES8 claiming a terabyte: the unpickler allocates what is claimed before reading
+    (b"\x80\x04\x8e" + (2**40).to_bytes(8, "little") + b"xy.", "expected 1099511627776 bytes"),
+    # torch.device of a thousand times a list of a thousand times one 64 KiB string: 65 GB as str()
+    (b"\x80\x02ctorch\ndevice\nX\x00\x00\x01\x00" + b"x" * 2**16 + b"q\x00"
+     + (b"0](" + b"h\x00" * 1000 + b"eq\x00") * 2 + b"\x85R.",
+     r"torch.device\(\[\['xxx"),
+], ids=["memo index", "bytes length", "str of a shared list"])
+def test_claims_in_the_pickle_allocate_nothing(tmp_path, payload, match):
+    _archive(tmp_path / "claims.pt", payload)
+    with pytest.raises(UnsafeCheckpointError, match=match):
+        _bounded_load(lambda: plugtorch.load(tmp_path / "claims.pt"), 1 << 20)
+
+
+def test_a_torch_device_comes_back_as_its_name(torch, tmp_path):
+    torch.save({"a": torch.device("cuda", 1), "b": torch.device("cpu")}, tmp_path / "dev.pt")
+    assert plugtorch.load(tmp_path / "dev.pt") == {"a": "cuda:1", "b": "cpu"}
