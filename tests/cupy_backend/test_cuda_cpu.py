@@ -1,10 +1,13 @@
 """The CPU executor of CUDA sources (plugtorch.testing.cuda_cpu) runs kernels as a GPU would."""
 from __future__ import annotations
 
+import os
+import re
+
 import numpy as np
 import pytest
 
-from plugtorch.testing.cuda_cpu import CpuModule, compiler_missing, entry_points
+from plugtorch.testing.cuda_cpu import ORDERS, CpuModule, compiler_missing, entry_points
 
 pytestmark = pytest.mark.skipif(compiler_missing() is not None, reason=f"{compiler_missing()}")
 
@@ -127,3 +130,258 @@ def test_a_quoted_include_is_found_beside_the_source_and_its_change_rebuilds(tmp
         CpuModule(path=tmp_path / "k.cu").get_function("put")((1,), (2,), (out,))
         results.append(out.tolist())
     assert results == [[1.0, 1.0], [2.0, 2.0]]  # the header is part of the cache key
+
+
+# Each check below has a kernel that is wrong in one way: it passes under a single ascending
+# order without bounds checks (what a lenient executor does, and a GPU may too), and fails here.
+
+RACES = r"""
+// thread t reads what thread t - 1 wrote to shared memory: the barrier between is missing
+extern "C" __global__ void shift_no_barrier(const float* x, float* out) {
+    __shared__ float sh[64];
+    const int t = threadIdx.x;
+    sh[t] = x[t];
+    if (t > 0) out[t] = sh[t - 1];
+}
+
+extern "C" __global__ void shift(const float* x, float* out) {
+    __shared__ float sh[64];
+    const int t = threadIdx.x;
+    sh[t] = x[t];
+    __syncthreads();
+    if (t > 0) out[t] = sh[t - 1];
+}
+
+// block b reads what block b - 1 wrote: blocks have no order on a GPU
+extern "C" __global__ void chain_blocks(float* out) {
+    if (threadIdx.x == 0) out[blockIdx.x + 1] = out[blockIdx.x] + 1.0f;
+}
+
+// sh[0] is read before any thread wrote it
+extern "C" __global__ void uninitialised(float* out) {
+    __shared__ float sh[64];
+    if (threadIdx.x > 0) sh[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = sh[0];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def races():
+    return CpuModule(code=RACES), CpuModule(code=RACES, orders=("ascending",))
+
+
+@pytest.mark.parametrize("kernel, n_out, names", [
+    ("shift_no_barrier", 64, r"out\[\d+\] is .* under the ascending order and .* under the descending order"),
+    ("chain_blocks", 9, r"out\[\d+\] is .* under the ascending order and .* under the descending order"),
+    ("uninitialised", 64, r"reads __shared__ memory that no thread of its block wrote"),
+])
+def test_a_result_that_depends_on_the_order_of_threads_is_a_race(races, kernel, n_out, names):
+    checked, ascending_only = races
+    x = np.arange(64, dtype=np.float32)
+    grid = (8,) if kernel == "chain_blocks" else (1,)
+    args = lambda: (np.zeros(n_out, np.float32),) if kernel != "shift_no_barrier" else (x, np.zeros(n_out, np.float32))  # noqa: E731
+    ascending_only.get_function(kernel)(grid, (64,), args())  # one fixed order hides it
+    with pytest.raises(RuntimeError, match=f"kernel {kernel} .*the result depends on the order") as info:
+        checked.get_function(kernel)(grid, (64,), args())
+    assert re.search(names, str(info.value)), info.value
+
+
+def test_the_kernel_with_its_barrier_passes_in_every_order_and_writes_the_caller_s_array(races):
+    x, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    races[0].get_function("shift")((1,), (64,), (x, out))
+    np.testing.assert_array_equal(out, np.r_[0, x[:-1]])
+
+
+def test_a_seeded_shuffle_is_an_order_of_its_own():
+    module = CpuModule(code=r"""
+extern "C" __global__ void rotate(float* out) {
+    __shared__ float sh[32];
+    const int t = threadIdx.x;
+    sh[t] = (float)t;
+    out[t] = sh[(t + 5) % 32];
+}""", orders=("ascending", "shuffled:7"))
+    with pytest.raises(RuntimeError, match="under the ascending order and .* under the shuffled:7 order"):
+        module.get_function("rotate")((1,), (32,), (np.zeros(32, np.float32),))
+
+
+BOUNDS = r"""
+extern "C" __global__ void fill_shared(float* out) {
+    __shared__ float sh[256];
+    sh[threadIdx.x] = 1.0f;  // the block must have at most 256 threads
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = sh[0];
+}
+
+extern "C" __global__ void before_shared(float* out) {
+    __shared__ float sh[32];
+    const int t = threadIdx.x;
+    sh[t] = 1.0f;
+    __syncthreads();
+    out[t] = sh[t - 1];  // t = 0 reads sh[-1]
+}
+
+extern "C" __global__ void before_shared_unsigned(float* out) {
+    __shared__ float sh[32];
+    sh[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = sh[threadIdx.x - 1];  // unsigned: 0 - 1 is 4294967295
+}
+
+extern "C" __global__ void copy_unchecked(const float* x, float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = x[i];  // no i < n
+}
+
+extern "C" __global__ void copy_previous(const float* x, float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i - 1];  // i = 0 reads x[-1]
+}
+
+extern "C" __global__ void scale_in_place(const float* x, float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * x[i];
+}
+"""
+
+
+def _aligned(n):
+    """n zero float32s at a 16-byte boundary, as CUDA allocates (so the padding cases are exact)."""
+    raw = np.zeros(n + 4, np.float32)
+    skip = (-raw.ctypes.data % 16) // 4
+    return raw[skip:skip + n]
+
+
+@pytest.fixture(scope="module")
+def bounds():
+    return CpuModule(code=BOUNDS), CpuModule(code=BOUNDS, orders=("ascending",))
+
+
+def test_an_index_past_a_shared_array_names_the_array_the_index_and_the_thread(bounds):
+    out = np.zeros(1, np.float32)
+    bounds[0].get_function("fill_shared")((1,), (256,), (out,))
+    assert out[0] == 1.0
+    with pytest.raises(RuntimeError, match=re.escape(
+            "kernel fill_shared <<<(1, 1, 1), (512, 1, 1)>>>: thread (256,0,0) of block (0,0,0) accessed element 256 "
+            "of __shared__ sh (float32[256]), past its end: the block has 512 threads, more than sh holds; launch at "
+            "most 256 threads per block")):
+        bounds[0].get_function("fill_shared")((1,), (512,), (out,))
+
+
+def test_an_index_before_a_shared_array_is_found_in_the_run_that_places_it_against_its_lower_guard(bounds):
+    checked, ascending_only = bounds
+    ascending_only.get_function("before_shared")((1,), (32,), (np.zeros(32, np.float32),))
+    with pytest.raises(RuntimeError, match=re.escape(
+            "thread (0,0,0) of block (0,0,0) accessed element -1 of __shared__ sh (float32[32]), before its start")):
+        checked.get_function("before_shared")((1,), (32,), (np.zeros(32, np.float32),))
+    with pytest.raises(RuntimeError, match="element 4294967295 of __shared__ sh .*the index -1, computed in unsigned "
+                                           "arithmetic, wrapped around"):
+        checked.get_function("before_shared_unsigned")((1,), (32,), (np.zeros(32, np.float32),))
+
+
+@pytest.mark.parametrize("kernel, n, message", [
+    ("copy_unchecked", 300, "thread (44,0,0) of block (2,0,0) accessed x[300], past the end of the array passed as "
+                            "argument 0 (x: float32, 300 elements)"),
+    ("copy_previous", 300, "thread (0,0,0) of block (0,0,0) accessed x[-1], before the start of the array passed as "
+                           "argument 0 (x: float32, 300 elements)"),
+    # 10 floats end 8 bytes short of a 16-byte boundary: the write lands in the alignment padding
+    ("copy_unchecked", 10, "a thread wrote out[10], past the end of the array passed as argument 1 (out: float32, "
+                           "10 elements), within the alignment padding"),
+])
+def test_an_index_outside_an_array_argument_names_the_argument_the_index_and_the_thread(bounds, kernel, n, message):
+    checked, _ = bounds
+    x, out = _aligned(n), _aligned(n)
+    block = 128 if n > 128 else 12
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        checked.get_function(kernel)(((n + block - 1) // block,), (block,), (x, out, np.int32(n)))
+    assert not out.any()  # a failed launch leaves the caller's arrays as they were
+
+
+def test_arguments_that_share_memory_keep_sharing_it(bounds):
+    x = np.arange(10, dtype=np.float32)
+    bounds[0].get_function("scale_in_place")((1,), (16,), (x, x, np.int32(10)))
+    np.testing.assert_array_equal(x, 2 * np.arange(10))
+    # out[i] = 2 * x[i] with x two elements further into the same memory: thread i reads what
+    # thread i + 2 writes, a race the copies see only because they overlap as the arrays do
+    y = np.arange(12, dtype=np.float32)
+    with pytest.raises(RuntimeError, match="the result depends on the order"):
+        bounds[0].get_function("scale_in_place")((1,), (16,), (y[2:], y[:10], np.int32(10)))
+    np.testing.assert_array_equal(y, np.arange(12))
+
+
+def test_threads_waiting_at_different_barriers_are_a_divergent_barrier():
+    module = CpuModule(code=r'''
+extern "C" __global__ void two_barriers(float* x) {
+    if (threadIdx.x % 2) {
+        x[threadIdx.x] = 1.0f;
+        __syncthreads();
+    } else {
+        x[threadIdx.x] = 2.0f;
+        __syncthreads();
+    }
+}''')
+    with pytest.raises(RuntimeError, match=r"kernel two_barriers .*: block \(0,0,0\): thread \(0,0,0\) waits at "
+                                           r"__syncthreads\(\) at source.cu:8 and thread \(1,0,0\) at the one at "
+                                           r"source.cu:5 \(a divergent barrier"):
+        module.get_function("two_barriers")((1,), (8,), (np.zeros(8, np.float32),))
+
+
+def test_a_block_larger_than_the_launch_bounds_is_refused():
+    module = CpuModule(code=r'''
+#define THREADS 128
+extern "C" __global__ __launch_bounds__(THREADS, 2) void bounded(float* x) { x[threadIdx.x] = 1.0f; }''')
+    kernel = module.get_function("bounded")
+    assert kernel.max_threads == 128
+    x = np.zeros(256, np.float32)
+    kernel((2,), (128,), (x,))
+    with pytest.raises(ValueError, match=re.escape("kernel bounded declares __launch_bounds__(128) and block "
+                                                   "(256, 1, 1) has 256 threads: a GPU refuses this launch")):
+        kernel((1,), (256,), (x,))
+
+
+def test_a_project_kernel_launched_with_more_threads_than_its_shared_arrays_hold_fails(cpu_load):
+    x = np.random.default_rng(0).standard_normal(2 * 300)
+    y = np.empty_like(x)
+    softmax = cpu_load("softmax").get_function("softmax_f64")
+    softmax((2,), (256,), (x, y, np.int64(2), np.int64(300), np.int64(1)))
+    e = np.exp(x.reshape(2, 300) - x.reshape(2, 300).max(1, keepdims=True))
+    np.testing.assert_allclose(y.reshape(2, 300), e / e.sum(1, keepdims=True), rtol=1e-12)
+    with pytest.raises(RuntimeError, match=r"kernel softmax_f64 .*accessed element 256 of __shared__ sh "
+                                           r"\(float64\[256\]\), past its end: .*launch at most 256 threads per block"):
+        softmax((2,), (512,), (x, y, np.int64(2), np.int64(300), np.int64(1)))
+
+
+def test_the_project_kernels_run_in_every_order(cpu_load):
+    if os.environ.get("PLUGTORCH_CUDA_CPU_ORDERS"):
+        pytest.skip("PLUGTORCH_CUDA_CPU_ORDERS chooses the orders in this run")
+    assert cpu_load("softmax").orders == ORDERS == ("ascending", "descending", "shuffled:1")
+
+
+def test_a_crash_in_a_kernel_is_an_error_naming_the_thread():
+    module = CpuModule(code=r'''
+__device__ int deep(int n) { volatile char pad[4096]; pad[0] = (char)n; return n ? deep(n - 1) + pad[0] : 0; }
+extern "C" __global__ void recurse(int* out, int n) { out[threadIdx.x] = deep(n); }
+extern "C" __global__ void divide(int* out, int d) { out[threadIdx.x] = 7 / d; }''')
+    out = np.zeros(4, np.int32)
+    with pytest.raises(RuntimeError, match=re.escape("thread (0,0,0) of block (0,0,0) overflowed its 256 KiB stack")):
+        module.get_function("recurse")((1,), (4,), (out, np.int32(1000)))
+    with pytest.raises(RuntimeError, match=re.escape("thread (0,0,0) of block (0,0,0) divided an integer by zero")):
+        module.get_function("divide")((1,), (4,), (out, np.int32(0)))
+    module.get_function("divide")((1,), (4,), (out, np.int32(2)))
+    assert out.tolist() == [3, 3, 3, 3]
+
+
+@pytest.mark.parametrize("declaration, why", [
+    ("extern __shared__ float dyn[];", "dynamic shared memory (extern __shared__) is not provided"),
+    ("__shared__ float a[4], b[4];", "write one array per declaration"),
+])
+def test_a_shared_declaration_that_cannot_be_checked_is_refused(declaration, why):
+    with pytest.raises(ValueError, match=re.escape(f"source.cu:3: cuda_cpu cannot bounds-check this __shared__ "
+                                                   f"declaration: {why}")):
+        CpuModule(code=f'extern "C" __global__ void k(float* x) {{\n    x[0] = 0;\n    {declaration}\n}}\n')
+
+
+def test_orders_are_checked():
+    with pytest.raises(ValueError, match="'ascending', 'descending' or 'shuffled:<seed>'"):
+        CpuModule(code=SOURCE, orders=("random",))
