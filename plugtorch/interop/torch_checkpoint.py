@@ -9,10 +9,11 @@ into plugtorch objects. ``torch`` is not imported.
 
 Tensors come back as plugtorch tensors viewing their storage, as in PyTorch: tensors saved as
 views of one storage share its memory again, and a stride-0 view of four bytes stays four bytes
-however large its shape. Each storage is read once, so the tensors cost what the archive's
-records hold, never what their shapes claim. bfloat16, which NumPy lacks, is widened exactly
-to float32. Before unpickling, :mod:`.pickle_scan` checks the pickle for lengths, memo indices
-and nesting that would make the unpickler itself allocate or recurse without bound.
+however large its shape. Each storage is read once, so what a load allocates is bounded by the
+archive's records, never by what the pickle claims. bfloat16, which NumPy lacks, is widened
+exactly to float32. Before unpickling, :mod:`.pickle_scan` checks the pickle for lengths, memo
+indices and nesting that would make the unpickler itself allocate or recurse without bound. A
+damaged or hostile archive is refused with what was wrong with it, never a bare zipfile error.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import io
 import pickle
 import warnings
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -40,19 +42,57 @@ def is_torch_zip(names) -> bool:
 # Copying tensors to another device copies each view apart (plugtorch has no strided views
 # there), so overlapping views would multiply the storages: this many times them is allowed.
 _DEVICE_COPY_FACTOR, _DEVICE_COPY_SLACK = 4, 64 << 20
+# torch writes records stored and reads deflated ones too; other methods (bzip2, lzma) can
+# expand a few bytes into gigabytes, and torch cannot read them either.
+_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
+_FLAGS_REFUSED = 0x1 | 0x20 | 0x40  # encrypted, compressed patch data, strongly encrypted
+
+
+class _Damaged(UnsafeCheckpointError):
+    """A record that cannot be read as torch.save writes it (torch.load could not either)."""
 
 
 class _Reader:
     def __init__(self, zf: zipfile.ZipFile, name: str, pkl: str, map_location):
         self.zf, self.name, self.map_location = zf, name, map_location
         self.prefix = pkl[:-len("data.pkl")]
-        order = self.prefix + "byteorder"
-        self.byteorder = zf.read(order).decode().strip() if order in zf.namelist() else "little"
-        if self.byteorder not in ("little", "big"):
-            raise UnsafeCheckpointError(f"unknown byte order {_show(self.byteorder)}")
+        self.archive_bytes = zf.fp.seek(0, io.SEEK_END) if zf.fp is not None else 0
+        self.byteorder = "little"
         self._storages: dict[str, _Storage] = {}
         self.widened = False
         self.stored_bytes = self.copied_bytes = 0
+
+    def read(self, record: str) -> bytes:
+        """A record's bytes, or a refusal saying what is wrong with it (never a zipfile error)."""
+        try:
+            info = self.zf.getinfo(record)
+        except KeyError:
+            raise _Damaged(f"{record} is missing from the archive") from None
+        if info.compress_type not in _METHODS:
+            raise _Damaged(
+                f"{record} is compressed with zip method {info.compress_type}; only stored and "
+                "deflated records are read (torch.save writes them stored)")
+        if info.flag_bits & _FLAGS_REFUSED:
+            raise _Damaged(f"{record} is encrypted or patched (zip flags {info.flag_bits:#x}), "
+                           "which torch.save never writes")
+        # zipfile asks the file for as many bytes as the record claims before finding out there
+        # are fewer: a claim beyond the archive would reserve gigabytes for nothing
+        if not 0 <= info.header_offset <= info.header_offset + info.compress_size <= self.archive_bytes:
+            raise _Damaged(
+                f"{record} claims {info.compress_size} bytes from byte {info.header_offset} of an "
+                f"archive of {self.archive_bytes}")
+        try:
+            return self.zf.read(info)
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError,
+                NotImplementedError) as e:
+            raise _Damaged(f"{record} cannot be read ({type(e).__name__}: {e})") from None
+
+    def read_byteorder(self) -> None:
+        record = self.prefix + "byteorder"
+        if record in self.zf.NameToInfo:
+            self.byteorder = self.read(record).decode("latin1").strip()
+            if self.byteorder not in ("little", "big"):
+                raise _Damaged(f"unknown byte order {_show(self.byteorder)}")
 
     def storage(self, key: str, dtype: str, numel: int) -> _Storage:
         if key not in self._storages:
@@ -61,14 +101,11 @@ class _Reader:
 
     def storage_bytes(self, key: str, dtype: str, numel: int) -> np.ndarray:
         record = f"{self.prefix}data/{key}"
-        try:
-            raw = self.zf.read(record)
-        except KeyError:
-            raise UnsafeCheckpointError(f"storage {record} is missing from the archive") from None
+        raw = self.read(record)
         itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
         if len(raw) < numel * itemsize:
-            raise UnsafeCheckpointError(f"storage {record} holds {len(raw)} bytes, fewer than its "
-                                        f"{numel} elements of {dtype} need")
+            raise _Damaged(f"storage {record} holds {len(raw)} bytes, fewer than its "
+                           f"{numel} elements of {dtype} need")
         order = "<" if self.byteorder == "little" else ">"
         if dtype == "bfloat16":  # the top half of a float32: widening is exact
             self.widened = True
@@ -170,7 +207,11 @@ def _finish(root, reader: _Reader):
 
 
 def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None):
-    """The object in a ``torch.save`` zip archive, read without running any of its code."""
+    """The object in a ``torch.save`` zip archive, read without running any of its code.
+
+    Whatever the archive holds, this returns or raises :class:`UnsafeCheckpointError`: a damaged
+    or hostile file is refused with what was wrong, never a bare zipfile, pickle or memory error.
+    """
     names = zf.namelist()
     pkls = [n for n in names if n == "data.pkl" or n.endswith("/data.pkl")]
     if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
@@ -182,13 +223,17 @@ def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None):
                                     f"{_show(pkls)}")
     reader = _Reader(zf, name, pkls[0], map_location)
     try:
-        data = zf.read(pkls[0])
+        reader.read_byteorder()
+        data = reader.read(pkls[0])
         try:
             scan(data)
         except ValueError as e:
             raise UnsafeCheckpointError(f"its pickle cannot be read safely: {e}") from None
         raw = _Unpickler(io.BytesIO(data), reader).load()
         out = _finish(raw, reader)
+    except _Damaged as e:
+        raise UnsafeCheckpointError(f"{name}: not a readable PyTorch checkpoint: {e}. The file is "
+                                    "damaged, or was not written by torch.save") from None
     except UnsafeCheckpointError as e:
         raise UnsafeCheckpointError(f"{name}: refused: {e}. If you trust the file, load it with "
                                     "torch.load and re-save its state_dict().") from None
