@@ -209,7 +209,12 @@ def _load(fh, name: str, map_location):
     if head != b"PK\x03\x04":
         raise ValueError(f"{name} is not a plugtorch checkpoint (it starts with bytes "
                          f"{head.hex() or '(empty file)'}; plugtorch.save files are zip archives)")
-    with zipfile.ZipFile(fh) as zf:
+    try:
+        zf = zipfile.ZipFile(fh)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as e:
+        raise UnsafeCheckpointError(f"{name}: not a readable checkpoint: its zip archive is damaged or "
+                                    f"truncated ({e}). The file is likely incomplete; save it again.") from None
+    with zf:
         names = set(zf.namelist())
         if MANIFEST not in names:
             if is_torch_zip(names):

@@ -113,6 +113,20 @@ def test_torch_checkpoints_are_read_and_legacy_ones_refused(tmp_path, torch):
         plugtorch.load(tmp_path / "legacy.pt")
 
 
+@pytest.mark.parametrize("kind", ["torch", "plugtorch"])
+def test_a_truncated_checkpoint_is_refused_naming_the_file(tmp_path, kind, request):
+    path = tmp_path / "whole.pt"
+    if kind == "torch":
+        torch = request.getfixturevalue("torch")
+        torch.save({"w": torch.ones(64)}, path)
+    else:
+        plugtorch.save({"w": plugtorch.ones(64)}, path)
+    raw = path.read_bytes()
+    for cut in (10, len(raw) // 2, len(raw) - 30):
+        with pytest.raises(UnsafeCheckpointError, match="not a readable"):
+            plugtorch.load(io.BytesIO(raw[:cut]))
+
+
 @pytest.mark.filterwarnings("ignore:Duplicate name")
 def test_object_arrays_inside_an_archive_are_refused(tmp_path):
     path = tmp_path / "sneaky.pt"
