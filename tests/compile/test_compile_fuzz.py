@@ -24,7 +24,7 @@ import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch import nn
 
-EXAMPLES = int(os.environ.get("PLUGTORCH_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("PLUGTORCH_FUZZ_EXAMPLES", "300"))
 
 KINDS = ("train", "accumulate", "pair", "functional", "forward")
 PERTURBATIONS = (
