@@ -92,7 +92,7 @@ def hooks():
 def build(name):
     from plugtorch import nn
     if name == "cnn":
-        from plugtorch.train import CNN
+        from plugtorch.apps.train import CNN
         return CNN(dropout=0.0)
     return nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 1024))
 

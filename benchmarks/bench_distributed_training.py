@@ -60,7 +60,7 @@ def run_plugtorch(batch, steps, warmup, local=False, sync_only=False, model_name
     rank, world = dist.get_rank(), dist.get_world_size()
     plugtorch.manual_seed(0)
     if model_name == "cnn":
-        from plugtorch.train import CNN
+        from plugtorch.apps.train import CNN
         model = CNN(dropout=0.0)
     else:
         layers = []
@@ -93,7 +93,7 @@ def run_plugtorch(batch, steps, warmup, local=False, sync_only=False, model_name
 
 
 class TorchCNN:
-    """``plugtorch.train.CNN`` in PyTorch (built lazily: torch is imported in the worker only)."""
+    """``plugtorch.apps.train.CNN`` in PyTorch (built lazily: torch is imported in the worker only)."""
 
     @staticmethod
     def build():

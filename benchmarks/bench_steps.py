@@ -80,7 +80,7 @@ def _plugtorch_step(model_name: str, batch: int, compiled: bool):
     if model_name == "mlp":
         model, shape = _mlp(plugtorch), (batch, 784)
     else:
-        from plugtorch.train import CNN
+        from plugtorch.apps.train import CNN
         plugtorch.manual_seed(0)
         model, shape = CNN(), (batch, 1, 28, 28)
     opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)
@@ -191,7 +191,7 @@ def test_cnn_torch(benchmark):
     torch = _torch()
     nn, F = torch.nn, torch.nn.functional
 
-    class CNN(nn.Module):  # plugtorch.train's CNN, in torch (as benchmarks/torch_mnist_peer.py, which
+    class CNN(nn.Module):  # plugtorch.apps.train's CNN, in torch (as benchmarks/torch_mnist_peer.py, which
         def __init__(self):  # imports plugtorch for its data and so is not used here)
             super().__init__()
             self.conv1, self.conv2 = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(16, 32, 3, padding=1)

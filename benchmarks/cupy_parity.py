@@ -21,7 +21,7 @@ import numpy as np
 import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch.datasets.mnist import MNIST
-from plugtorch.train import CNN
+from plugtorch.apps.train import CNN
 
 
 def losses(backend: str, state, images, labels, steps: int, batch: int, compiled: bool = False) -> list[float]:

@@ -20,7 +20,7 @@ import cupy
 
 import plugtorch
 import plugtorch.nn.functional as F
-from plugtorch.train import CNN, MLP
+from plugtorch.apps.train import CNN, MLP
 from plugtorch_backends.cupy_backend import binary_kernels
 
 REPEATS = 7

@@ -11,7 +11,7 @@ import cupy
 
 import plugtorch
 import plugtorch.nn.functional as F
-from plugtorch.train import CNN
+from plugtorch.apps.train import CNN
 
 model = CNN(dropout=0.0).to("cupy")
 opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)

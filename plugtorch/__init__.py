@@ -21,7 +21,7 @@ from .core.plugin_report import plugins
 from .core.plugins import get_registry, list_plugins, register_plugin, unregister_plugin
 from .core.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .core.tensor import Size, Tensor
-from . import autograd, viz
+from . import autograd
 from . import nn
 from . import distributed
 from . import optim, utils
@@ -50,7 +50,7 @@ __all__ = [
     "PluginError", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "get_registry",
     "list_plugins", "plugins", "register_plugin", "unregister_plugin", "Generator", "get_rng_state",
     "initial_seed", "manual_seed",
-    "seed", "set_rng_state", "Size", "Tensor", "autograd", "viz", "nn", "distributed", "optim", "utils",
+    "seed", "set_rng_state", "Size", "Tensor", "autograd", "nn", "distributed", "optim", "utils",
     "load", "save", "load_file", "save_file", "library", "ops", "get_num_threads", "set_num_threads",
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
     "compile",

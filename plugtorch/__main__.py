@@ -1,4 +1,4 @@
 """``python -m plugtorch ...``: the same command line as the ``plugtorch`` script."""
-from .cli import main
+from .apps.cli import main
 
 raise SystemExit(main())

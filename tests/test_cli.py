@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import plugtorch
-import plugtorch.train
-from plugtorch.cli import main
-from plugtorch.train import TrainConfig, Trainer, train
+import plugtorch.apps.train
+from plugtorch.apps.cli import main
+from plugtorch.apps.train import TrainConfig, Trainer, train
 from plugtorch.utils.progress import ProgressBar
 
 TINY = dict(limit_train=256, limit_test=128, batch_size=64, download=False, quiet=True)
@@ -113,7 +113,7 @@ def test_resume_extends_a_finished_run(data_root, tmp_path, schedule):
 
 
 def optim_lrs(schedule, lr, epochs):
-    from plugtorch.train import build_optimizer, build_scheduler
+    from plugtorch.apps.train import build_optimizer, build_scheduler
     opt = build_optimizer("adam", [plugtorch.zeros(1, requires_grad=True)], lr)
     sched = build_scheduler(schedule, opt, epochs)
     lrs = []
@@ -223,7 +223,7 @@ def test_plot_csv_tensorboard_and_export(data_root, tmp_path, torch):
     from interop.torch_models import images, plugtorch_outputs, torch_twin  # tests/interop
     twin = torch_twin(torch, "mlp")
     twin.load_state_dict(load_file(str(out / "model.safetensors")))
-    model = plugtorch.train.MLP()
+    model = plugtorch.apps.train.MLP()
     model.load_state_dict(plugtorch.load_file(out / "model.safetensors"))
     x = images()
     with torch.no_grad():

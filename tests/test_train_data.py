@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import plugtorch
-from plugtorch import train_data
+from plugtorch.apps import train_data
 from plugtorch.datasets import MNIST
-from plugtorch.train import Trainer, TrainConfig, train
+from plugtorch.apps.train import Trainer, TrainConfig, train
 from plugtorch.utils.data import Subset, TensorDataset
 
 MEAN, STD = MNIST.mean, MNIST.std

@@ -1,4 +1,4 @@
-"""plugtorch.viz: DOT text without Graphviz; images through dot; DOT text where dot is missing."""
+"""plugtorch.apps.viz: DOT text without Graphviz; images through dot; DOT text where dot is missing."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,7 @@ import re
 import pytest
 
 import plugtorch
-from plugtorch import viz
+from plugtorch.apps import viz
 
 
 def test_to_dot_shows_ops_shapes_and_grad_leaves():
@@ -63,5 +63,5 @@ def test_render_draws_through_dot(tmp_path):
 def test_a_node_with_a_number_operand_is_drawn():
     # x * 2 records the number 2 as an operand without a shape: it is labelled, not a crash
     x = plugtorch.randn(2, 3, requires_grad=True)
-    dot = plugtorch.viz.to_dot(x * 2, show_attrs=True)
+    dot = plugtorch.apps.viz.to_dot(x * 2, show_attrs=True)
     assert "MulBackward0\\n(2, 3), number" in dot

@@ -84,7 +84,7 @@ def test_an_input_of_another_layout_is_a_new_capture():
 
 def test_training_steps_reuse_and_stay_bitwise_equal():
     """The MNIST CNN step under compile reuses buffers (test_compile checks 50 steps bitwise)."""
-    from plugtorch.train import CNN
+    from plugtorch.apps.train import CNN
     plugtorch.manual_seed(0)
     model = CNN()
     opt = plugtorch.optim.Adam(model.parameters(), lr=1e-3)

@@ -11,7 +11,7 @@ import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch import nn
 from plugtorch.compiler import CaptureError
-from plugtorch.train import CNN, MLP
+from plugtorch.apps.train import CNN, MLP
 
 
 class BNNet(nn.Module):
@@ -207,7 +207,7 @@ def test_compile_is_torch_compatible_in_form():
 
 
 def test_train_with_compile_gives_the_eager_run(data_root, tmp_path):
-    from plugtorch.train import TrainConfig, train
+    from plugtorch.apps.train import TrainConfig, train
     runs = []
     for compiled in (False, True):
         metrics = train(TrainConfig(data_dir=str(data_root), model="mlp", epochs=2, limit_train=1000,

@@ -132,7 +132,7 @@ def test_mlp_adam_step_makes_no_host_sync(dev, no_debug):
 
 
 def test_cnn_step_with_sgd_momentum_and_adam_makes_no_host_sync(dev, no_debug):
-    from plugtorch.train import CNN
+    from plugtorch.apps.train import CNN
     rng = np.random.default_rng(1)
     model = CNN().to(dev)
     model.train()  # dropout draws its mask on the device

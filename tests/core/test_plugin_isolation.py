@@ -89,19 +89,19 @@ def test_failing_plugins_are_reported_and_do_not_take_plugtorch_or_the_others_do
 
 
 def test_the_cli_shows_tracebacks_packages_and_what_serves_each_op(site):
-    r = _run(site, "import sys; from plugtorch.cli import main; sys.exit(main(['plugins']))")
+    r = _run(site, "import sys; from plugtorch.apps.cli import main; sys.exit(main(['plugins']))")
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "libfoo.so, which is not installed" in out and "bug in the plugin's hook" in out
     assert "good-plugin" in out and "entry point 'good-plugin = good_plugin_mod'" in out and "1.2.3" in out
-    r = _run(site, "import sys; from plugtorch.cli import main; sys.exit(main(['plugins', '--json', "
+    r = _run(site, "import sys; from plugtorch.apps.cli import main; sys.exit(main(['plugins', '--json', "
                    "'--op', 'softplus']))")
     report = json.loads(r.stdout)
     assert list(report["ops"]) == ["softplus"]
     assert report["ops"]["softplus"]["backends"]["numpy"]["served_by"] == "kernel from good-plugin"
     failed = {p["name"]: p for p in report["plugins"] if p["status"] == "failed"}
     assert set(failed) == {"broken-import", "broken-hook"} and "Traceback" in failed["broken-hook"]["error"]
-    r = _run(site, "import sys; from plugtorch.cli import main; sys.exit(main(['plugins', '--op', 'nope']))")
+    r = _run(site, "import sys; from plugtorch.apps.cli import main; sys.exit(main(['plugins', '--op', 'nope']))")
     assert r.returncode == 2 and "no op named 'nope'" in r.stdout
 
 

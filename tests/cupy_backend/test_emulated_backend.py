@@ -87,7 +87,7 @@ import json, sys
 import numpy as np
 import plugtorch, plugtorch.nn.functional as F
 from plugtorch import nn
-from plugtorch.train import MLP
+from plugtorch.apps.train import MLP
 
 def mlp():  # MNIST's MLP with Adam: no fusable chain, so the replay is bitwise eager's
     return MLP(), lambda ps: plugtorch.optim.Adam(ps, lr=1e-3), 784, 10, None

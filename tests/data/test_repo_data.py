@@ -25,7 +25,7 @@ def test_sources_note_names_every_file_and_its_sum():
 
 def test_a_fresh_clone_trains_offline_from_data(monkeypatch, tmp_path, capsys):
     # the README's main command, shrunk: no network, no environment variable, only --data-dir
-    from plugtorch.cli import main
+    from plugtorch.apps.cli import main
     monkeypatch.delenv("PLUGTORCH_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # an empty cache: nothing found there
     monkeypatch.chdir(DATA.parents[1])

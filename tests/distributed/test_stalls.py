@@ -14,7 +14,7 @@ import pytest
 from mpi_harness import _env, launch, needs_mpi
 
 import plugtorch
-from plugtorch.train import MLP
+from plugtorch.apps.train import MLP
 
 TIMEOUT_S = 2
 

@@ -175,7 +175,7 @@ def test_a_package_made_from_the_guide_alone_installs_and_works(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLUGTORCH_")}
     env["PYTHONPATH"] = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
     model = next(g for g in _groups() if g.name == "model").blocks[0]
-    r = subprocess.run([sys.executable, "-c", "import sys\nfrom plugtorch.cli import main\n"
+    r = subprocess.run([sys.executable, "-c", "import sys\nfrom plugtorch.apps.cli import main\n"
                         "main(['plugins', '--op', 'squareplus::squareplus'])\n" + model.code],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -43,7 +43,7 @@ def torch_twin(torch, name: str):
 
 
 def plugtorch_model(name: str):
-    from plugtorch.train import CNN, MLP
+    from plugtorch.apps.train import CNN, MLP
     if name == "bn":
         return nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
                              nn.Linear(4 * 26 * 26, 8), nn.BatchNorm1d(8), nn.Linear(8, 10))

@@ -13,7 +13,7 @@ import pytest
 
 import plugtorch
 import plugtorch.nn.functional as F
-from plugtorch.train import CNN, MLP
+from plugtorch.apps.train import CNN, MLP
 
 # calls per Adam step at batch 8, measured when the budget was set, plus about 5% headroom
 # (2026-11-25: MLP 42, CNN 143; then 35 and 136, the label-range check reading the targets once

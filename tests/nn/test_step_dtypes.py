@@ -12,7 +12,7 @@ import pytest
 
 import plugtorch
 import plugtorch.nn.functional as F
-from plugtorch.train import CNN, MLP
+from plugtorch.apps.train import CNN, MLP
 
 
 def _arrays(obj):

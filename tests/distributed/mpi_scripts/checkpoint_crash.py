@@ -13,7 +13,7 @@ import signal
 import sys
 
 import plugtorch.utils.atomic
-from plugtorch.train import TrainConfig, Trainer
+from plugtorch.apps.train import TrainConfig, Trainer
 
 mode, path, data_dir = sys.argv[1:4]
 

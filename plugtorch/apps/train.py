@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, field
 
 import plugtorch
 from plugtorch import distributed as dist
-from plugtorch import train_data
-from plugtorch import train_outputs as outputs
 from plugtorch import nn, optim
+from plugtorch.apps import train_data
+from plugtorch.apps import train_outputs as outputs
 from plugtorch.datasets import MNIST, FashionMNIST
 from plugtorch.nn import functional as F
 from plugtorch.utils.data import DataLoader, DistributedSampler, Subset

@@ -17,9 +17,9 @@ import subprocess
 import sys
 import warnings
 
-from .core.dispatch import edge
-from .core.graph import AccumulateGrad
-from .core.tensor import Tensor
+from ..core.dispatch import edge
+from ..core.graph import AccumulateGrad
+from ..core.tensor import Tensor
 
 __all__ = ["to_dot", "render"]
 
@@ -118,7 +118,7 @@ def render(tensor, path: str, params: dict | None = None, show_attrs: bool = Fal
         with open(target, "w") as f:
             f.write(source)
         if fmt not in _TEXT:
-            warnings.warn(f"plugtorch.viz.render: the Graphviz 'dot' program is not on PATH, so "
+            warnings.warn(f"plugtorch.apps.viz.render: the Graphviz 'dot' program is not on PATH, so "
                           f"the graph was written as DOT text to {target} instead of {path}. "
                           "Install Graphviz (apt-get install graphviz, brew install graphviz) "
                           f"and run `dot -T{fmt} {target} -o {path}`, or paste the text into "
@@ -135,7 +135,7 @@ def render(tensor, path: str, params: dict | None = None, show_attrs: bool = Fal
 def model_graph(model_name: str = "mlp"):
     """(DOT-ready loss tensor, parameter names) for one batch through a `plugtorch train` model."""
     import plugtorch
-    from .nn import functional as F
+    from ..nn import functional as F
     from .train import MODELS
     plugtorch.manual_seed(0)
     model = MODELS[model_name]()

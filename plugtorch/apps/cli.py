@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .core.errors import BackendUnavailableError
-from .datasets import ChecksumError, DatasetNotFoundError, IDXFormatError
+from ..core.errors import BackendUnavailableError
+from ..datasets import ChecksumError, DatasetNotFoundError, IDXFormatError
 
 
 def _positive(kind):
@@ -19,7 +19,7 @@ def _positive(kind):
 
 def build_parser() -> argparse.ArgumentParser:
     from .train import DATASETS, MODELS, OPTIMIZERS, SCHEDULES
-    from . import __version__
+    from .. import __version__
     parser = argparse.ArgumentParser(prog="plugtorch", description=(
         "plugtorch: a PyTorch-compatible framework whose ops dispatch through plugins."))
     parser.add_argument("--version", action="version", version=f"plugtorch {__version__}")
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "plugins":
-        from .core import plugin_report
+        from ..core import plugin_report
         return plugin_report.main(args.json, args.op)
     if args.command == "viz":
         from .viz import main as viz_main
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
 def _failed(status: int) -> int:
     """The exit status of an error; under mpiexec with N ranks, end every rank with it
     (the others would otherwise wait forever for this one in their next collective)."""
-    from . import distributed as dist
+    from .. import distributed as dist
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.abort(status)
     return status

@@ -13,7 +13,7 @@ import csv
 import io
 import os
 
-from .utils.atomic import atomic_write
+from ..utils.atomic import atomic_write
 
 CSV_FIELDS = ("epoch", "train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr",
               "train_seconds", "samples")
@@ -123,6 +123,6 @@ class TensorBoardLog:
 
 def export_weights(path: str, model) -> None:
     """The trained weights as safetensors, loadable by ``safetensors.torch.load_file``."""
-    from .interop.safetensors import save_file
+    from ..interop.safetensors import save_file
     _parent(path)
     save_file(model.state_dict(), path, metadata={"format": "pt"})
