@@ -10,6 +10,7 @@ import pytest
 
 import plugtorch
 from plugtorch.autograd import gradcheck, gradgradcheck
+from plugtorch.core import geometry
 from plugtorch.core.ops import conv
 
 CASES = [  # input, weight, conv2d kwargs
@@ -24,14 +25,14 @@ def images_per_chunk(request, monkeypatch):
     """CHUNK_BYTES set so that each chunk holds ``k`` images of the cases' patches."""
     k = request.param
     seen = []
-    real = conv._chunks
+    real = geometry.batch_chunks
 
     def chunks(n, bytes_per_image):
-        monkeypatch.setattr(conv, "CHUNK_BYTES", k * bytes_per_image)
+        monkeypatch.setattr(geometry, "CHUNK_BYTES", k * bytes_per_image)
         out = real(n, bytes_per_image)
         seen.append(out)
         return out
-    monkeypatch.setattr(conv, "_chunks", chunks)
+    monkeypatch.setattr(conv, "batch_chunks", chunks)
     return k, seen
 
 

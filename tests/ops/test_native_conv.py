@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import plugtorch as pt
-from plugtorch.core.ops import conv as conv_ops
+from plugtorch.core import geometry as geo  # (tests here take a `geometry` parameter)
 from plugtorch.core.ops.conv import _conv, _conv_weight_grad
 from plugtorch_backends.numpy_backend import native
 
@@ -55,7 +55,7 @@ def test_forward_is_the_decomposition_bit_for_bit(geometry, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
 def test_weight_grad_is_the_decomposition_bit_for_bit(geometry, dtype, monkeypatch):
-    monkeypatch.setattr(conv_ops, "CHUNK_BYTES", 64)  # several batch chunks (both sides), summed in order
+    monkeypatch.setattr(geo, "CHUNK_BYTES", 64)  # several batch chunks (both sides), summed in order
     x, w, _ = _data(geometry, dtype)
     y = _conv(pt.tensor(x), pt.tensor(w), None, **_attrs(geometry))
     g = np.random.default_rng(1).standard_normal(y.shape).round().astype(dtype)
@@ -65,19 +65,19 @@ def test_weight_grad_is_the_decomposition_bit_for_bit(geometry, dtype, monkeypat
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("chunk_bytes", [conv_ops.CHUNK_BYTES, 20_000])
+@pytest.mark.parametrize("chunk_bytes", [geo.CHUNK_BYTES, 20_000])
 @pytest.mark.parametrize("groups", [1, 2])
 def test_small_weights_sum_per_image_products(groups, chunk_bytes, monkeypatch):
     # MNIST's first layer at a real batch: the weight gradient as per-image products summed
     # over the batch (and over the chunks), on both sides, and the float64 answer within
     # float32 rounding
-    monkeypatch.setattr(conv_ops, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(geo, "CHUNK_BYTES", chunk_bytes)
     rng = np.random.default_rng(4)
     x = rng.standard_normal((16, 2, 28, 28)).astype(np.float32)
     g = rng.standard_normal((16, 4, 28, 28)).astype(np.float32)
     attrs = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=groups)
     shape = (4, 2 // groups, 3, 3)
-    assert conv_ops.weight_grad_product(4 // groups, 2 // groups * 9, 16, 28 * 28) == "per_image"
+    assert geo.weight_grad_product(4 // groups, 2 // groups * 9, 16, 28 * 28) == "per_image"
     got = KERNELS["conv2d_weight_grad"](g, x, weight_shape=shape, **attrs)
     want = _conv_weight_grad(pt.tensor(g), pt.tensor(x), weight_shape=shape, **attrs).numpy()
     np.testing.assert_array_equal(got, want)

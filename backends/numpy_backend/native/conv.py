@@ -12,9 +12,8 @@ import itertools
 
 import numpy as np
 
-from plugtorch.core.ops.conv import _chunks  # the decomposition's batch chunks, so the two sum alike
-from plugtorch.core.ops.conv import weight_grad_product  # and how its product runs
-from plugtorch.core.ops.pooling import _out_size  # windows per dim (a convolution's: no ceil_mode)
+# the decomposition's batch chunks and product order, so the two sum alike; windows per dim
+from plugtorch.core.geometry import batch_chunks, weight_grad_product, window_count
 
 from .. import fused
 from . import FLOATS, _kernels
@@ -44,7 +43,7 @@ def _im2col(input, a, b, out, kernel, stride, padding, dilation):
 def conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
     n = input.shape[0]
     o, cg, kh, kw = weight.shape
-    out = tuple(_out_size(*t) for t in zip(input.shape[2:], (kh, kw), stride, padding, dilation))
+    out = tuple(window_count(*t) for t in zip(input.shape[2:], (kh, kw), stride, padding, dilation))
     k = cg * kh * kw
     cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation).reshape(groups, k, n * out[0] * out[1])
     y = np.matmul(weight.reshape(groups, o // groups, k), cols)
@@ -65,7 +64,7 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
     gmat = np.reshape(grad_output.swapaxes(0, 1), (groups, o // groups, n * per))
     product = weight_grad_product(o // groups, cg * kh * kw, n, per)
     gw = None
-    for a, b in _chunks(n, c * kh * kw * per * input.dtype.itemsize):
+    for a, b in batch_chunks(n, c * kh * kw * per * input.dtype.itemsize):
         cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation).reshape(groups, cg * kh * kw,
                                                                                        (b - a) * per)
         g = gmat[..., a * per:b * per]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plugtorch.core.ops.pooling import _out_size
+from plugtorch.core.geometry import window_count
 
 from .. import fused
 from . import FLOATS, _kernels
@@ -30,7 +30,7 @@ def _flat(kernel_size, stride, padding, dilation):
 def max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
     """The decomposition's running np.maximum over each window (NaN propagates). On a tie of
     0.0 and -0.0 the C loop keeps the first, as torch does; NumPy's SIMD maximum may not."""
-    shape = input.shape[:2] + tuple(_out_size(*t, ceil_mode) for t in
+    shape = input.shape[:2] + tuple(window_count(*t, ceil_mode) for t in
                                     zip(input.shape[2:], kernel_size, stride, padding, dilation))
     if input.dtype not in FLOATS:
         return _max_pool2d_numpy(input, shape, kernel_size, stride, padding, dilation)

@@ -15,7 +15,7 @@ The ops work channels-first, batch-second: the im2col copy then reads contiguous
 
 The weight gradient rebuilds the patches instead of keeping the forward's alive until
 backward (nine times the input's size for a 3x3 kernel). The two backward ops take the
-batch in chunks of at most ``CHUNK_BYTES`` of patches, which bounds their temporaries on
+batch in chunks of at most ``geometry.CHUNK_BYTES`` of patches, which bounds their temporaries on
 large inputs; the forward keeps one patch matrix. Fewer chunks run faster: each costs its own
 matmul and, for the input gradient, a share of the final ``cat``. MNIST's second convolution
 (16->32, 3x3, 7.2 MB of patches at batch 64), input gradient: 4 MB chunks 2274 / 1445 us on
@@ -31,13 +31,13 @@ import builtins
 import math
 
 from ..dispatch import call_op
+from ..geometry import batch_chunks, weight_grad_product
 from ..optable import op
 from ..tensor import Tensor
 from .movement import pad
 from .shape import cat
 from .window import fold, windows
 
-CHUNK_BYTES = 16 << 20  # under the NumPy backend's 32 MB mmap threshold
 _EXPOSED = ("plugtorch", "nn.functional")
 
 
@@ -61,12 +61,6 @@ def ntuple(v, n: int, name: str) -> tuple:
     if len(v) != n or not all(isinstance(i, builtins.int) for i in v):
         raise ValueError(f"{name} must be an int or a sequence of {n} ints, got {v!r}")
     return v
-
-
-def _chunks(n, bytes_per_image):
-    """(start, stop) ranges over a batch of ``n``, each about ``CHUNK_BYTES`` of patches."""
-    step = max(1, CHUNK_BYTES // max(1, bytes_per_image))
-    return [(a, min(n, a + step)) for a in range(0, n, step)] or [(0, 0)]
 
 
 def _spatial(nd, first=2):
@@ -256,7 +250,7 @@ def _conv_input_grad(grad_output, weight, *, input_shape, stride, padding, dilat
     gmat = _grad_matrix(grad_output, groups)
     padded = tuple(s + 2 * p for s, p in zip(size, padding))
     parts = []
-    for a, b in _chunks(n, c * math.prod(k) * per * grad_output.element_size()):
+    for a, b in batch_chunks(n, c * math.prod(k) * per * grad_output.element_size()):
         dcols = wmat_t @ _columns(gmat, a, b, per)                     # (G, K, chunk * prod(out))
         dcols = dcols.reshape(groups, cg, *k, b - a, *out_size)
         dcols = dcols.permute(0, 1, 2 + nd, *_spatial(nd, 3 + nd), *_spatial(nd)).reshape(
@@ -278,7 +272,7 @@ def _conv_weight_grad(grad_output, input, *, weight_shape, stride, padding, dila
     gmat = _grad_matrix(grad_output, groups)
     product = weight_grad_product(o // groups, cg * math.prod(k), n, per)
     gw = None
-    for a, b in _chunks(n, c * math.prod(k) * per * input.element_size()):
+    for a, b in batch_chunks(n, c * math.prod(k) * per * input.element_size()):
         g, cols = _columns(gmat, a, b, per), _im2col(win, groups, a, b, out_size)
         if product == "per_image":    # (images, G, K, per) @ (images, G, per, O/G), summed
             cols = cols.reshape(groups, -1, b - a, per).permute(2, 0, 1, 3)
@@ -288,27 +282,6 @@ def _conv_weight_grad(grad_output, input, *, weight_shape, stride, padding, dila
             part = (cols @ g.mT).mT if product == "rows_first" else g @ cols.mT   # (G, O/G, K)
         gw = part if gw is None else gw + part
     return gw.reshape(o, cg, *k)
-
-
-def weight_grad_product(out_channels: int, patch_rows: int, images: int, per_image: int) -> str:
-    """How the weight gradient's product runs, one of:
-
-    - "per_image": each image's (patches @ grad^T) alone, summed over the batch. With a small
-      weight (O/G x C/G*prod(k) of at most 1024) and a long product, OpenBLAS runs the one
-      product at a fraction of its speed: MNIST's first convolution (1->16, 3x3, batch 64, a
-      9 x 50176 x 16 product) takes 650 us as one product and 270 us as 64, on one thread
-      or two. With short images (under 64 columns) or a short product it loses;
-    - "rows_first": (patches @ grad^T)^T, the patch rows as the product's rows, when they
-      outnumber the output channels: conv2d 16->32, 3x3, batch 64 (a 32 x 12544 x 144
-      product) 1.73 -> 1.14 ms on one thread, 1.20 -> 0.69 on two;
-    - "grad_first": grad @ patches^T.
-
-    "rows_first" and "grad_first" sum alike (OpenBLAS gives the same bits for both);
-    "per_image" sums each image's terms first. The NumPy backend's native kernel asks the
-    same question, so the two stay bit for bit."""
-    if out_channels * patch_rows <= 1024 and per_image >= 64 and images * per_image >= 8192:
-        return "per_image"
-    return "rows_first" if patch_rows > out_channels else "grad_first"
 
 
 def _grad_op_attrs(shape_name, shape, stride, padding, dilation, groups):

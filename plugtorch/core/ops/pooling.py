@@ -12,6 +12,7 @@ import math
 
 from ..dispatch import call_op
 from ..dtypes import get_default_dtype
+from ..geometry import window_count
 from ..optable import op
 from ..tensor import Tensor
 from . import elementwise as ew
@@ -23,17 +24,6 @@ from .window import fold, windows
 
 _F = ("nn.functional",)
 _BOTH = ("plugtorch",) + _F
-
-
-def _out_size(size, k, s, p, d, ceil_mode=False):
-    span = size + 2 * p - d * (k - 1) - 1
-    if ceil_mode:
-        out = -(-span // s) + 1
-        # torch: the last window must start inside the input or left padding
-        if (out - 1) * s >= size + p:
-            out -= 1
-        return out
-    return span // s + 1
 
 
 def _geometry(op_name, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
@@ -49,7 +39,7 @@ def _geometry(op_name, x, nd, kernel_size, stride, padding, dilation, ceil_mode)
         raise RuntimeError(f"{op_name}: pad should be at most half of effective kernel size, but got "
                            f"pad={max(p)}, kernel_size={max(k)}")
     size = x.shape[x.ndim - nd:]
-    out = [_out_size(*t, ceil_mode) for t in zip(size, k, s, p, d)]
+    out = [window_count(*t, ceil_mode) for t in zip(size, k, s, p, d)]
     if min(out) <= 0:
         c = x.shape[x.ndim - nd - 1]
         raise RuntimeError(f"{op_name}: Given input size: ({'x'.join(map(str, (c,) + tuple(size)))}). "
@@ -73,7 +63,7 @@ def _pool_windows(x, value, *, kernel_size, stride, padding, dilation, ceil_mode
     """The (N, C, *out, *kernel) windows of a pooling call (ceil_mode's extra one included)."""
     nd = len(kernel_size)
     w = windows(_padded(x, kernel_size, stride, padding, dilation, value), kernel_size, stride, dilation)
-    out = tuple(_out_size(*t, ceil_mode) for t in zip(x.shape[2:], kernel_size, stride, padding, dilation))
+    out = tuple(window_count(*t, ceil_mode) for t in zip(x.shape[2:], kernel_size, stride, padding, dilation))
     if tuple(w.shape[2:2 + nd]) == out:
         return w
     return w[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
