@@ -34,7 +34,7 @@ PRIMITIVES: dict[str, str] = {
     "sin": "sin(x)",
     "cos": "cos(x)",
     "tanh": "tanh(x)",
-    # erf has no cheap exact composition from the others (gelu needs it); added for issue 3.
+    # erf has no cheap exact composition from the others (gelu needs it)
     "erf": "erf(x): the error function, 2/sqrt(pi) * integral of exp(-t**2) from 0 to x",
     "floor": "floor(x)",
     "ceil": "ceil(x)",
@@ -43,7 +43,7 @@ PRIMITIVES: dict[str, str] = {
     "isinf": "isinf(x) -> bool",
     "logical_not": "logical_not(x) -> bool",
     # inverse and further trigonometric functions, bitwise ops, strides and dtype views: none can be
-    # composed from the others exactly (or at all); added for issue 11 (PyTorch compatibility)
+    # composed from the others exactly (or at all), and PyTorch has them all
     "tan": "tan(x)",
     "asin": "asin(x): nan outside [-1, 1], no warnings",
     "acos": "acos(x): nan outside [-1, 1], no warnings",
@@ -79,7 +79,7 @@ PRIMITIVES: dict[str, str] = {
     "min": "min(x, axes, keepdims)",
     "argmax": "argmax(x, axis, keepdims) -> int64; axis an int or None (flattened); first occurrence",
     "argmin": "argmin(x, axis, keepdims) -> int64",
-    # sorting cannot be composed from the others at any reasonable cost; added for issue 3
+    # sorting cannot be composed from the others at any reasonable cost
     "argsort": ("argsort(x, axis, descending) -> int64: a STABLE sort order along axis (ties keep "
                 "their order); nan sorts as the largest value"),
     "cumsum": "cumsum(x, axis, dtype)",
