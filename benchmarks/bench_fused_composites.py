@@ -13,8 +13,8 @@ three peers:
 The derivatives of conv2d, max_pool2d and cross_entropy are written with registered ops
 (``conv2d_input_grad``/``conv2d_weight_grad``, ``max_pool2d_backward``,
 ``cross_entropy_backward``), so backward never re-runs the forward: ``fused`` should time
-at most ``plain``. (When the backward of a fused conv2d re-ran the decomposition, its
-backward took twice as long.)
+at most ``plain``. (A backward that re-ran the decomposition of a fused conv2d would take
+about twice as long.)
 
 Run: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python -m pytest benchmarks/bench_fused_composites.py
 """

@@ -1,6 +1,7 @@
 """Eager per-op overhead: plugtorch vs raw NumPy vs PyTorch on tiny (8, 8) float32 tensors.
 
-Issue 2's target: plugtorch's per-op time at most 1.5x PyTorch's on this machine.
+The target: plugtorch's per-op time at most 1.5x PyTorch's on the same machine
+(benchmarks/RESULTS.md has the figures).
 """
 from __future__ import annotations
 

@@ -34,8 +34,8 @@ def _warm_c_allocator() -> None:
     the threshold to that block's size, up to 32 MiB, and later blocks below it come from the
     heap instead of freshly faulted pages. A training script has freed such blocks before its
     first step; a benchmark process that never did charges PyTorch page faults its users do not
-    pay: its CNN step took 17.1-17.4 ms on one thread in such a process, 14.5-14.7 ms after this
-    (2026-11-26). plugtorch fixes the threshold itself when it loads (allocator.py), so this
+    pay: its CNN step took 17.1-17.4 ms on one thread in such a process, 14.5-14.7 ms after this.
+    plugtorch fixes the threshold itself when it loads (allocator.py), so this
     changes nothing for it; every library's process runs it alike."""
     block = np.ones(4 << 20, np.float32)
     del block

@@ -4,7 +4,7 @@
 
 Device times come from CUDA events, host-side overhead from perf_counter around many calls
 followed by one synchronisation; every figure is a median of repeats after warm-up. TF32 is
-off on both sides. Targets (issue 10): a + b on (8, 8) <= 1.5x raw CuPy; a 2**26-element add
+off on both sides. Targets: a + b on (8, 8) <= 1.5x raw CuPy; a 2**26-element add
 >= 0.8x PyTorch's bandwidth; a 4096^2 float32 matmul >= 0.9x PyTorch's FLOP rate; MNIST CNN
 step <= 3x PyTorch+cuDNN at batch 512 and <= 4x at 64; MLP step <= 3x. Each step is timed
 eagerly and under plugtorch.compile ("plugtorch_compiled", "ratio_compiled").

@@ -1,6 +1,6 @@
 """A wheel of this repository holds every module in it: `pip install .` (not only the editable
-install the README uses) gives a working plugtorch. plugtorch/core once lacked an __init__.py,
-so setup.py's find_packages skipped it and installed wheels failed at `import plugtorch`."""
+install the README uses) gives a working plugtorch. setup.py's find_packages skips a directory
+without an __init__.py, and an installed wheel missing one fails at `import plugtorch`."""
 from __future__ import annotations
 
 import pathlib

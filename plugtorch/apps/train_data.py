@@ -1,11 +1,12 @@
 """The training images as ``train`` feeds them: normalised once, not once per batch.
 
-``MNIST.get_batch`` gives each batch as uint8 pixels cast to float and divided by 255, and
-``train`` then normalised it: four passes over every batch, each epoch (a fifth of an MLP
-epoch, where PyTorch's MNIST loops normalise the whole set once and gather rows from it).
+``MNIST.get_batch`` gives each batch as uint8 pixels cast to float and divided by 255;
+normalising each such batch would be four passes over every batch, each epoch (a fifth of an
+MLP epoch, where PyTorch's MNIST loops normalise the whole set once and gather rows from it).
 :func:`prepared` does the same ops once over the whole set and hands ``train`` a
 ``TensorDataset`` of the results, so that a batch is a gather. The values are the ones the
-per-batch path computes, bit for bit: the same elementwise ops, in the same order, in float32.
+per-batch path (:func:`normalize`) computes, bit for bit: the same elementwise ops, in the
+same order, in float32.
 
 The copy costs 4 bytes a pixel where the dataset holds 1 (188 MiB for MNIST's training set,
 and the process of the README's CNN run grows from 317 to 506 MiB), and under ``mpirun`` every

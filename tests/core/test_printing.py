@@ -1,4 +1,4 @@
-"""Tensor repr and print as torch formats them, and grad_fn names as torch's (issue 11)."""
+"""Tensor repr and print as torch formats them, and grad_fn names as torch's."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""The activations torch has in nn.functional and as modules (issue 11), against torch."""
+"""The activations torch has in nn.functional and as modules, against torch."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Kernel launches per training step, kept in a budget (issue 10's CPU proxy).
+"""Kernel launches per training step, kept in a budget: the CPU proxy for GPU launch overhead.
 
 On a GPU every dispatched kernel or primitive is at least one launch, and launch overhead is
 what small steps pay. Here the NumPy backend's dispatch table is wrapped with counters and
@@ -15,9 +15,8 @@ import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch.apps.train import CNN, MLP
 
-# calls per Adam step at batch 8, measured when the budget was set, plus about 5% headroom
-# (2026-11-25: MLP 42, CNN 143; then 35 and 136, the label-range check reading the targets once
-# on the host instead of five dispatched ops; then 28 and 128, linear as one op)
+# calls per Adam step at batch 8 (MLP 28, CNN 128: linear is one op, and the label-range check
+# reads the targets once on the host instead of dispatching five ops), plus about 5% headroom
 BUDGET = {"mlp": 30, "cnn": 135}
 
 

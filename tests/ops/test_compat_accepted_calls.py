@@ -1,4 +1,4 @@
-"""Valid PyTorch calls plugtorch used to reject, and the tensor API ports reach for (issue 11)."""
+"""Valid PyTorch calls plugtorch must accept: argument forms and the tensor API that ports reach for."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The ops issue 11 adds, where the conformance samples cannot reach: public helpers (histc,
+"""torch-compatible ops where the conformance samples cannot reach: public helpers (histc,
 linalg.norm), documented gaps, warnings, and gradients at ties, each against torch."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Regressions for results that used to be silently wrong, each compared with torch (issue 11)."""
+"""Results that are easy to get silently wrong (bitwise operators, edge values, scatter order,
+views, loss targets), each compared with torch."""
 from __future__ import annotations
 
 import operator

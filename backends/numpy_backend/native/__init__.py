@@ -10,21 +10,19 @@ or ``PLUGTORCH_NATIVE_KERNELS=0`` is set, the backend registers its NumPy kernel
 
 The loops run on the threads NumPy's OpenBLAS is told to use, in one pool shared with it
 (``threadpool.c``, ``blas_threads.py``), where OpenBLAS takes a threads callback; elsewhere on one.
-Before that pool, OpenMP was tried (2026-11-25): on 2 cores its threads and
-OpenBLAS's spin against each other, and with libgomp's default waiting a CNN step took 72 ms
-instead of 13.7; with passive waiting it took 13.4, no real gain in a step whose BLAS calls
-keep the other core busy; and a forked child (a DataLoader worker) hung in libgomp unless
-guarded. Splitting max-pool (forward and backward) and relu over the batch on two Python
-threads, each half written into one output (the loops release the GIL), was tried too
-(2026-11-26): alone, relu on 6 MiB went from 520 to 350 us, but a CNN step with 2 BLAS threads
-took 12.5 ms instead of 12.0 (12.4 against 12.55 with OPENBLAS_THREAD_TIMEOUT=4, which slows
-the GEMMs instead). A pool shared with BLAS is what threading these kernels needed; relu has
-a loop of its own on it since (``activation.py``).
+Two other ways to thread them lost to that pool. OpenMP: on 2 cores its threads and
+OpenBLAS's spin against each other (with libgomp's default waiting a CNN step took 72 ms
+instead of 13.7; with passive waiting 13.4, no real gain in a step whose BLAS calls keep the
+other core busy), and a forked child (a DataLoader worker) hangs in libgomp unless guarded.
+Splitting max-pool and relu over the batch on two Python threads (the loops release the GIL):
+relu alone on 6 MiB went from 520 to 350 us, but a CNN step with 2 BLAS threads took 12.5 ms
+instead of 12.0 (12.4 against 12.55 with OPENBLAS_THREAD_TIMEOUT=4, which slows the GEMMs
+instead): threading these kernels needs a pool shared with BLAS. relu has a loop of its own on
+it (``activation.py``).
 The extension is built for baseline x86-64 (SSE, 4 floats a vector), except Adam's loop, which
 is built for AVX-512 and AVX2 as well (GCC's target_clones, chosen at load time, same bits).
-On 100k-400k floats that gains little (0.78 -> 0.70 ns an element: memory-bound), which is why
-it was first left out (2026-11-26); on the MLP's parameters, which fit in cache, the divides
-bind, and the four updates went from 88 to 81 us, so it was kept (4cfe9d2).
+On 100k-400k floats that gains little (0.78 -> 0.70 ns an element: memory-bound); on the MLP's
+parameters, which fit in cache, the divides bind, and the four updates take 81 us instead of 88.
 """
 from __future__ import annotations
 
