@@ -1,5 +1,5 @@
 """Where a compiled training step spends its time: each replayed kernel call timed, summed by
-op name (the profile behind the README's step table).
+op name (the profile behind the step tables of benchmarks/RESULTS.md).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/replay_profile.py mlp --batch 64
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/replay_profile.py cnn

@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lr-schedule", choices=SCHEDULES, default="cosine",
                    help="per-epoch learning-rate schedule (default: cosine annealing from --lr "
                         "over the run, which lands the MLP recipe ~0.1 points higher on average "
-                        "over seeds than a constant rate; see benchmarks/mnist_results.md)")
+                        "over seeds than a constant rate; see benchmarks/RESULTS.md)")
     t.add_argument("--backend", default=None,
                    help="backend for the model and batches (default: PLUGTORCH_BACKEND or numpy)")
     t.add_argument("--compile", action="store_true",

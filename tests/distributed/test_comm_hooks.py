@@ -3,7 +3,7 @@
 mpi_scripts/comm_hooks.py checks each hook's numbers against the plain average and
 counts the bytes each all-reduce puts on the wire; the training test runs the MLP
 recipe of ``plugtorch train`` on 2 ranks with the fp16 hook and holds it to the
-recipe's accuracy target (benchmarks/mnist_results.md: >= 97.5%).
+recipe's accuracy target (benchmarks/RESULTS.md: >= 97.5%).
 """
 from __future__ import annotations
 
