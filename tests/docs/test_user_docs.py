@@ -1,11 +1,11 @@
 """The README and the user docs stay short, true and current.
 
 The README's two set-up commands are the ones CI runs; the README stays within 200 lines;
-every relative link in the README and docs/ reaches a file; docs/compile.md's lists of what
-plugtorch.compile guards and what it runs eagerly are the ones in plugtorch/compiler's
-docstring; the console script and ``python -m plugtorch`` reach the application, which
-``import plugtorch`` does not load; and no document or docstring carries history (dates,
-issue numbers), which belongs in commit messages.
+every relative link in the README, docs/ and benchmarks/ reaches a file (and its heading);
+docs/compile.md's lists of what plugtorch.compile guards and what it runs eagerly are the
+ones in plugtorch/compiler's docstring; the console script and ``python -m plugtorch`` reach
+the application, which ``import plugtorch`` does not load; and no document or docstring
+carries history (dates, issue numbers), which belongs in commit messages.
 """
 from __future__ import annotations
 
