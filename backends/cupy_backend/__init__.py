@@ -13,8 +13,7 @@ hand-written kernels (``kernels/*.cu``), compiled by NVRTC on first use.
 """
 from __future__ import annotations
 
-from plugtorch.core.backend import Backend
-from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
 
 from .probe import why_unavailable
 

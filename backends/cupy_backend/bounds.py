@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from plugtorch.core.debug import is_debug
+from plugtorch.backend_api import is_debug
 
 
 def _check(xp, index, size: int, axis: int) -> None:

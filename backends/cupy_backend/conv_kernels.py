@@ -29,6 +29,8 @@ from typing import Callable
 
 import numpy
 
+from plugtorch.backend_api import dtype_from_name, promote_types, window_count
+
 from .modules import THREADS, as_operand, blocks, kernel_finder
 
 COL_BYTES = 1 << 28  # patches per chunk of images: 256 MiB
@@ -40,7 +42,6 @@ def _promoted(a, b) -> numpy.dtype:
     a, b = numpy.dtype(a), numpy.dtype(b)
     if a == b:
         return a
-    from plugtorch.core.dtypes import dtype_from_name, promote_types
     return numpy.dtype(promote_types(dtype_from_name(a.name), dtype_from_name(b.name)).name)
 
 
@@ -63,19 +64,6 @@ def _lowest(dtype: numpy.dtype, work: numpy.dtype):
     if dtype.kind == "f":
         return work.type(-numpy.inf)
     return work.type(0 if dtype.kind == "b" else numpy.iinfo(dtype).min)
-
-
-def _conv_out(size, k, s, p, d) -> int:
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
-def _pool_out(size, k, s, p, d, ceil_mode) -> int:
-    """torch's pooled size (core/ops/pooling.py ``_out_size``)."""
-    span = size + 2 * p - d * (k - 1) - 1
-    if not ceil_mode:
-        return span // s + 1
-    out = -(-span // s) + 1
-    return out - 1 if (out - 1) * s >= size + p else out  # the last window must start inside
 
 
 def _geometry(size, out, kernel_size, stride, padding, dilation) -> tuple:
@@ -114,7 +102,7 @@ def make_kernels(xp, load: Callable, *, col_bytes: int = COL_BYTES) -> dict[str,
     def conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
         n, c, h, w = input.shape
         o, cg, kh, kw = weight.shape
-        out = tuple(_conv_out(*t) for t in zip((h, w), (kh, kw), stride, padding, dilation))
+        out = tuple(window_count(*t) for t in zip((h, w), (kh, kw), stride, padding, dilation))
         dtype = _promoted(input.dtype, weight.dtype)
         work = _gemm_dtype(dtype)
         k, p = cg * kh * kw, out[0] * out[1]
@@ -177,7 +165,7 @@ def make_kernels(xp, load: Callable, *, col_bytes: int = COL_BYTES) -> dict[str,
 
     def max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
         n, c, h, w = input.shape
-        out = tuple(_pool_out(*t, ceil_mode) for t in zip((h, w), kernel_size, stride, padding, dilation))
+        out = tuple(window_count(*t, ceil_mode) for t in zip((h, w), kernel_size, stride, padding, dilation))
         work = _max_dtype(input.dtype)
         y = xp.empty((n, c) + out, dtype=work)
         if y.size:

@@ -4,26 +4,30 @@ Load it with ``PLUGTORCH_PLUGINS=plugtorch_backends.cupy_backend.emulation``. It
 the CuPy backend from ``table.py`` exactly as the real one is built, with two stand-ins:
 the array namespace is NumPy checked call by call against the installed CuPy's API
 (``api_check.CheckedNamespace``), and the hand-written kernels are the same ``.cu``
-sources compiled with g++ under ``plugtorch/testing/cuda_cpu`` (``modules.cpu_loader``).
+sources compiled with g++ under ``plugtorch/testing/cuda_cpu`` (``cpu_loader``).
 The conformance kit run on it checks the values, the gradients and the API of the CuPy
 path; what only a GPU shows (timings, CUDA's own numerics) is left to
 ``benchmarks/gpu_check.sh``.
 
 It declares no accelerator and answers to no device name: it is a test backend, listed
-as unavailable (with the reason) where CuPy or g++ is missing.
+as unavailable (with the reason) where CuPy or g++ is missing, and test support, so it may
+import ``plugtorch.testing``'s CPU build of CUDA (see ``plugtorch.backend_api``).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy
 
-from plugtorch.core.backend import Backend
-from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
 
 from plugtorch_backends.numpy_backend.xp_table import numpy_erf
 
+from .modules import Loader, source_path
 from .probe import installed
 
 PLUGTORCH_CONTRACT = CONTRACT_VERSION
+PLUGTORCH_TEST_SUPPORT = True
 NAME = "cupy_emulated"
 
 
@@ -32,6 +36,22 @@ def why_unavailable() -> str | None:
         return "the CuPy package is not installed, and its API is what this backend checks against"
     from plugtorch.testing.cuda_cpu import compiler_missing
     return compiler_missing()
+
+
+def cpu_loader() -> Loader:
+    """Like ``modules.cupy_loader``: stem -> the kernel source compiled for the CPU."""
+    from plugtorch.testing.cuda_cpu import CpuModule
+
+    @functools.lru_cache(maxsize=None)
+    def load(stem: str):
+        return CpuModule(path=source_path(stem))
+    return load
+
+
+def cpu_source_loader() -> Loader:
+    """Like ``modules.cupy_source_loader``, for generated source text (the fused chains)."""
+    from plugtorch.testing.cuda_cpu import CpuModule
+    return lambda code: CpuModule(code=code)
 
 
 def _probe(backend: Backend) -> str | None:
@@ -44,7 +64,6 @@ def _probe(backend: Backend) -> str | None:
 
     from . import table
     from .api_check import CheckedNamespace
-    from .modules import cpu_loader, cpu_source_loader
 
     xp = CheckedNamespace(numpy, cupy)
     extras = CheckedNamespace(type("host_cupyx", (), {

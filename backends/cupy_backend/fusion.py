@@ -142,7 +142,7 @@ class ElementwiseFuser:
 def sample_chains() -> list:
     """Chains covering every kind of link, in both float dtypes, for the compile checks (nvcc
     and NVRTC, test_kernel_sources.py) and the CPU tests."""
-    from plugtorch.compiler.fusion import Chain
+    from plugtorch.backend_api import Chain
     unary = [(name, "float32") for name in _UNARY] + [("neg", "float64")]
     first = Chain((5,), (("float32", False), ("float64", False)), tuple(
         (name, (("in", 0) if m == 0 else ("op", m - 1),), "float32") for m, (name, _) in enumerate(unary[:-1])))

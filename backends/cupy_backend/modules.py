@@ -2,8 +2,8 @@
 
 Each ``kernels/<stem>.cu`` file is one module of ``extern "C" __global__`` entry points.
 A *loader* maps a stem to an object with ``get_function(name)``: ``cupy.RawModule`` on a
-GPU (compiled by NVRTC on first use, cached by CuPy), or
-:class:`plugtorch.testing.cuda_cpu.CpuModule` in the CPU tests, which run the same source.
+GPU (compiled by NVRTC on first use, cached by CuPy), or, in the CPU tests, the same source
+compiled for the CPU (``emulation.cpu_loader``).
 Kernels are called as CuPy's are: ``kernel(grid, block, args)`` with arrays and NumPy
 scalars of the exact C parameter types.
 """
@@ -104,21 +104,7 @@ def cupy_loader() -> Loader:
     return load
 
 
-def cpu_loader() -> Loader:
-    from plugtorch.testing.cuda_cpu import CpuModule
-
-    @functools.lru_cache(maxsize=None)
-    def load(stem: str):
-        return CpuModule(path=source_path(stem))
-    return load
-
-
 def cupy_source_loader() -> Loader:
     """Like ``cupy_loader``, for generated source text (the fused elementwise chains)."""
     import cupy
     return lambda code: cupy.RawModule(code=code, options=NVRTC_OPTIONS)
-
-
-def cpu_source_loader() -> Loader:
-    from plugtorch.testing.cuda_cpu import CpuModule
-    return lambda code: CpuModule(code=code)

@@ -9,7 +9,7 @@ rank aborts the whole job (``faults``) instead of leaving the others hanging.
 """
 from __future__ import annotations
 
-from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+from plugtorch.backend_api import CONTRACT_VERSION, hookimpl
 
 from .launch import MPIProvider
 

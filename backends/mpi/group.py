@@ -16,8 +16,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from plugtorch.backend_api import ProcessGroup, ReduceOp, Work
 from plugtorch.distributed import wire
-from plugtorch.distributed.process_group import ProcessGroup, ReduceOp, Work
 from plugtorch.threads import usable_cores
 
 from .buffers import Buffer, cuda_aware, write

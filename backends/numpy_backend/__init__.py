@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plugtorch.core.backend import Backend
-from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
 
 from . import allocator, native
 from .fused import FUSED_KERNELS

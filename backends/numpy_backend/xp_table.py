@@ -1,7 +1,7 @@
 """The primitive table over an array namespace ``xp`` (NumPy, or anything NumPy-like such as CuPy).
 
 ``make_table(xp, ...)`` returns ``{primitive name: function}`` for
-:mod:`plugtorch.core.primitives`. Each function is a thin call into ``xp``; the
+:data:`plugtorch.backend_api.PRIMITIVES`. Each function is a thin call into ``xp``; the
 core has already promoted dtypes and normalised axes. ``out=...`` on ufuncs makes
 them return arrays (not scalars) for 0-d inputs, as the contract requires.
 """
@@ -14,9 +14,9 @@ import numpy
 
 
 def make_dtype_maps(xp):
-    from plugtorch.core import dtypes as D
+    from plugtorch.backend_api import dtype_from_name
     names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
-    to_native = {getattr(D, n if n != "bool" else "bool_"): xp.dtype(n) for n in names}
+    to_native = {dtype_from_name(n): xp.dtype(n) for n in names}
     from_native = {v: k for k, v in to_native.items()}
     return to_native, from_native
 

@@ -12,5 +12,5 @@ def cpu_load():
     why = compiler_missing()
     if why:
         pytest.skip(f"the CUDA kernels cannot be executed on the CPU: {why}")
-    from plugtorch_backends.cupy_backend.modules import cpu_loader
+    from plugtorch_backends.cupy_backend.emulation import cpu_loader
     return cpu_loader()

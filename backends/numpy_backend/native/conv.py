@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 # the decomposition's batch chunks and product order, so the two sum alike; windows per dim
-from plugtorch.core.geometry import batch_chunks, weight_grad_product, window_count
+from plugtorch.backend_api import batch_chunks, weight_grad_product, window_count
 
 from .. import fused
 from . import FLOATS, _kernels

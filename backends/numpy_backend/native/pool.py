@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plugtorch.core.geometry import window_count
+from plugtorch.backend_api import window_count
 
 from .. import fused
 from . import FLOATS, _kernels

@@ -2,7 +2,7 @@
 
 ``array_api_strict`` is the reference implementation of the Python array API standard:
 its own array type, only the standard's functions, on NumPy underneath. This package
-maps plugtorch's primitives (``plugtorch.core.primitives``) onto that namespace
+maps plugtorch's primitives (``plugtorch.backend_api.PRIMITIVES``) onto that namespace
 (table.py), builds what the standard lacks from what it has (indexing.py, special.py,
 philox.py), adds two fused kernels, and registers it all as the backend ``"arrayapi"``::
 

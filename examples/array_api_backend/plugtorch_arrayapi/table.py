@@ -1,4 +1,4 @@
-"""The primitive table (``plugtorch.core.primitives``) over an array API namespace ``xp``.
+"""The primitive table (``plugtorch.backend_api.PRIMITIVES``) over an array API namespace ``xp``.
 
 Most primitives are one call into the standard. Where the standard has no function
 for one, it is built from standard functions, and a comment says so: ``erf``
@@ -26,8 +26,8 @@ DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float32", "f
 
 
 def make_dtype_maps(xp):
-    from plugtorch.core import dtypes as D
-    to_native = {getattr(D, n if n != "bool" else "bool_"): getattr(xp, n) for n in DTYPE_NAMES}
+    from plugtorch.backend_api import dtype_from_name
+    to_native = {dtype_from_name(n): getattr(xp, n) for n in DTYPE_NAMES}
     return to_native, {v: k for k, v in to_native.items()}
 
 
