@@ -35,30 +35,34 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops 
 
 ABI = 7  # _kernels.c's interface version (its ABI constant); they change together
 
-_kernels: ModuleType | None
-try:
-    from . import _kernels
-except ImportError as exc:  # built without a C compiler (setup.py's optional extension)
-    _kernels = None
-    _missing = f"not built ({exc})"
-else:
-    _missing = ""
+
+def _load() -> tuple[ModuleType | None, str]:
+    """The extension, or None and why the kernels are off. Decided once, at import, as the core
+    decides about its own C paths (``plugtorch/core/native.py``): what registers, what ``status``
+    reports and whether the BLAS pool is shared never disagree."""
+    if os.environ.get("PLUGTORCH_NATIVE_KERNELS", "1") == "0":
+        return None, "PLUGTORCH_NATIVE_KERNELS=0"
+    try:
+        from . import _kernels
+    except ImportError as exc:  # built without a C compiler (setup.py's optional extension)
+        return None, f"not built ({exc})"
     if getattr(_kernels, "ABI", None) != ABI:  # built from older sources: an editable install not rebuilt
-        _missing = (f"the built extension is stale (interface {getattr(_kernels, 'ABI', None)}, these sources "
-                    f"expect {ABI}); rebuild it with pip install -e .")
-        _kernels = None
+        return None, (f"the built extension is stale (interface {getattr(_kernels, 'ABI', None)}, these "
+                      f"sources expect {ABI}); rebuild it with pip install -e .")
+    return _kernels, ""
+
+
+_kernels, _missing = _load()
 
 
 def enabled() -> bool:
-    return _kernels is not None and os.environ.get("PLUGTORCH_NATIVE_KERNELS", "1") != "0"
+    return _kernels is not None
 
 
 def status() -> str:
     """Whether the native kernels run, and if not why (``plugtorch plugins`` prints it)."""
     if _kernels is None:
         return f"native kernels off: {_missing}"
-    if not enabled():
-        return "native kernels off: PLUGTORCH_NATIVE_KERNELS=0"
     from . import blas_threads
     return "native kernels on: " + ", ".join(sorted(kernels())) + f"; shared BLAS threads {blas_threads.STATUS}"
 
