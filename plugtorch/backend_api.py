@@ -92,7 +92,7 @@ from .core.debug import is_debug
 from .core.dtypes import ALL_DTYPES, dtype, dtype_from_name, promote_types
 from .core.errors import MissingKernelError, PluginError
 from .core.geometry import CHUNK_BYTES, batch_chunks, weight_grad_product, window_count
-from .core.hookspecs import CONTRACT_VERSION, PlugtorchSpec, hookimpl, hookspec
+from .core.hookspecs import CONTRACT_VERSION, PlugtorchSpec, hookimpl
 from .core.opdef import OpDef
 from .core.primitives import PRIMITIVE_NAMES, PRIMITIVES
 from .core.registry import Registrar
@@ -103,7 +103,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     # the plugin and its registrations
-    "CONTRACT_VERSION", "hookimpl", "hookspec", "PlugtorchSpec", "Registrar", "Backend", "OpDef",
+    "CONTRACT_VERSION", "hookimpl", "PlugtorchSpec", "Registrar", "Backend", "OpDef",
     "PRIMITIVES", "PRIMITIVE_NAMES", "PluginError", "MissingKernelError",
     # the calling conventions
     "NativeArray", "Kernel", "Lowering", "RuleContext", "DerivativeRule", "Gradients",
