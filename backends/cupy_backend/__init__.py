@@ -55,6 +55,27 @@ def make_backend() -> Backend:
                    aliases=ALIASES, host_memory=False, accelerator="cuda", probe=_probe)
 
 
+# What the probe registers where CuPy runs, stated without importing CuPy so that the catalog
+# generated from it (docs/ops.md) is the same on every machine (the format: plugtorch.testing.catalog):
+# kernels/<source>.cu -> the ops its kernels serve (table.make_kernels; binary.cu stands in front of
+# CuPy's add, sub, mul and div for large operands) and the test that runs the source on the CPU
+# against the NumPy backend. tests/conformance/test_kernel_declarations.py keeps this and
+# table.make_kernels in step.
+_CUDA_SOURCES = {
+    "activation_grads": (("threshold_backward", "tanh_backward", "sigmoid_backward"),
+                         "tests/cupy_backend/test_kernels_activation_grads.py"),
+    "binary": (("add", "sub", "mul", "div"), "tests/cupy_backend/test_kernels_binary.py"),
+    "cross_entropy": (("cross_entropy", "cross_entropy_backward"), "tests/cupy_backend/test_kernels_loss_optim.py"),
+    "im2col": (("conv2d", "conv2d_input_grad", "conv2d_weight_grad"), "tests/cupy_backend/test_kernels_conv_pool.py"),
+    "maxpool": (("max_pool2d", "max_pool2d_backward"), "tests/cupy_backend/test_kernels_conv_pool.py"),
+    "optim": (("adam_step_", "sgd_step_"), "tests/cupy_backend/test_kernels_loss_optim.py"),
+    "softmax": (("softmax", "log_softmax"), "tests/cupy_backend/test_kernels_loss_optim.py"),
+}
+PLUGTORCH_KERNELS = {NAME: {
+    op: ((f"CUDA `{source}.cu`",) + (("CuPy",) if source == "binary" else ()), test)
+    for source, (ops, test) in _CUDA_SOURCES.items() for op in ops}}
+
+
 @hookimpl
 def plugtorch_register(registrar):
     _registrars.append(registrar)

@@ -85,6 +85,37 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
     )
 
 
+# What serves ops on this backend besides their own declarations, stated whether or not the C
+# extension was built on this machine, so that the catalog generated from it (docs/ops.md) is the
+# same everywhere (the format: plugtorch.testing.catalog). The C kernels are native.kernels() where
+# the extension loaded, the NumPy ones FUSED_KERNELS and OPTIM_KERNELS; where an op's C kernel is
+# missing, its NumPy kernel serves, or else the op's declaration (None). The tests named hold the
+# kernels to the op beside the conformance kit; tests/conformance/test_kernel_declarations.py keeps
+# all of this in step.
+C_KERNEL_OPS = frozenset({"adam_step_", "conv2d", "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
+                          "fold", "index_select", "max_pool2d", "max_pool2d_backward", "relu", "sigmoid_backward",
+                          "tanh_backward", "threshold_backward"})
+_KERNEL_TESTS = {
+    **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),
+    **dict.fromkeys(("conv2d", "conv2d_weight_grad"), "tests/ops/test_native_conv.py"),
+    **dict.fromkeys(("cross_entropy", "cross_entropy_backward"), "tests/ops/test_fused_cross_entropy.py"),
+    "fold": "tests/ops/test_fused_fold.py",
+    "index_select": "tests/ops/test_native_gather.py",
+    **dict.fromkeys(("max_pool2d", "max_pool2d_backward"), "tests/ops/test_fused_max_pool.py"),
+    **dict.fromkeys(("relu", "threshold_backward", "tanh_backward", "sigmoid_backward"),
+                    "tests/ops/test_activation_grad_kernels.py"),
+}
+
+
+def _kinds(op: str) -> tuple[str | None, ...]:
+    numpy_kernel = "NumPy" if op in FUSED_KERNELS or op in OPTIM_KERNELS else None
+    return ("C", numpy_kernel) if op in C_KERNEL_OPS else (numpy_kernel,)
+
+
+PLUGTORCH_KERNELS = {NAME: {op: (_kinds(op), _KERNEL_TESTS.get(op, ""))
+                            for op in sorted(C_KERNEL_OPS | FUSED_KERNELS.keys() | OPTIM_KERNELS.keys())}}
+
+
 @hookimpl
 def plugtorch_register(registrar):
     allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
