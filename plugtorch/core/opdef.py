@@ -26,8 +26,8 @@ is the graph node: ``ctx.saved`` (the operands, if ``save`` has "inputs"),
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from .node_names import node_class
 
@@ -37,9 +37,10 @@ __all__ = ["OpDef", "PLACES", "inherit"]
 PLACES = ("plugtorch", "Tensor", "nn.functional")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True, slots=True)
 class OpDef:
-    """An op's definition, independent of any backend (see the module docstring)."""
+    """An op's definition, independent of any backend (see the module docstring). Frozen: a
+    changed definition is a new one (``dataclasses.replace``), registered in its place."""
 
     name: str
     decompose: Callable | None = None
@@ -61,55 +62,40 @@ class OpDef:
     multi_output: bool = False
     no_kernel: str = ""
     module: str = ""
-
-    if TYPE_CHECKING:  # worked out from the fields above by _node_fields, not set by callers
-        rule: Callable | None = None
-        saved_positions: bool | frozenset[int] | None = None
-        saves_output: bool = False
-        node_class: type | None = None
+    # what dispatch reads on every node, worked out from the fields above (__post_init__): the
+    # rule a node of this op runs when a kernel (or the primitive) computed it, what that rule
+    # saves, and the class of its nodes (None where the call decides it: node_names.class_for)
+    rule: Callable | None = field(init=False, repr=False)
+    saved_positions: bool | frozenset[int] | None = field(init=False, repr=False)
+    saves_output: bool = field(init=False, repr=False)
+    node_class: type | None = field(init=False, repr=False)
 
     def __post_init__(self):
-        if isinstance(self.save, str):
-            self.save = (self.save,)
-        self.save = tuple(self.save)
-        bad = [s for s in self.save if s not in ("inputs", "output") and not isinstance(s, int)]
+        setattr_ = object.__setattr__
+        save = (self.save,) if isinstance(self.save, str) else tuple(self.save)
+        setattr_(self, "save", save)
+        bad = [s for s in save if s not in ("inputs", "output") and not isinstance(s, int)]
         if bad:
             raise ValueError(f"OpDef '{self.name}': save may hold 'inputs', 'output' and operand "
                              f"positions, not {bad}")
         unknown = set(self.exposed) - set(PLACES)
         if unknown:
             raise ValueError(f"OpDef '{self.name}': exposed names {sorted(unknown)}; use some of {PLACES}")
-
-    # -- what dispatch reads --------------------------------------------------------
-    def __setattr__(self, name, value):
-        object.__setattr__(self, name, value)
-        if name in _NODE_INPUTS:
-            self._node_fields()
-        elif name == "name":  # the class of its nodes, or None where the call decides it
-            object.__setattr__(self, "node_class", node_class(value))
-
-    def _node_fields(self) -> None:
-        """What a graph node of this op holds when a kernel (or the primitive) computed it, worked
-        out once, for every path that records one: ``rule``, the rule the node runs, and what it
-        saves (``saved_positions``: True for every operand, else a set of positions or None;
-        ``saves_output``). That is the op's ``derivative`` and its ``save``; for an op with a
-        decomposition but no derivative, the decomposition re-run from all the operands and
-        differentiated (``decomposition_rule``); for neither, None: no node (not differentiable)."""
-        d = self.__dict__
-        derivative, decompose = d.get("derivative"), d.get("decompose")
-        rule: Callable | None = derivative
+        # A node holds the op's derivative and what its save names; for an op with a decomposition
+        # but no derivative, the decomposition re-run from all the operands and differentiated;
+        # for neither, there is no node (the op is not differentiable).
+        rule: Callable | None = self.derivative
         positions: bool | frozenset[int] | None = True
         output = False
-        if derivative is None and decompose is not None:
-            rule = decomposition_rule(decompose, d.get("variadic", False))
+        if rule is None and self.decompose is not None:
+            rule = decomposition_rule(self.decompose, self.variadic)
         else:
-            save = d.get("save", ())
-            save = (save,) if isinstance(save, str) else tuple(save)
             picked = frozenset(s for s in save if isinstance(s, int))
             positions, output = True if "inputs" in save else (picked or None), "output" in save
-        object.__setattr__(self, "rule", rule)
-        object.__setattr__(self, "saved_positions", positions)
-        object.__setattr__(self, "saves_output", output)
+        setattr_(self, "rule", rule)
+        setattr_(self, "saved_positions", positions)
+        setattr_(self, "saves_output", output)
+        setattr_(self, "node_class", node_class(self.name))
 
     @property
     def kernel_refusal(self) -> str:
@@ -141,9 +127,6 @@ class OpDef:
         return "kernel only"
 
 
-_NODE_INPUTS = frozenset({"derivative", "decompose", "save", "variadic"})
-
-
 def decomposition_rule(decompose: Callable, variadic: bool = False) -> Callable:
     """The derivative of an op whose kernel ran but which has no rule of its own: its
     decomposition is re-run from the saved operands and differentiated with autograd.grad, so
@@ -168,22 +151,15 @@ def inherit(new: OpDef, old: OpDef) -> OpDef:
 
     An override replaces how an op computes and differentiates; its signature, where it
     is exposed, its docs and its samples stay unless the override gives its own (a
-    different signature is a different op: define it under a new name).
+    different signature is a different op: define it under a new name). Returns the
+    definition to register (``new`` is left as it is).
     """
-    new.function = old.function
-    new.method = old.method if new.method is None else new.method
-    new.exposed = new.exposed or old.exposed
-    new.aliases = new.aliases or old.aliases
-    new.inplace = new.inplace or old.inplace
-    new.variadic = old.variadic
-    new.view = old.view
-    new.multi_output = old.multi_output
-    new.no_kernel = new.no_kernel or old.no_kernel
-    new.dtypes = new.dtypes or old.dtypes
-    new.samples = new.samples or old.samples
-    new.module = new.module or old.module
-    new.doc = new.doc or old.summary()
-    return new
+    return replace(
+        new, function=old.function, method=old.method if new.method is None else new.method,
+        exposed=new.exposed or old.exposed, aliases=new.aliases or old.aliases, inplace=new.inplace or old.inplace,
+        variadic=old.variadic, view=old.view, multi_output=old.multi_output, no_kernel=new.no_kernel or old.no_kernel,
+        dtypes=new.dtypes or old.dtypes, samples=new.samples or old.samples, module=new.module or old.module,
+        doc=new.doc or old.summary())
 
 
 def _first_line(fn: Any) -> str:

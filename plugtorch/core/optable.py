@@ -5,17 +5,12 @@ registry writes it — the core's definitions first, then any plugin's, an overr
 replacing an entry — and dispatch reads it on every call, so what a plugin
 registers is what runs.
 
-The core declares its ops with the helpers below (a plugin passes an ``OpDef`` to
-``registrar.add_op``). Each declaration also records the op's public names in
-``API``, from which ``plugtorch.*``, ``Tensor.*`` and ``nn.functional.*`` are bound
-(:mod:`plugtorch.core.api`):
-
-* :func:`op` — decorate the op's *function*: torch's signature, argument checks and
-  normalisation, ending in ``call_op(name, operands, attrs)``.
-* :func:`composite` — decorate a *decomposition* whose signature already is torch's
-  (operands first); the public function is generated from it.
-* :func:`public` — a public function that is not an op of its own (``zeros``,
-  ``clamp_min``): it is bound the same way.
+Every op of the core is declared with :func:`op` (a plugin passes the same ``OpDef`` to
+``registrar.add_op``, or builds it with ``plugtorch.library.custom_op``). Each declaration
+also records the op's public names in ``API``, from which ``plugtorch.*``, ``Tensor.*`` and
+``nn.functional.*`` are bound (:mod:`plugtorch.core.api`). :func:`public` binds a public
+function that is not an op of its own (``zeros``, ``clamp_min``, ``max`` returning values and
+indices) the same way. ``docs/design.md`` ("Adding an op") shows the one way with examples.
 """
 from __future__ import annotations
 
@@ -24,7 +19,7 @@ from typing import Any, Callable
 
 from .opdef import PLACES, OpDef
 
-__all__ = ["TABLE", "CORE", "API", "INPLACE", "declare", "public", "op", "composite"]
+__all__ = ["TABLE", "CORE", "API", "INPLACE", "declare", "public", "op", "Done"]
 
 TABLE: dict[str, OpDef] = {}
 CORE: list[OpDef] = []
@@ -70,8 +65,52 @@ def _add_public(place: str, name: str, fn: Callable) -> None:
     API[place][name] = fn
 
 
-def op(name: str | None = None, **fields):
-    """Decorator for an op's public function; ``fields`` are the rest of its :class:`OpDef`."""
+def op(name: str | None = None, *, bind: Callable | None = None, operands: int = 1,
+       front: Callable | None = None, **fields):
+    """Declare an op: the one way every op of the core is written (a plugin's ``OpDef`` is the
+    same record). Returns the op's public function, which is also bound as ``plugtorch.<name>``,
+    ``Tensor.<name>``, ``nn.functional.<name>`` and ``Tensor.<name>_`` where ``fields`` say so.
+
+    The decorated function is what the op computes, in the calling convention kernels share
+    (operands positionally, attrs by keyword): its body is the op's decomposition, written
+    with plugtorch ops, unless ``primitive=`` or ``lower=`` says how it computes — then the
+    body is only its docstring, and its signature documents what a kernel receives. The
+    public function is generated, one of three ways:
+
+    * from the decorated function's own signature, where it is torch's (its first
+      ``operands`` parameters are the operands, the rest attrs; a ``variadic`` op's first
+      parameter is its list of tensors);
+    * from ``bind``, where torch's arguments need checks or normalising: ``bind`` has torch's
+      signature and returns ``(operands, attrs)`` in the calling convention, or ``Done(value)``
+      where torch answers without computing the op (``where(condition)`` alone is ``nonzero``);
+    * by ``front(name)``, the fast path a family of ops shares (``dispatch.unary_front``).
+
+    ``fields`` are the rest of the :class:`OpDef`: ``derivative`` (``rule(ctx, grad)``),
+    ``save``, ``dtypes``, ``exposed``, ``aliases``, ``inplace``, ``variadic``, ``view``, ...
+    """
+    def deco(fn):
+        opname = name or fn.__name__
+        if "decompose" in fields or "function" in fields:
+            raise TypeError(f"op '{opname}': the decorated function is the decomposition and the public "
+                            "function is generated; pass neither decompose= nor function=")
+        computes = fields.get("primitive") is not None or fields.get("lower") is not None
+        if front is not None:
+            public = front(opname)
+        elif bind is not None:
+            public = _generated_front(opname, bind, 0, False, bound=True)
+        else:
+            public = _generated_front(opname, fn, operands, fields.get("variadic", False))
+        if not public.__doc__:
+            public.__doc__ = fn.__doc__
+        declare(OpDef(opname, decompose=None if computes else fn, function=public, module=_module_of(fn),
+                      **fields))
+        public.op_name = opname
+        return public
+    return deco
+
+
+def legacy_op(name: str | None = None, **fields):
+    """The hand-written public function form, until every op is written with :func:`op`."""
     def deco(fn):
         declare(OpDef(name or fn.__name__, function=fn, module=_module_of(fn), **fields))
         fn.op_name = name or fn.__name__
@@ -79,27 +118,22 @@ def op(name: str | None = None, **fields):
     return deco
 
 
-def composite(name: str | None = None, *, operands: int = 1, **fields):
-    """Decorator for a decomposition that *is* the op's signature (its first ``operands``
-    parameters are the operands; a ``variadic`` op's first parameter is its tensor list).
+class Done:
+    """What a ``bind`` returns to answer a call without dispatching the op."""
 
-    Returns the generated public function, which dispatches (a backend kernel, else this
-    decomposition) and carries the decomposition's name, signature and docstring.
-    """
-    def deco(fn):
-        opname = name or fn.__name__
-        front = _generated_front(opname, fn, operands, fields.get("variadic", False))
-        declare(OpDef(opname, decompose=fn, function=front, module=_module_of(fn), **fields))
-        return front
-    return deco
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
 
 
 def _module_of(fn) -> str:
     return getattr(fn, "__module__", "").rsplit(".", 1)[-1]
 
 
-def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool) -> Callable:
-    """Source for ``def f(<fn's parameters>): return call_op(opname, operands, attrs)``.
+def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool, bound: bool = False) -> Callable:
+    """Source for ``def f(<fn's parameters>): return call_op(opname, operands, attrs)``, or with
+    ``bound``, ``return call_op(opname, *fn(<its parameters>))`` (``fn`` binds torch's arguments).
 
     Written out (as dataclasses does) rather than binding arguments at run time: the
     result has the real signature and costs one frame, like a hand-written function.
@@ -110,11 +144,28 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool)
     text: list[str] = []
     operands: list[str] = []
     attrs: list[str] = []
+    passed: list[str] = []  # how each parameter is passed on to ``fn`` (bound)
     star_done = False
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
-            raise TypeError(f"composite '{opname}': *args, **kwargs and positional-only parameters "
-                            "need a hand-written function (use @op)")
+            if not bound:
+                raise TypeError(f"op '{opname}': *args, **kwargs and positional-only parameters need a "
+                                "bind= function")
+            if p.kind is p.VAR_POSITIONAL:
+                text.append(f"*{p.name}")
+                passed.append(f"*{p.name}")
+                star_done = True
+            elif p.kind is p.VAR_KEYWORD:
+                text.append(f"**{p.name}")
+                passed.append(f"**{p.name}")
+            else:
+                text.append(p.name if p.default is p.empty else f"{p.name}=_d{i}")
+                passed.append(p.name)
+                if p.default is not p.empty:
+                    defaults[f"_d{i}"] = p.default
+                if i + 1 == len(params) or params[i + 1].kind is not p.POSITIONAL_ONLY:
+                    text.append("/")
+            continue
         if p.kind is p.KEYWORD_ONLY and not star_done:
             text.append("*")
             star_done = True
@@ -123,20 +174,26 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool)
             text.append(f"{p.name}=_d{i}")
         else:
             text.append(p.name)
+        passed.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
         (operands if i < n_operands and p.kind is not p.KEYWORD_ONLY else attrs).append(p.name)
-    if variadic:
-        operand_expr = f"tuple({operands[0]})"
+    if bound:
+        body = (f"    bound = _bind({', '.join(passed)})\n"
+                "    if type(bound) is _Done:\n"
+                "        return bound.value\n"
+                f"    return _call_op({opname!r}, *bound)\n")
     else:
-        operand_expr = "(" + "".join(f"{o}, " for o in operands) + ")"
-    attr_expr = "{" + ", ".join(f"{a!r}: {a}" for a in attrs) + "}" if attrs else "_NO_ATTRS"
-    src = (f"def {fn.__name__}({', '.join(text)}):\n"
-           f"    return _call_op({opname!r}, {operand_expr}, {attr_expr})\n")
-    namespace = {"_call_op": call_op, "_NO_ATTRS": NO_ATTRS, **defaults}
+        operand_expr = f"tuple({operands[0]})" if variadic else "(" + "".join(f"{o}, " for o in operands) + ")"
+        attr_expr = "{" + ", ".join(f"{a!r}: {a}" for a in attrs) + "}" if attrs else "_NO_ATTRS"
+        body = f"    return _call_op({opname!r}, {operand_expr}, {attr_expr})\n"
+    name = opname if opname.isidentifier() else fn.__name__
+    src = f"def {name}({', '.join(text)}):\n{body}"
+    namespace = {"_call_op": call_op, "_NO_ATTRS": NO_ATTRS, "_bind": fn, "_Done": Done, **defaults}
     exec(compile(src, f"<plugtorch op {opname}>", "exec"), namespace)  # noqa: S102 - our own text
-    front: Any = namespace[fn.__name__]
+    front: Any = namespace[name]
     front.__doc__ = fn.__doc__
     front.__module__ = fn.__module__
-    front.__qualname__ = fn.__qualname__
-    front.__wrapped_decomposition__ = fn
+    front.__qualname__ = opname if opname.isidentifier() else fn.__qualname__
+    if not bound:
+        front.__wrapped_decomposition__ = fn
     front.op_name = opname
     return front

@@ -25,7 +25,7 @@ what they replaced.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .backend import Backend, PrimitiveTable
@@ -226,11 +226,12 @@ class Registrar:
                     "decomposition, so gradients through it would be lost; give OpDef a derivative (or a "
                     "decompose written with differentiable ops)."
                 )
-            inherit(op, old)
+            op = inherit(op, old)
         if op.primitive is not None and op.primitive not in PRIMITIVE_NAMES:
             raise PluginError(f"plugin '{self.plugin_name}': op '{op.name}' maps to '{op.primitive}', "
                               f"which is not a primitive of contract {CONTRACT_VERSION}")
-        op.plugin = self.plugin_name
+        if op.plugin != self.plugin_name:  # the registered definition names its plugin
+            op = replace(op, plugin=self.plugin_name)
         if old is not None and old.plugin != self.plugin_name:  # an owner updating its op is no override
             r.overridden.setdefault(op.name, old)
         r.ops[op.name] = op

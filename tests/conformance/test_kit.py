@@ -62,8 +62,7 @@ def test_a_dtype_upcast_is_caught_without_torch(backend):
 
 
 def test_an_op_without_samples_fails_naming_the_op():
-    op = OpDef("kit_nosamples", decompose=_triple)
-    op.plugin = "someplugin"
+    op = OpDef("kit_nosamples", decompose=_triple, plugin="someplugin")
     with pytest.raises(ConformanceError, match="op 'kit_nosamples' .*someplugin.* has no conformance samples"):
         check_coverage(op, [])
 

@@ -112,6 +112,12 @@ def _same(opdef, sample, got, expected, what):
 
 # -- 1. an overriding definition is what runs ----------------------------------------------------
 
+def _computes_as(registered, given) -> bool:
+    """Whether the registered definition is ``given`` (the registry records it as a copy naming its
+    plugin, with the public face of the op it overrides)."""
+    return all(getattr(registered, f) is getattr(given, f) for f in ("decompose", "derivative", "lower", "primitive"))
+
+
 def _spied(d, counts: Counter):
     """``d`` with every way it computes and differentiates wrapped by a counting spy that returns
     what the original returns. A primitive becomes a lowering that calls it, so that primitive ops
@@ -146,7 +152,7 @@ def test_an_overriding_definition_is_what_runs(name, register):
     counts = Counter()
     spied = _spied(original, counts)
     owner = register(lambda r: r.add_op(spied, override=True))
-    assert TABLE[name] is spied and reg.ops[name].plugin == owner
+    assert _computes_as(TABLE[name], spied) and reg.ops[name].plugin == owner
 
     # forward: the lowering if the definition has one, else the decomposition (kernels that other
     # plugins registered for the old definition, such as NumPy's fused softmax, no longer serve it)
@@ -358,7 +364,7 @@ def test_removing_a_plugin_restores_what_its_registrations_replaced(register):
     assert plugtorch.nn.functional.softplus(x).tolist() == [2.0, 2.0]
 
     unregister_plugin(p1)  # not the one in force: the later override stays
-    assert TABLE["softplus"] is second and reg.overridden["softplus"] is core
+    assert _computes_as(TABLE["softplus"], second) and reg.overridden["softplus"] is core
     assert reg.service("test.svc") == "two" and p1 not in reg.plugins
 
     unregister_plugin(p2)

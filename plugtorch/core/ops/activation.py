@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 
 from ..dispatch import call_op
-from ..optable import composite, op, public
+from ..optable import legacy_op, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from .elementwise import as_float
@@ -48,7 +48,7 @@ def _relu_rule(ctx, g):
     return call_op("threshold_backward", (g, ctx.output), {"threshold": 0})
 
 
-@op(decompose=_relu, derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True)
+@legacy_op(decompose=_relu, derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True)
 def relu(input):
     """max(x, 0); the gradient at 0 is 0."""
     return call_op("relu", (input,))
@@ -67,7 +67,7 @@ def _threshold_backward_rule(ctx, g):
     return call_op("threshold_backward", (g, ctx.saved[1]), ctx.attrs), None
 
 
-@op(decompose=_threshold_backward, derivative=_threshold_backward_rule, save=(1,))
+@legacy_op(decompose=_threshold_backward, derivative=_threshold_backward_rule, save=(1,))
 def threshold_backward(grad_output, input, threshold):
     """relu's (and threshold's) gradient: 0 where input <= threshold, else grad_output (a NaN
     input passes it on, as torch's does).
@@ -113,7 +113,7 @@ def _tanh_backward_rule(ctx, gg):
             (gg * g * y * -2 if need[1] else None))
 
 
-@op(decompose=_tanh_backward, derivative=_tanh_backward_rule, save="inputs")
+@legacy_op(decompose=_tanh_backward, derivative=_tanh_backward_rule, save="inputs")
 def tanh_backward(grad_output, output):
     """tanh's gradient from its output y: grad_output * (1 - y * y), torch's aten::tanh_backward.
 
@@ -134,7 +134,7 @@ def _sigmoid_backward_rule(ctx, gg):
             (gg * g * (1 - y * 2) if need[1] else None))
 
 
-@op(decompose=_sigmoid_backward, derivative=_sigmoid_backward_rule, save="inputs")
+@legacy_op(decompose=_sigmoid_backward, derivative=_sigmoid_backward_rule, save="inputs")
 def sigmoid_backward(grad_output, output):
     """sigmoid's gradient from its output y: grad_output * (1 - y) * y, torch's
     aten::sigmoid_backward (one op, as tanh_backward)."""
@@ -152,7 +152,7 @@ def _sigmoid_rule(ctx, g):
     return call_op("sigmoid_backward", (g, ctx.output))
 
 
-@op(decompose=_sigmoid, derivative=_sigmoid_rule, save="output", exposed=_EVERYWHERE + _F, inplace=True,
+@legacy_op(decompose=_sigmoid, derivative=_sigmoid_rule, save="output", exposed=_EVERYWHERE + _F, inplace=True,
     dtypes="integers -> default float")
 def sigmoid(input):
     """1 / (1 + exp(-x)), computed without overflow."""
@@ -201,13 +201,13 @@ def _softmax_like(name, x, dim, dtype, stacklevel=3):
     return call_op(name, (x,), {"dim": d})
 
 
-@op(decompose=_softmax, derivative=_softmax_rule, save="output", exposed=_EVERYWHERE)
+@legacy_op(decompose=_softmax, derivative=_softmax_rule, save="output", exposed=_EVERYWHERE)
 def softmax(input, dim=None, dtype=None):
     """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
     return _softmax_like("softmax", input, dim, dtype)
 
 
-@op(decompose=_log_softmax, derivative=_log_softmax_rule, save="output", exposed=_EVERYWHERE)
+@legacy_op(decompose=_log_softmax, derivative=_log_softmax_rule, save="output", exposed=_EVERYWHERE)
 def log_softmax(input, dim=None, dtype=None):
     """log(softmax(x)) along dim, computed stably (never log of softmax)."""
     return _softmax_like("log_softmax", input, dim, dtype)
@@ -218,7 +218,7 @@ def _softmin_rule(ctx, g):
     return -(y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True)))
 
 
-@op(decompose=lambda input, *, dim: _softmax(-input, dim=dim), derivative=_softmin_rule, save="output",
+@legacy_op(decompose=lambda input, *, dim: _softmax(-input, dim=dim), derivative=_softmin_rule, save="output",
     exposed=_F)
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """softmax(-x) along dim: the smallest entries get the most weight."""
@@ -230,7 +230,7 @@ def _glu(input, *, dim):
     return a * sigmoid(b)
 
 
-@op(decompose=_glu, exposed=_F)
+@legacy_op(decompose=_glu, exposed=_F)
 def glu(input, dim=-1):
     """Gated linear unit: the first half of ``dim`` times the sigmoid of the second half."""
     x = _float_input("glu", input)
@@ -267,7 +267,7 @@ def _leaky_relu_rule(ctx, g):
     return ew.where(ew.gt(ctx.saved[0], 0), g, g * ctx.attrs["negative_slope"])
 
 
-@op(decompose=_leaky_relu, derivative=_leaky_relu_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=_leaky_relu, derivative=_leaky_relu_rule, save="inputs", exposed=_F)
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """x where x > 0, else negative_slope * x."""
     if inplace:
@@ -301,7 +301,7 @@ def _gelu_rule(ctx, g):
     return g * (cdf + x * pdf)
 
 
-@op(decompose=_gelu, derivative=_gelu_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=_gelu, derivative=_gelu_rule, save="inputs", exposed=_F)
 def gelu(input, approximate="none"):
     """x * Phi(x) (approximate='none', via erf) or its tanh approximation (approximate='tanh')."""
     if approximate not in ("none", "tanh"):
@@ -315,7 +315,7 @@ def _silu_rule(ctx, g):
     return g * (s * (x * (1 - s) + 1))
 
 
-@op(decompose=lambda input: input * sigmoid(input), derivative=_silu_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=lambda input: input * sigmoid(input), derivative=_silu_rule, save="inputs", exposed=_F)
 def silu(input, inplace=False):
     """x * sigmoid(x) (swish)."""
     if inplace:
@@ -335,7 +335,7 @@ def _softplus_rule(ctx, g):
     return ew.where(ew.gt(z, ctx.attrs["threshold"]), g, g * sigmoid(z))
 
 
-@op(decompose=_softplus, derivative=_softplus_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=_softplus, derivative=_softplus_rule, save="inputs", exposed=_F)
 def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta * x)) / beta; x itself where beta * x > threshold."""
     return call_op("softplus", (_float_input("softplus", input),),
@@ -351,7 +351,7 @@ def _elu_rule(ctx, g):
     return ew.where(ew.gt(x, 0), g, g * ew.exp(x) * ctx.attrs["alpha"])
 
 
-@op(decompose=_elu, derivative=_elu_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=_elu, derivative=_elu_rule, save="inputs", exposed=_F)
 def elu(input, alpha=1.0, inplace=False):
     """x where x > 0, else alpha * (exp(x) - 1)."""
     if inplace:
@@ -367,7 +367,7 @@ def _clamped_grad(x, lo, hi):
     return ew.where(inside, x, ew.clamp(x.detach(), lo, hi))
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """clamp(x, min_val, max_val); the gradient is 1 strictly between them."""
     if min_val > max_val:
@@ -377,7 +377,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return _clamped_grad(_float_input("hardtanh", input), min_val, max_val)
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def relu6(input, inplace=False):
     """min(max(x, 0), 6)."""
     if inplace:
@@ -389,7 +389,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-@composite(exposed=("plugtorch",) + _F)
+@op(exposed=("plugtorch",) + _F)
 def selu(input, inplace=False):
     """scale * elu(x, alpha) with the self-normalising constants."""
     if inplace:
@@ -397,7 +397,7 @@ def selu(input, inplace=False):
     return elu(input, _SELU_ALPHA) * _SELU_SCALE
 
 
-@composite(exposed=("plugtorch",) + _F)
+@op(exposed=("plugtorch",) + _F)
 def celu(input, alpha=1.0, inplace=False):
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     if alpha == 0:
@@ -408,7 +408,7 @@ def celu(input, alpha=1.0, inplace=False):
     return ew.where(ew.gt(x, 0), x, ew.expm1(x / alpha) * alpha)
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def mish(input, inplace=False):
     """x * tanh(softplus(x))."""
     if inplace:
@@ -416,7 +416,7 @@ def mish(input, inplace=False):
     return input * ew.tanh(softplus(input))
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def hardsigmoid(input, inplace=False):
     """0 for x <= -3, 1 for x >= 3, x / 6 + 1/2 between (gradient 1/6 strictly inside)."""
     if inplace:
@@ -424,7 +424,7 @@ def hardsigmoid(input, inplace=False):
     return _clamped_grad(_float_input("hardsigmoid", input) / 6 + 0.5, 0.0, 1.0)
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def hardswish(input, inplace=False):
     """x * relu6(x + 3) / 6; at x = -3 and 3 the gradient is 0 and 1, as torch's."""
     if inplace:
@@ -433,21 +433,21 @@ def hardswish(input, inplace=False):
     return ew.where(ew.le(x, -3), 0.0, ew.where(ew.ge(x, 3), x, x * (x + 3) / 6))
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def softsign(input):
     """x / (1 + |x|)."""
     x = _float_input("softsign", input)
     return x / (ew.abs(x) + 1)
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def logsigmoid(input):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), without overflow."""
     x = _float_input("logsigmoid", input)
     return ew.minimum(x, 0.0) - ew.log1p(ew.exp(-ew.abs(x)))
 
 
-@composite(exposed=_F)
+@op(exposed=_F)
 def tanhshrink(input):
     """x - tanh(x)."""
     return input - ew.tanh(input)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from ..dispatch import call_op
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -101,7 +101,7 @@ def _expand_heads(query, key, value):
     return key.repeat_interleave(hq // hk, -3), value.repeat_interleave(hq // hv, -3)
 
 
-@op(decompose=_sdpa, derivative=_sdpa_rule, save="inputs", exposed=("nn.functional",))
+@legacy_op(decompose=_sdpa, derivative=_sdpa_rule, save="inputs", exposed=("nn.functional",))
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False, *, generator=None):
     """softmax(query @ key^T * scale + attn_mask) @ value, dropout applied to the weights.

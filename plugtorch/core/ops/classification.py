@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..debug import checks_values
 from ..dispatch import call_op
 from ..dtypes import int64, promote_types
-from ..optable import op
+from ..optable import legacy_op
 from . import elementwise as ew
 from .activation import log_softmax, softmax
 from .creation import arange
@@ -165,7 +165,7 @@ def _cross_entropy_rule(ctx, g):
     return gx, None, (term * (s * v).unsqueeze(1)).sum(dims)
 
 
-@op(decompose=_cross_entropy, derivative=_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
+@legacy_op(decompose=_cross_entropy, derivative=_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
     dtypes=_CLASS_DTYPES + "; class probabilities promoted with the input")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
@@ -207,7 +207,7 @@ def _cross_entropy_backward(grad_output, input, target, weight, *, ignore_index,
     return dx * per_sample(upstream(grad_output, reduction, wt.sum()), reduction)
 
 
-@op(decompose=_cross_entropy_backward, dtypes="as cross_entropy's")
+@legacy_op(decompose=_cross_entropy_backward, dtypes="as cross_entropy's")
 def cross_entropy_backward(grad_output, input, target, weight, ignore_index, reduction, label_smoothing):
     """The gradient of cross_entropy with respect to its logits.
 
@@ -254,7 +254,7 @@ def _nll_loss_rule(ctx, g):
     return gx, None, gw
 
 
-@op(decompose=_nll_loss, derivative=_nll_loss_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_CLASS_DTYPES)
+@legacy_op(decompose=_nll_loss, derivative=_nll_loss_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_CLASS_DTYPES)
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``.

@@ -32,7 +32,7 @@ import math
 
 from ..dispatch import call_op
 from ..geometry import batch_chunks, weight_grad_product
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from .movement import pad
 from .shape import cat
@@ -193,7 +193,7 @@ def _conv_front(name, nd, input, weight, bias, stride, padding, dilation, groups
     return out.squeeze(0) if unbatched else out
 
 
-@op(decompose=_conv, derivative=_conv_rule("conv2d_input_grad", "conv2d_weight_grad"), save=(0, 1),
+@legacy_op(decompose=_conv, derivative=_conv_rule("conv2d_input_grad", "conv2d_weight_grad"), save=(0, 1),
     exposed=_EXPOSED)
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul.
@@ -205,7 +205,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv_front("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
-@op(decompose=_conv, derivative=_conv_rule("conv3d_input_grad", "conv3d_weight_grad"), save=(0, 1),
+@legacy_op(decompose=_conv, derivative=_conv_rule("conv3d_input_grad", "conv3d_weight_grad"), save=(0, 1),
     exposed=_EXPOSED)
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """3-D cross-correlation over (N, C, D, H, W), im2col + matmul.
@@ -227,7 +227,7 @@ def _conv1d(input, weight, bias, **attrs):
     return call_op("conv2d", (x, w, bias), as_2d_attrs(attrs)).squeeze(2)
 
 
-@op(decompose=_conv1d, exposed=_EXPOSED)
+@legacy_op(decompose=_conv1d, exposed=_EXPOSED)
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation over (N, C, L): conv2d on a height-1 image, as torch does on CPU,
     so a backend's conv2d kernel (and conv2d's derivative) serves it.
@@ -316,7 +316,7 @@ def _check_weight_grad(name, nd, grad_output, input, weight_shape, stride, paddi
                            f"{tuple(stride)}, padding {tuple(padding)}, dilation {tuple(dilation)}")
 
 
-@op(decompose=_conv_input_grad)
+@legacy_op(decompose=_conv_input_grad)
 def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its input (a transposed convolution)."""
     _check_input_grad("conv2d_input_grad", 2, grad_output, weight, input_shape, groups)
@@ -324,7 +324,7 @@ def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilatio
                    _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
 
 
-@op(decompose=_conv_weight_grad)
+@legacy_op(decompose=_conv_weight_grad)
 def conv2d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its weight (patches times the output gradient)."""
     _check_weight_grad("conv2d_weight_grad", 2, grad_output, input, weight_shape, stride, padding, dilation, groups)
@@ -332,7 +332,7 @@ def conv2d_weight_grad(grad_output, input, weight_shape, stride, padding, dilati
                    _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups))
 
 
-@op(decompose=_conv_input_grad)
+@legacy_op(decompose=_conv_input_grad)
 def conv3d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
     """The gradient of conv3d with respect to its input (a transposed convolution)."""
     _check_input_grad("conv3d_input_grad", 3, grad_output, weight, input_shape, groups)
@@ -340,7 +340,7 @@ def conv3d_input_grad(grad_output, weight, input_shape, stride, padding, dilatio
                    _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
 
 
-@op(decompose=_conv_weight_grad)
+@legacy_op(decompose=_conv_weight_grad)
 def conv3d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
     """The gradient of conv3d with respect to its weight (patches times the output gradient)."""
     _check_weight_grad("conv3d_weight_grad", 3, grad_output, input, weight_shape, stride, padding, dilation, groups)

@@ -12,7 +12,7 @@ last input position receive nothing in the forward and are cut off in the backwa
 from __future__ import annotations
 
 from ..dispatch import call_op
-from ..optable import op
+from ..optable import legacy_op
 from .conv import _EXPOSED, _spatial, as_2d_attrs, check_conv_args, ntuple
 
 
@@ -85,7 +85,7 @@ def _front(name, nd, input, weight, bias, stride, padding, output_padding, group
     return out.squeeze(0) if unbatched else out
 
 
-@op(decompose=_conv_transpose, derivative=_conv_transpose_rule(2), save=(0, 1), exposed=_EXPOSED)
+@legacy_op(decompose=_conv_transpose, derivative=_conv_transpose_rule(2), save=(0, 1), exposed=_EXPOSED)
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """2-D transposed convolution ("deconvolution"); weight (in_channels, out_channels/groups, kH, kW).
 
@@ -96,7 +96,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                   dilation)
 
 
-@op(decompose=_conv_transpose, derivative=_conv_transpose_rule(3), save=(0, 1), exposed=_EXPOSED)
+@legacy_op(decompose=_conv_transpose, derivative=_conv_transpose_rule(3), save=(0, 1), exposed=_EXPOSED)
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """3-D transposed convolution; weight (in_channels, out_channels/groups, kD, kH, kW).
 
@@ -112,7 +112,7 @@ def _conv_transpose1d(input, weight, bias, **attrs):
     return call_op("conv_transpose2d", (x, w, bias), as_2d_attrs(attrs)).squeeze(2)
 
 
-@op(decompose=_conv_transpose1d, exposed=_EXPOSED)
+@legacy_op(decompose=_conv_transpose1d, exposed=_EXPOSED)
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """1-D transposed convolution over (N, C, L): conv_transpose2d on a height-1 image.
 

@@ -13,7 +13,7 @@ from ..dispatch import call_op, record
 from ..dtypes import bool_, float64, int64
 from ..grad_mode import _state as _grad
 from ..grad_mode import no_grad
-from ..optable import TABLE, op, public
+from ..optable import TABLE, legacy_op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from .creation import linspace, ones, zeros
@@ -76,7 +76,7 @@ def _no_derivative(ctx, g):
     raise RuntimeError(f"the derivative for '{ctx.op}' is not implemented (as in torch)")
 
 
-@op(decompose=_unique, derivative=_no_derivative, multi_output=True, exposed=_EVERYWHERE)
+@legacy_op(decompose=_unique, derivative=_no_derivative, multi_output=True, exposed=_EVERYWHERE)
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct values (or, with ``dim``, the distinct slices along it), sorted; optionally
     where each input entry went (``return_inverse``) and how often each occurs
@@ -106,7 +106,7 @@ def _bincount(input, weights, *, minlength):
     return scatter_add(zeros(size, dtype=w.dtype, device=input._backend.name), 0, input, w)
 
 
-@op(decompose=_bincount, exposed=_EVERYWHERE,
+@legacy_op(decompose=_bincount, exposed=_EVERYWHERE,
     dtypes="int64 counts; floating weights keep their dtype, integer weights -> float64")
 def bincount(input, weights=None, minlength=0):
     """How often each value 0, 1, ..., max(input) occurs in a 1-D non-negative integer tensor

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..debug import checks_values
 from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from . import elementwise as ew
 from .creation import arange, full, tensor, zeros
@@ -151,7 +151,7 @@ def _lengths(what, v, n, device):
     return t
 
 
-@op(decompose=_ctc_loss, derivative=_ctc_rule, save="inputs", exposed=("nn.functional",),
+@legacy_op(decompose=_ctc_loss, derivative=_ctc_rule, save="inputs", exposed=("nn.functional",),
     dtypes="floating log_probs; integer targets and lengths")
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """The CTC loss of (T, N, C) log-probabilities against targets (N, S) padded or concatenated;

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..dispatch import call_op
 from ..dtypes import int64
 from ..return_types import return_type
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import alias
@@ -64,7 +64,7 @@ def _cumprod(input, *, dim):
     return _cumulative(input, dim, lambda t, e: [t[0] * e[0]])
 
 
-@op(decompose=_cumprod, exposed=_EVERYWHERE, inplace=True,
+@legacy_op(decompose=_cumprod, exposed=_EVERYWHERE, inplace=True,
     dtypes="bool and integers multiply as int64 unless dtype is given")
 def cumprod(input, dim=None, *, dtype=None, axis=None):
     """Running product along ``dim``; the gradient is exact where entries are zero."""
@@ -80,7 +80,7 @@ def _logcumsumexp(input, *, dim):
     return _cumulative(input, dim, lambda t, e: [logaddexp(t[0], e[0])])
 
 
-@op(decompose=_logcumsumexp, exposed=_EVERYWHERE)
+@legacy_op(decompose=_logcumsumexp, exposed=_EVERYWHERE)
 def logcumsumexp(input, dim=None, *, axis=None):
     """log(cumsum(exp(input))) along ``dim``, without overflow (floating input)."""
     d = _dim_arg("logcumsumexp", input, dim, axis)
@@ -115,14 +115,14 @@ def _running_extreme(kind):
     return decompose
 
 
-@op(decompose=_running_extreme("cummax"), multi_output=True, exposed=_EVERYWHERE)
+@legacy_op(decompose=_running_extreme("cummax"), multi_output=True, exposed=_EVERYWHERE)
 def cummax(input, dim=None, *, axis=None):
     """(values, indices) of the running maximum along ``dim``; ties take the later index, and a
     nan, once met, stays (each later nan taking over the index), as torch's."""
     return call_op("cummax", (input,), {"dim": _dim_arg("cummax", input, dim, axis)})
 
 
-@op(decompose=_running_extreme("cummin"), multi_output=True, exposed=_EVERYWHERE)
+@legacy_op(decompose=_running_extreme("cummin"), multi_output=True, exposed=_EVERYWHERE)
 def cummin(input, dim=None, *, axis=None):
     """(values, indices) of the running minimum along ``dim``; ties take the later index, and a
     nan, once met, stays (each later nan taking over the index), as torch's."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..dispatch import call_op
 from ..grad_mode import no_grad
-from ..optable import composite, op
+from ..optable import legacy_op, op
 from ..tensor import _wrap_dim
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -30,7 +30,7 @@ def _normalize(input, *, p, dim, eps):
     return input / ew.clamp(norm(input, p, dim, keepdim=True), min=eps)
 
 
-@op(decompose=_normalize, exposed=_F)
+@legacy_op(decompose=_normalize, exposed=_F)
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``; ``out``, if given, receives the result
     without a gradient, as torch's ``out=`` does.
@@ -47,7 +47,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return out
 
 
-@composite(operands=2, exposed=_BOTH)
+@op(operands=2, exposed=_BOTH)
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / ||x1|| * x2 / ||x2||) along ``dim`` (the inputs broadcast); each norm is at least
     ``eps``, clamped without a gradient of its own, as torch does."""
@@ -66,7 +66,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return out.reshape(()) if not shape else out
 
 
-@composite(operands=2, exposed=_BOTH)
+@op(operands=2, exposed=_BOTH)
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """||x1 - x2 + eps||_p over the last dim (the inputs broadcast)."""
     check_tensors("pairwise_distance", x1=x1, x2=x2)
@@ -77,7 +77,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return norm(diff, p, diff.ndim - 1, keepdim=keepdim)
 
 
-@composite(operands=3, exposed=_F)
+@op(operands=3, exposed=_F)
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
     """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-distance; ``swap`` uses
@@ -97,7 +97,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     return reduced(ew.clamp(d_pos - d_neg + margin, min=0.0), reduction)
 
 
-@composite(operands=3, exposed=_F)
+@op(operands=3, exposed=_F)
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -target * (input1 - input2) + margin): rank input1 above input2 where target is 1."""
     reduction = reduction_arg(size_average, reduce, reduction)

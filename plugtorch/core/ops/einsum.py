@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 from ..dispatch import call_op
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from .creation import arange
 
@@ -146,7 +146,7 @@ def _einsum(operands, *, equation):
     return acc.permute([la.index(c) for c in out]) if la != out else acc
 
 
-@op(decompose=_einsum, variadic=True, exposed=("plugtorch",))
+@legacy_op(decompose=_einsum, variadic=True, exposed=("plugtorch",))
 def einsum(equation, *operands):
     """Einstein summation, e.g. einsum('bij,bjk->bik', a, b); '...' broadcasts leading dims.
 

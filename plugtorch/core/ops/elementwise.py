@@ -1,9 +1,11 @@
 """Elementwise ops: each maps to one backend primitive and carries its derivative rule.
 
-Every op here is declared by ``_unary`` or ``_binary``: one line naming the primitive,
-the rule and the dtype policy. Their functions are the hottest path in plugtorch, so
-they inline dispatch (the op's kernel on the operand's backend, else ``call_op``,
-which also runs an overriding decomposition) instead of calling through it.
+Every op here is declared with ``op``; the primitive ones through ``_unary`` or ``_binary``,
+one line naming the primitive, the rule and the dtype policy, which give ``op`` the fast
+public function every unary (binary) op shares. Those functions are the hottest path in
+plugtorch, so they inline dispatch (the op's kernel on the operand's backend, recording the
+node ``OpDef.rule`` says; else ``call_op``, which also runs an overriding decomposition)
+instead of calling through it.
 
 A rule is ``rule(ctx, grad) -> grads`` written with plugtorch ops, so it is itself
 differentiable. The second operand of a binary op may be a Python number: it is then
@@ -15,12 +17,11 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable
 
-from ..dispatch import call_op, record, record_one, record_pair, wrap
+from ..dispatch import NO_ATTRS, call_op, record, record_one, record_pair, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..opdef import OpDef
-from ..optable import TABLE, composite, declare, op, public
+from ..optable import TABLE, Done, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import cast
@@ -76,9 +77,17 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
         return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or f"Elementwise {name}."
-    declare(OpDef(name, primitive=name, derivative=rule, save=save, dtypes=dtypes, function=fn,
-                  exposed=_EVERYWHERE, inplace=inplace, aliases=aliases, module="elementwise"))
-    return fn
+    return op(name, primitive=name, front=lambda _: fn, derivative=rule, save=save, dtypes=dtypes,
+              exposed=_EVERYWHERE, inplace=inplace, aliases=aliases)(_computed_by_primitive(fn))
+
+
+def _computed_by_primitive(front):
+    """The function ``op`` declares for an elementwise op: the primitive of its name computes it,
+    so it carries only the signature and docstring (the fast ``front`` is its public function)."""
+    def computes(*operands):
+        pass
+    computes.__doc__, computes.__module__ = front.__doc__, __name__
+    return computes
 
 
 _TWO_OVER_SQRT_PI = 1.1283791670955126
@@ -159,7 +168,7 @@ isinf = _unary("isinf", dtypes=TO_BOOL, inplace=False)
 logical_not = _unary("logical_not", dtypes=TO_BOOL, inplace=False)
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def isfinite(input):
     """True where x is neither nan nor +-inf."""
     return logical_not(logical_or(isnan(input), isinf(input)))
@@ -178,19 +187,19 @@ def _square_rule(ctx, g):
     return g * ctx.saved[0] * 2
 
 
-@composite(exposed=_EVERYWHERE, inplace=True, derivative=_reciprocal_rule, save="output")
+@op(exposed=_EVERYWHERE, inplace=True, derivative=_reciprocal_rule, save="output")
 def reciprocal(input):
     """1 / x (integers promote to float)."""
     return _div(1.0, as_float(input))
 
 
-@composite(exposed=_EVERYWHERE, derivative=_rsqrt_rule, save="output")
+@op(exposed=_EVERYWHERE, derivative=_rsqrt_rule, save="output")
 def rsqrt(input):
     """1 / sqrt(x)."""
     return reciprocal(sqrt(input))
 
 
-@composite(exposed=_EVERYWHERE, inplace=True, derivative=_square_rule, save="inputs")
+@op(exposed=_EVERYWHERE, inplace=True, derivative=_square_rule, save="inputs")
 def square(input):
     """x * x."""
     return mul(input, input)
@@ -289,9 +298,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
     elif public is not None:
         front = public(fn)
         front.__name__ = front.__qualname__ = name
-    declare(OpDef(name, primitive=primitive or name, derivative=rule, save=save, dtypes=dtypes,
-                  function=front, exposed=_EVERYWHERE, aliases=aliases, inplace=inplace,
-                  module="elementwise"))
+    op(name, primitive=primitive or name, front=lambda _: front, derivative=rule, save=save, dtypes=dtypes,
+       exposed=_EVERYWHERE, aliases=aliases, inplace=inplace)(_computed_by_primitive(front))
     return (fn, front) if alpha or public else fn
 
 
@@ -498,19 +506,17 @@ _right_shift, bitwise_right_shift = _binary("bitwise_right_shift", dtypes=BITS, 
                                             public=_bits_front("bitwise_right_shift", ">>", True))
 
 
-def _bitwise_not_fn(input):
-    """``~input`` bit by bit on an integer tensor (logical not on bool)."""
+def _bitwise_not_args(input):
     if not isinstance(input, Tensor):
         raise TypeError(f"bitwise_not(): argument 'input' must be Tensor, not {type(input).__name__}")
     if input.dtype.is_floating_point:
         raise _not_for_floats("bitwise_not", input)
-    return call_op("bitwise_not", (input,))
+    return (input,), NO_ATTRS
 
 
-bitwise_not = _bitwise_not_fn
-bitwise_not.__name__ = bitwise_not.__qualname__ = "bitwise_not"
-declare(OpDef("bitwise_not", primitive="bitwise_not", dtypes=BITS, function=bitwise_not,
-              exposed=_EVERYWHERE, inplace=True, module="elementwise"))
+@op(primitive="bitwise_not", bind=_bitwise_not_args, dtypes=BITS, exposed=_EVERYWHERE, inplace=True)
+def bitwise_not(input):
+    """``~input`` bit by bit on an integer tensor (logical not on bool)."""
 
 
 def invert(input):
@@ -533,7 +539,7 @@ rlshift = _reflected(bitwise_left_shift)
 rrshift = _reflected(bitwise_right_shift)
 
 
-@composite(operands=2, exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE)
 def logical_xor(input, other):
     """True where exactly one of input and other is non-zero (bool result)."""
     return ne(ne(input, 0), ne(other, 0))
@@ -581,18 +587,12 @@ def _where_method(self, condition, other):
     return where(condition, self, other)
 
 
-@op(primitive="where", derivative=_where_rule, save=(0,), exposed=_EVERYWHERE, dtypes=PROMOTE,
-    method=_where_method)
-def where(condition, input=None, other=None):
-    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number).
-
-    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
-    """
+def _where_args(condition, input=None, other=None):
     if not isinstance(condition, Tensor):
         raise TypeError("where(): argument 'condition' must be a Tensor")
     if input is None and other is None:
         from .index import nonzero  # index builds on this module
-        return nonzero(condition, as_tuple=True)
+        return Done(nonzero(condition, as_tuple=True))
     if condition.dtype.name != "bool":
         raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor with dtype "
@@ -607,20 +607,19 @@ def where(condition, input=None, other=None):
         input = cast(input, dt)
     if tb and other.dtype is not dt:
         other = cast(other, dt)
-    try:
-        return call_op("where", (condition, input, other))
-    except ValueError:
-        broadcast_shapes(*(t.shape for t in (condition, input, other) if isinstance(t, Tensor)))
-        raise
+    shapes = [t._data.shape for t in (condition, input, other) if isinstance(t, Tensor)]
+    if builtins.any(sh != shapes[0] for sh in shapes):
+        broadcast_shapes(*shapes)  # torch's error for shapes that do not broadcast
+    return (condition, input, other), NO_ATTRS
 
 
-def _clamp(input, min, max):
-    out = input
-    if min is not None:
-        out = where(lt(out, min), min, out)
-    if max is not None:
-        out = where(gt(out, max), max, out)
-    return out
+@op(primitive="where", bind=_where_args, derivative=_where_rule, save=(0,), exposed=_EVERYWHERE, dtypes=PROMOTE,
+    method=_where_method)
+def where(condition, input, other):
+    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number).
+
+    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
+    """
 
 
 def _clamp_rule(ctx, g):
@@ -637,16 +636,24 @@ def _clamp_rule(ctx, g):
             where(below_max, 0.0, g) if need[2] else None)
 
 
-@op(decompose=_clamp, derivative=_clamp_rule, save="inputs", exposed=_EVERYWHERE, aliases=("clip",),
-    inplace=True)
-def clamp(input, min=None, max=None):
-    """Clamp to [min, max] (numbers or tensors); the gradient passes where min <= input <= max;
-    min > max gives max, as in torch."""
+def _clamp_args(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if not isinstance(input, Tensor):
         raise TypeError(f"clamp(): argument 'input' must be Tensor, not {type(input).__name__}")
-    return call_op("clamp", (input, min, max))
+    return (input, min, max), NO_ATTRS
+
+
+@op(bind=_clamp_args, derivative=_clamp_rule, save="inputs", exposed=_EVERYWHERE, aliases=("clip",), inplace=True)
+def clamp(input, min, max):
+    """Clamp to [min, max] (numbers or tensors); the gradient passes where min <= input <= max;
+    min > max gives max, as in torch."""
+    out = input
+    if min is not None:
+        out = where(lt(out, min), min, out)
+    if max is not None:
+        out = where(gt(out, max), max, out)
+    return out
 
 
 @public("plugtorch", "Tensor", inplace=True)

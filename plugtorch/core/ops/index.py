@@ -6,7 +6,7 @@ import builtins
 from ..debug import checks_values
 from ..dispatch import call_op
 from ..dtypes import bool_, int64
-from ..optable import composite, op, public
+from ..optable import legacy_op, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes
 from .creation import arange, tensor, zeros
@@ -85,7 +85,7 @@ def _getitem_rule(ctx, g):
     return index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], ctx.attrs["index"])
 
 
-@op(primitive="getitem", derivative=_getitem_rule,
+@legacy_op(primitive="getitem", derivative=_getitem_rule,
     no_kernel="returns a view for basic indices (slices, ints, None, ...), built from the getitem "
               "primitive; register that primitive instead")
 def getitem(input, key):
@@ -114,7 +114,7 @@ def _lower_index_put_zeros(backend, g, *, shape, dtype, index):
     return p["index_add"](p["zeros"](shape, dtype), index, g)
 
 
-@op(lower=_lower_index_put_zeros, derivative=_index_put_zeros_rule)
+@legacy_op(lower=_lower_index_put_zeros, derivative=_index_put_zeros_rule)
 def index_put_zeros(g, shape, dtype, index):
     """The adjoint of getitem: zeros(shape) with ``g`` added at ``index``; repeats accumulate."""
     g = g if g.dtype is dtype else g.to(dtype)
@@ -155,7 +155,7 @@ def _lower_gather(backend, x, index, *, dim):
     return backend.primitives["gather"](x, dim, index)
 
 
-@op(lower=_lower_gather, derivative=_gather_rule, save=(1,), exposed=_EVERYWHERE)
+@legacy_op(lower=_lower_gather, derivative=_gather_rule, save=(1,), exposed=_EVERYWHERE)
 def gather(input, dim, index):
     """Values along ``dim`` at ``index`` (take_along_axis); repeated indices accumulate gradients."""
     if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
@@ -177,7 +177,7 @@ def _lower_scatter_add(backend, x, index, src, *, dim):
     return backend.primitives["scatter_add"](x, dim, index, src)
 
 
-@op(lower=_lower_scatter_add, derivative=_scatter_add_rule, save=(1,), exposed=_EVERYWHERE)
+@legacy_op(lower=_lower_scatter_add, derivative=_scatter_add_rule, save=(1,), exposed=_EVERYWHERE)
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
     if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
@@ -203,7 +203,7 @@ def _lower_index_select(backend, x, index, *, dim):
     return backend.primitives["getitem"](x, (slice(None),) * dim + (index,))
 
 
-@op(lower=_lower_index_select, derivative=_index_select_rule, save=(1,), exposed=_EVERYWHERE)
+@legacy_op(lower=_lower_index_select, derivative=_index_select_rule, save=(1,), exposed=_EVERYWHERE)
 def index_select(input, dim, index):
     """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed.
 
@@ -252,7 +252,7 @@ def _masked_fill_rule(ctx, g):
     return (where(mask, 0.0, g) if need[0] else None), None, gv
 
 
-@op(decompose=_masked_fill, derivative=_masked_fill_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
+@legacy_op(decompose=_masked_fill, derivative=_masked_fill_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
 def masked_fill(input, mask, value):
     """``input`` with ``value`` where ``mask`` is True (mask broadcasts to input)."""
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
@@ -269,7 +269,7 @@ def _one_hot(input, *, num_classes):
     return (input.unsqueeze(-1) == classes).to(int64)
 
 
-@op(decompose=_one_hot, exposed=("nn.functional",), dtypes="-> int64")
+@legacy_op(decompose=_one_hot, exposed=("nn.functional",), dtypes="-> int64")
 def one_hot(tensor, num_classes=-1):
     """int64 tensor with a trailing dim of num_classes, 1 at each class index."""
     if not isinstance(tensor, Tensor) or tensor.dtype is not int64:
@@ -302,14 +302,14 @@ def _masked_select(input, mask):
     return input.expand(shape)[mask.expand(shape)]
 
 
-@op(decompose=_masked_select, exposed=_EVERYWHERE)
+@legacy_op(decompose=_masked_select, exposed=_EVERYWHERE)
 def masked_select(input, mask):
     """The elements where ``mask`` (broadcast with input) is True, as a 1-D tensor."""
     _check_mask("masked_select", mask)
     return call_op("masked_select", (input, mask))
 
 
-@composite(exposed=_EVERYWHERE, dtypes="-> int64")
+@op(exposed=_EVERYWHERE, dtypes="-> int64")
 def argwhere(input):
     """Indices of the non-zero elements, one row per element (int64, shape (n, ndim))."""
     nz = input != 0
@@ -359,7 +359,7 @@ def _take_along_dim(input, indices, *, dim):
 
 
 
-@op(decompose=_take_along_dim, exposed=_EVERYWHERE)
+@legacy_op(decompose=_take_along_dim, exposed=_EVERYWHERE)
 def take_along_dim(input, indices, dim=None):
     """gather along dim with broadcasting of the other dims (or of the flattened input)."""
     if not isinstance(indices, Tensor) or indices.dtype is not int64:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..dispatch import call_op, wrap
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..optable import TABLE, op, public
+from ..optable import TABLE, legacy_op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import move
@@ -332,13 +332,13 @@ def _lower_index_put(backend, x, value, *, index):
     return out
 
 
-@op(lower=_lower_index_put, derivative=_index_put_rule)
+@legacy_op(lower=_lower_index_put, derivative=_index_put_rule)
 def index_put(input, index, value):
     """``input`` with ``input[index] = value`` (out of place); ``index`` is in the backend's form."""
     return call_op("index_put", (input, value), {"index": index})
 
 
-@op(lower=lambda backend, x, *, index, value: _lower_index_put(backend, x, value, index=index),
+@legacy_op(lower=lambda backend, x, *, index, value: _lower_index_put(backend, x, value, index=index),
     derivative=lambda ctx, g: index_fill(g, ctx.attrs["index"], 0))
 def index_fill(input, index, value):
     """``input`` with ``input[index] = value`` for a Python number (out of place)."""

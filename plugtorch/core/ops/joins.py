@@ -1,7 +1,7 @@
 """NumPy-style joins (hstack, vstack, dstack, column_stack) and the atleast_*d views they use."""
 from __future__ import annotations
 
-from ..optable import composite, public
+from ..optable import op, public
 from ..tensor import Tensor
 from .shape import cat
 
@@ -41,14 +41,14 @@ def _at_least(ndim):
 atleast_1d, atleast_2d, atleast_3d = _at_least(1), _at_least(2), _at_least(3)
 
 
-@composite(variadic=True, exposed=("plugtorch",))
+@op(variadic=True, exposed=("plugtorch",))
 def hstack(tensors):
     """Join along dim 1 (dim 0 for 1-D tensors), after atleast_1d."""
     ts = [atleast_1d(t) for t in _tensors("hstack", tensors)]
     return cat(ts, 0 if ts[0].ndim == 1 else 1)
 
 
-@composite(variadic=True, exposed=("plugtorch",), aliases=("row_stack",))
+@op(variadic=True, exposed=("plugtorch",), aliases=("row_stack",))
 def vstack(tensors):
     """Join along dim 0, after atleast_2d (1-D tensors become rows)."""
     return cat([atleast_2d(t) for t in _tensors("vstack", tensors)], 0)
@@ -57,13 +57,13 @@ def vstack(tensors):
 row_stack = vstack
 
 
-@composite(variadic=True, exposed=("plugtorch",))
+@op(variadic=True, exposed=("plugtorch",))
 def dstack(tensors):
     """Join along dim 2, after atleast_3d."""
     return cat([atleast_3d(t) for t in _tensors("dstack", tensors)], 2)
 
 
-@composite(variadic=True, exposed=("plugtorch",))
+@op(variadic=True, exposed=("plugtorch",))
 def column_stack(tensors):
     """Join along dim 1, 0-d and 1-D tensors first made columns."""
     ts = [t.reshape(-1, 1) if t.ndim <= 1 else t for t in _tensors("column_stack", tensors)]

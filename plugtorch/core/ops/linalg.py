@@ -7,7 +7,7 @@ import warnings
 from ..dispatch import call_op
 from ..dtypes import result_type
 from ..errors import BackendMismatchError
-from ..optable import composite, op, public
+from ..optable import legacy_op, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -62,7 +62,7 @@ def _mm(a, b):
                            f"broadcast ({list(sa[:-2])} vs {list(sb[:-2])})") from None
 
 
-@op(primitive="matmul", derivative=_matmul_rule, save="inputs", exposed=_EVERYWHERE)
+@legacy_op(primitive="matmul", derivative=_matmul_rule, save="inputs", exposed=_EVERYWHERE)
 def matmul(input, other):
     """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims
     broadcast)."""
@@ -93,7 +93,7 @@ def matmul(input, other):
     return _mm(a, b.unsqueeze(-1)).squeeze(-1)
 
 
-@composite(operands=2, exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE)
 def mm(input, mat2):
     """Matrix product of two 2-D tensors."""
     if input.ndim != 2 or mat2.ndim != 2:
@@ -101,7 +101,7 @@ def mm(input, mat2):
     return matmul(input, mat2)
 
 
-@composite(operands=2, exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE)
 def bmm(input, mat2):
     """Batched matrix product of two 3-D tensors with equal batch sizes."""
     a, b = input, mat2
@@ -112,7 +112,7 @@ def bmm(input, mat2):
     return matmul(a, b)
 
 
-@composite(operands=2, exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE)
 def dot(input, tensor):
     """Inner product of two 1-D tensors of one dtype."""
     if input.ndim != 1 or tensor.ndim != 1:
@@ -123,7 +123,7 @@ def dot(input, tensor):
     return matmul(input, tensor)
 
 
-@composite(operands=2, exposed=_EVERYWHERE, aliases=("ger",))
+@op(operands=2, exposed=_EVERYWHERE, aliases=("ger",))
 def outer(input, vec2):
     """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
     if input.ndim != 1 or vec2.ndim != 1:
@@ -134,7 +134,7 @@ def outer(input, vec2):
 ger = outer
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal over dims dim1, dim2 (above it for offset > 0), as a new last dim."""
     n = input.ndim
@@ -154,7 +154,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 _diagonal_of = diagonal  # diag's parameter named like torch's shadows the op
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def diag(input, diagonal=0):
     """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal."""
     if input.ndim == 2:
@@ -168,7 +168,7 @@ def diag(input, diagonal=0):
     return out
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def trace(input):
     """Sum of the main diagonal of a 2-D tensor."""
     if input.ndim != 2:
@@ -176,7 +176,7 @@ def trace(input):
     return diagonal(input).sum()
 
 
-@composite(operands=3, exposed=_EVERYWHERE)
+@op(operands=3, exposed=_EVERYWHERE)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape."""
     prod = mm(mat1, mat2)
@@ -220,7 +220,7 @@ def _linear_is_one_op(input, weight, bias) -> bool:
                             and tuple(bias.shape) == (weight.shape[0],))
 
 
-@op(decompose=_linear, derivative=_linear_rule, save=(0, 1), exposed=("nn.functional",),
+@legacy_op(decompose=_linear, derivative=_linear_rule, save=(0, 1), exposed=("nn.functional",),
     dtypes="floating; input, weight and bias of one dtype (else matmul's and add's promotion)")
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features).
@@ -253,7 +253,7 @@ def _linalg_cross(input, other, *, dim):
     return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], dim)
 
 
-@op(decompose=_linalg_cross)
+@legacy_op(decompose=_linalg_cross)
 def linalg_cross(input, other, *, dim=-1):
     """The cross product of 3-vectors along ``dim`` (the other dims broadcast)."""
     for t in (input, other):
@@ -304,7 +304,7 @@ def _linalg_vector_norm(x, *, ord, dim, keepdim):
     return _vector_norm(x, ord, dim, keepdim)
 
 
-@op(decompose=_linalg_vector_norm)
+@legacy_op(decompose=_linalg_vector_norm)
 def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """The vector ``ord``-norm of ``x`` over ``dim`` (all entries, flattened, when None)."""
     x = _norm_input("linalg.vector_norm", x, dtype)
@@ -330,7 +330,7 @@ def _linalg_matrix_norm(A, *, ord, dim, keepdim):
     return out if keepdim else out.squeeze((d0, d1))
 
 
-@op(decompose=_linalg_matrix_norm)
+@legacy_op(decompose=_linalg_matrix_norm)
 def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """The matrix ``ord``-norm over the two dims ``dim``: 'fro', 1, -1, inf or -inf."""
     A = _norm_input("linalg.matrix_norm", A, dtype)

@@ -22,7 +22,7 @@ import warnings
 from ..debug import checks_values
 from ..dispatch import call_op
 from ..dtypes import promote_types
-from ..optable import op, public
+from ..optable import legacy_op, public
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -150,7 +150,7 @@ def _binary_args(op_name, input, target, others, size_message):
     return [_fit(v, input.shape, dtype) for v in (input, target, *others.values())]
 
 
-@op(decompose=_binary_cross_entropy, derivative=_binary_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
+@legacy_op(decompose=_binary_cross_entropy, derivative=_binary_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
     dtypes=_PROMOTED)
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """Binary cross-entropy of probabilities ``input``; each log is clamped at -100 as in torch.
@@ -199,7 +199,7 @@ def _bce_with_logits_rule(ctx, g):
     return gx, gt, gw, gpw
 
 
-@op(decompose=_bce_with_logits, derivative=_bce_with_logits_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+@legacy_op(decompose=_bce_with_logits, derivative=_bce_with_logits_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """Binary cross-entropy on logits, as softplus terms (large |input| never overflows).
@@ -274,7 +274,7 @@ def _mse_loss(input, target, weight, *, reduction):
     return _weighted(d * d, weight, reduction)
 
 
-@op(decompose=_mse_loss, derivative=_regression_rule(lambda d: d * d, lambda d: d * 2), save="inputs",
+@legacy_op(decompose=_mse_loss, derivative=_regression_rule(lambda d: d * d, lambda d: d * 2), save="inputs",
     exposed=FUNCTIONAL, dtypes=_PROMOTED)
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Squared error (input - target)^2, optionally weighted elementwise.
@@ -292,7 +292,7 @@ def _l1_loss(input, target, weight, *, reduction):
     return _weighted(ew.abs(input - target), weight, reduction)
 
 
-@op(decompose=_l1_loss, derivative=_regression_rule(ew.abs, ew.sign), save="inputs", exposed=FUNCTIONAL,
+@legacy_op(decompose=_l1_loss, derivative=_regression_rule(ew.abs, ew.sign), save="inputs", exposed=FUNCTIONAL,
     dtypes=_PROMOTED)
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Absolute error |input - target|, optionally weighted elementwise; the gradient at 0 is 0.
@@ -323,7 +323,7 @@ def _smooth_l1_rule(ctx, g):
     return (gd if need[0] else None), (-gd if need[1] else None)
 
 
-@op(decompose=_smooth_l1_loss, derivative=_smooth_l1_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+@legacy_op(decompose=_smooth_l1_loss, derivative=_smooth_l1_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta = 0 is L1.
 
@@ -357,7 +357,7 @@ def _huber_rule(ctx, g):
     return gx, gt, gw
 
 
-@op(decompose=_huber_loss, derivative=_huber_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+@legacy_op(decompose=_huber_loss, derivative=_huber_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); with a weight, 'mean' is
     mean(w * l) (unlike mse_loss's and l1_loss's sum(w l) / sum(w)), as in torch.
@@ -385,7 +385,7 @@ def _kl_div(input, target, *, reduction, log_target):
     return reduced(loss, reduction)
 
 
-@op(decompose=_kl_div, exposed=FUNCTIONAL, dtypes=_PROMOTED)
+@legacy_op(decompose=_kl_div, exposed=FUNCTIONAL, dtypes=_PROMOTED)
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL(target || exp(input)) pointwise: target * (log target - input) (``input`` holds
     log-probabilities; ``log_target``: so does target); 'batchmean' divides the sum by the batch size.
@@ -422,7 +422,7 @@ def _poisson_nll_loss(input, target, *, log_input, full, eps, reduction):
     return reduced(loss, reduction)
 
 
-@op(decompose=_poisson_nll_loss, exposed=FUNCTIONAL, dtypes=_PROMOTED)
+@legacy_op(decompose=_poisson_nll_loss, exposed=FUNCTIONAL, dtypes=_PROMOTED)
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     """Negative log-likelihood of ``target`` under Poisson(rate): exp(input) - target * input with

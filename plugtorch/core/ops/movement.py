@@ -10,7 +10,7 @@ import builtins
 
 from ..dispatch import call_op
 from ..dtypes import bool_, int64
-from ..optable import composite, op
+from ..optable import legacy_op, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import shape_args
@@ -45,13 +45,13 @@ def _lower_flip(backend, x, *, dims):
                                            for i in range(x.ndim))))
 
 
-@op(lower=_lower_flip, derivative=_flip_rule, exposed=_EVERYWHERE)
+@legacy_op(lower=_lower_flip, derivative=_flip_rule, exposed=_EVERYWHERE)
 def flip(input, dims):
     """Reverse the order of elements along ``dims`` (a copy, as in torch)."""
     return call_op("flip", (input,), {"dims": _dims(dims, input.ndim, "flip")})
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def fliplr(input):
     """Flip the columns (dim 1) of an at least 2-D tensor."""
     if input.ndim < 2:
@@ -59,7 +59,7 @@ def fliplr(input):
     return flip(input, (1,))
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def flipud(input):
     """Flip the rows (dim 0) of an at least 1-D tensor."""
     if input.ndim < 1:
@@ -69,7 +69,7 @@ def flipud(input):
 
 # -- roll, repeat, tile, movedim --------------------------------------------------------
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def roll(input, shifts, dims=None):
     """Shift elements cyclically along ``dims`` (the flattened tensor when dims is None)."""
     if dims is None:
@@ -105,7 +105,7 @@ def _repeat(input, *, sizes):
     return clone(input.reshape(interleaved).expand(expanded).reshape(final))
 
 
-@op(decompose=_repeat, exposed=("Tensor",))
+@legacy_op(decompose=_repeat, exposed=("Tensor",))
 def repeat(input, *sizes):
     """Tile the tensor ``sizes[i]`` times along dim i (sizes may add leading dims)."""
     sizes = shape_args(sizes)
@@ -117,14 +117,14 @@ def repeat(input, *sizes):
     return call_op("repeat", (input,), {"sizes": sizes})
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def tile(input, dims):
     """Repeat the tensor along each dim; ``dims`` shorter than ndim is padded with leading 1s."""
     dims = tuple(dims) if not isinstance(dims, builtins.int) else (dims,)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
-@composite(view=True, exposed=_EVERYWHERE, aliases=("moveaxis",))
+@op(view=True, exposed=_EVERYWHERE, aliases=("moveaxis",))
 def movedim(input, source, destination):
     """Move dims ``source`` to positions ``destination``; the others keep their order."""
     n = input.ndim
@@ -148,7 +148,7 @@ moveaxis = movedim
 
 # -- split, chunk -----------------------------------------------------------------------
 
-@composite(multi_output=True, exposed=_EVERYWHERE)
+@op(multi_output=True, exposed=_EVERYWHERE)
 def split(tensor, split_size_or_sections, dim=0):
     """Views of consecutive pieces along ``dim``: equal pieces of a size, or a list of sizes."""
     d = _wrap_dim(dim, tensor.ndim)
@@ -174,7 +174,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return tuple(out)
 
 
-@composite(multi_output=True, exposed=_EVERYWHERE)
+@op(multi_output=True, exposed=_EVERYWHERE)
 def tensor_split(input, indices_or_sections, dim=0):
     """Split into n nearly equal pieces (the first n % size one larger) or at the given indices."""
     d = _wrap_dim(dim, input.ndim)
@@ -191,7 +191,7 @@ def tensor_split(input, indices_or_sections, dim=0):
     return tuple(_slice_along(input, d, min(a, n), min(max(a, b), n)) for a, b in zip(edges, edges[1:]))
 
 
-@composite(multi_output=True, exposed=_EVERYWHERE)
+@op(multi_output=True, exposed=_EVERYWHERE)
 def chunk(input, chunks, dim=0):
     """Split into ``chunks`` views of ceil(size / chunks) along ``dim`` (the last may be smaller)."""
     if chunks <= 0:
@@ -208,7 +208,7 @@ def _pad_rule(ctx, g):
     return g[tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(widths))]
 
 
-@op(primitive="pad", derivative=_pad_rule, exposed=("nn.functional",))
+@legacy_op(primitive="pad", derivative=_pad_rule, exposed=("nn.functional",))
 def pad(input, pad, mode="constant", value=None):
     """torch.nn.functional.pad: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...).
 
@@ -254,13 +254,13 @@ def _band(op, input, diagonal, lower):
     return ew.where(keep, input, zeros_like(input))
 
 
-@composite(exposed=_EVERYWHERE, inplace=True)
+@op(exposed=_EVERYWHERE, inplace=True)
 def tril(input, diagonal=0):
     """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
     return _band("tril", input, diagonal, True)
 
 
-@composite(exposed=_EVERYWHERE, inplace=True)
+@op(exposed=_EVERYWHERE, inplace=True)
 def triu(input, diagonal=0):
     """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
     return _band("triu", input, diagonal, False)
@@ -268,7 +268,7 @@ def triu(input, diagonal=0):
 
 # -- unbind, narrow, ravel, repeat_interleave, meshgrid ------------------------------------
 
-@composite(multi_output=True, exposed=_EVERYWHERE)
+@op(multi_output=True, exposed=_EVERYWHERE)
 def unbind(input, dim=0):
     """The slices along ``dim``, each without that dim (views)."""
     if input.ndim == 0:
@@ -277,7 +277,7 @@ def unbind(input, dim=0):
     return tuple(input[(slice(None),) * d + (i,)] for i in range(input.shape[d]))
 
 
-@composite(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE)
 def narrow(input, dim, start, length):
     """The view of ``length`` entries from ``start`` along ``dim``."""
     if input.ndim == 0:
@@ -293,13 +293,13 @@ def narrow(input, dim, start, length):
     return _slice_along(input, d, start, start + length)
 
 
-@composite(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE)
 def ravel(input):
     """The tensor as 1-D (a view when possible)."""
     return input.reshape(-1)
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     """Repeat each element ``repeats`` times (an int, or a 1-D tensor of per-element counts)."""
     x = input.reshape(-1) if dim is None else input
@@ -338,7 +338,7 @@ def _meshgrid(*tensors, indexing):
     return tuple(grids)
 
 
-@op(decompose=_meshgrid, multi_output=True, exposed=("plugtorch",))
+@legacy_op(decompose=_meshgrid, multi_output=True, exposed=("plugtorch",))
 def meshgrid(*tensors, indexing="ij"):
     """Coordinate grids from 1-D tensors; indexing='xy' swaps the first two dims, as NumPy's."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
@@ -354,7 +354,7 @@ def meshgrid(*tensors, indexing="ij"):
 
 # -- rot90, diff, unfold --------------------------------------------------------------------
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def rot90(input, k=1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first dim toward the
     second."""
@@ -384,7 +384,7 @@ def _diff(input, prepend, append, *, n, dim):
     return x
 
 
-@op(decompose=_diff, exposed=_EVERYWHERE)
+@legacy_op(decompose=_diff, exposed=_EVERYWHERE)
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``
     and ``append`` to ``input`` there."""
@@ -438,7 +438,7 @@ def _unfold_rule(ctx, g):
     return acc.movedim(-1, d)
 
 
-@op(lower=_lower_unfold, derivative=_unfold_rule, view=True, exposed=("Tensor",))
+@legacy_op(lower=_lower_unfold, derivative=_unfold_rule, view=True, exposed=("Tensor",))
 def unfold(input, dimension, size, step):
     """A view of every ``size``-long slice along ``dimension`` taken each ``step``: that dim
     becomes the number of slices and a new last dim of ``size`` holds them. The view is

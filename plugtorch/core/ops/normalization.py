@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..dispatch import call_op, wrap
 from ..dtypes import promote_types
 from ..grad_mode import no_grad
-from ..optable import op, public
+from ..optable import legacy_op, public
 from ..tensor import Tensor
 from . import elementwise as ew
 
@@ -111,7 +111,7 @@ def _layer_norm_rule(ctx, g):
     return gx, gw, gb
 
 
-@op(decompose=_layer_norm, derivative=_layer_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
+@legacy_op(decompose=_layer_norm, derivative=_layer_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     """Normalise over the trailing ``normalized_shape`` dims (biased variance), then scale and shift.
 
@@ -142,7 +142,7 @@ def _layer_norm_backward(grad_output, input, weight, *, normalized_shape, eps):
     return _standardized_grad(gy, xc, ew.rsqrt(var + eps), axes)
 
 
-@op(decompose=_layer_norm_backward, dtypes="as layer_norm's")
+@legacy_op(decompose=_layer_norm_backward, dtypes="as layer_norm's")
 def layer_norm_backward(grad_output, input, weight, normalized_shape, eps):
     """The gradient of layer_norm with respect to its input (weight may be None).
 
@@ -223,7 +223,7 @@ def _stat_operand(t, training):
     return alias
 
 
-@op(decompose=_batch_norm, derivative=_batch_norm_rule, save=(0, 1, 2, 3), exposed=_F,
+@legacy_op(decompose=_batch_norm, derivative=_batch_norm_rule, save=(0, 1, 2, 3), exposed=_F,
     dtypes=_PROMOTED + "; the running statistics must have that dtype")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
                eps=1e-05):
@@ -287,7 +287,7 @@ def _batch_norm_backward(grad_output, input, weight, running_mean, running_var, 
     return _standardized_grad(grad_output, xc, ew.rsqrt(var + eps), axes, scale)
 
 
-@op(decompose=_batch_norm_backward, dtypes="as batch_norm's")
+@legacy_op(decompose=_batch_norm_backward, dtypes="as batch_norm's")
 def batch_norm_backward(grad_output, input, weight, running_mean, running_var, training, eps):
     """The gradient of batch_norm with respect to its input.
 
@@ -348,7 +348,7 @@ def _group_norm_rule(ctx, g):
     return gx, gw, gb
 
 
-@op(decompose=_group_norm, derivative=_group_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
+@legacy_op(decompose=_group_norm, derivative=_group_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """Normalise each of ``num_groups`` groups of channels of an (N, C, *) input; scale and shift per channel.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..dispatch import call_op
 from ..grad_mode import is_grad_enabled
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 
 __all__ = ["adam_step_", "sgd_step_"]
@@ -67,7 +67,7 @@ def _adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, b
     return param.add_(exp_avg / denom, alpha=-step_size)
 
 
-@op(decompose=_adam_step, exposed=(),
+@legacy_op(decompose=_adam_step, exposed=(),
     dtypes="floating; every tensor of the parameter's dtype, shape and backend")
 def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,
                weight_decay=0.0, step, maximize=False, decoupled_weight_decay=False):
@@ -125,7 +125,7 @@ def sgd_attrs(lr, momentum, dampening, weight_decay, nesterov, maximize, first_s
             "first_step": bool(first_step)}
 
 
-@op(decompose=_sgd_step, exposed=(),
+@legacy_op(decompose=_sgd_step, exposed=(),
     dtypes="floating; every tensor of the parameter's dtype, shape and backend")
 def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
               nesterov=False, maximize=False, first_step=False):

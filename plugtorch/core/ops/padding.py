@@ -11,7 +11,7 @@ As in torch, negative widths crop first, and the mode then pads what is left.
 from __future__ import annotations
 
 from ..dispatch import call_op
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from . import elementwise as ew
 from .creation import arange
@@ -47,7 +47,7 @@ _SUPPORTED = ("Supported combinations for non-constant padding:\n"
               "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
 
 
-@op(decompose=_mode_pad)
+@legacy_op(decompose=_mode_pad)
 def mode_pad(input, pad, mode, value=None):
     """``F.pad`` with mode 'reflect', 'replicate' or 'circular' (torch's rules on which ranks each
     padding length applies to; negative widths crop first).

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..dispatch import call_op
-from ..optable import composite, op, public
+from ..optable import legacy_op, op, public
 from ..tensor import Tensor
 from . import elementwise as ew
 
@@ -12,39 +12,39 @@ _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def log2(input):
     """Base-2 logarithm."""
     return ew.log(input) / _LN2
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def log10(input):
     """Base-10 logarithm."""
     return ew.log(input) / _LN10
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def exp2(input):
     """2 ** x."""
     return ew.exp(ew.as_float(input) * _LN2)
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def sinh(input):
     """(e**x - e**-x) / 2, via expm1 so small x keep their precision."""
     x = ew.as_float(input)
     return (ew.expm1(x) - ew.expm1(-x)) / 2
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def cosh(input):
     """(e**x + e**-x) / 2."""
     x = ew.as_float(input)
     return (ew.exp(x) + ew.exp(-x)) / 2
 
 
-@composite(exposed=_EVERYWHERE, aliases=("fix",))
+@op(exposed=_EVERYWHERE, aliases=("fix",))
 def trunc(input):
     """Round toward zero (integers are returned unchanged); the gradient is 0."""
     if not input.dtype.is_floating_point:
@@ -55,7 +55,7 @@ def trunc(input):
 fix = trunc
 
 
-@composite(exposed=_EVERYWHERE)
+@op(exposed=_EVERYWHERE)
 def frac(input):
     """x - trunc(x): the fractional part, with x's sign; the gradient is 1."""
     return input - trunc(input).detach()
@@ -68,7 +68,7 @@ def _lerp_rule(ctx, g):
             (g * (b - a) if need[2] else None))
 
 
-@composite(operands=3, exposed=_EVERYWHERE, derivative=_lerp_rule, save="inputs")
+@op(operands=3, exposed=_EVERYWHERE, derivative=_lerp_rule, save="inputs")
 def lerp(input, end, weight):
     """input + weight * (end - input); weight a number or a tensor."""
     if not isinstance(end, Tensor):
@@ -112,14 +112,14 @@ def _logaddexp_rule(ctx, g):
             (g * ew.exp((b - out) * scale) if need[1] else None))
 
 
-@op(decompose=_logaddexp, derivative=_logaddexp_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+@legacy_op(decompose=_logaddexp, derivative=_logaddexp_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
 def logaddexp(input, other):
     """log(e**input + e**other), without overflow (floating tensors)."""
     a, b = _float_pair("logaddexp", input, other)
     return call_op("logaddexp", (a, b), {"base": "e"})
 
 
-@op(decompose=_logaddexp, derivative=_logaddexp_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+@legacy_op(decompose=_logaddexp, derivative=_logaddexp_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
 def logaddexp2(input, other):
     """log2(2**input + 2**other), without overflow (floating tensors)."""
     a, b = _float_pair("logaddexp2", input, other)
@@ -143,7 +143,7 @@ def _hypot_rule(ctx, g):
             (ew.where(ew.eq(out, 0), 0.0, g * b / safe) if need[1] else None))
 
 
-@op(decompose=_hypot, derivative=_hypot_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+@legacy_op(decompose=_hypot, derivative=_hypot_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
 def hypot(input, other):
     """sqrt(input**2 + other**2), without overflow (floating tensors)."""
     a, b = _float_pair("hypot", input, other)
@@ -152,7 +152,7 @@ def hypot(input, other):
 
 # -- closeness ------------------------------------------------------------------------------
 
-@composite(operands=2, exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE)
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|input - other| <= atol + rtol * |other| elementwise (bool); equal infinities are close,
     nan only with equal_nan. Both tensors need one dtype, as torch's."""
@@ -188,14 +188,14 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
 
 # -- fused multiply-adds (the optimizer updates' building blocks) --------------------------------
 
-@composite(operands=3, exposed=_EVERYWHERE, inplace=True)
+@op(operands=3, exposed=_EVERYWHERE, inplace=True)
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2."""
     prod = tensor1 * tensor2
     return input + (prod if value == 1 else prod * value)
 
 
-@composite(operands=3, exposed=_EVERYWHERE, inplace=True)
+@op(operands=3, exposed=_EVERYWHERE, inplace=True)
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 / tensor2 (true division; integer tensor1 and tensor2 are refused)."""
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):

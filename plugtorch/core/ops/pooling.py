@@ -13,7 +13,7 @@ import math
 from ..dispatch import call_op
 from ..dtypes import get_default_dtype
 from ..geometry import window_count
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from . import elementwise as ew
 from .conv import as_2d_attrs, batched, ntuple
@@ -122,7 +122,7 @@ def _max_pool_front(op_name, nd, input, kernel_size, stride, padding, dilation, 
     return _maybe_unbatched(op_name, input, nd, lambda x: call_op(op_name, (x,), geometry))
 
 
-@op(decompose=_max_pool, derivative=_max_pool_rule("max_pool2d_backward"), save=("inputs", "output"),
+@legacy_op(decompose=_max_pool, derivative=_max_pool_rule("max_pool2d_backward"), save=("inputs", "output"),
     exposed=_BOTH)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
@@ -135,7 +135,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                            return_indices)
 
 
-@op(decompose=_max_pool, derivative=_max_pool_rule("max_pool3d_backward"), save=("inputs", "output"),
+@legacy_op(decompose=_max_pool, derivative=_max_pool_rule("max_pool3d_backward"), save=("inputs", "output"),
     exposed=_BOTH)
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
@@ -159,7 +159,7 @@ def _as_2d(geometry):
     return out
 
 
-@op(decompose=_max_pool1d, exposed=_BOTH)
+@legacy_op(decompose=_max_pool1d, exposed=_BOTH)
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Max over sliding windows of (N, C, L): max_pool2d on a height-1 image.
@@ -241,8 +241,8 @@ def _backward_front(name):
     return backward
 
 
-max_pool2d_backward = op(decompose=_max_pool_backward)(_backward_front("max_pool2d_backward"))
-max_pool3d_backward = op(decompose=_max_pool_backward)(_backward_front("max_pool3d_backward"))
+max_pool2d_backward = legacy_op(decompose=_max_pool_backward)(_backward_front("max_pool2d_backward"))
+max_pool3d_backward = legacy_op(decompose=_max_pool_backward)(_backward_front("max_pool3d_backward"))
 
 
 def _max_pool_with_indices(x, geometry):
@@ -317,7 +317,7 @@ def _avg_pool_front(op_name, nd, input, kernel_size, stride, padding, ceil_mode,
     return out.squeeze(0) if unbatched else out
 
 
-@op(decompose=_avg_pool, exposed=_BOTH)
+@legacy_op(decompose=_avg_pool, exposed=_BOTH)
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Mean over sliding windows (padding, ceil_mode, count_include_pad, divisor_override)."""
@@ -325,7 +325,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                            count_include_pad, divisor_override)
 
 
-@op(decompose=_avg_pool, exposed=_F)
+@legacy_op(decompose=_avg_pool, exposed=_F)
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Mean over sliding 3-D windows of (N, C, D, H, W)."""
@@ -339,7 +339,7 @@ def _avg_pool1d(input, *, kernel_size, stride, padding, ceil_mode, count_include
     return call_op("avg_pool2d", (input.unsqueeze(2),), attrs).squeeze(2)
 
 
-@op(decompose=_avg_pool1d, exposed=_BOTH)
+@legacy_op(decompose=_avg_pool1d, exposed=_BOTH)
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """Mean over sliding windows of (N, C, L): avg_pool2d on a height-1 image."""
     return _avg_pool_front("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
@@ -389,19 +389,19 @@ def _adaptive_front(op_name, nd, input, output_size):
     return out.squeeze(0) if unbatched else out
 
 
-@op("adaptive_avg_pool1d", decompose=_adaptive_avg_pool, exposed=_BOTH)
+@legacy_op("adaptive_avg_pool1d", decompose=_adaptive_avg_pool, exposed=_BOTH)
 def adaptive_avg_pool1d(input, output_size):
     """Mean over torch's adaptive windows of (N, C, L) for a given output length."""
     return _adaptive_front("adaptive_avg_pool1d", 1, input, output_size)
 
 
-@op(decompose=_adaptive_avg_pool, exposed=_BOTH)
+@legacy_op(decompose=_adaptive_avg_pool, exposed=_BOTH)
 def adaptive_avg_pool2d(input, output_size):
     """Mean over torch's adaptive windows for a given output size (None keeps that size)."""
     return _adaptive_front("adaptive_avg_pool2d", 2, input, output_size)
 
 
-@op(decompose=_adaptive_avg_pool, exposed=_F)
+@legacy_op(decompose=_adaptive_avg_pool, exposed=_F)
 def adaptive_avg_pool3d(input, output_size):
     """Mean over torch's adaptive windows of (N, C, D, H, W) (None keeps that size)."""
     return _adaptive_front("adaptive_avg_pool3d", 3, input, output_size)

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..dispatch import call_op
-from ..optable import composite, op, public
+from ..optable import legacy_op, op, public
 from ..tensor import Tensor
 from .creation import tensor as _tensor
 from .index import index_select
@@ -143,7 +143,7 @@ def _interpolate_nearest(input, *, output_size, scales, exact):
                              for i, o, s in zip(sizes, output_size, _scales(scales, len(output_size)))])
 
 
-@op(decompose=_interpolate_nearest)
+@legacy_op(decompose=_interpolate_nearest)
 def interpolate_nearest(input, output_size, scales=None, exact=False):
     """``F.interpolate``'s 'nearest' and ('exact') 'nearest-exact' modes over the trailing axes.
 
@@ -168,7 +168,7 @@ def _interpolate_linear(input, *, output_size, align_corners, scales, antialias)
                              for i, o, s in zip(sizes, output_size, _scales(scales, nd))])
 
 
-@op(decompose=_interpolate_linear)
+@legacy_op(decompose=_interpolate_linear)
 def interpolate_linear(input, output_size, align_corners=False, scales=None, antialias=False):
     """``F.interpolate``'s 'linear', 'bilinear' and 'trilinear' modes over the trailing axes.
 
@@ -195,7 +195,7 @@ def _interpolate_filtered(input, *, output_size, align_corners, scales, mode):
     return _resample(input, taps)
 
 
-@op(decompose=_interpolate_filtered)
+@legacy_op(decompose=_interpolate_filtered)
 def interpolate_filtered(input, output_size, align_corners=False, scales=None, mode="bicubic"):
     """``F.interpolate``'s 'bicubic' (and antialiased 'bicubic' and 'lanczos') modes.
 
@@ -338,7 +338,7 @@ def _check_shuffle(name, input, factor):
         raise RuntimeError(f"{name} expects a positive {what}, but got {factor}")
 
 
-@composite(exposed=("plugtorch",) + _F)
+@op(exposed=("plugtorch",) + _F)
 def pixel_shuffle(input, upscale_factor):
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r): channel blocks become r x r pixel blocks."""
     _check_shuffle("pixel_shuffle", input, upscale_factor)
@@ -353,7 +353,7 @@ def pixel_shuffle(input, upscale_factor):
     return x.reshape(*lead, c // (r * r), h * r, w * r)
 
 
-@composite(exposed=("plugtorch",) + _F)
+@op(exposed=("plugtorch",) + _F)
 def pixel_unshuffle(input, downscale_factor):
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of pixel_shuffle."""
     _check_shuffle("pixel_unshuffle", input, downscale_factor)

@@ -15,7 +15,7 @@ import warnings
 
 from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from .creation import arange, ones, zeros, zeros_like
@@ -90,7 +90,7 @@ def _scatter_rule(ctx, g):
     return gx, None, gsrc
 
 
-@op(decompose=_scatter, derivative=_scatter_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
+@legacy_op(decompose=_scatter, derivative=_scatter_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """``input`` with ``src`` (a tensor, or ``value``, a number) written at ``index`` along ``dim``.
 
@@ -179,7 +179,7 @@ def _shared_among_ties(out, input, index, src, dim, hit, include_self):
     return result + (share - share.detach())  # the value is result, the gradient share's
 
 
-@op(decompose=_scatter_reduce, exposed=_EVERYWHERE, inplace=True)
+@legacy_op(decompose=_scatter_reduce, exposed=_EVERYWHERE, inplace=True)
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """``input`` with the ``src`` entries at ``index`` along ``dim`` combined into it by ``reduce``
     ("sum", "prod", "mean", "amax", "amin"), the old value included unless ``include_self``
@@ -210,7 +210,7 @@ def _index_add(input, index, source, *, dim, alpha):
     return scatter_add(input, dim, full, source if alpha == 1 else source * alpha)
 
 
-@op(decompose=_index_add, exposed=_EVERYWHERE, inplace=True)
+@legacy_op(decompose=_index_add, exposed=_EVERYWHERE, inplace=True)
 def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.ndim > 1:

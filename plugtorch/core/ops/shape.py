@@ -11,7 +11,7 @@ import math
 
 from ..dispatch import call_op, call_op1
 from ..dtypes import dtype as _dtype, result_type
-from ..optable import composite, op, public
+from ..optable import legacy_op, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes, shape_args
 from .conversion import cast
@@ -50,7 +50,7 @@ def _reshape_rule(ctx, g):
     return reshape(g, ctx.meta[0][0])
 
 
-@op(primitive="reshape", derivative=_reshape_rule, view=True, exposed=_EVERYWHERE)
+@legacy_op(primitive="reshape", derivative=_reshape_rule, view=True, exposed=_EVERYWHERE)
 def reshape(input, *shape):
     """A tensor with the same data and a new shape (one dim may be -1)."""
     shape = _infer_shape(input, shape_args(shape))
@@ -61,7 +61,7 @@ def _view_rule(ctx, g):
     return reshape(g, ctx.meta[0][0])
 
 
-@op(primitive="reshape", derivative=_view_rule, view=True, exposed=("Tensor",))
+@legacy_op(primitive="reshape", derivative=_view_rule, view=True, exposed=("Tensor",))
 def view(input, *shape):
     """The same memory seen with another shape (one dim may be -1), or, given a dtype, as
     another dtype. Never a copy: where the strides cannot express the new shape it raises
@@ -150,7 +150,7 @@ def _lower_view_dtype(backend, x, *, dtype):
     return backend.primitives["bitcast"](x, dtype)
 
 
-@op(lower=_lower_view_dtype, view=True)
+@legacy_op(lower=_lower_view_dtype, view=True)
 def view_dtype(input, dtype):
     """``input``'s memory read as ``dtype`` (Tensor.view(dtype)): a view; with another element
     size the last dim scales by the ratio. Not differentiable, as torch's."""
@@ -178,7 +178,7 @@ def _permute_rule(ctx, g):
     return permute(g, inverse)
 
 
-@op(primitive="permute", derivative=_permute_rule, view=True, exposed=_EVERYWHERE)
+@legacy_op(primitive="permute", derivative=_permute_rule, view=True, exposed=_EVERYWHERE)
 def permute(input, *dims):
     """The dims of ``input`` reordered (a view)."""
     dims = shape_args(dims)
@@ -198,7 +198,7 @@ def _expand_rule(ctx, g):
     return sum_to(g, ctx.meta[0][0])
 
 
-@op(primitive="broadcast_to", derivative=_expand_rule, view=True, exposed=("Tensor",))
+@legacy_op(primitive="broadcast_to", derivative=_expand_rule, view=True, exposed=("Tensor",))
 def expand(input, *sizes):
     """A broadcast view of ``input`` at a larger shape (-1 keeps a size)."""
     sizes = shape_args(sizes)
@@ -278,7 +278,7 @@ def _transpose_rule(ctx, g):
     return transpose(g, ctx.attrs["dim0"], ctx.attrs["dim1"])
 
 
-@composite(view=True, exposed=_EVERYWHERE, aliases=("swapaxes", "swapdims"), derivative=_transpose_rule)
+@op(view=True, exposed=_EVERYWHERE, aliases=("swapaxes", "swapdims"), derivative=_transpose_rule)
 def transpose(input, dim0, dim1):
     """Swap two dims (a view)."""
     n = input.ndim
@@ -290,7 +290,7 @@ def transpose(input, dim0, dim1):
     return permute(input, dims)
 
 
-@composite(view=True, exposed=_EVERYWHERE, derivative=lambda ctx, g: t(g))
+@op(view=True, exposed=_EVERYWHERE, derivative=lambda ctx, g: t(g))
 def t(input):
     """Transpose a tensor of at most 2 dims."""
     if input.ndim > 2:
@@ -298,7 +298,7 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
-@composite(view=True, exposed=_EVERYWHERE, derivative=_as_input)
+@op(view=True, exposed=_EVERYWHERE, derivative=_as_input)
 def squeeze(input, dim=None):
     """Remove size-1 dims (all, or those in dim)."""
     shape = input._data.shape
@@ -311,7 +311,7 @@ def squeeze(input, dim=None):
     return reshape(input, new)
 
 
-@composite(view=True, exposed=_EVERYWHERE, derivative=_as_input)
+@op(view=True, exposed=_EVERYWHERE, derivative=_as_input)
 def unsqueeze(input, dim):
     """Insert a size-1 dim at dim."""
     shape = input._data.shape
@@ -319,7 +319,7 @@ def unsqueeze(input, dim):
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
-@composite(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE)
 def flatten(input, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim into one."""
     shape = input._data.shape
@@ -334,7 +334,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-@composite(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE)
 def unflatten(input, dim, sizes):
     """Split dim into the given sizes."""
     shape = input._data.shape
@@ -363,13 +363,13 @@ def _identity_rule(ctx, g):
     return g
 
 
-@op(primitive="copy", derivative=_identity_rule, exposed=_EVERYWHERE)
+@legacy_op(primitive="copy", derivative=_identity_rule, exposed=_EVERYWHERE)
 def clone(input):
     """A copy that owns its memory."""
     return call_op1("clone", input)
 
 
-@op(primitive="contiguous", derivative=_identity_rule, exposed=("Tensor",))
+@legacy_op(primitive="contiguous", derivative=_identity_rule, exposed=("Tensor",))
 def contiguous(input):
     """``input`` itself if its memory is already contiguous, else a contiguous copy."""
     out = call_op1("contiguous", input)
@@ -392,7 +392,7 @@ def _lower_cat(backend, arrays, *, dim):
     return backend.primitives["concatenate"](arrays, dim)
 
 
-@op(lower=_lower_cat, derivative=_cat_rule, variadic=True, exposed=("plugtorch",),
+@legacy_op(lower=_lower_cat, derivative=_cat_rule, variadic=True, exposed=("plugtorch",),
     aliases=("concat", "concatenate"))
 def cat(tensors, dim=0):
     """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
@@ -433,7 +433,7 @@ def _stack_rule(ctx, g):
     return tuple(g[(slice(None),) * d + (i,)] for i in range(len(ctx.meta)))
 
 
-@composite(variadic=True, exposed=("plugtorch",), derivative=_stack_rule)
+@op(variadic=True, exposed=("plugtorch",), derivative=_stack_rule)
 def stack(tensors, dim=0):
     """Join equally shaped tensors along a new dim."""
     tensors = list(tensors)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..dispatch import call_op, wrap
 from ..dtypes import int64
 from ..return_types import return_type
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import _wrap_dim
 from .index import gather
 
@@ -29,7 +29,7 @@ def _order(x, dim, descending):
     return call_op("argsort", (x,), {"axis": d, "descending": bool(descending)}), d
 
 
-@op(primitive="argsort", exposed=_EVERYWHERE, dtypes="-> int64")
+@legacy_op(primitive="argsort", exposed=_EVERYWHERE, dtypes="-> int64")
 def argsort(input, dim=-1, descending=False, stable=False):
     """Indices that sort ``input`` along ``dim`` (always stable: ties keep their order; nan sorts
     as the largest value)."""
@@ -43,14 +43,14 @@ def _sort(input, *, dim, descending):
     return sort_result(gather(input, d, idx), idx)
 
 
-@op(decompose=_sort, multi_output=True, exposed=_EVERYWHERE)
+@legacy_op(decompose=_sort, multi_output=True, exposed=_EVERYWHERE)
 def sort(input, dim=-1, descending=False, stable=False):
     """(values, indices) sorted along ``dim``; ties keep their order, and the values' gradient
     flows back through the indices."""
     return call_op("sort", (input,), {"dim": dim, "descending": descending})
 
 
-@op(decompose=lambda input, *, k, dim, largest: _topk(input, k, dim, largest), multi_output=True,
+@legacy_op(decompose=lambda input, *, k, dim, largest: _topk(input, k, dim, largest), multi_output=True,
     exposed=_EVERYWHERE)
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The k largest (largest=False: smallest) entries along dim, sorted, with their indices."""
@@ -85,7 +85,7 @@ def _select(input, position, dim, keepdim, result, op):
     return result(values, idx)
 
 
-@op(decompose=lambda input, *, k, dim, keepdim: _select(input, k - 1, dim, keepdim, kthvalue_result,
+@legacy_op(decompose=lambda input, *, k, dim, keepdim: _select(input, k - 1, dim, keepdim, kthvalue_result,
                                                         "kthvalue"),
     multi_output=True, exposed=_EVERYWHERE)
 def kthvalue(input, k, dim=-1, keepdim=False):
@@ -93,7 +93,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     return call_op("kthvalue", (input,), {"k": k, "dim": dim, "keepdim": keepdim})
 
 
-@op(decompose=lambda input, *, dim, keepdim: _median(input, dim, keepdim), multi_output=True,
+@legacy_op(decompose=lambda input, *, dim, keepdim: _median(input, dim, keepdim), multi_output=True,
     exposed=_EVERYWHERE)
 def median(input, dim=None, keepdim=False):
     """The lower median of all entries (dim=None), or (values, indices) along ``dim``."""

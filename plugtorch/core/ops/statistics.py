@@ -11,7 +11,7 @@ import warnings
 
 from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import op, public
+from ..optable import legacy_op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import alias, count, kept_shape, normalize_dims
@@ -58,7 +58,7 @@ def _prod_rule(ctx, g):
     return g * base * other_zeros
 
 
-@op(primitive="prod", derivative=_prod_rule, save="inputs", exposed=_EVERYWHERE,
+@legacy_op(primitive="prod", derivative=_prod_rule, save="inputs", exposed=_EVERYWHERE,
     dtypes="bool and integers multiply as int64 unless dtype is given")
 def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
@@ -78,7 +78,7 @@ def _cumsum_rule(ctx, g):
     return flip(cumsum(flip(g, (d,)), d), (d,))
 
 
-@op(primitive="cumsum", derivative=_cumsum_rule, exposed=_EVERYWHERE,
+@legacy_op(primitive="cumsum", derivative=_cumsum_rule, exposed=_EVERYWHERE,
     dtypes="bool and integers accumulate as int64 unless dtype is given")
 def cumsum(input, dim=None, *, dtype=None, axis=None):
     """Running sum along ``dim``."""
@@ -129,7 +129,7 @@ def _var_rule(ctx, g):
     return _centred_grad(ctx, g)[0] * 2
 
 
-@op(decompose=_var, derivative=_var_rule, save="inputs", exposed=_EVERYWHERE)
+@legacy_op(decompose=_var, derivative=_var_rule, save="inputs", exposed=_EVERYWHERE)
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
     x = _floating("var", input)
@@ -149,7 +149,7 @@ def _std_rule(ctx, g):
     return spread / out
 
 
-@op(decompose=_std, derivative=_std_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+@legacy_op(decompose=_std, derivative=_std_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """Standard deviation: sqrt(var) with the same arguments."""
     x = _floating("std", input)
@@ -244,7 +244,7 @@ def _norm_rule(ctx, g):
     return ew.where(zero, 0.0, g * ew.sign(x) * ew.pow(a / safe, p - 1))
 
 
-@op(decompose=_norm, derivative=_norm_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+@legacy_op(decompose=_norm, derivative=_norm_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """Vector p-norm over dims: p = 2 ('fro'), 1, inf, -inf, 0 or any other number."""
     x = _tensor_arg("norm", input)

@@ -12,7 +12,7 @@ import math
 from ..debug import checks_values
 from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import op
+from ..optable import legacy_op
 from ..tensor import Tensor
 from .conv import batched, ntuple
 from .creation import zeros
@@ -76,7 +76,7 @@ def _front(name, nd, input, indices, kernel_size, stride, padding, output_size):
     return out.squeeze(0) if unbatched else out
 
 
-@op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Scatter a max-pooled (N, C, L) input back to the positions its indices name; zeros elsewhere.
 
@@ -86,13 +86,13 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return _front("max_unpool1d", 1, input, indices, kernel_size, stride, padding, output_size)
 
 
-@op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Scatter a max-pooled (N, C, H, W) input back to the positions its indices name; zeros elsewhere."""
     return _front("max_unpool2d", 2, input, indices, kernel_size, stride, padding, output_size)
 
 
-@op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
+@legacy_op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Scatter a max-pooled (N, C, D, H, W) input back to the positions its indices name; zeros
     elsewhere."""

@@ -13,7 +13,7 @@ import itertools
 import math
 
 from ..dispatch import call_op
-from ..optable import op, public
+from ..optable import legacy_op, public
 from ..tensor import Tensor
 from .movement import pad
 
@@ -23,7 +23,7 @@ def _windows_rule(ctx, g):
     return fold(g, ctx.meta[0][0], a["window"], a["strides"], a["dilation"])
 
 
-@op(primitive="windows", derivative=_windows_rule, view=True)
+@legacy_op(primitive="windows", derivative=_windows_rule, view=True)
 def windows(x, window, strides, dilation=(1, 1)):
     """A view of shape (..., *n_windows, *window) over the last ``len(window)`` axes of ``x``."""
     window, strides, dilation = tuple(window), tuple(strides), tuple(dilation)
@@ -72,7 +72,7 @@ def _fits(cols, shape, window, strides, dilation):
         for c, s, d, k, size in zip(counts, strides, dilation, window, shape[len(shape) - n:]))
 
 
-@op(lower=_lower_fold, derivative=_fold_rule)
+@legacy_op(lower=_lower_fold, derivative=_fold_rule)
 def fold(cols, shape, window, strides, dilation=(1, 1)):
     """The adjoint of ``windows``: sum each patch of ``cols`` back into an array of ``shape``."""
     shape, window, strides, dilation = tuple(shape), tuple(window), tuple(strides), tuple(dilation)
@@ -117,7 +117,7 @@ def _im2col_rule(ctx, g):
 
 
 @public("nn.functional", name="unfold")
-@op("im2col", decompose=_im2col, derivative=_im2col_rule)
+@legacy_op("im2col", decompose=_im2col, derivative=_im2col_rule)
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Sliding blocks of a (N, C, H, W) input as columns: (N, C * kh * kw, L) (torch's im2col).
 
@@ -157,7 +157,7 @@ def _col2im_rule(ctx, g):
 
 
 @public("nn.functional", name="fold")
-@op("col2im", decompose=_col2im, derivative=_col2im_rule)
+@legacy_op("col2im", decompose=_col2im, derivative=_col2im_rule)
 def fold_blocks(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Sum (N, C * kh * kw, L) columns back into a (N, C, *output_size) image (torch's col2im);
     overlapping blocks add up.
