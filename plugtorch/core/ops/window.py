@@ -13,7 +13,7 @@ import itertools
 import math
 
 from ..dispatch import call_op
-from ..optable import legacy_op, public
+from ..optable import Done, op, public
 from ..tensor import Tensor
 from .movement import pad
 
@@ -23,9 +23,7 @@ def _windows_rule(ctx, g):
     return fold(g, ctx.meta[0][0], a["window"], a["strides"], a["dilation"])
 
 
-@legacy_op(primitive="windows", derivative=_windows_rule, view=True)
-def windows(x, window, strides, dilation=(1, 1)):
-    """A view of shape (..., *n_windows, *window) over the last ``len(window)`` axes of ``x``."""
+def _windows_args(x, window, strides, dilation=(1, 1)):
     window, strides, dilation = tuple(window), tuple(strides), tuple(dilation)
     n = len(window)
     if not (len(strides) == len(dilation) == n) or min(strides + dilation, default=1) <= 0:
@@ -38,7 +36,12 @@ def windows(x, window, strides, dilation=(1, 1)):
     if any(s < d * (w - 1) + 1 for s, w, d in zip(spatial, window, dilation)):
         raise RuntimeError(f"windows: window {window} with dilation {dilation} does not fit in the "
                            f"last dims {list(spatial)} of input shape {list(x.shape)}")
-    return call_op("windows", (x,), {"window": window, "strides": strides, "dilation": dilation})
+    return (x,), {"window": window, "strides": strides, "dilation": dilation}
+
+
+@op(primitive="windows", bind=_windows_args, derivative=_windows_rule, view=True)
+def windows(x, *, window, strides, dilation):
+    """A view of shape (..., *n_windows, *window) over the last ``len(window)`` axes of ``x``."""
 
 
 def _fold_rule(ctx, g):
@@ -72,15 +75,18 @@ def _fits(cols, shape, window, strides, dilation):
         for c, s, d, k, size in zip(counts, strides, dilation, window, shape[len(shape) - n:]))
 
 
-@legacy_op(lower=_lower_fold, derivative=_fold_rule)
-def fold(cols, shape, window, strides, dilation=(1, 1)):
-    """The adjoint of ``windows``: sum each patch of ``cols`` back into an array of ``shape``."""
+def _fold_args(cols, shape, window, strides, dilation=(1, 1)):
     shape, window, strides, dilation = tuple(shape), tuple(window), tuple(strides), tuple(dilation)
     if not _fits(tuple(cols.shape), shape, window, strides, dilation):
         raise RuntimeError(f"fold: patches of shape {list(cols.shape)} ((..., *n_windows, *window) with window "
                            f"{window}, strides {strides}, dilation {dilation}) do not fit an array of shape "
                            f"{list(shape)}")
-    return call_op("fold", (cols,), {"shape": shape, "window": window, "strides": strides, "dilation": dilation})
+    return (cols,), {"shape": shape, "window": window, "strides": strides, "dilation": dilation}
+
+
+@op(lower=_lower_fold, bind=_fold_args, derivative=_fold_rule)
+def fold(cols, *, shape, window, strides, dilation):
+    """The adjoint of ``windows``: sum each patch of ``cols`` back into an array of ``shape``."""
 
 
 # -- torch's unfold / fold: (N, C * kh * kw, L) blocks ----------------------------------------
@@ -104,26 +110,11 @@ def _blocks(size, k, d, p, s):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def _im2col(input, *, kernel_size, dilation, padding, stride):
-    (ph, pw) = padding
-    x = pad(input, (pw, pw, ph, ph)) if ph or pw else input
-    w = windows(x, kernel_size, stride, dilation)                  # (N, C, OH, OW, kh, kw)
-    n, c, oh, ow, kh, kw = w.shape
-    return w.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
-
-
 def _im2col_rule(ctx, g):
     return call_op("col2im", (g,), {"output_size": tuple(ctx.meta[0][0][2:]), **ctx.attrs})
 
 
-@public("nn.functional", name="unfold")
-@legacy_op("im2col", decompose=_im2col, derivative=_im2col_rule)
-def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-    """Sliding blocks of a (N, C, H, W) input as columns: (N, C * kh * kw, L) (torch's im2col).
-
-    A backend kernel for "im2col" receives a 4-D input and kernel_size, dilation, padding
-    and stride (pairs of ints) by name.
-    """
+def _unfold_args(input, kernel_size, dilation=1, padding=0, stride=1):
     if not isinstance(input, Tensor):
         raise TypeError(f"unfold(): argument 'input' must be Tensor, not {type(input).__name__}")
     if input.ndim not in (3, 4):
@@ -136,18 +127,26 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         raise RuntimeError(f"unfold(): given input with spatial size {list(x.shape[2:])}, {geometry}, "
                            f"calculated shape of the array of sliding blocks as {blocks}, but its "
                            "components must be at least one")
-    out = call_op("im2col", (x,), geometry)
-    return out if input.ndim == 4 else out.squeeze(0)
+    if input.ndim == 3:  # kernels receive a batch: an unbatched input runs as a batch of one
+        return Done(call_op("im2col", (x,), geometry).squeeze(0))
+    return (x,), geometry
 
 
-def _col2im(input, *, output_size, kernel_size, dilation, padding, stride):
-    n, ckk, _ = input.shape
-    (h, w), (kh, kw), (ph, pw) = output_size, kernel_size, padding
-    oh, ow = (_blocks(output_size[i], kernel_size[i], dilation[i], padding[i], stride[i]) for i in range(2))
-    c = ckk // (kh * kw)
-    cols = input.reshape(n, c, kh, kw, oh, ow).permute(0, 1, 4, 5, 2, 3)
-    out = fold(cols, (n, c, h + 2 * ph, w + 2 * pw), kernel_size, stride, dilation)
-    return out[:, :, ph:ph + h, pw:pw + w] if ph or pw else out
+@op(bind=_unfold_args, derivative=_im2col_rule)
+def im2col(input, *, kernel_size, dilation, padding, stride):
+    """Sliding blocks of a (N, C, H, W) input as columns: (N, C * kh * kw, L) (torch's im2col).
+
+    A backend kernel for "im2col" receives a 4-D input and kernel_size, dilation, padding
+    and stride (pairs of ints) by name.
+    """
+    (ph, pw) = padding
+    x = pad(input, (pw, pw, ph, ph)) if ph or pw else input
+    w = windows(x, kernel_size, stride, dilation)                  # (N, C, OH, OW, kh, kw)
+    n, c, oh, ow, kh, kw = w.shape
+    return w.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+
+
+public("nn.functional", name="unfold")(im2col)
 
 
 def _col2im_rule(ctx, g):
@@ -156,15 +155,7 @@ def _col2im_rule(ctx, g):
     return call_op("im2col", (g,), a)
 
 
-@public("nn.functional", name="fold")
-@legacy_op("col2im", decompose=_col2im, derivative=_col2im_rule)
-def fold_blocks(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
-    """Sum (N, C * kh * kw, L) columns back into a (N, C, *output_size) image (torch's col2im);
-    overlapping blocks add up.
-
-    A backend kernel for "col2im" receives a 3-D input and output_size, kernel_size,
-    dilation, padding and stride (pairs of ints) by name.
-    """
+def _fold_blocks_args(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if not isinstance(input, Tensor):
         raise TypeError(f"fold(): argument 'input' must be Tensor, not {type(input).__name__}")
     if input.ndim not in (2, 3):
@@ -185,5 +176,27 @@ def fold_blocks(input, output_size, kernel_size, dilation=1, padding=0, stride=1
                            f"of input's dimension 2 to match the calculated number of sliding blocks "
                            f"{blocks[0]} * {blocks[1]} = {math.prod(blocks)}, but got "
                            f"input.size(2)={x.shape[2]}.")
-    out = call_op("col2im", (x,), {"output_size": size, **geometry})
-    return out if input.ndim == 3 else out.squeeze(0)
+    attrs = {"output_size": size, **geometry}
+    if input.ndim == 2:  # kernels receive a batch: an unbatched input runs as a batch of one
+        return Done(call_op("col2im", (x,), attrs).squeeze(0))
+    return (x,), attrs
+
+
+@op(bind=_fold_blocks_args, derivative=_col2im_rule)
+def col2im(input, *, output_size, kernel_size, dilation, padding, stride):
+    """Sum (N, C * kh * kw, L) columns back into a (N, C, *output_size) image (torch's col2im);
+    overlapping blocks add up.
+
+    A backend kernel for "col2im" receives a 3-D input and output_size, kernel_size,
+    dilation, padding and stride (pairs of ints) by name.
+    """
+    n, ckk, _ = input.shape
+    (h, w), (kh, kw), (ph, pw) = output_size, kernel_size, padding
+    oh, ow = (_blocks(output_size[i], kernel_size[i], dilation[i], padding[i], stride[i]) for i in range(2))
+    c = ckk // (kh * kw)
+    cols = input.reshape(n, c, kh, kw, oh, ow).permute(0, 1, 4, 5, 2, 3)
+    out = fold(cols, (n, c, h + 2 * ph, w + 2 * pw), kernel_size, stride, dilation)
+    return out[:, :, ph:ph + h, pw:pw + w] if ph or pw else out
+
+
+public("nn.functional", name="fold")(col2im)
