@@ -10,8 +10,7 @@ As in torch, negative widths crop first, and the mode then pads what is left.
 """
 from __future__ import annotations
 
-from ..dispatch import call_op
-from ..optable import legacy_op
+from ..optable import op
 from ..tensor import Tensor
 from . import elementwise as ew
 from .creation import arange
@@ -27,34 +26,13 @@ _SOURCE = {
 }
 
 
-def _mode_pad(input, *, widths, mode):
-    x = input
-    nd = len(widths)
-    for k, (lo, hi) in enumerate(widths):
-        dim = x.ndim - nd + k
-        n = x.shape[dim]
-        if lo < 0 or hi < 0:
-            x = x.narrow(dim, max(-lo, 0), n - max(-lo, 0) - max(-hi, 0))
-            n, lo, hi = x.shape[dim], max(lo, 0), max(hi, 0)
-        if lo or hi:
-            x = index_select(x, dim, _SOURCE[mode](arange(-lo, n + hi, device=x._backend.name), n))
-    return x
-
-
 _SUPPORTED = ("Supported combinations for non-constant padding:\n"
               "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
               "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
               "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
 
 
-@legacy_op(decompose=_mode_pad)
-def mode_pad(input, pad, mode, value=None):
-    """``F.pad`` with mode 'reflect', 'replicate' or 'circular' (torch's rules on which ranks each
-    padding length applies to; negative widths crop first).
-
-    A backend kernel receives the input and, by name, ``widths`` (one (before, after) pair per
-    padded trailing dim, first dim first; negative crops) and ``mode``.
-    """
+def _mode_pad_args(input, pad, mode, value=None):
     if not isinstance(input, Tensor):
         raise TypeError(f"pad(): argument 'input' must be Tensor, not {type(input).__name__}")
     if mode not in MODES:
@@ -84,4 +62,25 @@ def mode_pad(input, pad, mode, value=None):
                                f"{list(input.shape)}")
         if mode == "circular" and max(lo, hi) > left:
             raise RuntimeError("Padding value causes wrapping around more than once.")
-    return call_op("mode_pad", (input,), {"widths": widths, "mode": mode})
+    return (input,), {"widths": widths, "mode": mode}
+
+
+@op(bind=_mode_pad_args)
+def mode_pad(input, *, widths, mode):
+    """``F.pad`` with mode 'reflect', 'replicate' or 'circular' (torch's rules on which ranks each
+    padding length applies to; negative widths crop first).
+
+    A backend kernel receives the input and, by name, ``widths`` (one (before, after) pair per
+    padded trailing dim, first dim first; negative crops) and ``mode``.
+    """
+    x = input
+    nd = len(widths)
+    for k, (lo, hi) in enumerate(widths):
+        dim = x.ndim - nd + k
+        n = x.shape[dim]
+        if lo < 0 or hi < 0:
+            x = x.narrow(dim, max(-lo, 0), n - max(-lo, 0) - max(-hi, 0))
+            n, lo, hi = x.shape[dim], max(lo, 0), max(hi, 0)
+        if lo or hi:
+            x = index_select(x, dim, _SOURCE[mode](arange(-lo, n + hi, device=x._backend.name), n))
+    return x
