@@ -8,9 +8,10 @@ them return arrays (not scalars) for 0-d inputs, as the contract requires.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy
+
+from . import special
 
 
 def make_dtype_maps(xp):
@@ -31,12 +32,13 @@ def _scipy_erf():
 
 
 def numpy_erf(x: numpy.ndarray) -> numpy.ndarray:
-    """erf of a NumPy array: NumPy has no erf ufunc, so SciPy's where it is installed (an optional
-    speed-up, about 50x), else libm's erf per element."""
+    """erf of a NumPy array: NumPy has no erf ufunc, so SciPy's where it is installed, else the
+    NumPy operations of ``special.erf`` (the backend's native kernels, where built, serve floats
+    before either: ``native.primitives()``)."""
     fast = _scipy_erf()
     if fast is not None:
         return fast(x)
-    return numpy.asarray(numpy.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
+    return special.erf(x)
 
 
 # primitive name -> the ufunc of that name in the array namespace: one array in, one array out,

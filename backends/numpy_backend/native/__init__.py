@@ -73,6 +73,15 @@ def share_blas_threads() -> str:
     return blas_threads.install()
 
 
+def primitives() -> dict:
+    """primitive name -> native function, for the backend's primitive table (empty when not
+    enabled): the error function, which NumPy has no ufunc for."""
+    if not enabled():
+        return {}
+    from .activation import erf
+    return {"erf": erf}
+
+
 def kernels() -> dict:
     """op name -> native kernel, for the backend to register (empty when not enabled)."""
     if not enabled():

@@ -125,19 +125,23 @@ typedef struct {
 #define SUFFIX f
 #define SQRT sqrtf
 #define EXP expf
+#define ERF erff
 #include "typed.h"
 #undef T
 #undef SUFFIX
 #undef SQRT
 #undef EXP
+#undef ERF
 #define T double
 #define SUFFIX d
 #define SQRT sqrt
 #define EXP exp
+#define ERF erf
 #include "typed.h"
 #undef T
 #undef SUFFIX
 #undef SQRT
+#undef ERF
 #undef EXP
 
 /* -- splitting a loop over the pool (threadpool.c) ---------------------------------------------- */
@@ -619,7 +623,7 @@ typedef struct {
     void *a[3]; /* grad_output, input or output, out: C-contiguous, one size */
     double threshold;
     char kind;
-    char op; /* 't' threshold_backward, 'h' tanh_backward, 's' sigmoid_backward, 'r' relu */
+    char op; /* 't' threshold_backward, 'h' tanh_backward, 's' sigmoid_backward, 'r' relu, 'e' erf */
 } ElementCall;
 
 static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
@@ -634,6 +638,8 @@ static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
             threshold_bwd_f(g, x, (float)c->threshold, out, n);
         else if (c->op == 'r')
             relu_f(g, out, n);
+        else if (c->op == 'e')
+            erf_f(g, out, n);
         else
             (c->op == 's' ? sigmoid_bwd_f : tanh_bwd_f)(g, x, out, n);
     } else {
@@ -643,6 +649,8 @@ static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
             threshold_bwd_d(g, x, c->threshold, out, n);
         else if (c->op == 'r')
             relu_d(g, out, n);
+        else if (c->op == 'e')
+            erf_d(g, out, n);
         else
             (c->op == 's' ? sigmoid_bwd_d : tanh_bwd_d)(g, x, out, n);
     }
@@ -682,6 +690,16 @@ static PyObject *relu(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO:relu", &objs[0], &objs[1]))
         return NULL;
     return run_elementwise(objs, names, 2, 0.0, 'r');
+}
+
+/* erf(input, out): two C-contiguous arrays of one size */
+static PyObject *erf_kernel(PyObject *self, PyObject *args)
+{
+    PyObject *objs[2];
+    const char *names[2] = {"erf", "out"};
+    if (!PyArg_ParseTuple(args, "OO:erf", &objs[0], &objs[1]))
+        return NULL;
+    return run_elementwise(objs, names, 2, 0.0, 'e');
 }
 
 /* threshold_backward(grad_output, input, threshold, out): three C-contiguous arrays of one size */
@@ -842,6 +860,7 @@ static PyMethodDef methods[] = {
     {"cross_entropy_backward", cross_entropy_backward, METH_VARARGS,
      "cross_entropy_backward(input, target, ignore_index, scale, mean, dx)"},
     {"relu", relu, METH_VARARGS, "relu(input, out)"},
+    {"erf", erf_kernel, METH_VARARGS, "erf(input, out)"},
     {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},
     {"tanh_backward", tanh_backward, METH_VARARGS, "tanh_backward(grad_output, output, out)"},
     {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},

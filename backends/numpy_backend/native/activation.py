@@ -1,6 +1,7 @@
-"""relu, and the activations' gradients in one C pass each: threshold_backward (relu's; the
+"""relu, erf, and the activations' gradients in one C pass each: threshold_backward (relu's; the
 decomposition is a comparison, a cast and a multiply, three passes and two temporaries over
-every activation), tanh_backward and sigmoid_backward (three passes each in fused.py).
+every activation), tanh_backward and sigmoid_backward (three passes each in fused.py); erf, the
+primitive NumPy has no ufunc for, is libm's.
 
 relu is NumPy's ``maximum(x, 0)`` (fused.py), the same values (+0 for -0, nan for nan), with
 its loop split over the pool's threads: on 2 threads a CNN's first activation (3.2 MB) takes
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import fused
+from ..xp_table import numpy_erf
 from ..layout import dense_alike, flat_views
 from . import FLOATS, _kernels
 
@@ -52,6 +54,21 @@ def relu(x):
             _kernels.relu(*flat_views(x, out))
             return out
     return fused.relu(x)
+
+
+def erf(x):
+    """The error function, elementwise, in x's dtype and layout: libm's erf in C for floats laid
+    out densely; the NumPy backend's erf (SciPy's, or NumPy operations) elsewhere."""
+    if x.dtype in FLOATS:
+        if x.flags.c_contiguous:
+            out = np.empty_like(x)
+            _kernels.erf(x, out)
+            return out
+        if dense_alike(x, x):
+            out = np.empty_like(x)
+            _kernels.erf(*flat_views(x, out))
+            return out
+    return numpy_erf(x)
 
 
 assert _kernels is not None, "imported by native.kernels() only once the extension has loaded"

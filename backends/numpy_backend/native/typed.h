@@ -184,6 +184,15 @@ static void FN(relu)(const T *restrict x, T *restrict out, Py_ssize_t n)
     }
 }
 
+/* -- erf -------------------------------------------------------------------------------------- */
+
+/* The error function, which NumPy has no ufunc for: libm's (erff, erf), element by element. */
+static void FN(erf)(const T *restrict x, T *restrict out, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        out[i] = ERF(x[i]);
+}
+
 /* -- threshold_backward ------------------------------------------------------------------------ */
 
 /* 0 where x <= threshold, else grad, as torch's kernel: a NaN x passes grad on, and grad is 0
