@@ -1,17 +1,17 @@
 """Reductions beyond sum and max: prod, var/std, norm, cumsum.
 
-prod and cumsum run their backend primitive and carry their own derivative;
-var/std are compositions autograd differentiates; norm runs as one fused step
-whose derivative picks PyTorch's subgradient at zero.
+prod and cumsum run their backend primitive; var, std and norm are compositions. Each
+carries its own derivative (norm's picks PyTorch's subgradient at zero), and each binds
+torch's ``dim`` (with the NumPy-style ``axis``/``keepdims``) and ``dtype`` to the
+``axes``/``axis``, ``keepdims`` and accumulation dtype its kernels take.
 """
 from __future__ import annotations
 
 import math
 import warnings
 
-from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import legacy_op, public
+from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import alias, count, kept_shape, normalize_dims
@@ -58,17 +58,19 @@ def _prod_rule(ctx, g):
     return g * base * other_zeros
 
 
-@legacy_op(primitive="prod", derivative=_prod_rule, save="inputs", exposed=_EVERYWHERE,
-    dtypes="bool and integers multiply as int64 unless dtype is given")
-def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-    """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
+def _prod_args(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     x = _tensor_arg("prod", input)
     dim, keepdim = _aliases("prod", dim, keepdim, axis, keepdims)
     out_dtype = _accumulate_dtype(x, dtype)
     if x.dtype is not out_dtype:
         x = x.to(out_dtype)
-    return call_op("prod", (x,), {"axes": normalize_dims(dim, x.ndim), "keepdims": keepdim,
-                                  "dtype": out_dtype})
+    return (x,), {"axes": normalize_dims(dim, x.ndim), "keepdims": keepdim, "dtype": out_dtype}
+
+
+@op(primitive="prod", bind=_prod_args, derivative=_prod_rule, save="inputs", exposed=_EVERYWHERE,
+    dtypes="bool and integers multiply as int64 unless dtype is given")
+def prod(input, *, axes, keepdims, dtype):
+    """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
 
 
 # -- cumsum ----------------------------------------------------------------------------
@@ -78,19 +80,22 @@ def _cumsum_rule(ctx, g):
     return flip(cumsum(flip(g, (d,)), d), (d,))
 
 
-@legacy_op(primitive="cumsum", derivative=_cumsum_rule, exposed=_EVERYWHERE,
-    dtypes="bool and integers accumulate as int64 unless dtype is given")
-def cumsum(input, dim=None, *, dtype=None, axis=None):
-    """Running sum along ``dim``."""
+def _cumsum_args(input, dim=None, *, dtype=None, axis=None):
     x = _tensor_arg("cumsum", input)
     dim = _required_dim("cumsum", dim, axis)
     out_dtype = _accumulate_dtype(x, dtype)
     if x.dtype is not out_dtype:
         x = x.to(out_dtype)
     d = _wrap_dim(dim, x.ndim)
-    if x.ndim == 0:
-        return call_op("cumsum", (x.reshape(1),), {"axis": 0, "dtype": out_dtype}).reshape(())
-    return call_op("cumsum", (x,), {"axis": d, "dtype": out_dtype})
+    if x.ndim == 0:  # the primitive scans an axis: a 0-d input runs as one of shape (1,)
+        return Done(cumsum(x.reshape(1), 0, dtype=out_dtype).reshape(()))
+    return (x,), {"axis": d, "dtype": out_dtype}
+
+
+@op(primitive="cumsum", bind=_cumsum_args, derivative=_cumsum_rule, exposed=_EVERYWHERE,
+    dtypes="bool and integers accumulate as int64 unless dtype is given")
+def cumsum(input, *, axis, dtype):
+    """Running sum along ``dim``."""
 
 
 # -- var / std -------------------------------------------------------------------------
@@ -105,14 +110,13 @@ def _correction(op, dim, unbiased, correction):
     return dim, correction
 
 
-def _var(x, *, axes, correction, keepdims):
-    n = count(x.shape, axes)
-    if n - correction <= 0 and x.numel():
-        warnings.warn("var()/std(): degrees of freedom is <= 0. Correction should be strictly less than "
-                      "the reduction factor (input numel divided by output numel).", stacklevel=4)
-    d = x - x.mean(axes, keepdim=True)
-    # torch divides by max(0, N - correction): inf or nan when that is 0, never negative.
-    return _sum(d * d, axes, keepdims) / max(0, n - correction)
+def _var_args(op_name):
+    def bind(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+        x = _floating(op_name, input)
+        dim, keepdim = _aliases(op_name, dim, keepdim, axis, keepdims)
+        dim, correction = _correction(op_name, dim, unbiased, correction)
+        return (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction, "keepdims": keepdim}
+    return bind
 
 
 def _centred_grad(ctx, g):
@@ -129,18 +133,16 @@ def _var_rule(ctx, g):
     return _centred_grad(ctx, g)[0] * 2
 
 
-@legacy_op(decompose=_var, derivative=_var_rule, save="inputs", exposed=_EVERYWHERE)
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+@op(bind=_var_args("var"), derivative=_var_rule, save="inputs", exposed=_EVERYWHERE)
+def var(input, *, axes, correction, keepdims):
     """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
-    x = _floating("var", input)
-    dim, keepdim = _aliases("var", dim, keepdim, axis, keepdims)
-    dim, correction = _correction("var", dim, unbiased, correction)
-    return call_op("var", (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
-                                 "keepdims": keepdim})
-
-
-def _std(x, *, axes, correction, keepdims):
-    return ew.sqrt(var(x, axes, keepdim=keepdims, correction=correction))
+    n = count(input.shape, axes)
+    if n - correction <= 0 and input.numel():
+        warnings.warn("var()/std(): degrees of freedom is <= 0. Correction should be strictly less than "
+                      "the reduction factor (input numel divided by output numel).", stacklevel=4)
+    d = input - input.mean(axes, keepdim=True)
+    # torch divides by max(0, N - correction): inf or nan when that is 0, never negative.
+    return _sum(d * d, axes, keepdims) / max(0, n - correction)
 
 
 def _std_rule(ctx, g):
@@ -149,14 +151,10 @@ def _std_rule(ctx, g):
     return spread / out
 
 
-@legacy_op(decompose=_std, derivative=_std_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+@op(bind=_var_args("std"), derivative=_std_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+def std(input, *, axes, correction, keepdims):
     """Standard deviation: sqrt(var) with the same arguments."""
-    x = _floating("std", input)
-    dim, keepdim = _aliases("std", dim, keepdim, axis, keepdims)
-    dim, correction = _correction("std", dim, unbiased, correction)
-    return call_op("std", (x,), {"axes": normalize_dims(dim, x.ndim), "correction": correction,
-                                 "keepdims": keepdim})
+    return ew.sqrt(var(input, axes, keepdim=keepdims, correction=correction))
 
 
 @public("plugtorch")
@@ -205,20 +203,18 @@ def _floating(op, x):
 
 # -- norm ------------------------------------------------------------------------------
 
-def _norm(x, *, p, axes, keepdims):
-    keepdim = keepdims
-    a = ew.abs(x)
-    if p == math.inf:
-        return amax(a, axes, keepdim)
-    if p == -math.inf:
-        return amin(a, axes, keepdim)
-    if p == 0:
-        return _sum(ew.ne(x, 0).to(x.dtype), axes, keepdim)
-    if p == 1:
-        return _sum(a, axes, keepdim)
-    if p == 2:
-        return ew.sqrt(_sum(x * x, axes, keepdim))
-    return ew.pow(_sum(ew.pow(a, p), axes, keepdim), 1.0 / p)
+def _norm_args(input, p="fro", dim=None, keepdim=False, dtype=None):
+    x = _tensor_arg("norm", input)
+    if dtype is not None:
+        x = x.to(dtype)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"norm(): input dtype should be either floating point or complex. Got "
+                           f"{x.dtype.name} instead; convert the input with .float()")
+    if p is None or p == "fro":
+        p = 2
+    elif isinstance(p, str):
+        raise RuntimeError(f"norm(): p={p!r} is not supported; use a number, inf, -inf or 'fro'")
+    return (x,), {"p": float(p), "axes": normalize_dims(dim, x.ndim), "keepdims": keepdim}
 
 
 def _norm_rule(ctx, g):
@@ -244,18 +240,18 @@ def _norm_rule(ctx, g):
     return ew.where(zero, 0.0, g * ew.sign(x) * ew.pow(a / safe, p - 1))
 
 
-@legacy_op(decompose=_norm, derivative=_norm_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
-def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+@op(bind=_norm_args, derivative=_norm_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+def norm(input, *, p, axes, keepdims):
     """Vector p-norm over dims: p = 2 ('fro'), 1, inf, -inf, 0 or any other number."""
-    x = _tensor_arg("norm", input)
-    if dtype is not None:
-        x = x.to(dtype)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"norm(): input dtype should be either floating point or complex. Got "
-                           f"{x.dtype.name} instead; convert the input with .float()")
-    if p is None or p == "fro":
-        p = 2
-    elif isinstance(p, str):
-        raise RuntimeError(f"norm(): p={p!r} is not supported; use a number, inf, -inf or 'fro'")
-    return call_op("norm", (x,), {"p": float(p), "axes": normalize_dims(dim, x.ndim),
-                                  "keepdims": keepdim})
+    a = ew.abs(input)
+    if p == math.inf:
+        return amax(a, axes, keepdims)
+    if p == -math.inf:
+        return amin(a, axes, keepdims)
+    if p == 0:
+        return _sum(ew.ne(input, 0).to(input.dtype), axes, keepdims)
+    if p == 1:
+        return _sum(a, axes, keepdims)
+    if p == 2:
+        return ew.sqrt(_sum(input * input, axes, keepdims))
+    return ew.pow(_sum(ew.pow(a, p), axes, keepdims), 1.0 / p)
