@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..dispatch import call_op, wrap
 from ..dtypes import int64
 from ..return_types import return_type
-from ..optable import legacy_op
+from ..optable import Done, op
 from ..tensor import _wrap_dim
 from .index import gather
 
@@ -22,42 +22,42 @@ kthvalue_result = return_type("kthvalue", ["values", "indices"])
 median_result = return_type("median", ["values", "indices"])
 
 
+def _zero_index(x):
+    return wrap(x._backend.primitives["zeros"]((), int64), x._backend)
+
+
 def _order(x, dim, descending):
     d = _wrap_dim(dim, x.ndim) if x.ndim else 0
     if x.ndim == 0:
-        return wrap(x._backend.primitives["zeros"]((), int64), x._backend), d
+        return _zero_index(x), d
     return call_op("argsort", (x,), {"axis": d, "descending": bool(descending)}), d
 
 
-@legacy_op(primitive="argsort", exposed=_EVERYWHERE, dtypes="-> int64")
-def argsort(input, dim=-1, descending=False, stable=False):
+def _argsort_args(input, dim=-1, descending=False, stable=False):
+    if input.ndim == 0:  # the one entry of a 0-d tensor is at index 0
+        return Done(_zero_index(input))
+    return (input,), {"axis": _wrap_dim(dim, input.ndim), "descending": bool(descending)}
+
+
+@op(primitive="argsort", bind=_argsort_args, exposed=_EVERYWHERE, dtypes="-> int64")
+def argsort(input, *, axis, descending):
     """Indices that sort ``input`` along ``dim`` (always stable: ties keep their order; nan sorts
     as the largest value)."""
-    return _order(input, dim, descending)[0]
 
 
-def _sort(input, *, dim, descending):
+@op(multi_output=True, exposed=_EVERYWHERE)
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) sorted along ``dim``; ties keep their order, and the values' gradient
+    flows back through the indices."""
     idx, d = _order(input, dim, descending)
     if input.ndim == 0:
         return sort_result(input.clone(), idx)
     return sort_result(gather(input, d, idx), idx)
 
 
-@legacy_op(decompose=_sort, multi_output=True, exposed=_EVERYWHERE)
-def sort(input, dim=-1, descending=False, stable=False):
-    """(values, indices) sorted along ``dim``; ties keep their order, and the values' gradient
-    flows back through the indices."""
-    return call_op("sort", (input,), {"dim": dim, "descending": descending})
-
-
-@legacy_op(decompose=lambda input, *, k, dim, largest: _topk(input, k, dim, largest), multi_output=True,
-    exposed=_EVERYWHERE)
+@op(multi_output=True, exposed=_EVERYWHERE)
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The k largest (largest=False: smallest) entries along dim, sorted, with their indices."""
-    return call_op("topk", (input,), {"k": k, "dim": dim, "largest": largest})
-
-
-def _topk(input, k, dim, largest):
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
@@ -73,7 +73,7 @@ def _select(input, position, dim, keepdim, result, op):
     """The entry at sorted position ``position`` along ``dim``, and its index."""
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
     if input.ndim == 0:
-        return result(input.clone(), wrap(input._backend.primitives["zeros"]((), int64), input._backend))
+        return result(input.clone(), _zero_index(input))
     n = input.shape[d]
     if not 0 <= position < n:
         raise IndexError(f"{op}(): dimension {d} of size {n} has no entry at sorted position {position + 1}")
@@ -85,22 +85,15 @@ def _select(input, position, dim, keepdim, result, op):
     return result(values, idx)
 
 
-@legacy_op(decompose=lambda input, *, k, dim, keepdim: _select(input, k - 1, dim, keepdim, kthvalue_result,
-                                                        "kthvalue"),
-    multi_output=True, exposed=_EVERYWHERE)
+@op(multi_output=True, exposed=_EVERYWHERE)
 def kthvalue(input, k, dim=-1, keepdim=False):
     """The k-th smallest entry (1-based) along ``dim``, and its index."""
-    return call_op("kthvalue", (input,), {"k": k, "dim": dim, "keepdim": keepdim})
+    return _select(input, k - 1, dim, keepdim, kthvalue_result, "kthvalue")
 
 
-@legacy_op(decompose=lambda input, *, dim, keepdim: _median(input, dim, keepdim), multi_output=True,
-    exposed=_EVERYWHERE)
+@op(multi_output=True, exposed=_EVERYWHERE)
 def median(input, dim=None, keepdim=False):
     """The lower median of all entries (dim=None), or (values, indices) along ``dim``."""
-    return call_op("median", (input,), {"dim": dim, "keepdim": keepdim})
-
-
-def _median(input, dim, keepdim):
     if dim is None:
         flat = input.reshape(-1)
         if flat.numel() == 0:  # torch: nan, the median of nothing (still in the graph)
