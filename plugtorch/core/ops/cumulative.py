@@ -8,10 +8,9 @@ entry for cummax/cummin, as torch's) and higher derivatives come from autograd.
 """
 from __future__ import annotations
 
-from ..dispatch import call_op
 from ..dtypes import int64
 from ..return_types import return_type
-from ..optable import legacy_op
+from ..optable import op
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import alias
@@ -60,42 +59,40 @@ def _cumulative(input, dim, combine):
 
 # -- cumprod, logcumsumexp ---------------------------------------------------------------
 
-def _cumprod(input, *, dim):
-    return _cumulative(input, dim, lambda t, e: [t[0] * e[0]])
-
-
-@legacy_op(decompose=_cumprod, exposed=_EVERYWHERE, inplace=True,
-    dtypes="bool and integers multiply as int64 unless dtype is given")
-def cumprod(input, dim=None, *, dtype=None, axis=None):
-    """Running product along ``dim``; the gradient is exact where entries are zero."""
+def _cumprod_args(input, dim=None, *, dtype=None, axis=None):
     d = _dim_arg("cumprod", input, dim, axis)
     if dtype is None and not input.dtype.is_floating_point:
         dtype = int64
     if dtype is not None and dtype is not input.dtype:
         input = input.to(dtype)
-    return call_op("cumprod", (input,), {"dim": d})
+    return (input,), {"dim": d}
 
 
-def _logcumsumexp(input, *, dim):
-    return _cumulative(input, dim, lambda t, e: [logaddexp(t[0], e[0])])
+@op(bind=_cumprod_args, exposed=_EVERYWHERE, inplace=True,
+    dtypes="bool and integers multiply as int64 unless dtype is given")
+def cumprod(input, *, dim):
+    """Running product along ``dim``; the gradient is exact where entries are zero."""
+    return _cumulative(input, dim, lambda t, e: [t[0] * e[0]])
 
 
-@legacy_op(decompose=_logcumsumexp, exposed=_EVERYWHERE)
-def logcumsumexp(input, dim=None, *, axis=None):
-    """log(cumsum(exp(input))) along ``dim``, without overflow (floating input)."""
+def _logcumsumexp_args(input, dim=None, *, axis=None):
     d = _dim_arg("logcumsumexp", input, dim, axis)
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f'"logcumsumexp" not implemented for {input.dtype.name}: it takes '
                                   "floating point tensors; convert with .float()")
-    return call_op("logcumsumexp", (input,), {"dim": d})
+    return (input,), {"dim": d}
+
+
+@op(bind=_logcumsumexp_args, exposed=_EVERYWHERE)
+def logcumsumexp(input, *, dim):
+    """log(cumsum(exp(input))) along ``dim``, without overflow (floating input)."""
+    return _cumulative(input, dim, lambda t, e: [logaddexp(t[0], e[0])])
 
 
 # -- cummax, cummin ---------------------------------------------------------------------------
 
-def _running_extreme(kind):
-    result = cummax_result if kind == "cummax" else cummin_result
-    beats = ew.ge if kind == "cummax" else ew.le
-
+def _running_extreme(input, dim, result, beats):
+    """(values, indices) of the running extreme that ``beats`` picks (ge: max, le: min)."""
     def combine(later, earlier):
         (v, i), (ev, ei) = later, earlier
         # torch's test: the later entry wins ties (its index is the last one) and is taken
@@ -103,30 +100,33 @@ def _running_extreme(kind):
         later_wins = ew.logical_or(beats(v, ev), ew.isnan(v))
         return [ew.where(later_wins, v, ev), ew.where(later_wins, i, ei)]
 
-    def decompose(input, *, dim):
-        device = input._backend.name
-        if input.ndim == 0:
-            return result(input.clone(), arange(1, device=device).reshape(()))
-        n = input.shape[dim]
-        index = arange(n, device=device).reshape((n,) + (1,) * (input.ndim - dim - 1))
-        values, indices = _scan([input, index.expand(input.shape)], dim, combine)
-        return result(values, indices)
-    decompose.__name__ = f"_{kind}"
-    return decompose
+    device = input._backend.name
+    if input.ndim == 0:
+        return result(input.clone(), arange(1, device=device).reshape(()))
+    n = input.shape[dim]
+    index = arange(n, device=device).reshape((n,) + (1,) * (input.ndim - dim - 1))
+    values, indices = _scan([input, index.expand(input.shape)], dim, combine)
+    return result(values, indices)
 
 
-@legacy_op(decompose=_running_extreme("cummax"), multi_output=True, exposed=_EVERYWHERE)
-def cummax(input, dim=None, *, axis=None):
+def _extreme_args(op_name):
+    def bind(input, dim=None, *, axis=None):
+        return (input,), {"dim": _dim_arg(op_name, input, dim, axis)}
+    return bind
+
+
+@op(bind=_extreme_args("cummax"), multi_output=True, exposed=_EVERYWHERE)
+def cummax(input, *, dim):
     """(values, indices) of the running maximum along ``dim``; ties take the later index, and a
     nan, once met, stays (each later nan taking over the index), as torch's."""
-    return call_op("cummax", (input,), {"dim": _dim_arg("cummax", input, dim, axis)})
+    return _running_extreme(input, dim, cummax_result, ew.ge)
 
 
-@legacy_op(decompose=_running_extreme("cummin"), multi_output=True, exposed=_EVERYWHERE)
-def cummin(input, dim=None, *, axis=None):
+@op(bind=_extreme_args("cummin"), multi_output=True, exposed=_EVERYWHERE)
+def cummin(input, *, dim):
     """(values, indices) of the running minimum along ``dim``; ties take the later index, and a
     nan, once met, stays (each later nan taking over the index), as torch's."""
-    return call_op("cummin", (input,), {"dim": _dim_arg("cummin", input, dim, axis)})
+    return _running_extreme(input, dim, cummin_result, ew.le)
 
 
 __all__ = ["cumprod", "logcumsumexp", "cummax", "cummin"]
