@@ -32,7 +32,7 @@ import math
 
 from ..dispatch import call_op
 from ..geometry import batch_chunks, weight_grad_product
-from ..optable import legacy_op
+from ..optable import Done, op
 from ..tensor import Tensor
 from .movement import pad
 from .shape import cat
@@ -49,6 +49,12 @@ def batched(op_name, x, expected_ndim=4):
         return x.unsqueeze(0), True
     raise RuntimeError(f"Expected {expected_ndim - 1}D (unbatched) or {expected_ndim}D (batched) input "
                        f"to {op_name}, but got input of size: {list(x.shape)}")
+
+
+def unbatched_call(name, operands, attrs):
+    """What a bind returns for an unbatched input: ``Done`` with the op run on a batch of one
+    and squeezed back (kernels and decompositions always receive a batch)."""
+    return Done(call_op(name, operands, attrs).squeeze(0))
 
 
 def ntuple(v, n: int, name: str) -> tuple:
@@ -162,58 +168,61 @@ def check_conv_args(name, input, weight, bias, nd):
     return x, unbatched
 
 
-def _conv_front(name, nd, input, weight, bias, stride, padding, dilation, groups):
-    """torch's checks and normalisation for conv{nd}d, then the op."""
-    x, unbatched = check_conv_args(name, input, weight, bias, nd)
-    stride = ntuple(stride, nd, "stride")
-    dilation = ntuple(dilation, nd, "dilation")
-    x, padding = _resolve_padding(name, x, weight, stride, padding, dilation, nd)
-    if min(stride + dilation) <= 0 or min(padding) < 0:
-        raise RuntimeError(f"{name}: non-positive stride/dilation or negative padding is not supported "
-                           f"(stride={stride}, padding={padding}, dilation={dilation})")
-    c, o, cg = x.shape[1], weight.shape[0], weight.shape[1]
-    if groups <= 0 or c % groups or o % groups:
-        raise RuntimeError(f"{name}: groups={groups} must divide in_channels={c} and out_channels={o}")
-    if cg * groups != c:
-        raise RuntimeError(
-            f"Given groups={groups}, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
-            f"to have {cg * groups} channels, but got {c} channels instead"
-        )
-    padded = [s + 2 * p for s, p in zip(x.shape[2:], padding)]
-    span = [d * (k - 1) + 1 for d, k in zip(dilation, weight.shape[2:])]
-    if any(p < s for p, s in zip(padded, span)):
-        raise RuntimeError(
-            f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
-            f"({' x '.join(map(str, span))}). Kernel size can't be greater than actual input size"
-        )
-    if bias is not None and bias.shape != (o,):
-        raise RuntimeError(f"{name}: bias must have shape [{o}], got {list(bias.shape)}")
-    out = call_op(name, (x, weight, bias), {"stride": stride, "padding": padding, "dilation": dilation,
-                                            "groups": groups})
-    return out.squeeze(0) if unbatched else out
+def _conv_args(name, nd):
+    """torch's checks and normalisation for conv{nd}d: the bind of each rank's op."""
+    def bind(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        x, unbatched = check_conv_args(name, input, weight, bias, nd)
+        stride = ntuple(stride, nd, "stride")
+        dilation = ntuple(dilation, nd, "dilation")
+        x, padding = _resolve_padding(name, x, weight, stride, padding, dilation, nd)
+        if min(stride + dilation) <= 0 or min(padding) < 0:
+            raise RuntimeError(f"{name}: non-positive stride/dilation or negative padding is not supported "
+                               f"(stride={stride}, padding={padding}, dilation={dilation})")
+        c, o, cg = x.shape[1], weight.shape[0], weight.shape[1]
+        if groups <= 0 or c % groups or o % groups:
+            raise RuntimeError(f"{name}: groups={groups} must divide in_channels={c} and out_channels={o}")
+        if cg * groups != c:
+            raise RuntimeError(
+                f"Given groups={groups}, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
+                f"to have {cg * groups} channels, but got {c} channels instead"
+            )
+        padded = [s + 2 * p for s, p in zip(x.shape[2:], padding)]
+        span = [d * (k - 1) + 1 for d, k in zip(dilation, weight.shape[2:])]
+        if any(p < s for p, s in zip(padded, span)):
+            raise RuntimeError(
+                f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
+                f"({' x '.join(map(str, span))}). Kernel size can't be greater than actual input size"
+            )
+        if bias is not None and bias.shape != (o,):
+            raise RuntimeError(f"{name}: bias must have shape [{o}], got {list(bias.shape)}")
+        attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        if unbatched:
+            return unbatched_call(name, (x, weight, bias), attrs)
+        return (x, weight, bias), attrs
+    return bind
 
 
-@legacy_op(decompose=_conv, derivative=_conv_rule("conv2d_input_grad", "conv2d_weight_grad"), save=(0, 1),
-    exposed=_EXPOSED)
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+@op(bind=_conv_args("conv2d", 2), derivative=_conv_rule("conv2d_input_grad", "conv2d_weight_grad"),
+    save=(0, 1), exposed=_EXPOSED)
+def conv2d(input, weight, bias, *, stride, padding, dilation, groups):
     """2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul.
 
     A backend kernel for "conv2d" receives (input, weight, bias) as native arrays (input
     4-D; bias may be None) and stride, padding, dilation (pairs of ints) and groups by
     name; "same" and "valid" padding are already resolved. conv1d runs on it too.
     """
-    return _conv_front("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+    return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
-@legacy_op(decompose=_conv, derivative=_conv_rule("conv3d_input_grad", "conv3d_weight_grad"), save=(0, 1),
-    exposed=_EXPOSED)
-def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+@op(bind=_conv_args("conv3d", 3), derivative=_conv_rule("conv3d_input_grad", "conv3d_weight_grad"),
+    save=(0, 1), exposed=_EXPOSED)
+def conv3d(input, weight, bias, *, stride, padding, dilation, groups):
     """3-D cross-correlation over (N, C, D, H, W), im2col + matmul.
 
     A backend kernel for "conv3d" receives a 5-D input, weight and bias (or None) and
     stride, padding, dilation (triples) and groups by name.
     """
-    return _conv_front("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+    return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 def as_2d_attrs(attrs):
@@ -222,20 +231,16 @@ def as_2d_attrs(attrs):
     return {k: (v if k == "groups" else (lead.get(k, 1),) + tuple(v)) for k, v in attrs.items()}
 
 
-def _conv1d(input, weight, bias, **attrs):
-    x, w = input.unsqueeze(2), weight.unsqueeze(2)
-    return call_op("conv2d", (x, w, bias), as_2d_attrs(attrs)).squeeze(2)
-
-
-@legacy_op(decompose=_conv1d, exposed=_EXPOSED)
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+@op(bind=_conv_args("conv1d", 1), exposed=_EXPOSED)
+def conv1d(input, weight, bias, *, stride, padding, dilation, groups):
     """1-D cross-correlation over (N, C, L): conv2d on a height-1 image, as torch does on CPU,
     so a backend's conv2d kernel (and conv2d's derivative) serves it.
 
     A backend kernel for "conv1d" receives a 3-D input, weight and bias (or None) and
     stride, padding, dilation (1-tuples) and groups by name.
     """
-    return _conv_front("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+    return call_op("conv2d", (input.unsqueeze(2), weight.unsqueeze(2), bias), as_2d_attrs(attrs)).squeeze(2)
 
 
 # -- the derivative's ops ----------------------------------------------------------------------
@@ -316,33 +321,43 @@ def _check_weight_grad(name, nd, grad_output, input, weight_shape, stride, paddi
                            f"{tuple(stride)}, padding {tuple(padding)}, dilation {tuple(dilation)}")
 
 
-@legacy_op(decompose=_conv_input_grad)
-def conv2d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
+def _input_grad_args(name, nd):
+    def bind(grad_output, weight, input_shape, stride, padding, dilation, groups):
+        _check_input_grad(name, nd, grad_output, weight, input_shape, groups)
+        return (grad_output, weight), _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups)
+    return bind
+
+
+def _weight_grad_args(name, nd):
+    def bind(grad_output, input, weight_shape, stride, padding, dilation, groups):
+        _check_weight_grad(name, nd, grad_output, input, weight_shape, stride, padding, dilation, groups)
+        return (grad_output, input), _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups)
+    return bind
+
+
+@op(bind=_input_grad_args("conv2d_input_grad", 2))
+def conv2d_input_grad(grad_output, weight, *, input_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its input (a transposed convolution)."""
-    _check_input_grad("conv2d_input_grad", 2, grad_output, weight, input_shape, groups)
-    return call_op("conv2d_input_grad", (grad_output, weight),
-                   _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
+    return _conv_input_grad(grad_output, weight, input_shape=input_shape, stride=stride, padding=padding,
+                            dilation=dilation, groups=groups)
 
 
-@legacy_op(decompose=_conv_weight_grad)
-def conv2d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
+@op(bind=_weight_grad_args("conv2d_weight_grad", 2))
+def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dilation, groups):
     """The gradient of conv2d with respect to its weight (patches times the output gradient)."""
-    _check_weight_grad("conv2d_weight_grad", 2, grad_output, input, weight_shape, stride, padding, dilation, groups)
-    return call_op("conv2d_weight_grad", (grad_output, input),
-                   _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups))
+    return _conv_weight_grad(grad_output, input, weight_shape=weight_shape, stride=stride, padding=padding,
+                             dilation=dilation, groups=groups)
 
 
-@legacy_op(decompose=_conv_input_grad)
-def conv3d_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups):
+@op(bind=_input_grad_args("conv3d_input_grad", 3))
+def conv3d_input_grad(grad_output, weight, *, input_shape, stride, padding, dilation, groups):
     """The gradient of conv3d with respect to its input (a transposed convolution)."""
-    _check_input_grad("conv3d_input_grad", 3, grad_output, weight, input_shape, groups)
-    return call_op("conv3d_input_grad", (grad_output, weight),
-                   _grad_op_attrs("input_shape", input_shape, stride, padding, dilation, groups))
+    return _conv_input_grad(grad_output, weight, input_shape=input_shape, stride=stride, padding=padding,
+                            dilation=dilation, groups=groups)
 
 
-@legacy_op(decompose=_conv_weight_grad)
-def conv3d_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
+@op(bind=_weight_grad_args("conv3d_weight_grad", 3))
+def conv3d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dilation, groups):
     """The gradient of conv3d with respect to its weight (patches times the output gradient)."""
-    _check_weight_grad("conv3d_weight_grad", 3, grad_output, input, weight_shape, stride, padding, dilation, groups)
-    return call_op("conv3d_weight_grad", (grad_output, input),
-                   _grad_op_attrs("weight_shape", weight_shape, stride, padding, dilation, groups))
+    return _conv_weight_grad(grad_output, input, weight_shape=weight_shape, stride=stride, padding=padding,
+                             dilation=dilation, groups=groups)
