@@ -12,8 +12,8 @@ last input position receive nothing in the forward and are cut off in the backwa
 from __future__ import annotations
 
 from ..dispatch import call_op
-from ..optable import legacy_op
-from .conv import _EXPOSED, _spatial, as_2d_attrs, check_conv_args, ntuple
+from ..optable import op
+from .conv import _EXPOSED, _spatial, as_2d_attrs, check_conv_args, ntuple, unbatched_call
 
 
 def _output_size(size, k, s, p, d, op_):
@@ -50,74 +50,76 @@ def _conv_transpose_rule(nd):
     return rule
 
 
-def _front(name, nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
-    """torch's checks and normalisation for conv_transpose{nd}d, then the op."""
-    x, unbatched = check_conv_args(name, input, weight, bias, nd)
-    if isinstance(padding, str):
-        raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
-    stride, padding = ntuple(stride, nd, "stride"), ntuple(padding, nd, "padding")
-    output_padding, dilation = ntuple(output_padding, nd, "output_padding"), ntuple(dilation, nd, "dilation")
-    if min(stride + dilation) <= 0 or min(padding + output_padding) < 0:
-        raise RuntimeError(f"{name}: non-positive stride/dilation or negative padding is not supported "
-                           f"(stride={stride}, padding={padding}, dilation={dilation})")
-    if any(op_ >= s and op_ >= d for op_, s, d in zip(output_padding, stride, dilation)):
-        raise RuntimeError(f"{name}: output padding must be smaller than either stride or dilation, but "
-                           f"got output_padding={output_padding}, stride={stride}, dilation={dilation}")
-    c = x.shape[1]
-    if groups <= 0 or weight.shape[0] % groups:
-        raise RuntimeError(f"{name}: groups={groups} must divide in_channels={weight.shape[0]}")
-    if weight.shape[0] != c:
-        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
-                           f"input{list(x.shape)} to have {weight.shape[0]} channels, but got {c} "
-                           "channels instead")
-    out_size = [_output_size(*t) for t in zip(x.shape[2:], weight.shape[2:], stride, padding, dilation,
-                                             output_padding)]
-    if min(out_size) <= 0:
-        raise RuntimeError(f"{name}: Given input size per channel: ({' x '.join(map(str, x.shape[2:]))}). "
-                           f"Calculated output size per channel: ({' x '.join(map(str, out_size))}). "
-                           "Output size is too small")
-    o = weight.shape[1] * groups
-    if bias is not None and bias.shape != (o,):
-        raise RuntimeError(f"{name}: bias must have shape [{o}], got {list(bias.shape)}")
-    out = call_op(name, (x, weight, bias), {"stride": stride, "padding": padding,
-                                            "output_padding": output_padding, "dilation": dilation,
-                                            "groups": groups})
-    return out.squeeze(0) if unbatched else out
+def _conv_transpose_args(name, nd):
+    """torch's checks and normalisation for conv_transpose{nd}d: the bind of each rank's op."""
+    def bind(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        x, unbatched = check_conv_args(name, input, weight, bias, nd)
+        if isinstance(padding, str):
+            raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
+        stride, padding = ntuple(stride, nd, "stride"), ntuple(padding, nd, "padding")
+        output_padding, dilation = ntuple(output_padding, nd, "output_padding"), ntuple(dilation, nd, "dilation")
+        if min(stride + dilation) <= 0 or min(padding + output_padding) < 0:
+            raise RuntimeError(f"{name}: non-positive stride/dilation or negative padding is not supported "
+                               f"(stride={stride}, padding={padding}, dilation={dilation})")
+        if any(op_ >= s and op_ >= d for op_, s, d in zip(output_padding, stride, dilation)):
+            raise RuntimeError(f"{name}: output padding must be smaller than either stride or dilation, but "
+                               f"got output_padding={output_padding}, stride={stride}, dilation={dilation}")
+        c = x.shape[1]
+        if groups <= 0 or weight.shape[0] % groups:
+            raise RuntimeError(f"{name}: groups={groups} must divide in_channels={weight.shape[0]}")
+        if weight.shape[0] != c:
+            raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+                               f"input{list(x.shape)} to have {weight.shape[0]} channels, but got {c} "
+                               "channels instead")
+        out_size = [_output_size(*t) for t in zip(x.shape[2:], weight.shape[2:], stride, padding, dilation,
+                                                 output_padding)]
+        if min(out_size) <= 0:
+            raise RuntimeError(f"{name}: Given input size per channel: ({' x '.join(map(str, x.shape[2:]))}). "
+                               f"Calculated output size per channel: ({' x '.join(map(str, out_size))}). "
+                               "Output size is too small")
+        o = weight.shape[1] * groups
+        if bias is not None and bias.shape != (o,):
+            raise RuntimeError(f"{name}: bias must have shape [{o}], got {list(bias.shape)}")
+        attrs = {"stride": stride, "padding": padding, "output_padding": output_padding, "dilation": dilation,
+                 "groups": groups}
+        if unbatched:
+            return unbatched_call(name, (x, weight, bias), attrs)
+        return (x, weight, bias), attrs
+    return bind
 
 
-@legacy_op(decompose=_conv_transpose, derivative=_conv_transpose_rule(2), save=(0, 1), exposed=_EXPOSED)
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+@op(bind=_conv_transpose_args("conv_transpose2d", 2), derivative=_conv_transpose_rule(2), save=(0, 1),
+    exposed=_EXPOSED)
+def conv_transpose2d(input, weight, bias, *, stride, padding, output_padding, dilation, groups):
     """2-D transposed convolution ("deconvolution"); weight (in_channels, out_channels/groups, kH, kW).
 
     A backend kernel receives a 4-D input, weight and bias (or None) and stride, padding,
     output_padding, dilation (pairs) and groups by name.
     """
-    return _front("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups,
-                  dilation)
+    return _conv_transpose(input, weight, bias, stride=stride, padding=padding, output_padding=output_padding,
+                           dilation=dilation, groups=groups)
 
 
-@legacy_op(decompose=_conv_transpose, derivative=_conv_transpose_rule(3), save=(0, 1), exposed=_EXPOSED)
-def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+@op(bind=_conv_transpose_args("conv_transpose3d", 3), derivative=_conv_transpose_rule(3), save=(0, 1),
+    exposed=_EXPOSED)
+def conv_transpose3d(input, weight, bias, *, stride, padding, output_padding, dilation, groups):
     """3-D transposed convolution; weight (in_channels, out_channels/groups, kD, kH, kW).
 
     A backend kernel receives a 5-D input, weight and bias (or None) and stride, padding,
     output_padding, dilation (triples) and groups by name.
     """
-    return _front("conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding, groups,
-                  dilation)
+    return _conv_transpose(input, weight, bias, stride=stride, padding=padding, output_padding=output_padding,
+                           dilation=dilation, groups=groups)
 
 
-def _conv_transpose1d(input, weight, bias, **attrs):
-    x, w = input.unsqueeze(2), weight.unsqueeze(2)
-    return call_op("conv_transpose2d", (x, w, bias), as_2d_attrs(attrs)).squeeze(2)
-
-
-@legacy_op(decompose=_conv_transpose1d, exposed=_EXPOSED)
-def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+@op(bind=_conv_transpose_args("conv_transpose1d", 1), exposed=_EXPOSED)
+def conv_transpose1d(input, weight, bias, *, stride, padding, output_padding, dilation, groups):
     """1-D transposed convolution over (N, C, L): conv_transpose2d on a height-1 image.
 
     A backend kernel receives a 3-D input, weight and bias (or None) and stride, padding,
     output_padding, dilation (1-tuples) and groups by name.
     """
-    return _front("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding, groups,
-                  dilation)
+    attrs = {"stride": stride, "padding": padding, "output_padding": output_padding, "dilation": dilation,
+             "groups": groups}
+    return call_op("conv_transpose2d", (input.unsqueeze(2), weight.unsqueeze(2), bias),
+                   as_2d_attrs(attrs)).squeeze(2)
