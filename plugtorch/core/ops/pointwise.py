@@ -1,8 +1,9 @@
-"""Pointwise functions composed from the elementwise primitives (autograd differentiates them)."""
+"""Pointwise functions composed from the elementwise ops: those with a rule of their own (lerp,
+logaddexp, hypot) are differentiated by it, the others by autograd through their pieces."""
 from __future__ import annotations
 
-from ..dispatch import call_op
-from ..optable import legacy_op, op, public
+from ..dispatch import NO_ATTRS
+from ..optable import op, public
 from ..tensor import Tensor
 from . import elementwise as ew
 
@@ -93,7 +94,7 @@ def _float_pair(op_name, a, b):
     return a, b
 
 
-def _logaddexp(input, other, *, base):
+def _log_add_exp(input, other, base):
     a, b = (input, other) if base == "e" else (input * _LN2, other * _LN2)
     # equal infinities: inf - inf would be nan; the answer is that infinity (and no warning)
     same_inf = ew.logical_and(ew.isinf(a), ew.eq(a, b))
@@ -112,26 +113,26 @@ def _logaddexp_rule(ctx, g):
             (g * ew.exp((b - out) * scale) if need[1] else None))
 
 
-@legacy_op(decompose=_logaddexp, derivative=_logaddexp_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
-def logaddexp(input, other):
+def _logaddexp_args(op_name, base):
+    attrs = {"base": base}  # the rule reads it: both ops share one
+
+    def bind(input, other):
+        return _float_pair(op_name, input, other), attrs
+    return bind
+
+
+@op(bind=_logaddexp_args("logaddexp", "e"), derivative=_logaddexp_rule, save=("inputs", "output"),
+    exposed=_EVERYWHERE)
+def logaddexp(input, other, *, base):
     """log(e**input + e**other), without overflow (floating tensors)."""
-    a, b = _float_pair("logaddexp", input, other)
-    return call_op("logaddexp", (a, b), {"base": "e"})
+    return _log_add_exp(input, other, base)
 
 
-@legacy_op(decompose=_logaddexp, derivative=_logaddexp_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
-def logaddexp2(input, other):
+@op(bind=_logaddexp_args("logaddexp2", "2"), derivative=_logaddexp_rule, save=("inputs", "output"),
+    exposed=_EVERYWHERE)
+def logaddexp2(input, other, *, base):
     """log2(2**input + 2**other), without overflow (floating tensors)."""
-    a, b = _float_pair("logaddexp2", input, other)
-    return call_op("logaddexp2", (a, b), {"base": "2"})
-
-
-def _hypot(input, other):
-    # scaled by the larger magnitude, so that squares neither overflow nor underflow
-    m = ew.maximum(ew.abs(input), ew.abs(other))
-    safe = ew.where(ew.logical_or(ew.eq(m, 0), ew.isinf(m)), 1.0, m)
-    r = m * ew.sqrt(ew.square(input / safe) + ew.square(other / safe))
-    return ew.where(ew.logical_or(ew.isinf(input), ew.isinf(other)), float("inf"), r)  # inf beats nan
+    return _log_add_exp(input, other, base)
 
 
 def _hypot_rule(ctx, g):
@@ -143,11 +144,18 @@ def _hypot_rule(ctx, g):
             (ew.where(ew.eq(out, 0), 0.0, g * b / safe) if need[1] else None))
 
 
-@legacy_op(decompose=_hypot, derivative=_hypot_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
+def _hypot_args(input, other):
+    return _float_pair("hypot", input, other), NO_ATTRS
+
+
+@op(bind=_hypot_args, derivative=_hypot_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
 def hypot(input, other):
     """sqrt(input**2 + other**2), without overflow (floating tensors)."""
-    a, b = _float_pair("hypot", input, other)
-    return call_op("hypot", (a, b))
+    # scaled by the larger magnitude, so that squares neither overflow nor underflow
+    m = ew.maximum(ew.abs(input), ew.abs(other))
+    safe = ew.where(ew.logical_or(ew.eq(m, 0), ew.isinf(m)), 1.0, m)
+    r = m * ew.sqrt(ew.square(input / safe) + ew.square(other / safe))
+    return ew.where(ew.logical_or(ew.isinf(input), ew.isinf(other)), float("inf"), r)  # inf beats nan
 
 
 # -- closeness ------------------------------------------------------------------------------
