@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import builtins
 
-from ..dispatch import call_op
-from ..optable import legacy_op
+from ..optable import op
 from ..tensor import Tensor
 from .creation import arange
 
@@ -126,7 +125,24 @@ def _numel(shape):
     return n
 
 
-def _einsum(operands, *, equation):
+def _einsum_args(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise RuntimeError("einsum(): must provide at least one operand")
+    for i, x in enumerate(operands):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"einsum(): operand {i} must be a Tensor, not {type(x).__name__}")
+    _check_sizes(_parse(equation, operands)[0], operands)
+    return tuple(operands), {"equation": equation}
+
+
+@op(bind=_einsum_args, variadic=True, exposed=("plugtorch",))
+def einsum(operands, *, equation):
+    """Einstein summation, e.g. einsum('bij,bjk->bik', a, b); '...' broadcasts leading dims.
+
+    A kernel receives the operands as a list of arrays and ``equation`` by keyword.
+    """
     labelled, out = _parse(equation, operands)
     sizes = _check_sizes(labelled, operands)
     xs = []
@@ -145,19 +161,3 @@ def _einsum(operands, *, equation):
         acc, la = _contract(acc, la, b, lb, keep, sizes)
     return acc.permute([la.index(c) for c in out]) if la != out else acc
 
-
-@legacy_op(decompose=_einsum, variadic=True, exposed=("plugtorch",))
-def einsum(equation, *operands):
-    """Einstein summation, e.g. einsum('bij,bjk->bik', a, b); '...' broadcasts leading dims.
-
-    A kernel receives the operands as a list of arrays and ``equation`` by keyword.
-    """
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    if not operands:
-        raise RuntimeError("einsum(): must provide at least one operand")
-    for i, x in enumerate(operands):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"einsum(): operand {i} must be a Tensor, not {type(x).__name__}")
-    _check_sizes(_parse(equation, operands)[0], operands)
-    return call_op("einsum", tuple(operands), {"equation": equation})
