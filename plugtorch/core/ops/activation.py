@@ -1,17 +1,18 @@
 """Activations and (log-)softmax: composite ops, most with a derivative of their own.
 
-Each is written with other plugtorch ops (its decomposition) and, where one graph node
-beats autograd through the pieces, carries its derivative too: then a backend's fused
-kernel stays differentiable without re-running anything, and without one the
-decomposition runs as a single node. The rest (hardtanh, mish, ...) are plain
-compositions that autograd differentiates.
+Each op's function is its decomposition, written with other plugtorch ops; its ``bind``
+(where there is one) checks torch's arguments and gives the op a floating input. Where
+one graph node beats autograd through the pieces, the op carries its derivative too:
+then a backend's fused kernel stays differentiable without re-running anything, and
+without one the decomposition runs as a single node. The rest (hardtanh, mish, ...) are
+plain compositions that autograd differentiates.
 """
 from __future__ import annotations
 
 import warnings
 
-from ..dispatch import call_op
-from ..optable import legacy_op, op, public
+from ..dispatch import NO_ATTRS, call_op
+from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from .elementwise import as_float
@@ -38,28 +39,16 @@ def _applied_in_place(fn, name, input, *args):
 
 # -- relu, sigmoid --------------------------------------------------------------------
 
-def _relu(input):
-    # 0 where x <= 0, so nan stays nan (as torch's relu and NumPy's maximum give it; a test of
-    # x > 0 would turn it into 0) and -0 gives +0 (NumPy's maximum; torch keeps -0)
-    return ew.where(ew.le(input, 0), 0, input)
-
-
 def _relu_rule(ctx, g):
     return call_op("threshold_backward", (g, ctx.output), {"threshold": 0})
 
 
-@legacy_op(decompose=_relu, derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True)
+@op(derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True)
 def relu(input):
     """max(x, 0); the gradient at 0 is 0."""
-    return call_op("relu", (input,))
-
-
-def _threshold_backward(grad_output, input, *, threshold):
-    # torch's rule is "0 where input <= threshold, else grad", so a NaN input passes the
-    # gradient on (a test of input > threshold would stop it). A multiply by the mask, not
-    # where(): NumPy's where branches per element and is ~7x slower; it gives NaN, not 0,
-    # where grad is inf or NaN and the input is at or below the threshold.
-    return grad_output * ew.logical_not(ew.le(input, threshold)).to(grad_output.dtype)
+    # 0 where x <= 0, so nan stays nan (as torch's relu and NumPy's maximum give it; a test of
+    # x > 0 would turn it into 0) and -0 gives +0 (NumPy's maximum; torch keeps -0)
+    return ew.where(ew.le(input, 0), 0, input)
 
 
 def _threshold_backward_rule(ctx, g):
@@ -67,8 +56,18 @@ def _threshold_backward_rule(ctx, g):
     return call_op("threshold_backward", (g, ctx.saved[1]), ctx.attrs), None
 
 
-@legacy_op(decompose=_threshold_backward, derivative=_threshold_backward_rule, save=(1,))
-def threshold_backward(grad_output, input, threshold):
+def _threshold_backward_args(grad_output, input, threshold):
+    if not isinstance(grad_output, Tensor) or not isinstance(input, Tensor):
+        raise TypeError("threshold_backward(): grad_output and input must be Tensors, got "
+                        f"{type(grad_output).__name__} and {type(input).__name__}")
+    if grad_output.shape != input.shape:
+        raise RuntimeError(f"threshold_backward: grad_output {list(grad_output.shape)} and input "
+                           f"{list(input.shape)} must have one shape")
+    return (grad_output, input), {"threshold": threshold}
+
+
+@op(bind=_threshold_backward_args, derivative=_threshold_backward_rule, save=(1,))
+def threshold_backward(grad_output, input, *, threshold):
     """relu's (and threshold's) gradient: 0 where input <= threshold, else grad_output (a NaN
     input passes it on, as torch's does).
 
@@ -77,33 +76,29 @@ def threshold_backward(grad_output, input, threshold):
     by name. A kernel may give 0 where the decomposition's multiply gives 0 * inf = nan, as
     torch's kernel does.
     """
-    if not isinstance(grad_output, Tensor) or not isinstance(input, Tensor):
-        raise TypeError("threshold_backward(): grad_output and input must be Tensors, got "
-                        f"{type(grad_output).__name__} and {type(input).__name__}")
-    if grad_output.shape != input.shape:
-        raise RuntimeError(f"threshold_backward: grad_output {list(grad_output.shape)} and input "
-                           f"{list(input.shape)} must have one shape")
-    return call_op("threshold_backward", (grad_output, input), {"threshold": threshold})
+    # torch's rule is "0 where input <= threshold, else grad", so a NaN input passes the
+    # gradient on (a test of input > threshold would stop it). A multiply by the mask, not
+    # where(): NumPy's where branches per element and is ~7x slower; it gives NaN, not 0,
+    # where grad is inf or NaN and the input is at or below the threshold.
+    return grad_output * ew.logical_not(ew.le(input, threshold)).to(grad_output.dtype)
 
 
-def _output_backward_operands(name, grad_output, output):
-    """Check the two operands of tanh_backward/sigmoid_backward and give them one dtype."""
-    if not isinstance(grad_output, Tensor) or not isinstance(output, Tensor):
-        raise TypeError(f"{name}(): grad_output and output must be Tensors, got "
-                        f"{type(grad_output).__name__} and {type(output).__name__}")
-    if grad_output.shape != output.shape:
-        raise RuntimeError(f"{name}: grad_output {list(grad_output.shape)} and output "
-                           f"{list(output.shape)} must have one shape")
-    if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
-        grad_output, output = ew._promote_pair(name, grad_output, output)
-    if not output.dtype.is_floating_point:
-        raise RuntimeError(f"{name}(): expected floating point operands, got {output.dtype.name} "
-                           "(it is the gradient of a float op); convert them first with .float()")
-    return grad_output, output
-
-
-def _tanh_backward(grad_output, output):
-    return grad_output * (1 - output * output)
+def _output_backward_args(name):
+    # the bind of tanh_backward and sigmoid_backward: two tensors of one shape, in one dtype
+    def bind(grad_output, output):
+        if not isinstance(grad_output, Tensor) or not isinstance(output, Tensor):
+            raise TypeError(f"{name}(): grad_output and output must be Tensors, got "
+                            f"{type(grad_output).__name__} and {type(output).__name__}")
+        if grad_output.shape != output.shape:
+            raise RuntimeError(f"{name}: grad_output {list(grad_output.shape)} and output "
+                               f"{list(output.shape)} must have one shape")
+        if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
+            grad_output, output = ew._promote_pair(name, grad_output, output)
+        if not output.dtype.is_floating_point:
+            raise RuntimeError(f"{name}(): expected floating point operands, got {output.dtype.name} "
+                               "(it is the gradient of a float op); convert them first with .float()")
+        return (grad_output, output), NO_ATTRS
+    return bind
 
 
 def _tanh_backward_rule(ctx, gg):
@@ -113,18 +108,14 @@ def _tanh_backward_rule(ctx, gg):
             (gg * g * y * -2 if need[1] else None))
 
 
-@legacy_op(decompose=_tanh_backward, derivative=_tanh_backward_rule, save="inputs")
+@op(bind=_output_backward_args("tanh_backward"), derivative=_tanh_backward_rule, save="inputs")
 def tanh_backward(grad_output, output):
     """tanh's gradient from its output y: grad_output * (1 - y * y), torch's aten::tanh_backward.
 
     One op, so that a backend computes it in one pass (the decomposition is three ops, and a
     chain of small tanh layers pays for each dispatch).
     """
-    return call_op("tanh_backward", _output_backward_operands("tanh_backward", grad_output, output))
-
-
-def _sigmoid_backward(grad_output, output):
-    return grad_output * (1 - output) * output
+    return grad_output * (1 - output * output)
 
 
 def _sigmoid_backward_rule(ctx, gg):
@@ -134,29 +125,25 @@ def _sigmoid_backward_rule(ctx, gg):
             (gg * g * (1 - y * 2) if need[1] else None))
 
 
-@legacy_op(decompose=_sigmoid_backward, derivative=_sigmoid_backward_rule, save="inputs")
+@op(bind=_output_backward_args("sigmoid_backward"), derivative=_sigmoid_backward_rule, save="inputs")
 def sigmoid_backward(grad_output, output):
     """sigmoid's gradient from its output y: grad_output * (1 - y) * y, torch's
     aten::sigmoid_backward (one op, as tanh_backward)."""
-    return call_op("sigmoid_backward", _output_backward_operands("sigmoid_backward", grad_output, output))
-
-
-def _sigmoid(input):
-    # Never exponentiate a large positive number: exp(-|x|) is in (0, 1].
-    e = ew.exp(-ew.abs(input))
-    p = 1 / (1 + e)
-    return ew.where(ew.ge(input, 0), p, e * p)
+    return grad_output * (1 - output) * output
 
 
 def _sigmoid_rule(ctx, g):
     return call_op("sigmoid_backward", (g, ctx.output))
 
 
-@legacy_op(decompose=_sigmoid, derivative=_sigmoid_rule, save="output", exposed=_EVERYWHERE + _F, inplace=True,
-    dtypes="integers -> default float")
+@op(bind=lambda input: ((as_float(input),), NO_ATTRS), derivative=_sigmoid_rule, save="output",
+    exposed=_EVERYWHERE + _F, inplace=True, dtypes="integers -> default float")
 def sigmoid(input):
     """1 / (1 + exp(-x)), computed without overflow."""
-    return call_op("sigmoid", (as_float(input),))
+    # Never exponentiate a large positive number: exp(-|x|) is in (0, 1].
+    e = ew.exp(-ew.abs(input))
+    p = 1 / (1 + e)
+    return ew.where(ew.ge(input, 0), p, e * p)
 
 
 # -- softmax, log_softmax ------------------------------------------------------------
@@ -168,26 +155,8 @@ def _legacy_softmax_dim(name, ndim, stacklevel):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def _softmax(input, *, dim):
-    e = ew.exp(input - amax(input, dim, keepdim=True).detach())  # shift-invariant: no gradient
-    return e / e.sum(dim, keepdim=True)
-
-
-def _softmax_rule(ctx, g):
-    y = ctx.output
-    return y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True))
-
-
-def _log_softmax(input, *, dim):
-    z = input - amax(input, dim, keepdim=True).detach()
-    return z - ew.exp(z).sum(dim, keepdim=True).log()
-
-
-def _log_softmax_rule(ctx, g):
-    return g - ew.exp(ctx.output) * g.sum(ctx.attrs["dim"], keepdim=True)
-
-
-def _softmax_like(name, x, dim, dtype, stacklevel=3):
+def _softmax_operands(name, x, dim, dtype, stacklevel):
+    # what softmax, log_softmax and softmin receive; ``stacklevel`` (torch's) counts from here
     if dtype is not None:
         x = x.to(dtype)
     x = as_float(x)
@@ -195,51 +164,67 @@ def _softmax_like(name, x, dim, dtype, stacklevel=3):
         dim = _legacy_softmax_dim(name, x.ndim, stacklevel)
     d = _wrap_dim(dim, x.ndim) if x.ndim else 0
     if x.ndim == 0:
-        return call_op(name, (x.reshape(1),), {"dim": 0}).reshape(())
+        return Done(call_op(name, (x.reshape(1),), {"dim": 0}).reshape(()))
     if x.numel() == 0:
-        return x * 1  # nothing to normalise (kernels may not reduce an empty dim)
-    return call_op(name, (x,), {"dim": d})
+        return Done(x * 1)  # nothing to normalise (kernels may not reduce an empty dim)
+    return (x,), {"dim": d}
 
 
-@legacy_op(decompose=_softmax, derivative=_softmax_rule, save="output", exposed=_EVERYWHERE)
-def softmax(input, dim=None, dtype=None):
-    """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
-    return _softmax_like("softmax", input, dim, dtype)
+def _softmax_args(name):
+    def bind(input, dim=None, dtype=None):
+        # the implicit-dim warning points past this bind and the generated front, at the caller
+        return _softmax_operands(name, input, dim, dtype, 4)
+    return bind
 
 
-@legacy_op(decompose=_log_softmax, derivative=_log_softmax_rule, save="output", exposed=_EVERYWHERE)
-def log_softmax(input, dim=None, dtype=None):
-    """log(softmax(x)) along dim, computed stably (never log of softmax)."""
-    return _softmax_like("log_softmax", input, dim, dtype)
-
-
-def _softmin_rule(ctx, g):
+def _softmax_rule(ctx, g):
     y = ctx.output
-    return -(y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True)))
+    return y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True))
 
 
-@legacy_op(decompose=lambda input, *, dim: _softmax(-input, dim=dim), derivative=_softmin_rule, save="output",
-    exposed=_F)
-def softmin(input, dim=None, _stacklevel=3, dtype=None):
+@op(bind=_softmax_args("softmax"), derivative=_softmax_rule, save="output", exposed=_EVERYWHERE)
+def softmax(input, *, dim):
+    """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
+    e = ew.exp(input - amax(input, dim, keepdim=True).detach())  # shift-invariant: no gradient
+    return e / e.sum(dim, keepdim=True)
+
+
+def _log_softmax_rule(ctx, g):
+    return g - ew.exp(ctx.output) * g.sum(ctx.attrs["dim"], keepdim=True)
+
+
+@op(bind=_softmax_args("log_softmax"), derivative=_log_softmax_rule, save="output", exposed=_EVERYWHERE)
+def log_softmax(input, *, dim):
+    """log(softmax(x)) along dim, computed stably (never log of softmax)."""
+    z = input - amax(input, dim, keepdim=True).detach()
+    return z - ew.exp(z).sum(dim, keepdim=True).log()
+
+
+def _softmin_args(input, dim=None, _stacklevel=3, dtype=None):
+    return _softmax_operands("softmin", input, dim, dtype, _stacklevel + 1)  # + this bind's frame
+
+
+@op(bind=_softmin_args, derivative=lambda ctx, g: -_softmax_rule(ctx, g), save="output", exposed=_F)
+def softmin(input, *, dim):
     """softmax(-x) along dim: the smallest entries get the most weight."""
-    return _softmax_like("softmin", input, dim, dtype, _stacklevel)
+    return softmax(-input, dim)
 
 
-def _glu(input, *, dim):
-    a, b = input.chunk(2, dim)
-    return a * sigmoid(b)
-
-
-@legacy_op(decompose=_glu, exposed=_F)
-def glu(input, dim=-1):
-    """Gated linear unit: the first half of ``dim`` times the sigmoid of the second half."""
+def _glu_args(input, dim=-1):
     x = _float_input("glu", input)
     if x.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
     d = _wrap_dim(dim, x.ndim)
     if x.shape[d] % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {x.shape[d]}")
-    return call_op("glu", (x,), {"dim": d})
+    return (x,), {"dim": d}
+
+
+@op(bind=_glu_args, exposed=_F)
+def glu(input, *, dim):
+    """Gated linear unit: the first half of ``dim`` times the sigmoid of the second half."""
+    a, b = input.chunk(2, dim)
+    return a * sigmoid(b)
 
 
 # nn.functional's spellings take torch's ``_stacklevel`` third (for the implicit-dim warning),
@@ -248,45 +233,39 @@ def glu(input, dim=-1):
 @public("nn.functional", name="softmax")
 def functional_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
-    return _softmax_like("softmax", input, dim, dtype, _stacklevel)
+    bound = _softmax_operands("softmax", input, dim, dtype, _stacklevel)
+    return bound.value if type(bound) is Done else call_op("softmax", *bound)
 
 
 @public("nn.functional", name="log_softmax")
 def functional_log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """log(softmax(x)) along dim, computed stably (never log of softmax)."""
-    return _softmax_like("log_softmax", input, dim, dtype, _stacklevel)
+    bound = _softmax_operands("log_softmax", input, dim, dtype, _stacklevel)
+    return bound.value if type(bound) is Done else call_op("log_softmax", *bound)
 
 
 # -- pointwise activations with a rule (one graph node each) -------------------------
-
-def _leaky_relu(input, *, negative_slope):
-    return ew.where(ew.gt(input, 0), input, input * negative_slope)
-
 
 def _leaky_relu_rule(ctx, g):
     return ew.where(ew.gt(ctx.saved[0], 0), g, g * ctx.attrs["negative_slope"])
 
 
-@legacy_op(decompose=_leaky_relu, derivative=_leaky_relu_rule, save="inputs", exposed=_F)
-def leaky_relu(input, negative_slope=0.01, inplace=False):
-    """x where x > 0, else negative_slope * x."""
+def _leaky_relu_args(input, negative_slope=0.01, inplace=False):
     if inplace:
-        return _applied_in_place(leaky_relu, "leaky_relu_", input, negative_slope)
-    return call_op("leaky_relu", (_float_input("leaky_relu", input),),
-                   {"negative_slope": negative_slope})
+        return Done(_applied_in_place(leaky_relu, "leaky_relu_", input, negative_slope))
+    return (_float_input("leaky_relu", input),), {"negative_slope": negative_slope}
+
+
+@op(bind=_leaky_relu_args, derivative=_leaky_relu_rule, save="inputs", exposed=_F)
+def leaky_relu(input, *, negative_slope):
+    """x where x > 0, else negative_slope * x."""
+    return ew.where(ew.gt(input, 0), input, input * negative_slope)
 
 
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_C = 0.044715
-
-
-def _gelu(input, *, approximate):
-    if approximate == "tanh":
-        inner = (input + input * input * input * _GELU_C) * _SQRT_2_OVER_PI
-        return input * 0.5 * (ew.tanh(inner) + 1)
-    return input * 0.5 * (ew.erf(input * _SQRT_HALF) + 1)
 
 
 def _gelu_rule(ctx, g):
@@ -301,12 +280,19 @@ def _gelu_rule(ctx, g):
     return g * (cdf + x * pdf)
 
 
-@legacy_op(decompose=_gelu, derivative=_gelu_rule, save="inputs", exposed=_F)
-def gelu(input, approximate="none"):
-    """x * Phi(x) (approximate='none', via erf) or its tanh approximation (approximate='tanh')."""
+def _gelu_args(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
-    return call_op("gelu", (_float_input("gelu", input),), {"approximate": approximate})
+    return (_float_input("gelu", input),), {"approximate": approximate}
+
+
+@op(bind=_gelu_args, derivative=_gelu_rule, save="inputs", exposed=_F)
+def gelu(input, *, approximate):
+    """x * Phi(x) (approximate='none', via erf) or its tanh approximation (approximate='tanh')."""
+    if approximate == "tanh":
+        inner = (input + input * input * input * _GELU_C) * _SQRT_2_OVER_PI
+        return input * 0.5 * (ew.tanh(inner) + 1)
+    return input * 0.5 * (ew.erf(input * _SQRT_HALF) + 1)
 
 
 def _silu_rule(ctx, g):
@@ -315,19 +301,16 @@ def _silu_rule(ctx, g):
     return g * (s * (x * (1 - s) + 1))
 
 
-@legacy_op(decompose=lambda input: input * sigmoid(input), derivative=_silu_rule, save="inputs", exposed=_F)
-def silu(input, inplace=False):
-    """x * sigmoid(x) (swish)."""
+def _silu_args(input, inplace=False):
     if inplace:
-        return _applied_in_place(silu, "silu_", input)
-    return call_op("silu", (_float_input("silu", input),))
+        return Done(_applied_in_place(silu, "silu_", input))
+    return (_float_input("silu", input),), NO_ATTRS
 
 
-def _softplus(input, *, beta, threshold):
-    z = input * beta
-    # log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow for large |z|.
-    soft = (ew.maximum(z, 0) + ew.log1p(ew.exp(-ew.abs(z)))) / beta
-    return ew.where(ew.gt(z, threshold), input, soft)
+@op(bind=_silu_args, derivative=_silu_rule, save="inputs", exposed=_F)
+def silu(input):
+    """x * sigmoid(x) (swish)."""
+    return input * sigmoid(input)
 
 
 def _softplus_rule(ctx, g):
@@ -335,15 +318,17 @@ def _softplus_rule(ctx, g):
     return ew.where(ew.gt(z, ctx.attrs["threshold"]), g, g * sigmoid(z))
 
 
-@legacy_op(decompose=_softplus, derivative=_softplus_rule, save="inputs", exposed=_F)
-def softplus(input, beta=1.0, threshold=20.0):
+def _softplus_args(input, beta=1.0, threshold=20.0):
+    return (_float_input("softplus", input),), {"beta": beta, "threshold": threshold}
+
+
+@op(bind=_softplus_args, derivative=_softplus_rule, save="inputs", exposed=_F)
+def softplus(input, *, beta, threshold):
     """log(1 + exp(beta * x)) / beta; x itself where beta * x > threshold."""
-    return call_op("softplus", (_float_input("softplus", input),),
-                   {"beta": beta, "threshold": threshold})
-
-
-def _elu(input, *, alpha):
-    return ew.where(ew.gt(input, 0), input, ew.expm1(input) * alpha)
+    z = input * beta
+    # log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow for large |z|.
+    soft = (ew.maximum(z, 0) + ew.log1p(ew.exp(-ew.abs(z)))) / beta
+    return ew.where(ew.gt(z, threshold), input, soft)
 
 
 def _elu_rule(ctx, g):
@@ -351,12 +336,16 @@ def _elu_rule(ctx, g):
     return ew.where(ew.gt(x, 0), g, g * ew.exp(x) * ctx.attrs["alpha"])
 
 
-@legacy_op(decompose=_elu, derivative=_elu_rule, save="inputs", exposed=_F)
-def elu(input, alpha=1.0, inplace=False):
-    """x where x > 0, else alpha * (exp(x) - 1)."""
+def _elu_args(input, alpha=1.0, inplace=False):
     if inplace:
-        return _applied_in_place(elu, "elu_", input, alpha)
-    return call_op("elu", (_float_input("elu", input),), {"alpha": alpha})
+        return Done(_applied_in_place(elu, "elu_", input, alpha))
+    return (_float_input("elu", input),), {"alpha": alpha}
+
+
+@op(bind=_elu_args, derivative=_elu_rule, save="inputs", exposed=_F)
+def elu(input, *, alpha):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    return ew.where(ew.gt(input, 0), input, ew.expm1(input) * alpha)
 
 
 # -- more activations: plain compositions (autograd differentiates them) -------------
