@@ -160,4 +160,3 @@ def einsum(operands, *, equation):
         keep = set(out).union(*(set(u) for _, u in xs[k + 1:]))
         acc, la = _contract(acc, la, b, lb, keep, sizes)
     return acc.permute([la.index(c) for c in out]) if la != out else acc
-

@@ -10,17 +10,17 @@ from __future__ import annotations
 import math
 
 from ..debug import checks_values
-from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import legacy_op
+from ..optable import op
 from ..tensor import Tensor
-from .conv import batched, ntuple
+from .conv import batched, ntuple, unbatched_call
 from .creation import zeros
 
 _F = ("nn.functional",)
 
 
 def _max_unpool(input, indices, *, output_size):
+    """A scatter into zeros (any rank)."""
     n, c = input.shape[0], input.shape[1]
     flat = zeros(n, c, math.prod(output_size), dtype=input.dtype, device=input._backend.name)
     per = math.prod(input.shape[2:])
@@ -55,45 +55,48 @@ def _output_size(name, x, nd, kernel_size, stride, padding, output_size):
     return tuple(int(v) for v in size)
 
 
-def _front(name, nd, input, indices, kernel_size, stride, padding, output_size):
-    if not isinstance(input, Tensor) or not isinstance(indices, Tensor):
-        raise TypeError(f"{name}(): input and indices must be Tensors")
-    if indices.dtype is not int64:
-        raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype.name}")
-    x, unbatched = batched(name, input, nd + 2)
-    idx = indices.unsqueeze(0) if unbatched else indices
-    if tuple(idx.shape) != tuple(x.shape):
-        raise RuntimeError(f"{name}: Expected shape of indices to be same as that of the input tensor "
-                           f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}")
-    size = _output_size(name, x, nd, kernel_size, stride, padding, output_size)
-    if idx.numel() and checks_values(idx):  # reads values: see checks_values
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= math.prod(size):
-            bad = hi if hi >= math.prod(size) else lo
-            raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size "
-                               f"{'x'.join(map(str, size))}")
-    out = call_op(name, (x, idx), {"output_size": size})
-    return out.squeeze(0) if unbatched else out
+def _max_unpool_args(name, nd):
+    def bind(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+        if not isinstance(input, Tensor) or not isinstance(indices, Tensor):
+            raise TypeError(f"{name}(): input and indices must be Tensors")
+        if indices.dtype is not int64:
+            raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype.name}")
+        x, unbatched = batched(name, input, nd + 2)
+        idx = indices.unsqueeze(0) if unbatched else indices
+        if tuple(idx.shape) != tuple(x.shape):
+            raise RuntimeError(f"{name}: Expected shape of indices to be same as that of the input tensor "
+                               f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}")
+        size = _output_size(name, x, nd, kernel_size, stride, padding, output_size)
+        if idx.numel() and checks_values(idx):  # reads values: see checks_values
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < 0 or hi >= math.prod(size):
+                bad = hi if hi >= math.prod(size) else lo
+                raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size "
+                                   f"{'x'.join(map(str, size))}")
+        if unbatched:
+            return unbatched_call(name, (x, idx), {"output_size": size})
+        return (x, idx), {"output_size": size}
+    return bind
 
 
-@legacy_op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
-def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+@op(bind=_max_unpool_args("max_unpool1d", 1), derivative=_max_unpool_rule, save="inputs", exposed=_F)
+def max_unpool1d(input, indices, *, output_size):
     """Scatter a max-pooled (N, C, L) input back to the positions its indices name; zeros elsewhere.
 
     A backend kernel receives the batched input and int64 indices of one shape, and
     ``output_size`` (the spatial size, one int per dim) by name (likewise for 2-D and 3-D).
     """
-    return _front("max_unpool1d", 1, input, indices, kernel_size, stride, padding, output_size)
+    return _max_unpool(input, indices, output_size=output_size)
 
 
-@legacy_op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
-def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+@op(bind=_max_unpool_args("max_unpool2d", 2), derivative=_max_unpool_rule, save="inputs", exposed=_F)
+def max_unpool2d(input, indices, *, output_size):
     """Scatter a max-pooled (N, C, H, W) input back to the positions its indices name; zeros elsewhere."""
-    return _front("max_unpool2d", 2, input, indices, kernel_size, stride, padding, output_size)
+    return _max_unpool(input, indices, output_size=output_size)
 
 
-@legacy_op(decompose=_max_unpool, derivative=_max_unpool_rule, save="inputs", exposed=_F)
-def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+@op(bind=_max_unpool_args("max_unpool3d", 3), derivative=_max_unpool_rule, save="inputs", exposed=_F)
+def max_unpool3d(input, indices, *, output_size):
     """Scatter a max-pooled (N, C, D, H, W) input back to the positions its indices name; zeros
     elsewhere."""
-    return _front("max_unpool3d", 3, input, indices, kernel_size, stride, padding, output_size)
+    return _max_unpool(input, indices, output_size=output_size)
