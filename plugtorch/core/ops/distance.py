@@ -6,9 +6,8 @@ them, so each is one op a backend may replace, with no rule to keep in step.
 """
 from __future__ import annotations
 
-from ..dispatch import call_op
 from ..grad_mode import no_grad
-from ..optable import legacy_op, op
+from ..optable import Done, op
 from ..tensor import _wrap_dim
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -26,25 +25,24 @@ def _floating(op_name, *tensors):
                                f"{', '.join(x.dtype.name for x in tensors)}; convert them with .float()")
 
 
-def _normalize(input, *, p, dim, eps):
-    return input / ew.clamp(norm(input, p, dim, keepdim=True), min=eps)
+def _normalize_args(input, p=2.0, dim=1, eps=1e-12, out=None):
+    check_tensors("normalize", input=input, out=out)
+    _floating("normalize", input)
+    if out is not None:  # torch's out=: the result is copied in, without a gradient
+        with no_grad():
+            out.copy_(normalize(input, p, dim, eps))
+        return Done(out)
+    return (input,), {"p": float(p), "dim": dim, "eps": eps}
 
 
-@legacy_op(decompose=_normalize, exposed=_F)
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+@op(bind=_normalize_args, exposed=_F)
+def normalize(input, *, p, dim, eps):
     """``input / max(||input||_p, eps)`` along ``dim``; ``out``, if given, receives the result
     without a gradient, as torch's ``out=`` does.
 
     A backend kernel receives the input and p, dim and eps by name.
     """
-    check_tensors("normalize", input=input, out=out)
-    _floating("normalize", input)
-    result = call_op("normalize", (input,), {"p": float(p), "dim": dim, "eps": eps})
-    if out is None:
-        return result
-    with no_grad():
-        out.copy_(result)
-    return out
+    return input / ew.clamp(norm(input, p, dim, keepdim=True), min=eps)
 
 
 @op(operands=2, exposed=_BOTH)
