@@ -15,8 +15,7 @@ import math
 
 import numpy as np
 
-from ..dispatch import call_op
-from ..optable import legacy_op, op, public
+from ..optable import op, public
 from ..tensor import Tensor
 from .creation import tensor as _tensor
 from .index import index_select
@@ -135,16 +134,18 @@ def _scales(scales, nd):
     return (None,) * nd if scales is None else tuple(scales)
 
 
+def _tuple_or_none(scales):
+    return None if scales is None else tuple(scales)
+
+
 # -- the ops ---------------------------------------------------------------------------------
 
-def _interpolate_nearest(input, *, output_size, scales, exact):
-    sizes = input.shape[input.ndim - len(output_size):]
-    return _resample(input, [_nearest_taps(i, o, s, exact)
-                             for i, o, s in zip(sizes, output_size, _scales(scales, len(output_size)))])
+def _interpolate_nearest_args(input, output_size, scales=None, exact=False):
+    return (input,), {"output_size": tuple(output_size), "scales": _tuple_or_none(scales), "exact": bool(exact)}
 
 
-@legacy_op(decompose=_interpolate_nearest)
-def interpolate_nearest(input, output_size, scales=None, exact=False):
+@op(bind=_interpolate_nearest_args)
+def interpolate_nearest(input, *, output_size, scales, exact):
     """``F.interpolate``'s 'nearest' and ('exact') 'nearest-exact' modes over the trailing axes.
 
     ``scales`` (given scale factors) set the source positions as in torch, else the size
@@ -152,12 +153,25 @@ def interpolate_nearest(input, output_size, scales=None, exact=False):
 
     A backend kernel receives the input and output_size, scales (a tuple or None) and exact by name.
     """
-    return call_op("interpolate_nearest", (input,), {"output_size": tuple(output_size),
-                                                     "scales": None if scales is None else tuple(scales),
-                                                     "exact": bool(exact)})
+    sizes = input.shape[input.ndim - len(output_size):]
+    return _resample(input, [_nearest_taps(i, o, s, exact)
+                             for i, o, s in zip(sizes, output_size, _scales(scales, len(output_size)))])
 
 
-def _interpolate_linear(input, *, output_size, align_corners, scales, antialias):
+def _interpolate_linear_args(input, output_size, align_corners=False, scales=None, antialias=False):
+    return (input,), {"output_size": tuple(output_size), "align_corners": bool(align_corners),
+                      "scales": _tuple_or_none(scales), "antialias": bool(antialias)}
+
+
+@op(bind=_interpolate_linear_args)
+def interpolate_linear(input, *, output_size, align_corners, scales, antialias):
+    """``F.interpolate``'s 'linear', 'bilinear' and 'trilinear' modes over the trailing axes.
+
+    With ``antialias``, torch's triangle filter widened by the downscale factor.
+
+    A backend kernel receives the input and output_size, align_corners, scales (a tuple or
+    None) and antialias by name.
+    """
     nd = len(output_size)
     sizes = input.shape[input.ndim - nd:]
     real = _real(input)
@@ -168,22 +182,23 @@ def _interpolate_linear(input, *, output_size, align_corners, scales, antialias)
                              for i, o, s in zip(sizes, output_size, _scales(scales, nd))])
 
 
-@legacy_op(decompose=_interpolate_linear)
-def interpolate_linear(input, output_size, align_corners=False, scales=None, antialias=False):
-    """``F.interpolate``'s 'linear', 'bilinear' and 'trilinear' modes over the trailing axes.
+def _interpolate_filtered_args(input, output_size, align_corners=False, scales=None, mode="bicubic"):
+    if mode not in ("bicubic", "bicubic_aa", "lanczos_aa"):
+        raise ValueError(f"interpolate_filtered(): unknown mode {mode!r}")
+    return (input,), {"output_size": tuple(output_size), "align_corners": bool(align_corners),
+                      "scales": _tuple_or_none(scales), "mode": mode}
 
-    With ``antialias``, torch's triangle filter widened by the downscale factor.
+
+@op(bind=_interpolate_filtered_args)
+def interpolate_filtered(input, *, output_size, align_corners, scales, mode):
+    """``F.interpolate``'s 'bicubic' (and antialiased 'bicubic' and 'lanczos') modes.
+
+    mode: 'bicubic' (Keys' cubic, a = -0.75, edge taps clamped), 'bicubic_aa' or
+    'lanczos_aa' (torch's antialiased filters).
 
     A backend kernel receives the input and output_size, align_corners, scales (a tuple or
-    None) and antialias by name.
+    None) and mode by name.
     """
-    return call_op("interpolate_linear", (input,), {"output_size": tuple(output_size),
-                                                    "align_corners": bool(align_corners),
-                                                    "scales": None if scales is None else tuple(scales),
-                                                    "antialias": bool(antialias)})
-
-
-def _interpolate_filtered(input, *, output_size, align_corners, scales, mode):
     nd = len(output_size)
     sizes = input.shape[input.ndim - nd:]
     real = _real(input)
@@ -193,24 +208,6 @@ def _interpolate_filtered(input, *, output_size, align_corners, scales, mode):
         taps = [_aa_taps(i, o, align_corners, s, real, mode.split("_")[0])
                 for i, o, s in zip(sizes, output_size, _scales(scales, nd))]
     return _resample(input, taps)
-
-
-@legacy_op(decompose=_interpolate_filtered)
-def interpolate_filtered(input, output_size, align_corners=False, scales=None, mode="bicubic"):
-    """``F.interpolate``'s 'bicubic' (and antialiased 'bicubic' and 'lanczos') modes.
-
-    mode: 'bicubic' (Keys' cubic, a = -0.75, edge taps clamped), 'bicubic_aa' or
-    'lanczos_aa' (torch's antialiased filters).
-
-    A backend kernel receives the input and output_size, align_corners, scales (a tuple or
-    None) and mode by name.
-    """
-    if mode not in ("bicubic", "bicubic_aa", "lanczos_aa"):
-        raise ValueError(f"interpolate_filtered(): unknown mode {mode!r}")
-    return call_op("interpolate_filtered", (input,), {"output_size": tuple(output_size),
-                                                      "align_corners": bool(align_corners),
-                                                      "scales": None if scales is None else tuple(scales),
-                                                      "mode": mode})
 
 
 # -- F.interpolate ---------------------------------------------------------------------------
