@@ -8,16 +8,18 @@ rstd * (gy - mean(gy) - xhat * mean(gy * xhat)); it is the registered op
 weight and bias gradients are plain reductions, written in the rules. The rules recompute
 the statistics from the saved input instead of keeping them: ops return one tensor.
 
-batch_norm in training mode moves ``running_mean``/``running_var`` in place (see its
+Each op's function is its decomposition; its ``bind`` checks torch's arguments (shapes,
+dtypes) and promotes input, weight and bias to one dtype, so a kernel receives validated
+arrays. batch_norm in training mode moves ``running_mean``/``running_var`` in place (see its
 docstring): the op writes its running-statistics operands, as torch's and cuDNN's kernels
 do, so a fused kernel updates them from the statistics it computes anyway.
 """
 from __future__ import annotations
 
-from ..dispatch import call_op, wrap
+from ..dispatch import wrap
 from ..dtypes import promote_types
 from ..grad_mode import no_grad
-from ..optable import legacy_op, public
+from ..optable import Done, op, public
 from ..tensor import Tensor
 from . import elementwise as ew
 
@@ -95,10 +97,6 @@ def _trailing(ndim, k):
     return tuple(range(ndim - k, ndim))
 
 
-def _layer_norm(input, weight, bias, *, normalized_shape, eps):
-    return _affine(_standardized(input, _trailing(input.ndim, len(normalized_shape)), eps)[0], weight, bias)
-
-
 def _layer_norm_rule(ctx, g):
     x, w, _ = ctx.saved
     a = ctx.attrs
@@ -111,14 +109,7 @@ def _layer_norm_rule(ctx, g):
     return gx, gw, gb
 
 
-@legacy_op(decompose=_layer_norm, derivative=_layer_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
-    """Normalise over the trailing ``normalized_shape`` dims (biased variance), then scale and shift.
-
-    A backend kernel receives input, weight and bias (both of shape normalized_shape, or
-    None) as floating arrays of one dtype, and normalized_shape (a tuple of ints matching
-    input's trailing dims) and eps by name.
-    """
+def _layer_norm_args(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     _check_float("layer_norm", input)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if not shape:
@@ -131,30 +122,40 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
         if isinstance(p, Tensor) and tuple(p.shape) != shape:
             raise RuntimeError(f"Expected {what} to be of same shape as normalized_shape, but got {what} "
                                f"of shape {list(p.shape)} and normalized_shape = {list(shape)}")
-    x, w, b = _params("layer_norm", input, weight=weight, bias=bias)
-    return call_op("layer_norm", (x, w, b), {"normalized_shape": shape, "eps": float(eps)})
+    return _params("layer_norm", input, weight=weight, bias=bias), {"normalized_shape": shape, "eps": float(eps)}
 
 
-def _layer_norm_backward(grad_output, input, weight, *, normalized_shape, eps):
-    axes = _trailing(input.ndim, len(normalized_shape))
-    xc, var, _ = _centred(input, axes)
-    gy = grad_output if weight is None else grad_output * weight
-    return _standardized_grad(gy, xc, ew.rsqrt(var + eps), axes)
+@op(bind=_layer_norm_args, derivative=_layer_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
+def layer_norm(input, weight, bias, *, normalized_shape, eps):
+    """Normalise over the trailing ``normalized_shape`` dims (biased variance), then scale and shift.
 
-
-@legacy_op(decompose=_layer_norm_backward, dtypes="as layer_norm's")
-def layer_norm_backward(grad_output, input, weight, normalized_shape, eps):
-    """The gradient of layer_norm with respect to its input (weight may be None).
-
-    A kernel receives grad_output and input of one shape, weight (normalized_shape) or None,
-    and normalized_shape and eps by name; it returns an array of input's shape.
+    A backend kernel receives input, weight and bias (both of shape normalized_shape, or
+    None) as floating arrays of one dtype, and normalized_shape (a tuple of ints matching
+    input's trailing dims) and eps by name.
     """
+    return _affine(_standardized(input, _trailing(input.ndim, len(normalized_shape)), eps)[0], weight, bias)
+
+
+def _layer_norm_backward_args(grad_output, input, weight, normalized_shape, eps):
     shape = tuple(normalized_shape)
     _check_backward("layer_norm_backward", input.ndim >= len(shape) and input.shape[input.ndim - len(shape):] == shape
                     and grad_output.shape == input.shape and (weight is None or weight.shape == shape),
                     f"grad_output and input of one shape [*, {', '.join(map(str, shape))}], weight {list(shape)}",
                     grad_output=grad_output, input=input, weight=weight)
-    return call_op("layer_norm_backward", (grad_output, input, weight), {"normalized_shape": shape, "eps": eps})
+    return (grad_output, input, weight), {"normalized_shape": shape, "eps": eps}
+
+
+@op(bind=_layer_norm_backward_args, dtypes="as layer_norm's")
+def layer_norm_backward(grad_output, input, weight, *, normalized_shape, eps):
+    """The gradient of layer_norm with respect to its input (weight may be None).
+
+    A kernel receives grad_output and input of one shape, weight (normalized_shape) or None,
+    and normalized_shape and eps by name; it returns an array of input's shape.
+    """
+    axes = _trailing(input.ndim, len(normalized_shape))
+    xc, var, _ = _centred(input, axes)
+    gy = grad_output if weight is None else grad_output * weight
+    return _standardized_grad(gy, xc, ew.rsqrt(var + eps), axes)
 
 
 @public("plugtorch", name="layer_norm")
@@ -168,27 +169,6 @@ def torch_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05,
 def _channels(input):
     """The shape a per-channel (C,) tensor takes to broadcast over (N, C, *), and the other axes."""
     return (1, input.shape[1]) + (1,) * (input.ndim - 2), (0,) + tuple(range(2, input.ndim))
-
-
-def _batch_norm(input, running_mean, running_var, weight, bias, *, training, momentum, eps):
-    # per-channel scale and shift folded first: the full-size work is a multiply and an add
-    shape, axes = _channels(input)
-    if not training:
-        scale = ew.rsqrt(running_var.reshape(shape) + eps)
-        scale = scale if weight is None else scale * weight.reshape(shape)
-        shift = -running_mean.reshape(shape) * scale
-        return input * scale + (shift if bias is None else shift + bias.reshape(shape))
-    xc, var, mean = _centred(input, axes)
-    if running_mean is not None or running_var is not None:
-        n = input.numel() // input.shape[1]
-        with no_grad():  # the running estimate uses the unbiased variance, as torch's
-            if running_mean is not None:
-                running_mean.mul_(1 - momentum).add_(mean.reshape(running_mean.shape) * momentum)
-            if running_var is not None:
-                running_var.mul_(1 - momentum).add_(var.reshape(running_var.shape) * (momentum * n / (n - 1)))
-    scale = ew.rsqrt(var + eps)
-    out = xc * (scale if weight is None else scale * weight.reshape(shape))
-    return out if bias is None else out + bias.reshape(shape)
 
 
 def _batch_norm_rule(ctx, g):
@@ -223,22 +203,8 @@ def _stat_operand(t, training):
     return alias
 
 
-@legacy_op(decompose=_batch_norm, derivative=_batch_norm_rule, save=(0, 1, 2, 3), exposed=_F,
-    dtypes=_PROMOTED + "; the running statistics must have that dtype")
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
-               eps=1e-05):
-    """Normalise each channel of an (N, C, *) input, then scale and shift; training moves the running stats.
-
-    Training: the batch's statistics (biased variance) normalise, and running_mean and
-    running_var, when given, move in place towards the batch's (unbiased variance):
-    r = (1 - momentum) * r + momentum * batch. Evaluation: the running statistics normalise.
-
-    A backend kernel receives input (N, C, *) with N * d1 * ... > 1 in training, running_mean
-    and running_var (C,) (None allowed in training), weight and bias (C,) or None — all
-    floating, of one dtype — and training (bool), momentum and eps (floats) by name. In
-    training it must update the running statistics it is given in place: the op mutates
-    those operands, and this front bumps their version counters afterwards.
-    """
+def _batch_norm_args(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                     eps=1e-05):
     _check_float("batch_norm", input)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected input of shape (N, C, *), got {list(input.shape)}")
@@ -260,7 +226,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                                f"got {got}; convert the module or the input so they match")
     if training:
         if x.numel() == 0:
-            return x.clone()  # nothing to normalise, no statistics to move (as torch)
+            return Done(x.clone())  # nothing to normalise, no statistics to move (as torch)
         if x.numel() // c <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{input.shape}")
@@ -268,33 +234,50 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise RuntimeError("running_mean must be defined in evaluation mode (and running_var): pass the "
                            "running statistics, or training=True to normalise by the batch's")
     training = bool(training)
-    out = call_op("batch_norm", (x, _stat_operand(running_mean, training), _stat_operand(running_var, training),
-                                 w, b), {"training": training, "momentum": float(momentum), "eps": float(eps)})
-    if training:
+    operands = (x, _stat_operand(running_mean, training), _stat_operand(running_var, training), w, b)
+    if training:  # the op writes the running statistics: their versions move with the call
         for t in (running_mean, running_var):
             if t is not None:
                 t._vc[0] += 1
-    return out
+    return operands, {"training": training, "momentum": float(momentum), "eps": float(eps)}
 
 
-def _batch_norm_backward(grad_output, input, weight, running_mean, running_var, *, training, eps):
-    shape, axes = _channels(input)
-    scale = None if weight is None else weight.reshape(shape)
-    if not training:
-        rstd = ew.rsqrt(running_var.reshape(shape) + eps)
-        return grad_output * (rstd if scale is None else rstd * scale)
-    xc, var, _ = _centred(input, axes)
-    return _standardized_grad(grad_output, xc, ew.rsqrt(var + eps), axes, scale)
+@op(bind=_batch_norm_args, derivative=_batch_norm_rule, save=(0, 1, 2, 3), exposed=_F,
+    dtypes=_PROMOTED + "; the running statistics must have that dtype")
+def batch_norm(input, running_mean, running_var, weight, bias, *, training, momentum, eps):
+    """Normalise each channel of an (N, C, *) input, then scale and shift; training moves the running stats.
 
+    Training: the batch's statistics (biased variance) normalise, and running_mean and
+    running_var, when given, move in place towards the batch's (unbiased variance):
+    r = (1 - momentum) * r + momentum * batch. Evaluation: the running statistics normalise.
 
-@legacy_op(decompose=_batch_norm_backward, dtypes="as batch_norm's")
-def batch_norm_backward(grad_output, input, weight, running_mean, running_var, training, eps):
-    """The gradient of batch_norm with respect to its input.
-
-    A kernel receives grad_output and input (N, C, *), weight (C,) or None, running_mean and
-    running_var (C,) in evaluation (None in training: the batch's statistics are recomputed
-    from input), and training and eps by name; it returns an array of input's shape.
+    A backend kernel receives input (N, C, *) with N * d1 * ... > 1 in training, running_mean
+    and running_var (C,) (None allowed in training), weight and bias (C,) or None — all
+    floating, of one dtype — and training (bool), momentum and eps (floats) by name. In
+    training it must update the running statistics it is given in place: the op mutates
+    those operands, and its bind bumps their version counters.
     """
+    # per-channel scale and shift folded first: the full-size work is a multiply and an add
+    shape, axes = _channels(input)
+    if not training:
+        scale = ew.rsqrt(running_var.reshape(shape) + eps)
+        scale = scale if weight is None else scale * weight.reshape(shape)
+        shift = -running_mean.reshape(shape) * scale
+        return input * scale + (shift if bias is None else shift + bias.reshape(shape))
+    xc, var, mean = _centred(input, axes)
+    if running_mean is not None or running_var is not None:
+        n = input.numel() // input.shape[1]
+        with no_grad():  # the running estimate uses the unbiased variance, as torch's
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(mean.reshape(running_mean.shape) * momentum)
+            if running_var is not None:
+                running_var.mul_(1 - momentum).add_(var.reshape(running_var.shape) * (momentum * n / (n - 1)))
+    scale = ew.rsqrt(var + eps)
+    out = xc * (scale if weight is None else scale * weight.reshape(shape))
+    return out if bias is None else out + bias.reshape(shape)
+
+
+def _batch_norm_backward_args(grad_output, input, weight, running_mean, running_var, training, eps):
     c = input.shape[1] if input.ndim >= 2 else -1
     stats = () if training else (running_mean, running_var)
     _check_backward("batch_norm_backward", c >= 0 and grad_output.shape == input.shape
@@ -303,8 +286,24 @@ def batch_norm_backward(grad_output, input, weight, running_mean, running_var, t
                     "grad_output and input of one shape (N, C, *), weight (C,) or None, and in evaluation "
                     "running_mean and running_var (C,)", grad_output=grad_output, input=input, weight=weight,
                     running_mean=running_mean, running_var=running_var)
-    return call_op("batch_norm_backward", (grad_output, input, weight, running_mean, running_var),
-                   {"training": bool(training), "eps": eps})
+    return (grad_output, input, weight, running_mean, running_var), {"training": bool(training), "eps": eps}
+
+
+@op(bind=_batch_norm_backward_args, dtypes="as batch_norm's")
+def batch_norm_backward(grad_output, input, weight, running_mean, running_var, *, training, eps):
+    """The gradient of batch_norm with respect to its input.
+
+    A kernel receives grad_output and input (N, C, *), weight (C,) or None, running_mean and
+    running_var (C,) in evaluation (None in training: the batch's statistics are recomputed
+    from input), and training and eps by name; it returns an array of input's shape.
+    """
+    shape, axes = _channels(input)
+    scale = None if weight is None else weight.reshape(shape)
+    if not training:
+        rstd = ew.rsqrt(running_var.reshape(shape) + eps)
+        return grad_output * (rstd if scale is None else rstd * scale)
+    xc, var, _ = _centred(input, axes)
+    return _standardized_grad(grad_output, xc, ew.rsqrt(var + eps), axes, scale)
 
 
 @public("plugtorch", name="batch_norm")
@@ -321,11 +320,6 @@ def _grouped(x, groups):
     for s in x.shape[2:]:
         length *= s
     return (x.shape[0], groups, length)
-
-
-def _group_norm(input, weight, bias, *, num_groups, eps):
-    xhat = _standardized(input.reshape(_grouped(input, num_groups)), (2,), eps)[0].reshape(input.shape)
-    return _affine(xhat, weight, bias, _channels(input)[0])
 
 
 def _group_norm_rule(ctx, g):
@@ -348,13 +342,7 @@ def _group_norm_rule(ctx, g):
     return gx, gw, gb
 
 
-@legacy_op(decompose=_group_norm, derivative=_group_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
-    """Normalise each of ``num_groups`` groups of channels of an (N, C, *) input; scale and shift per channel.
-
-    A backend kernel receives input (N, C, *) with C divisible by num_groups, weight and bias
-    (C,) or None — floating, of one dtype — and num_groups (int) and eps by name.
-    """
+def _group_norm_args(input, num_groups, weight=None, bias=None, eps=1e-05):
     _check_float("group_norm", input)
     if input.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
@@ -367,8 +355,18 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
             raise RuntimeError(f"Expected {what} to be a vector of size equal to the number of channels in "
                                f"input, but got {what} of shape {list(p.shape)} and input of shape "
                                f"{list(input.shape)}")
-    x, w, b = _params("group_norm", input, weight=weight, bias=bias)
-    return call_op("group_norm", (x, w, b), {"num_groups": num_groups, "eps": float(eps)})
+    return _params("group_norm", input, weight=weight, bias=bias), {"num_groups": num_groups, "eps": float(eps)}
+
+
+@op(bind=_group_norm_args, derivative=_group_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
+def group_norm(input, weight, bias, *, num_groups, eps):
+    """Normalise each of ``num_groups`` groups of channels of an (N, C, *) input; scale and shift per channel.
+
+    A backend kernel receives input (N, C, *) with C divisible by num_groups, weight and bias
+    (C,) or None — floating, of one dtype — and num_groups (int) and eps by name.
+    """
+    xhat = _standardized(input.reshape(_grouped(input, num_groups)), (2,), eps)[0].reshape(input.shape)
+    return _affine(xhat, weight, bias, _channels(input)[0])
 
 
 @public("plugtorch", name="group_norm")
