@@ -1,7 +1,7 @@
 """Pooling on the N-d window view: max_pool{2,3}d (with their registered backward ops),
 avg_pool{2,3}d, adaptive_avg_pool{1,2,3}d, and the 1-D max/avg pools as 2-D pools of height 1.
 
-Each op function checks and normalises its arguments (one int per spatial dim, a batch
+Each op's ``bind`` checks and normalises torch's arguments (one int per spatial dim, a batch
 dim), so kernels and decompositions see batched input and the resolved geometry. One set
 of helpers serves every rank; each rank is an op of its own, as in torch.
 """
@@ -13,10 +13,10 @@ import math
 from ..dispatch import call_op
 from ..dtypes import get_default_dtype
 from ..geometry import window_count
-from ..optable import legacy_op
+from ..optable import Done, op
 from ..tensor import Tensor
 from . import elementwise as ew
-from .conv import as_2d_attrs, batched, ntuple
+from .conv import as_2d_attrs, batched, ntuple, unbatched_call
 from .creation import arange, ones
 from .movement import pad
 from .shape import cat, stack
@@ -79,14 +79,6 @@ def _lowest(dtype):
     return int(np.iinfo(dtype.name).min)
 
 
-def _maybe_unbatched(op_name, input, nd, run):
-    x, unbatched = batched(op_name, input, nd + 2)
-    out = run(x)
-    if unbatched:
-        return tuple(o.squeeze(0) for o in out) if isinstance(out, tuple) else out.squeeze(0)
-    return out
-
-
 def _check_input(op_name, input, integers=True):
     if not isinstance(input, Tensor):
         raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
@@ -112,68 +104,57 @@ def _max_pool_rule(backward_op):
     return rule
 
 
-def _max_pool_front(op_name, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
-                    return_indices):
-    _check_input(op_name, input)
-    geometry = _geometry(op_name, batched(op_name, input, nd + 2)[0], nd, kernel_size, stride, padding,
-                         dilation, ceil_mode)
-    if return_indices:
-        return _maybe_unbatched(op_name, input, nd, lambda x: _max_pool_with_indices(x, geometry))
-    return _maybe_unbatched(op_name, input, nd, lambda x: call_op(op_name, (x,), geometry))
+def _max_pool_args(op_name, nd):
+    """torch's checks and normalisation for max_pool{nd}d: the bind of each rank's op."""
+    integers = nd > 1  # torch has no integer max_pool1d
+
+    def bind(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+        _check_input(op_name, input, integers)
+        x, unbatched = batched(op_name, input, nd + 2)
+        geometry = _geometry(op_name, x, nd, kernel_size, stride, padding, dilation, ceil_mode)
+        if return_indices:  # the values with their indices: built from other ops, not this one
+            out = _max_pool_with_indices(x, geometry)
+            return Done(tuple(o.squeeze(0) for o in out) if unbatched else out)
+        if unbatched:
+            return unbatched_call(op_name, (x,), geometry)
+        return (x,), geometry
+    return bind
 
 
-@legacy_op(decompose=_max_pool, derivative=_max_pool_rule("max_pool2d_backward"), save=("inputs", "output"),
-    exposed=_BOTH)
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+@op(bind=_max_pool_args("max_pool2d", 2), derivative=_max_pool_rule("max_pool2d_backward"),
+    save=("inputs", "output"), exposed=_BOTH)
+def max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
     """Max over sliding windows; the gradient goes to each window's first maximum (last NaN, if NaN).
 
     A backend kernel receives a 4-D input and kernel_size, stride, padding, dilation (pairs)
     and ceil_mode by name.
     """
-    return _max_pool_front("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
-                           return_indices)
+    return _max_pool(input, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation,
+                     ceil_mode=ceil_mode)
 
 
-@legacy_op(decompose=_max_pool, derivative=_max_pool_rule("max_pool3d_backward"), save=("inputs", "output"),
-    exposed=_BOTH)
-def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+@op(bind=_max_pool_args("max_pool3d", 3), derivative=_max_pool_rule("max_pool3d_backward"),
+    save=("inputs", "output"), exposed=_BOTH)
+def max_pool3d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
     """Max over sliding 3-D windows of (N, C, D, H, W); the gradient goes to each window's first maximum
     (last NaN, if NaN).
 
     A backend kernel receives a 5-D input and kernel_size, stride, padding, dilation (triples)
     and ceil_mode by name.
     """
-    return _max_pool_front("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
-                           return_indices)
+    return _max_pool(input, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation,
+                     ceil_mode=ceil_mode)
 
 
-def _max_pool1d(input, **geometry):
-    return call_op("max_pool2d", (input.unsqueeze(2),), _as_2d(geometry)).squeeze(2)
-
-
-def _as_2d(geometry):
-    out = as_2d_attrs({k: v for k, v in geometry.items() if k != "ceil_mode"})
-    out["ceil_mode"] = geometry["ceil_mode"]
-    return out
-
-
-@legacy_op(decompose=_max_pool1d, exposed=_BOTH)
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+@op(bind=_max_pool_args("max_pool1d", 1), exposed=_BOTH)
+def max_pool1d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
     """Max over sliding windows of (N, C, L): max_pool2d on a height-1 image.
 
     A backend kernel receives a 3-D input and kernel_size, stride, padding, dilation
     (1-tuples) and ceil_mode by name.
     """
-    _check_input("max_pool1d", input, integers=False)  # torch has no integer max_pool1d
-    if return_indices:
-        geometry = _geometry("max_pool1d", batched("max_pool1d", input, 3)[0], 1, kernel_size, stride,
-                             padding, dilation, ceil_mode)
-        return _maybe_unbatched("max_pool1d", input, 1, lambda x: tuple(
-            o.squeeze(2) for o in _max_pool_with_indices(x.unsqueeze(2), _as_2d(geometry))))
-    return _max_pool_front("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, False)
+    attrs = as_2d_attrs({"kernel_size": kernel_size, "stride": stride, "padding": padding, "dilation": dilation})
+    return call_op("max_pool2d", (input.unsqueeze(2),), {**attrs, "ceil_mode": ceil_mode}).squeeze(2)
 
 
 def _last_nans(taps, out):
@@ -224,25 +205,29 @@ def _max_pool_backward(grad_output, input, output, **geometry):
     return pad(dx, widths) if any(widths) else dx
 
 
-def _backward_front(name):
-    def backward(grad_output, input, output, kernel_size, stride, padding, dilation, ceil_mode):
+def _backward_op(name):
+    """max_pool{2,3}d's gradient op: checked by ``bind``, computed by ``_max_pool_backward``."""
+    def bind(grad_output, input, output, kernel_size, stride, padding, dilation, ceil_mode):
         nd = len(kernel_size)
         if input.ndim != nd + 2 or output.ndim != nd + 2 or grad_output.shape != output.shape or \
                 input.shape[:2] != output.shape[:2]:
             raise RuntimeError(f"{name}: expected input (N, C, {nd} spatial dims) and grad_output and output of "
                                f"one shape (N, C, {nd} spatial dims); got input {list(input.shape)}, grad_output "
                                f"{list(grad_output.shape)}, output {list(output.shape)}")
-        return call_op(name, (grad_output, input, output),
-                       {"kernel_size": tuple(kernel_size), "stride": tuple(stride),
-                        "padding": tuple(padding), "dilation": tuple(dilation), "ceil_mode": ceil_mode})
-    backward.__name__ = backward.__qualname__ = name
+        return (grad_output, input, output), {"kernel_size": tuple(kernel_size), "stride": tuple(stride),
+                                              "padding": tuple(padding), "dilation": tuple(dilation),
+                                              "ceil_mode": ceil_mode}
+
+    def backward(grad_output, input, output, *, kernel_size, stride, padding, dilation, ceil_mode):
+        return _max_pool_backward(grad_output, input, output, kernel_size=kernel_size, stride=stride,
+                                  padding=padding, dilation=dilation, ceil_mode=ceil_mode)
     backward.__doc__ = (f"The gradient of {name[:-9]}: ``grad_output`` routed to each window's first "
                         "maximum (its last NaN where the maximum is NaN).")
-    return backward
+    return op(name, bind=bind)(backward)
 
 
-max_pool2d_backward = legacy_op(decompose=_max_pool_backward)(_backward_front("max_pool2d_backward"))
-max_pool3d_backward = legacy_op(decompose=_max_pool_backward)(_backward_front("max_pool3d_backward"))
+max_pool2d_backward = _backward_op("max_pool2d_backward")
+max_pool3d_backward = _backward_op("max_pool3d_backward")
 
 
 def _max_pool_with_indices(x, geometry):
@@ -300,50 +285,55 @@ def _avg_pool(input, *, kernel_size, stride, padding, ceil_mode, count_include_p
     return total / counts
 
 
-def _avg_pool_front(op_name, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                    divisor_override):
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
-    x, unbatched = batched(op_name, input, nd + 2)
-    g = _geometry(op_name, x, nd, kernel_size, stride, padding, 1, ceil_mode)
-    if divisor_override is not None and divisor_override == 0:
-        raise RuntimeError(f"{op_name}: divisor must be not zero")
-    x = x if x.dtype.is_floating_point else x.to(get_default_dtype())
-    attrs = {"kernel_size": g["kernel_size"], "stride": g["stride"], "padding": g["padding"],
-             "ceil_mode": ceil_mode, "count_include_pad": count_include_pad}
-    if nd > 1:
-        attrs["divisor_override"] = divisor_override
-    out = call_op(op_name, (x,), attrs)
-    return out.squeeze(0) if unbatched else out
+def _avg_pool_args(op_name, nd):
+    """torch's checks and normalisation for avg_pool{nd}d: the bind of each rank's op."""
+    def bind(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+             divisor_override=None):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+        x, unbatched = batched(op_name, input, nd + 2)
+        g = _geometry(op_name, x, nd, kernel_size, stride, padding, 1, ceil_mode)
+        if divisor_override is not None and divisor_override == 0:
+            raise RuntimeError(f"{op_name}: divisor must be not zero")
+        x = x if x.dtype.is_floating_point else x.to(get_default_dtype())
+        attrs = {"kernel_size": g["kernel_size"], "stride": g["stride"], "padding": g["padding"],
+                 "ceil_mode": ceil_mode, "count_include_pad": count_include_pad}
+        if nd > 1:
+            attrs["divisor_override"] = divisor_override
+        if unbatched:
+            return unbatched_call(op_name, (x,), attrs)
+        return (x,), attrs
+    return bind
 
 
-@legacy_op(decompose=_avg_pool, exposed=_BOTH)
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+@op(bind=_avg_pool_args("avg_pool2d", 2), exposed=_BOTH)
+def avg_pool2d(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     """Mean over sliding windows (padding, ceil_mode, count_include_pad, divisor_override)."""
-    return _avg_pool_front("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
-                           count_include_pad, divisor_override)
+    return _avg_pool(input, kernel_size=kernel_size, stride=stride, padding=padding, ceil_mode=ceil_mode,
+                     count_include_pad=count_include_pad, divisor_override=divisor_override)
 
 
-@legacy_op(decompose=_avg_pool, exposed=_F)
-def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+@op(bind=_avg_pool_args("avg_pool3d", 3), exposed=_F)
+def avg_pool3d(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     """Mean over sliding 3-D windows of (N, C, D, H, W)."""
-    return _avg_pool_front("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
-                           count_include_pad, divisor_override)
+    return _avg_pool(input, kernel_size=kernel_size, stride=stride, padding=padding, ceil_mode=ceil_mode,
+                     count_include_pad=count_include_pad, divisor_override=divisor_override)
 
 
-def _avg_pool1d(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad):
+_avg_pool1d_checks = _avg_pool_args("avg_pool1d", 1)
+
+
+def _avg_pool1d_args(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    # torch's avg_pool1d takes no divisor_override; the checks are the other ranks'
+    return _avg_pool1d_checks(input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+@op(bind=_avg_pool1d_args, exposed=_BOTH)
+def avg_pool1d(input, *, kernel_size, stride, padding, ceil_mode, count_include_pad):
+    """Mean over sliding windows of (N, C, L): avg_pool2d on a height-1 image."""
     attrs = {"kernel_size": (1,) + kernel_size, "stride": (1,) + stride, "padding": (0,) + padding,
              "ceil_mode": ceil_mode, "count_include_pad": count_include_pad, "divisor_override": None}
     return call_op("avg_pool2d", (input.unsqueeze(2),), attrs).squeeze(2)
-
-
-@legacy_op(decompose=_avg_pool1d, exposed=_BOTH)
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-    """Mean over sliding windows of (N, C, L): avg_pool2d on a height-1 image."""
-    return _avg_pool_front("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
-                           count_include_pad, None)
 
 
 # -- adaptive average pooling ----------------------------------------------------------------
@@ -369,39 +359,43 @@ def _adaptive_avg_pool(input, *, output_size):
     return x
 
 
-def _adaptive_front(op_name, nd, input, output_size):
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
-    x, unbatched = batched(op_name, input, nd + 2)
-    if output_size is None or isinstance(output_size, int):
-        sizes = (output_size,) * nd
-    else:
-        sizes = tuple(output_size)
-        sizes = sizes * nd if len(sizes) == 1 else sizes
-    if len(sizes) != nd or not all(v is None or isinstance(v, int) for v in sizes):
-        raise ValueError(f"{op_name}: output_size must be an int or {nd} ints (None keeps a size), "
-                         f"got {output_size!r}")
-    size = tuple(x.shape[2 + i] if v is None else v for i, v in enumerate(sizes))
-    if any(s == 0 for s in x.shape[2:]) or min(size, default=1) < 0:
-        raise RuntimeError(f"{op_name}(): Expected input to have non-zero size for non-batch dimensions, "
-                           f"but input has sizes {list(input.shape)}")
-    out = call_op(op_name, (x,), {"output_size": size})
-    return out.squeeze(0) if unbatched else out
+def _adaptive_args(op_name, nd):
+    """torch's checks and normalisation for adaptive_avg_pool{nd}d: the bind of each rank's op."""
+    def bind(input, output_size):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+        x, unbatched = batched(op_name, input, nd + 2)
+        if output_size is None or isinstance(output_size, int):
+            sizes = (output_size,) * nd
+        else:
+            sizes = tuple(output_size)
+            sizes = sizes * nd if len(sizes) == 1 else sizes
+        if len(sizes) != nd or not all(v is None or isinstance(v, int) for v in sizes):
+            raise ValueError(f"{op_name}: output_size must be an int or {nd} ints (None keeps a size), "
+                             f"got {output_size!r}")
+        size = tuple(x.shape[2 + i] if v is None else v for i, v in enumerate(sizes))
+        if any(s == 0 for s in x.shape[2:]) or min(size, default=1) < 0:
+            raise RuntimeError(f"{op_name}(): Expected input to have non-zero size for non-batch dimensions, "
+                               f"but input has sizes {list(input.shape)}")
+        if unbatched:
+            return unbatched_call(op_name, (x,), {"output_size": size})
+        return (x,), {"output_size": size}
+    return bind
 
 
-@legacy_op("adaptive_avg_pool1d", decompose=_adaptive_avg_pool, exposed=_BOTH)
-def adaptive_avg_pool1d(input, output_size):
+@op(bind=_adaptive_args("adaptive_avg_pool1d", 1), exposed=_BOTH)
+def adaptive_avg_pool1d(input, *, output_size):
     """Mean over torch's adaptive windows of (N, C, L) for a given output length."""
-    return _adaptive_front("adaptive_avg_pool1d", 1, input, output_size)
+    return _adaptive_avg_pool(input, output_size=output_size)
 
 
-@legacy_op(decompose=_adaptive_avg_pool, exposed=_BOTH)
-def adaptive_avg_pool2d(input, output_size):
+@op(bind=_adaptive_args("adaptive_avg_pool2d", 2), exposed=_BOTH)
+def adaptive_avg_pool2d(input, *, output_size):
     """Mean over torch's adaptive windows for a given output size (None keeps that size)."""
-    return _adaptive_front("adaptive_avg_pool2d", 2, input, output_size)
+    return _adaptive_avg_pool(input, output_size=output_size)
 
 
-@legacy_op(decompose=_adaptive_avg_pool, exposed=_F)
-def adaptive_avg_pool3d(input, output_size):
+@op(bind=_adaptive_args("adaptive_avg_pool3d", 3), exposed=_F)
+def adaptive_avg_pool3d(input, *, output_size):
     """Mean over torch's adaptive windows of (N, C, D, H, W) (None keeps that size)."""
-    return _adaptive_front("adaptive_avg_pool3d", 3, input, output_size)
+    return _adaptive_avg_pool(input, output_size=output_size)
