@@ -1,12 +1,12 @@
 """Losses: binary_cross_entropy(_with_logits), mse_loss and l1_loss, and what every loss shares
 (cross_entropy and nll_loss are in ``classification.py``).
 
-Each op's front does torch's argument handling — the legacy ``size_average``/``reduce``
-pair, the reduction name, the class dimension, target dtypes and shapes, weight shapes,
-dtype promotion — so a backend kernel receives validated arrays and normalised attrs
-(each docstring says which). Every op carries a derivative written with plugtorch ops,
-so it is one graph node and a backend kernel for it stays differentiable without
-re-running anything.
+Each op's function is its decomposition; its ``bind`` does torch's argument handling —
+the legacy ``size_average``/``reduce`` pair, the reduction name, the class dimension,
+target dtypes and shapes, weight shapes, dtype promotion — so a backend kernel receives
+validated arrays and normalised attrs (each docstring says which). Every op carries a
+derivative written with plugtorch ops, so it is one graph node and a backend kernel for
+it stays differentiable without re-running anything.
 
 Checks that read values on the host (probabilities in [0, 1])
 run only where ``checks_values`` allows: always on host memory, in debug mode elsewhere.
@@ -20,9 +20,8 @@ from __future__ import annotations
 import warnings
 
 from ..debug import checks_values
-from ..dispatch import call_op
 from ..dtypes import promote_types
-from ..optable import legacy_op, public
+from ..optable import op, public
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -52,10 +51,16 @@ def check_reduction(reduction):
         raise ValueError(f"{reduction} is not a valid value for reduction; use one of {REDUCTIONS}")
 
 
-def reduction_arg(size_average, reduce, reduction):
-    reduction = legacy_reduction(size_average, reduce, reduction, stacklevel=4)  # the op's caller
+def reduction_arg(size_average, reduce, reduction, stacklevel=4):
+    """The checked reduction name; the legacy pair's deprecation warning points ``stacklevel``
+    frames up from ``legacy_reduction`` (4: at the caller of this function's caller)."""
+    reduction = legacy_reduction(size_average, reduce, reduction, stacklevel=stacklevel)
     check_reduction(reduction)
     return reduction
+
+
+# reduction_arg's stacklevel from an op's bind: past the bind and its generated front, at the op's caller
+_FROM_BIND = 5
 
 
 def check_tensors(op_name, **named):
@@ -120,11 +125,6 @@ def _bce_terms(p, t):
     return -(t * ew.clamp(ew.log(p), min=-100.0) + (1 - t) * ew.clamp(ew.log(1 - p), min=-100.0))
 
 
-def _binary_cross_entropy(input, target, weight, *, reduction):
-    loss = _bce_terms(input, target)
-    return reduced(loss if weight is None else loss * weight, reduction)
-
-
 def _binary_cross_entropy_rule(ctx, g):
     # torch's derivative, finite at p = 0 and p = 1 where the clamped logs' would be 0/0
     p, t, w = ctx.saved
@@ -150,16 +150,8 @@ def _binary_args(op_name, input, target, others, size_message):
     return [_fit(v, input.shape, dtype) for v in (input, target, *others.values())]
 
 
-@legacy_op(decompose=_binary_cross_entropy, derivative=_binary_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
-    dtypes=_PROMOTED)
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    """Binary cross-entropy of probabilities ``input``; each log is clamped at -100 as in torch.
-
-    A backend kernel receives input, target and weight (or None) as floating arrays of one
-    shape and dtype (input values in [0, 1]; weight broadcast to that shape), and reduction
-    ("none", "mean" or "sum") by name.
-    """
-    reduction = reduction_arg(size_average, reduce, reduction)
+def _binary_cross_entropy_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
     x, t, w = _binary_args("binary_cross_entropy", input, target, {"weight": weight},
                            "Using a target size ({t}) that is different to the input size ({i}) is "
                            "deprecated. Please ensure they have the same size.")
@@ -168,15 +160,27 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
             raise RuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1; "
                                "apply sigmoid first, or use binary_cross_entropy_with_logits on the raw "
                                "scores")
-    return call_op("binary_cross_entropy", (x, t, w), {"reduction": reduction})
+    return (x, t, w), {"reduction": reduction}
 
 
-def _bce_with_logits(input, target, weight, pos_weight, *, reduction):
+@op(bind=_binary_cross_entropy_args, derivative=_binary_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
+    dtypes=_PROMOTED)
+def binary_cross_entropy(input, target, weight, *, reduction):
+    """Binary cross-entropy of probabilities ``input``; each log is clamped at -100 as in torch.
+
+    A backend kernel receives input, target and weight (or None) as floating arrays of one
+    shape and dtype (input values in [0, 1]; weight broadcast to that shape), and reduction
+    ("none", "mean" or "sum") by name.
+    """
+    loss = _bce_terms(input, target)
+    return reduced(loss if weight is None else loss * weight, reduction)
+
+
+def _bce_with_logits_terms(input, target, pos_weight):
     # -log sigmoid(x) = softplus(-x), computed without overflow for large |x|
     sp = softplus(-input)
     scaled = sp if pos_weight is None else ((pos_weight - 1) * target + 1) * sp
-    loss = (1 - target) * input + scaled
-    return reduced(loss if weight is None else loss * weight, reduction)
+    return (1 - target) * input + scaled
 
 
 def _bce_with_logits_rule(ctx, g):
@@ -195,13 +199,20 @@ def _bce_with_logits_rule(ctx, g):
         if need[3]:
             gpw = sw * t * sp
     if need[2]:
-        gw = s * _bce_with_logits(x, t, None, pw, reduction="none")
+        gw = s * _bce_with_logits_terms(x, t, pw)
     return gx, gt, gw, gpw
 
 
-@legacy_op(decompose=_bce_with_logits, derivative=_bce_with_logits_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
-                                     reduction="mean", pos_weight=None):
+def _bce_with_logits_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                          pos_weight=None):
+    reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
+    return tuple(_binary_args("binary_cross_entropy_with_logits", input, target,
+                              {"weight": weight, "pos_weight": pos_weight},
+                              "Target size ({t}) must be the same as input size ({i})")), {"reduction": reduction}
+
+
+@op(bind=_bce_with_logits_args, derivative=_bce_with_logits_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def binary_cross_entropy_with_logits(input, target, weight, pos_weight, *, reduction):
     """Binary cross-entropy on logits, as softplus terms (large |input| never overflows).
 
     ``pos_weight`` scales the positive term: -[pw t log s(x) + (1 - t) log(1 - s(x))]. A
@@ -209,11 +220,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     be None) as floating arrays of one shape and dtype (the weights broadcast to it), and
     reduction ("none", "mean" or "sum") by name.
     """
-    reduction = reduction_arg(size_average, reduce, reduction)
-    x, t, w, pw = _binary_args("binary_cross_entropy_with_logits", input, target,
-                               {"weight": weight, "pos_weight": pos_weight},
-                               "Target size ({t}) must be the same as input size ({i})")
-    return call_op("binary_cross_entropy_with_logits", (x, t, w, pw), {"reduction": reduction})
+    loss = _bce_with_logits_terms(input, target, pos_weight)
+    return reduced(loss if weight is None else loss * weight, reduction)
 
 
 _ENUM = {0: "none", 1: "mean", 2: "sum"}
@@ -230,12 +238,13 @@ def torch_binary_cross_entropy_with_logits(input, target, weight=None, pos_weigh
 # -- regression ------------------------------------------------------------------------------
 
 def _regression_args(op_name, input, target, weight):
-    """input, target and weight in one floating dtype and one shape (a broadcast, with torch's warning)."""
+    """input, target and weight in one floating dtype and one shape (a broadcast, with torch's
+    warning, pointing past the op's bind and its generated front at the op's caller)."""
     check_tensors(op_name, input=input, target=target, weight=weight)
     if input.shape != target.shape:
         warnings.warn(f"{op_name}: Using a target size ({target.shape}) that is different to the input "
                       f"size ({input.shape}). This will likely lead to incorrect results due to "
-                      "broadcasting. Please ensure they have the same size.", stacklevel=3)
+                      "broadcasting. Please ensure they have the same size.", stacklevel=4)
     if weight is not None and weight.shape != input.shape:
         raise ValueError(f"{op_name}: Weights and input must have the same size: weight "
                          f"{list(weight.shape)}, input {list(input.shape)}")
@@ -269,14 +278,17 @@ def _regression_rule(loss_of, slope_of):
     return rule
 
 
-def _mse_loss(input, target, weight, *, reduction):
-    d = input - target
-    return _weighted(d * d, weight, reduction)
+def _regression_loss_args(op_name):
+    # mse_loss's and l1_loss's bind (torch's signature of both)
+    def bind(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+        reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
+        return _regression_args(op_name, input, target, weight), {"reduction": reduction}
+    return bind
 
 
-@legacy_op(decompose=_mse_loss, derivative=_regression_rule(lambda d: d * d, lambda d: d * 2), save="inputs",
-    exposed=FUNCTIONAL, dtypes=_PROMOTED)
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+@op(bind=_regression_loss_args("mse_loss"), derivative=_regression_rule(lambda d: d * d, lambda d: d * 2),
+    save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def mse_loss(input, target, weight, *, reduction):
     """Squared error (input - target)^2, optionally weighted elementwise.
 
     A backend kernel receives input, target and weight (or None) as floating arrays of one
@@ -284,23 +296,18 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     and reduction ("none", "mean" or "sum") by name; with a weight, 'mean' is
     sum(w * l) / sum(w).
     """
-    reduction = reduction_arg(size_average, reduce, reduction)
-    return call_op("mse_loss", _regression_args("mse_loss", input, target, weight), {"reduction": reduction})
+    d = input - target
+    return _weighted(d * d, weight, reduction)
 
 
-def _l1_loss(input, target, weight, *, reduction):
-    return _weighted(ew.abs(input - target), weight, reduction)
-
-
-@legacy_op(decompose=_l1_loss, derivative=_regression_rule(ew.abs, ew.sign), save="inputs", exposed=FUNCTIONAL,
-    dtypes=_PROMOTED)
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+@op(bind=_regression_loss_args("l1_loss"), derivative=_regression_rule(ew.abs, ew.sign), save="inputs",
+    exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def l1_loss(input, target, weight, *, reduction):
     """Absolute error |input - target|, optionally weighted elementwise; the gradient at 0 is 0.
 
     A backend kernel receives what mse_loss's receives.
     """
-    reduction = reduction_arg(size_average, reduce, reduction)
-    return call_op("l1_loss", _regression_args("l1_loss", input, target, weight), {"reduction": reduction})
+    return _weighted(ew.abs(input - target), weight, reduction)
 
 
 # -- robust regression: smooth L1 and Huber ---------------------------------------------------
@@ -308,11 +315,6 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 def _huber_terms(d, delta):
     a = ew.abs(d)
     return ew.where(ew.lt(a, delta), d * d * 0.5, (a - delta * 0.5) * delta)
-
-
-def _smooth_l1_loss(input, target, *, reduction, beta):
-    d = input - target
-    return reduced(_huber_terms(d, beta) / beta if beta else ew.abs(d), reduction)
 
 
 def _smooth_l1_rule(ctx, g):
@@ -323,24 +325,24 @@ def _smooth_l1_rule(ctx, g):
     return (gd if need[0] else None), (-gd if need[1] else None)
 
 
-@legacy_op(decompose=_smooth_l1_loss, derivative=_smooth_l1_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+def _smooth_l1_loss_args(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    x, t, _ = _regression_args("smooth_l1_loss", input, target, None)
+    return (x, t), {"reduction": reduction, "beta": float(beta)}
+
+
+@op(bind=_smooth_l1_loss_args, derivative=_smooth_l1_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def smooth_l1_loss(input, target, *, reduction, beta):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta = 0 is L1.
 
     A backend kernel receives input and target as floating arrays of one shape and dtype (a
     target of another shape is broadcast first, with torch's warning), and reduction and
     beta by name.
     """
-    reduction = reduction_arg(size_average, reduce, reduction)
-    if beta < 0:
-        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    x, t, _ = _regression_args("smooth_l1_loss", input, target, None)
-    return call_op("smooth_l1_loss", (x, t), {"reduction": reduction, "beta": float(beta)})
-
-
-def _huber_loss(input, target, weight, *, reduction, delta):
-    loss = _huber_terms(input - target, delta)
-    return reduced(loss if weight is None else loss * weight, reduction)
+    d = input - target
+    return reduced(_huber_terms(d, beta) / beta if beta else ew.abs(d), reduction)
 
 
 def _huber_rule(ctx, g):
@@ -357,24 +359,53 @@ def _huber_rule(ctx, g):
     return gx, gt, gw
 
 
-@legacy_op(decompose=_huber_loss, derivative=_huber_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
-def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+def _huber_loss_args(input, target, reduction="mean", delta=1.0, weight=None):
+    check_reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return _regression_args("huber_loss", input, target, weight), {"reduction": reduction, "delta": float(delta)}
+
+
+@op(bind=_huber_loss_args, derivative=_huber_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def huber_loss(input, target, weight, *, reduction, delta):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); with a weight, 'mean' is
     mean(w * l) (unlike mse_loss's and l1_loss's sum(w l) / sum(w)), as in torch.
 
     A backend kernel receives input, target and weight (or None) as floating arrays of one
     shape and dtype, and reduction and delta by name.
     """
-    check_reduction(reduction)
-    if delta <= 0:
-        raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    return call_op("huber_loss", _regression_args("huber_loss", input, target, weight),
-                   {"reduction": reduction, "delta": float(delta)})
+    loss = _huber_terms(input - target, delta)
+    return reduced(loss if weight is None else loss * weight, reduction)
 
 
 # -- distribution losses: KL divergence, Poisson NLL ------------------------------------------
 
-def _kl_div(input, target, *, reduction, log_target):
+def _kl_div_args(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, reduction, stacklevel=4)  # past the generated front
+    elif reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=3)
+    if reduction not in REDUCTIONS + ("batchmean",):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    check_tensors("kl_div", input=input, target=target)
+    dtype = _float_dtype("kl_div", input, target)
+    shape = broadcast_shapes(input.shape, target.shape)
+    return (_fit(input, shape, dtype), _fit(target, shape, dtype)), {"reduction": reduction,
+                                                                     "log_target": bool(log_target)}
+
+
+@op(bind=_kl_div_args, exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def kl_div(input, target, *, reduction, log_target):
+    """KL(target || exp(input)) pointwise: target * (log target - input) (``input`` holds
+    log-probabilities; ``log_target``: so does target); 'batchmean' divides the sum by the batch size.
+
+    'mean' averages over every element and warns, as torch does. A backend kernel receives
+    input and target as floating arrays of one shape and dtype, and reduction ('none',
+    'mean', 'sum', 'batchmean') and log_target by name.
+    """
     if log_target:
         loss = ew.exp(target) * (target - input)
     else:  # target * log(target), 0 where target is 0 (torch's xlogy)
@@ -385,59 +416,33 @@ def _kl_div(input, target, *, reduction, log_target):
     return reduced(loss, reduction)
 
 
-@legacy_op(decompose=_kl_div, exposed=FUNCTIONAL, dtypes=_PROMOTED)
-def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
-    """KL(target || exp(input)) pointwise: target * (log target - input) (``input`` holds
-    log-probabilities; ``log_target``: so does target); 'batchmean' divides the sum by the batch size.
-
-    'mean' averages over every element and warns, as torch does. A backend kernel receives
-    input and target as floating arrays of one shape and dtype, and reduction ('none',
-    'mean', 'sum', 'batchmean') and log_target by name.
-    """
-    if size_average is not None or reduce is not None:
-        reduction = legacy_reduction(size_average, reduce, reduction)
-    elif reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
-                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
-                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      stacklevel=2)
-    if reduction not in REDUCTIONS + ("batchmean",):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    check_tensors("kl_div", input=input, target=target)
-    dtype = _float_dtype("kl_div", input, target)
-    shape = broadcast_shapes(input.shape, target.shape)
-    x, t = _fit(input, shape, dtype), _fit(target, shape, dtype)
-    return call_op("kl_div", (x, t), {"reduction": reduction, "log_target": bool(log_target)})
-
-
 _HALF_LOG_2PI = 0.9189385332046727
 
 
-def _poisson_nll_loss(input, target, *, log_input, full, eps, reduction):
-    loss = ew.exp(input) - target * input if log_input else input - target * ew.log(input + eps)
-    if full:  # Stirling's approximation of log(target!), where target > 1
-        safe = ew.where(ew.gt(target, 1), target, 1.0)
-        stirling = safe * ew.log(safe) - safe + ew.log(safe) * 0.5 + _HALF_LOG_2PI
-        loss = loss + ew.where(ew.gt(target, 1), stirling, 0.0)
-    return reduced(loss, reduction)
+def _poisson_nll_loss_args(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                           reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, reduction, stacklevel=4)  # past the generated front
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    check_tensors("poisson_nll_loss", input=input, target=target)
+    dtype = _float_dtype("poisson_nll_loss", input, target)
+    shape = broadcast_shapes(input.shape, target.shape)
+    return (_fit(input, shape, dtype), _fit(target, shape, dtype)), {
+        "log_input": bool(log_input), "full": bool(full), "eps": float(eps), "reduction": reduction}
 
 
-@legacy_op(decompose=_poisson_nll_loss, exposed=FUNCTIONAL, dtypes=_PROMOTED)
-def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
-                     reduction="mean"):
+@op(bind=_poisson_nll_loss_args, exposed=FUNCTIONAL, dtypes=_PROMOTED)
+def poisson_nll_loss(input, target, *, log_input, full, eps, reduction):
     """Negative log-likelihood of ``target`` under Poisson(rate): exp(input) - target * input with
     ``log_input``, else input - target * log(input + eps); ``full`` adds Stirling's term.
 
     A backend kernel receives input and target as floating arrays of one shape and dtype,
     and log_input, full, eps and reduction by name.
     """
-    if size_average is not None or reduce is not None:
-        reduction = legacy_reduction(size_average, reduce, reduction)
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    check_tensors("poisson_nll_loss", input=input, target=target)
-    dtype = _float_dtype("poisson_nll_loss", input, target)
-    shape = broadcast_shapes(input.shape, target.shape)
-    return call_op("poisson_nll_loss", (_fit(input, shape, dtype), _fit(target, shape, dtype)),
-                   {"log_input": bool(log_input), "full": bool(full), "eps": float(eps),
-                    "reduction": reduction})
+    loss = ew.exp(input) - target * input if log_input else input - target * ew.log(input + eps)
+    if full:  # Stirling's approximation of log(target!), where target > 1
+        safe = ew.where(ew.gt(target, 1), target, 1.0)
+        stirling = safe * ew.log(safe) - safe + ew.log(safe) * 0.5 + _HALF_LOG_2PI
+        loss = loss + ew.where(ew.gt(target, 1), stirling, 0.0)
+    return reduced(loss, reduction)
