@@ -1,8 +1,8 @@
 """Classification losses: cross_entropy (with its registered backward op) and nll_loss.
 
-The front of each does torch's argument handling (class dim, target dtype and shape,
-weights, label_smoothing) so a backend kernel receives validated arrays and normalised
-attrs; cross_entropy's input gradient is the registered op ``cross_entropy_backward``,
+Each op's function is its decomposition; its ``bind`` does torch's argument handling (class
+dim, target dtype and shape, weights, label_smoothing) so a backend kernel receives validated
+arrays and normalised attrs; cross_entropy's input gradient is the registered op ``cross_entropy_backward``,
 so a backend that fuses the forward can fuse the backward too. The class-index range
 check reads values, so it runs only where ``checks_values`` allows (see ``core.debug``).
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 from ..debug import checks_values
 from ..dispatch import call_op
 from ..dtypes import int64, promote_types
-from ..optable import legacy_op
+from ..optable import Done, op
 from . import elementwise as ew
 from .activation import log_softmax, softmax
 from .creation import arange
-from .loss import (FUNCTIONAL, check_tensors, non_class_dims, per_class, per_sample, reduced,
+from .loss import (BIND_STACKLEVEL, FUNCTIONAL, check_tensors, non_class_dims, per_class, per_sample, reduced,
                    reduction_arg, upstream)
 
 _CLASS_DTYPES = "floating input; integer class indices -> int64"
@@ -122,21 +122,12 @@ def _check_index_range(op_name, target, c, ignore_index):
                          f"(valid: 0..{c - 1}, or ignore_index={ignore_index})")
 
 
+def _unbatched(name, operands, attrs):
+    # an unbatched input is computed as a batch of one: its per-sample loss drops that dim again
+    return Done(call_op(name, operands, attrs).squeeze(0))
+
+
 # -- cross_entropy ---------------------------------------------------------------------------
-
-def _cross_entropy(input, target, weight, *, ignore_index, reduction, label_smoothing):
-    logp = log_softmax(input, 1)
-    if target.dtype.is_floating_point:  # class probabilities; mean divides by N * d1 * ...
-        return reduced(-(logp * _smoothed(target, weight, label_smoothing, input.ndim)).sum(1), reduction)
-    wt, v, safe = _index_weights(target, weight, ignore_index, input.dtype)
-    loss = -(logp.gather(1, safe.unsqueeze(1)).squeeze(1) * wt)
-    if label_smoothing:
-        lw = logp if weight is None else logp * per_class(weight, input.ndim)
-        c = input.shape[1]
-        loss = loss * (1 - label_smoothing) - lw.sum(1) * v * (label_smoothing / c)
-    # torch divides both terms by the summed weights of the targets (the valid count unweighted)
-    return loss.sum() / wt.sum() if reduction == "mean" else reduced(loss, reduction)
-
 
 def _cross_entropy_rule(ctx, g):
     x, t, w = ctx.saved
@@ -161,14 +152,25 @@ def _cross_entropy_rule(ctx, g):
     s = upstream(g, red, wt.sum())
     term = -(per * logp)
     if red == "mean":  # the loss itself, recomputed: saving the output would fail `loss += ...`
-        term = term - onehot * _cross_entropy(x, t, w, **a)
+        term = term - onehot * call_op("cross_entropy", (x, t, w), a)
     return gx, None, (term * (s * v).unsqueeze(1)).sum(dims)
 
 
-@legacy_op(decompose=_cross_entropy, derivative=_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
+def _cross_entropy_args(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                        reduction="mean", label_smoothing=0.0):
+    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    x, t, w, unbatched = _classification_args("cross_entropy", input, target, weight, ignore_index, True)
+    attrs = {"ignore_index": int(ignore_index), "reduction": reduction, "label_smoothing": float(label_smoothing)}
+    if unbatched and reduction == "none":
+        return _unbatched("cross_entropy", (x, t, w), attrs)
+    return (x, t, w), attrs
+
+
+@op(bind=_cross_entropy_args, derivative=_cross_entropy_rule, save="inputs", exposed=FUNCTIONAL,
     dtypes=_CLASS_DTYPES + "; class probabilities promoted with the input")
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-                  reduction="mean", label_smoothing=0.0):
+def cross_entropy(input, target, weight, *, ignore_index, reduction, label_smoothing):
     """Cross-entropy of logits against class indices or class probabilities (via a stable log-softmax).
 
     Huge logits give finite losses. A backend kernel receives input (N, C, *d) floating (an
@@ -179,17 +181,42 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     [0, 1]). 'mean' divides by the summed weights of the non-ignored targets (probabilities:
     by N * d1 * ...).
     """
-    reduction = reduction_arg(size_average, reduce, reduction)
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    x, t, w, unbatched = _classification_args("cross_entropy", input, target, weight, ignore_index, True)
-    out = call_op("cross_entropy", (x, t, w), {"ignore_index": int(ignore_index), "reduction": reduction,
-                                                "label_smoothing": float(label_smoothing)})
-    return out.squeeze(0) if unbatched and reduction == "none" else out
+    logp = log_softmax(input, 1)
+    if target.dtype.is_floating_point:  # class probabilities; mean divides by N * d1 * ...
+        return reduced(-(logp * _smoothed(target, weight, label_smoothing, input.ndim)).sum(1), reduction)
+    wt, v, safe = _index_weights(target, weight, ignore_index, input.dtype)
+    loss = -(logp.gather(1, safe.unsqueeze(1)).squeeze(1) * wt)
+    if label_smoothing:
+        lw = logp if weight is None else logp * per_class(weight, input.ndim)
+        c = input.shape[1]
+        loss = loss * (1 - label_smoothing) - lw.sum(1) * v * (label_smoothing / c)
+    # torch divides both terms by the summed weights of the targets (the valid count unweighted)
+    return loss.sum() / wt.sum() if reduction == "mean" else reduced(loss, reduction)
 
 
-def _cross_entropy_backward(grad_output, input, target, weight, *, ignore_index, reduction,
-                            label_smoothing):
+def _cross_entropy_backward_args(grad_output, input, target, weight, ignore_index, reduction, label_smoothing):
+    per_sample = (input.shape[0],) + tuple(input.shape[2:]) if input.ndim >= 2 else None
+    if per_sample is None or grad_output.shape != (per_sample if reduction == "none" else ()) or \
+            target.shape not in (per_sample, input.shape):
+        raise RuntimeError(f"cross_entropy_backward: expected input (N, C, *d), target (N, *d) or input's "
+                           f"shape, and grad_output {'(N, *d)' if reduction == 'none' else '0-d'}; got input "
+                           f"{list(input.shape)}, target {list(target.shape)}, grad_output "
+                           f"{list(grad_output.shape)}")
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
+        raise RuntimeError(f"cross_entropy_backward: weight should hold one value per class ({input.shape[1]}), "
+                           f"got shape {list(weight.shape)}")
+    return (grad_output, input, target, weight), {"ignore_index": ignore_index, "reduction": reduction,
+                                                  "label_smoothing": label_smoothing}
+
+
+@op(bind=_cross_entropy_backward_args, dtypes="as cross_entropy's")
+def cross_entropy_backward(grad_output, input, target, weight, *, ignore_index, reduction, label_smoothing):
+    """The gradient of cross_entropy with respect to its logits.
+
+    A kernel receives what cross_entropy's receives, after ``grad_output`` (0-d for 'mean'
+    and 'sum', (N, *d) for 'none'); it returns an array of input's shape. The decomposition
+    is written with plugtorch ops, so double backward runs through it.
+    """
     c, ls = input.shape[1], label_smoothing
     p = softmax(input, 1)
     if target.dtype.is_floating_point:  # d/dx of -sum_c tw_c log p_c = p sum_c tw_c - tw
@@ -207,36 +234,7 @@ def _cross_entropy_backward(grad_output, input, target, weight, *, ignore_index,
     return dx * per_sample(upstream(grad_output, reduction, wt.sum()), reduction)
 
 
-@legacy_op(decompose=_cross_entropy_backward, dtypes="as cross_entropy's")
-def cross_entropy_backward(grad_output, input, target, weight, ignore_index, reduction, label_smoothing):
-    """The gradient of cross_entropy with respect to its logits.
-
-    A kernel receives what cross_entropy's receives, after ``grad_output`` (0-d for 'mean'
-    and 'sum', (N, *d) for 'none'); it returns an array of input's shape. The decomposition
-    is written with plugtorch ops, so double backward runs through it.
-    """
-    per_sample = (input.shape[0],) + tuple(input.shape[2:]) if input.ndim >= 2 else None
-    if per_sample is None or grad_output.shape != (per_sample if reduction == "none" else ()) or \
-            target.shape not in (per_sample, input.shape):
-        raise RuntimeError(f"cross_entropy_backward: expected input (N, C, *d), target (N, *d) or input's "
-                           f"shape, and grad_output {'(N, *d)' if reduction == 'none' else '0-d'}; got input "
-                           f"{list(input.shape)}, target {list(target.shape)}, grad_output "
-                           f"{list(grad_output.shape)}")
-    if weight is not None and (weight.ndim != 1 or weight.shape[0] != input.shape[1]):
-        raise RuntimeError(f"cross_entropy_backward: weight should hold one value per class ({input.shape[1]}), "
-                           f"got shape {list(weight.shape)}")
-    return call_op("cross_entropy_backward", (grad_output, input, target, weight),
-                   {"ignore_index": ignore_index, "reduction": reduction,
-                    "label_smoothing": label_smoothing})
-
-
 # -- nll_loss --------------------------------------------------------------------------------
-
-def _nll_loss(input, target, weight, *, ignore_index, reduction):
-    wt, _, safe = _index_weights(target, weight, ignore_index, input.dtype)
-    loss = -(input.gather(1, safe.unsqueeze(1)).squeeze(1) * wt)
-    return loss.sum() / wt.sum() if reduction == "mean" else reduced(loss, reduction)
-
 
 def _nll_loss_rule(ctx, g):
     # the gradient is -w[t] at each target's class: a compare against the class ids, no scatter
@@ -249,14 +247,23 @@ def _nll_loss_rule(ctx, g):
     gx = -(onehot * (s * wt).unsqueeze(1)) if need[0] else None
     gw = None
     if need[2]:  # d/dw_c of -sum_i w[t_i] x[i, t_i], and for 'mean' of its divisor sum_i w[t_i]
-        picked = -x if red != "mean" else -x - _nll_loss(x, t, w, **a)
+        picked = -x if red != "mean" else -x - call_op("nll_loss", (x, t, w), a)
         gw = (onehot * picked * (s * v).unsqueeze(1)).sum(non_class_dims(x.ndim))
     return gx, None, gw
 
 
-@legacy_op(decompose=_nll_loss, derivative=_nll_loss_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_CLASS_DTYPES)
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-             reduction="mean"):
+def _nll_loss_args(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                   reduction="mean"):
+    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+    x, t, w, unbatched = _classification_args("nll_loss", input, target, weight, ignore_index, False)
+    attrs = {"ignore_index": int(ignore_index), "reduction": reduction}
+    if unbatched and reduction == "none":
+        return _unbatched("nll_loss", (x, t, w), attrs)
+    return (x, t, w), attrs
+
+
+@op(bind=_nll_loss_args, derivative=_nll_loss_rule, save="inputs", exposed=FUNCTIONAL, dtypes=_CLASS_DTYPES)
+def nll_loss(input, target, weight, *, ignore_index, reduction):
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``.
 
     A backend kernel receives input (N, C, *d) floating (an unbatched (C,) input gets N = 1),
@@ -264,7 +271,6 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     None; attrs ignore_index (int) and reduction ("none", "mean" or "sum"; 'mean' divides by
     the summed weights of the non-ignored targets).
     """
-    reduction = reduction_arg(size_average, reduce, reduction)
-    x, t, w, unbatched = _classification_args("nll_loss", input, target, weight, ignore_index, False)
-    out = call_op("nll_loss", (x, t, w), {"ignore_index": int(ignore_index), "reduction": reduction})
-    return out.squeeze(0) if unbatched and reduction == "none" else out
+    wt, _, safe = _index_weights(target, weight, ignore_index, input.dtype)
+    loss = -(input.gather(1, safe.unsqueeze(1)).squeeze(1) * wt)
+    return loss.sum() / wt.sum() if reduction == "mean" else reduced(loss, reduction)

@@ -60,7 +60,7 @@ def reduction_arg(size_average, reduce, reduction, stacklevel=4):
 
 
 # reduction_arg's stacklevel from an op's bind: past the bind and its generated front, at the op's caller
-_FROM_BIND = 5
+BIND_STACKLEVEL = 5
 
 
 def check_tensors(op_name, **named):
@@ -151,7 +151,7 @@ def _binary_args(op_name, input, target, others, size_message):
 
 
 def _binary_cross_entropy_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
+    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
     x, t, w = _binary_args("binary_cross_entropy", input, target, {"weight": weight},
                            "Using a target size ({t}) that is different to the input size ({i}) is "
                            "deprecated. Please ensure they have the same size.")
@@ -205,7 +205,7 @@ def _bce_with_logits_rule(ctx, g):
 
 def _bce_with_logits_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                           pos_weight=None):
-    reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
+    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
     return tuple(_binary_args("binary_cross_entropy_with_logits", input, target,
                               {"weight": weight, "pos_weight": pos_weight},
                               "Target size ({t}) must be the same as input size ({i})")), {"reduction": reduction}
@@ -281,7 +281,7 @@ def _regression_rule(loss_of, slope_of):
 def _regression_loss_args(op_name):
     # mse_loss's and l1_loss's bind (torch's signature of both)
     def bind(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-        reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
+        reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
         return _regression_args(op_name, input, target, weight), {"reduction": reduction}
     return bind
 
@@ -326,7 +326,7 @@ def _smooth_l1_rule(ctx, g):
 
 
 def _smooth_l1_loss_args(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    reduction = reduction_arg(size_average, reduce, reduction, _FROM_BIND)
+    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     x, t, _ = _regression_args("smooth_l1_loss", input, target, None)
