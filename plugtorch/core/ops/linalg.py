@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 import warnings
 
-from ..dispatch import call_op
+from ..dispatch import NO_ATTRS
 from ..dtypes import result_type
 from ..errors import BackendMismatchError
-from ..optable import legacy_op, op, public
+from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -42,30 +42,7 @@ def _matmul_rule(ctx, g):
     return ga, gb
 
 
-def _mm(a, b):
-    """The primitive's case: both at least 2-D, broadcastable batch dims."""
-    sa, sb = a._data.shape, b._data.shape
-    if sa[-1] != sb[-2]:
-        if len(sa) == 2 and len(sb) == 2:
-            raise RuntimeError(
-                f"mat1 and mat2 shapes cannot be multiplied ({sa[0]}x{sa[1]} and {sb[0]}x{sb[1]})"
-            )
-        raise RuntimeError(
-            f"matmul: Expected size for first two dimensions of batch2 tensor to be: "
-            f"[{', '.join(map(str, sb[:-2]))}{', ' if len(sb) > 2 else ''}{sa[-1]}] but got: {list(sb)}."
-            f" (shapes {list(sa)} @ {list(sb)})"
-        )
-    try:
-        return call_op("matmul", (a, b))
-    except ValueError:
-        raise RuntimeError(f"matmul: the batch dimensions of {list(sa)} and {list(sb)} do not "
-                           f"broadcast ({list(sa[:-2])} vs {list(sb[:-2])})") from None
-
-
-@legacy_op(primitive="matmul", derivative=_matmul_rule, save="inputs", exposed=_EVERYWHERE)
-def matmul(input, other):
-    """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims
-    broadcast)."""
+def _matmul_args(input, other):
     a, b = input, other
     if b._backend is not a._backend:
         raise BackendMismatchError("matmul", a._backend.name, b._backend.name)
@@ -73,24 +50,49 @@ def matmul(input, other):
         raise RuntimeError(
             f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}"
         )
-    na, nb = a.ndim, b.ndim
+    sa, sb = a._data.shape, b._data.shape
+    na, nb = len(sa), len(sb)
+    if na >= 2 and nb >= 2:  # the primitive's case: matrices, with broadcastable batch dims
+        if sa[-1] != sb[-2]:
+            if na == 2 and nb == 2:
+                raise RuntimeError(
+                    f"mat1 and mat2 shapes cannot be multiplied ({sa[0]}x{sa[1]} and {sb[0]}x{sb[1]})"
+                )
+            raise RuntimeError(
+                f"matmul: Expected size for first two dimensions of batch2 tensor to be: "
+                f"[{', '.join(map(str, sb[:-2]))}{', ' if nb > 2 else ''}{sa[-1]}] but got: {list(sb)}."
+                f" (shapes {list(sa)} @ {list(sb)})"
+            )
+        if (na > 2 or nb > 2) and not _batches_broadcast(sa[:-2], sb[:-2]):
+            raise RuntimeError(f"matmul: the batch dimensions of {list(sa)} and {list(sb)} do not "
+                               f"broadcast ({list(sa[:-2])} vs {list(sb[:-2])})")
+        return (a, b), NO_ATTRS
     if na == 0 or nb == 0:
         raise RuntimeError(
             f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D"
         )
-    if na >= 2 and nb >= 2:
-        return _mm(a, b)
+    # a 1-D operand is a vector: the product of it as a matrix, its added dim removed again
     if na == 1 and nb == 1:
-        if a.shape[0] != b.shape[0]:
+        if sa[0] != sb[0]:
             raise RuntimeError(
-                f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to "
+                f"inconsistent tensor size, expected tensor [{sa[0]}] and src [{sb[0]}] to "
                 "have the same number of elements, but got "
-                f"{a.shape[0]} and {b.shape[0]} elements respectively"
+                f"{sa[0]} and {sb[0]} elements respectively"
             )
-        return _mm(a.reshape(1, -1), b.reshape(-1, 1)).reshape(())
+        return Done(matmul(a.reshape(1, -1), b.reshape(-1, 1)).reshape(()))
     if na == 1:
-        return _mm(a.unsqueeze(0), b).squeeze(-2)
-    return _mm(a, b.unsqueeze(-1)).squeeze(-1)
+        return Done(matmul(a.unsqueeze(0), b).squeeze(-2))
+    return Done(matmul(a, b.unsqueeze(-1)).squeeze(-1))
+
+
+def _batches_broadcast(sa, sb) -> bool:
+    return all(x == y or x == 1 or y == 1 for x, y in zip(reversed(sa), reversed(sb)))
+
+
+@op(primitive="matmul", bind=_matmul_args, derivative=_matmul_rule, save="inputs", exposed=_EVERYWHERE)
+def matmul(input, other):
+    """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims
+    broadcast)."""
 
 
 @op(operands=2, exposed=_EVERYWHERE)
@@ -192,7 +194,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 # -- linear: the affine map of nn.Linear, one op forward and one rule backward ------------------
 
-def _linear(input, weight, bias):
+def _affine(input, weight, bias):
     out = matmul(input, weight.t() if weight.ndim == 2 else weight)  # torch also takes a 1-D weight
     return out if bias is None else out + bias
 
@@ -209,20 +211,30 @@ def _linear_rule(ctx, g):
     return gx, gw, gb
 
 
-def _linear_is_one_op(input, weight, bias) -> bool:
-    """The common case the op serves: a 2-D weight, and input, weight and bias (of
-    ``(out_features,)``) of one floating dtype on one backend; anything else composes
-    matmul and add, with their broadcasting and their errors."""
-    b, dtype = weight._backend, weight.dtype
-    if weight.ndim != 2 or not dtype.is_floating_point or input.dtype is not dtype or input._backend is not b:
-        return False
-    return bias is None or (isinstance(bias, Tensor) and bias.dtype is dtype and bias._backend is b
-                            and tuple(bias.shape) == (weight.shape[0],))
+def _linear_args(input, weight, bias=None):
+    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
+        raise TypeError("linear(): input and weight must be Tensors")
+    si, sw = input._data.shape, weight._data.shape
+    if not si or si[-1] != sw[-1]:
+        raise RuntimeError(
+            f"linear(): input's last dimension must equal weight's in_features: input shape "
+            f"{list(si)}, weight shape {list(sw)} (out_features, in_features) "
+            f"expects inputs of shape (*, {sw[-1]})"
+        )
+    # The common case the op serves: a 2-D weight, and input, weight and bias (of
+    # (out_features,)) of one floating dtype on one backend; anything else composes matmul and
+    # add, with their broadcasting, their errors and their rules.
+    backend, dtype = weight._backend, weight.dtype
+    if (len(sw) == 2 and dtype.is_floating_point and input.dtype is dtype and input._backend is backend
+            and (bias is None or (isinstance(bias, Tensor) and bias.dtype is dtype and bias._backend is backend
+                                  and bias._data.shape == (sw[0],)))):
+        return (input, weight, bias), NO_ATTRS
+    return Done(_affine(input, weight, bias))
 
 
-@legacy_op(decompose=_linear, derivative=_linear_rule, save=(0, 1), exposed=("nn.functional",),
+@op(bind=_linear_args, derivative=_linear_rule, save=(0, 1), exposed=("nn.functional",),
     dtypes="floating; input, weight and bias of one dtype (else matmul's and add's promotion)")
-def linear(input, weight, bias=None):
+def linear(input, weight, bias):
     """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features).
 
     One op (a backend may serve it with one kernel), whose derivative computes the weight's
@@ -230,32 +242,12 @@ def linear(input, weight, bias=None):
     for nn.Linear, one dispatched call forward and one rule backward instead of a transpose,
     a matmul, an add and their rules. A kernel receives input (*, in), weight (out, in) and
     bias (out,) or None, of one floating dtype."""
-    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
-        raise TypeError("linear(): input and weight must be Tensors")
-    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
-        raise RuntimeError(
-            f"linear(): input's last dimension must equal weight's in_features: input shape "
-            f"{list(input.shape)}, weight shape {list(weight.shape)} (out_features, in_features) "
-            f"expects inputs of shape (*, {weight.shape[-1]})"
-        )
-    if not _linear_is_one_op(input, weight, bias):
-        return _linear(input, weight, bias)  # composed, with matmul's and add's rules and errors
-    return call_op("linear", (input, weight, bias))
+    return _affine(input, weight, bias)
 
 
 # -- cross product ----------------------------------------------------------------------------
 
-def _linalg_cross(input, other, *, dim):
-    def part(t, i):
-        return t.narrow(dim, i, 1)
-    a = [part(input, i) for i in range(3)]
-    b = [part(other, i) for i in range(3)]
-    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], dim)
-
-
-@legacy_op(decompose=_linalg_cross)
-def linalg_cross(input, other, *, dim=-1):
-    """The cross product of 3-vectors along ``dim`` (the other dims broadcast)."""
+def _linalg_cross_args(input, other, *, dim=-1):
     for t in (input, other):
         if not isinstance(t, Tensor):
             raise TypeError(f"linalg.cross(): expected Tensors, got {type(t).__name__}")
@@ -270,7 +262,17 @@ def linalg_cross(input, other, *, dim=-1):
     if input.dtype is not other.dtype:
         dt = result_type(input, other)
         input, other = input.to(dt), other.to(dt)
-    return call_op("linalg_cross", (input.expand(shape), other.expand(shape)), {"dim": d})
+    return (input.expand(shape), other.expand(shape)), {"dim": d}
+
+
+@op(bind=_linalg_cross_args)
+def linalg_cross(input, other, *, dim):
+    """The cross product of 3-vectors along ``dim`` (the other dims broadcast)."""
+    def part(t, i):
+        return t.narrow(dim, i, 1)
+    a = [part(input, i) for i in range(3)]
+    b = [part(other, i) for i in range(3)]
+    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], dim)
 
 
 @public("plugtorch", "Tensor")
@@ -300,39 +302,24 @@ def _norm_input(op_name, x, dtype):
     return x
 
 
-def _linalg_vector_norm(x, *, ord, dim, keepdim):
-    return _vector_norm(x, ord, dim, keepdim)
-
-
-@legacy_op(decompose=_linalg_vector_norm)
-def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
-    """The vector ``ord``-norm of ``x`` over ``dim`` (all entries, flattened, when None)."""
+def _linalg_vector_norm_args(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     x = _norm_input("linalg.vector_norm", x, dtype)
     if isinstance(ord, str):
         raise RuntimeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
-    return call_op("linalg_vector_norm", (x,), {"ord": float(ord), "dim": dim, "keepdim": keepdim})
+    return (x,), {"ord": float(ord), "dim": dim, "keepdim": keepdim}
+
+
+@op(bind=_linalg_vector_norm_args)
+def linalg_vector_norm(x, *, ord, dim, keepdim):
+    """The vector ``ord``-norm of ``x`` over ``dim`` (all entries, flattened, when None)."""
+    return _vector_norm(x, ord, dim, keepdim)
 
 
 _NO_SVD = ("needs singular values, and plugtorch's backend contract has no SVD primitive; use "
            "'fro', 1, -1, inf or -inf")
 
 
-def _linalg_matrix_norm(A, *, ord, dim, keepdim):
-    d0, d1 = dim
-    if ord == "fro":
-        return _vector_norm(A, 2, (d0, d1), keepdim)
-    a = ew.abs(A)
-    if ord in (1, -1):  # the largest (smallest) column sum
-        sums, over = _sum(a, d0, keepdim=True), d1
-    else:  # inf, -inf: the largest (smallest) row sum
-        sums, over = _sum(a, d1, keepdim=True), d0
-    out = (amax if ord > 0 else amin)(sums, over, keepdim=True)
-    return out if keepdim else out.squeeze((d0, d1))
-
-
-@legacy_op(decompose=_linalg_matrix_norm)
-def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
-    """The matrix ``ord``-norm over the two dims ``dim``: 'fro', 1, -1, inf or -inf."""
+def _linalg_matrix_norm_args(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     A = _norm_input("linalg.matrix_norm", A, dtype)
     if A.ndim < 2:
         raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions "
@@ -346,7 +333,22 @@ def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None)
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if A.numel() == 0 and ord != "fro" and any(A.shape[d] == 0 for d in dims):
         raise IndexError(f"linalg.matrix_norm: Expected a non-empty matrix for ord={ord}")
-    return call_op("linalg_matrix_norm", (A,), {"ord": ord, "dim": dims, "keepdim": keepdim})
+    return (A,), {"ord": ord, "dim": dims, "keepdim": keepdim}
+
+
+@op(bind=_linalg_matrix_norm_args)
+def linalg_matrix_norm(A, *, ord, dim, keepdim):
+    """The matrix ``ord``-norm over the two dims ``dim``: 'fro', 1, -1, inf or -inf."""
+    d0, d1 = dim
+    if ord == "fro":
+        return _vector_norm(A, 2, (d0, d1), keepdim)
+    a = ew.abs(A)
+    if ord in (1, -1):  # the largest (smallest) column sum
+        sums, over = _sum(a, d0, keepdim=True), d1
+    else:  # inf, -inf: the largest (smallest) row sum
+        sums, over = _sum(a, d1, keepdim=True), d0
+    out = (amax if ord > 0 else amin)(sums, over, keepdim=True)
+    return out if keepdim else out.squeeze((d0, d1))
 
 
 def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
