@@ -1,8 +1,8 @@
 """scaled_dot_product_attention: softmax(q k^T * scale + mask) v, with dropout on the weights.
 
-The op is pure: the front draws the dropout mask (from ``generator``, a plugtorch extension
+The op is pure: its bind draws the dropout mask (from ``generator``, a plugtorch extension
 so tests can reproduce it) and passes it as an operand, so a backend kernel, the
-decomposition and the derivative all see the same mask. The front also broadcasts the
+decomposition and the derivative all see the same mask. The bind also broadcasts the
 batch dims, expands grouped key/value heads (``enable_gqa``) and the mask, so the op
 sees one batch shape (their views' backward sums the gradients back).
 
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..dispatch import call_op
-from ..optable import legacy_op
+from ..optable import op
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -41,11 +40,6 @@ def _weights(q, k, mask, scale, is_causal):
         return softmax(s, -1)
     dead = ew.eq(amax(s.detach(), -1, keepdim=True), _NEG_INF)
     return ew.where(dead, 0.0, softmax(ew.where(dead, 0.0, s), -1))
-
-
-def _sdpa(query, key, value, attn_mask, dropout_mask, *, scale, is_causal):
-    w = _weights(query, key, attn_mask, scale, is_causal)
-    return (w if dropout_mask is None else w * dropout_mask) @ value
 
 
 def _sdpa_rule(ctx, g):
@@ -101,20 +95,8 @@ def _expand_heads(query, key, value):
     return key.repeat_interleave(hq // hk, -3), value.repeat_interleave(hq // hv, -3)
 
 
-@legacy_op(decompose=_sdpa, derivative=_sdpa_rule, save="inputs", exposed=("nn.functional",))
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False, *, generator=None):
-    """softmax(query @ key^T * scale + attn_mask) @ value, dropout applied to the weights.
-
-    ``attn_mask``: bool (True = may attend) or float (added), broadcast to (..., L, S);
-    ``is_causal``: query i attends to keys 0..i; ``scale`` defaults to 1/sqrt(E);
-    ``enable_gqa``: key/value heads (dim -3) are shared by groups of query heads.
-    ``dropout_p`` always applies (pass 0.0 in evaluation, as with torch); ``generator``
-    (a plugtorch.Generator, not in torch) draws its mask. A backend kernel receives query,
-    key, value of one batch shape, attn_mask (bool or float, of the full (..., L, S) shape,
-    or None) and dropout_mask (the kept weights' scale, 0 or 1/(1-p), or None), and scale
-    and is_causal by name.
-    """
+def _sdpa_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, *,
+               generator=None):
     _check(query, key, value, attn_mask)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
@@ -137,5 +119,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         keep = ew.ge(rand(*batch, L, S, generator=generator, dtype=q.dtype, device=q._backend.name), dropout_p)
         drop = keep.to(q.dtype) * (1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else keep.to(q.dtype)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    return call_op("scaled_dot_product_attention", (q, k, v, mask, drop),
-                   {"scale": scale, "is_causal": bool(is_causal)})
+    return (q, k, v, mask, drop), {"scale": scale, "is_causal": bool(is_causal)}
+
+
+@op(bind=_sdpa_args, derivative=_sdpa_rule, save="inputs", exposed=("nn.functional",))
+def scaled_dot_product_attention(query, key, value, attn_mask, dropout_mask, *, scale, is_causal):
+    """softmax(query @ key^T * scale + attn_mask) @ value, dropout applied to the weights.
+
+    ``attn_mask``: bool (True = may attend) or float (added), broadcast to (..., L, S);
+    ``is_causal``: query i attends to keys 0..i; ``scale`` defaults to 1/sqrt(E);
+    ``enable_gqa``: key/value heads (dim -3) are shared by groups of query heads.
+    ``dropout_p`` always applies (pass 0.0 in evaluation, as with torch); ``generator``
+    (a plugtorch.Generator, not in torch) draws its mask. A backend kernel receives query,
+    key, value of one batch shape, attn_mask (bool or float, of the full (..., L, S) shape,
+    or None) and dropout_mask (the kept weights' scale, 0 or 1/(1-p), or None), and scale
+    and is_causal by name.
+    """
+    w = _weights(query, key, attn_mask, scale, is_causal)
+    return (w if dropout_mask is None else w * dropout_mask) @ value
