@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..debug import checks_values
 from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import legacy_op
+from ..optable import Done, op
 from ..tensor import Tensor
 from . import elementwise as ew
 from .creation import arange, full, tensor, zeros
@@ -90,12 +90,6 @@ def _reduce(nll, target_lengths, reduction, zero_infinity):
     return nll.sum() if reduction == "sum" else nll
 
 
-def _ctc_loss(log_probs, targets, input_lengths, target_lengths, *, blank, reduction, zero_infinity):
-    _, lp_ext, skip = _extended(log_probs, targets, blank)
-    nll = -_end(_alphas(lp_ext, skip, input_lengths)[-1], target_lengths)
-    return _reduce(nll, target_lengths, reduction, zero_infinity)
-
-
 def _ctc_rule(ctx, g):
     lp, targets, il, tl = ctx.saved
     a = ctx.attrs
@@ -151,17 +145,8 @@ def _lengths(what, v, n, device):
     return t
 
 
-@legacy_op(decompose=_ctc_loss, derivative=_ctc_rule, save="inputs", exposed=("nn.functional",),
-    dtypes="floating log_probs; integer targets and lengths")
-def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
-    """The CTC loss of (T, N, C) log-probabilities against targets (N, S) padded or concatenated;
-    'mean' divides each loss by its target length, then averages over the batch, as torch does.
-
-    The gradient is torch's (see the module docstring): feed ``log_softmax`` outputs, as torch
-    asks. ``zero_infinity`` zeroes impossible alignments' losses and gradients. A backend
-    kernel receives log_probs (T, N, C), targets (N, S) padded, input_lengths and
-    target_lengths (int64, (N,)), and blank, reduction and zero_infinity by name.
-    """
+def _ctc_loss_args(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+                   zero_infinity=False):
     if not isinstance(log_probs, Tensor) or not isinstance(targets, Tensor):
         raise TypeError("ctc_loss(): log_probs and targets must be Tensors")
     if reduction not in REDUCTIONS:
@@ -203,6 +188,24 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         if tl.max().item() > tg.shape[1] or tl.min().item() < 0:
             raise RuntimeError(f"Expected tensor to have size at least {tl.max().item()} at dimension 1, but got "
                                f"size {tg.shape[1]} for argument #2 'targets' (while checking arguments for ctc_loss)")
-    out = call_op("ctc_loss", (lp, tg, il, tl), {"blank": int(blank), "reduction": reduction,
-                                                  "zero_infinity": bool(zero_infinity)})
-    return out.reshape(()) if unbatched and reduction == "none" else out
+    operands, attrs = (lp, tg, il, tl), {"blank": int(blank), "reduction": reduction,
+                                         "zero_infinity": bool(zero_infinity)}
+    if unbatched and reduction == "none":  # computed as a batch of one: the one loss, 0-d
+        return Done(call_op("ctc_loss", operands, attrs).reshape(()))
+    return operands, attrs
+
+
+@op(bind=_ctc_loss_args, derivative=_ctc_rule, save="inputs", exposed=("nn.functional",),
+    dtypes="floating log_probs; integer targets and lengths")
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, *, blank, reduction, zero_infinity):
+    """The CTC loss of (T, N, C) log-probabilities against targets (N, S) padded or concatenated;
+    'mean' divides each loss by its target length, then averages over the batch, as torch does.
+
+    The gradient is torch's (see the module docstring): feed ``log_softmax`` outputs, as torch
+    asks. ``zero_infinity`` zeroes impossible alignments' losses and gradients. A backend
+    kernel receives log_probs (T, N, C), targets (N, S) padded, input_lengths and
+    target_lengths (int64, (N,)), and blank, reduction and zero_infinity by name.
+    """
+    _, lp_ext, skip = _extended(log_probs, targets, blank)
+    nll = -_end(_alphas(lp_ext, skip, input_lengths)[-1], target_lengths)
+    return _reduce(nll, target_lengths, reduction, zero_infinity)
