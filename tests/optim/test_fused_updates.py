@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import plugtorch as pt
-from plugtorch.core.ops.optimizer_updates import _adam_step, adam_step_
+from plugtorch.core.ops.optimizer_updates import adam_step_
 from plugtorch_backends.numpy_backend import fused_optim, native
+
+_adam_step = pt.get_registry().ops["adam_step_"].decompose  # the op's decomposition
 
 # the native kernel takes C-contiguous float arrays and hands the rest to the NumPy one
 NATIVE_KERNELS = native.kernels()  # empty where the extension is not built (the cases skip, saying why)
@@ -110,7 +112,7 @@ SGD_OPTIONS = [dict(), dict(momentum=0.9), dict(momentum=0.9, dampening=0.2, wei
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("options", SGD_OPTIONS, ids=lambda o: ",".join(o) or "plain")
 def test_the_sgd_kernel_is_the_decomposition_bit_for_bit_over_50_steps(dtype, options):
-    from plugtorch.core.ops.optimizer_updates import _sgd_step
+    _sgd_step = pt.get_registry().ops["sgd_step_"].decompose
     from plugtorch_backends.numpy_backend.fused_optim import sgd_step_ as kernel
     kw = {**dict(lr=0.05, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False), **options}
     rng = np.random.default_rng(1)

@@ -1,19 +1,24 @@
 """Optimizer updates as ops: one registered op per parameter update, in place.
 
 ``adam_step_`` is what ``optim.Adam``/``AdamW`` call for each parameter, ``sgd_step_`` what
-``optim.SGD`` calls. Its decomposition
-is the update written with plugtorch's in-place ops (so every backend runs it, in torch's
-order of operations), and a backend may register a kernel that does the same in one
-pass: the NumPy backend's uses in-place ufuncs and one scratch array, instead of ~15
-dispatched ops and their temporaries (``backends/numpy_backend/fused_optim.py``). The
-op mutates its tensor operands, bumps their version counters, and is not differentiable
-(torch's optimizers update under ``no_grad``, and so does this op).
+``optim.SGD`` calls. Each op's decomposition (the body of its declaration) is the update
+written with plugtorch's in-place ops (so every backend runs it, in torch's order of
+operations), and a backend may register a kernel that does the same in one pass: the NumPy
+backend's uses in-place ufuncs and one scratch array, instead of ~15 dispatched ops and their
+temporaries (``backends/numpy_backend/fused_optim.py``). The op mutates its tensor operands,
+bumps their version counters, and is not differentiable (torch's optimizers update under
+``no_grad``, and so does this op).
+
+Their public functions are written out (``front=``) rather than generated from a ``bind``:
+after the one dispatched call (``plugtorch.compile`` refreshes its attrs on replay) they move
+the operands' version counters, which a kernel writing arrays cannot, and return ``param``
+itself rather than the new tensor a kernel's returned array is wrapped in.
 """
 from __future__ import annotations
 
 from ..dispatch import call_op
 from ..grad_mode import is_grad_enabled
-from ..optable import legacy_op
+from ..optable import op
 from ..tensor import Tensor
 
 __all__ = ["adam_step_", "sgd_step_"]
@@ -47,8 +52,40 @@ def _lerp_(start, end, weight: float):
     return start.sub_(end).mul_(1 - weight).add_(end)
 
 
-def _adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, beta2, eps, weight_decay,
-               step, maximize, decoupled_weight_decay):
+def _adam_front(name):
+    def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,
+                   weight_decay=0.0, step, maximize=False, decoupled_weight_decay=False):
+        tensors = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+        if max_exp_avg_sq is not None:
+            tensors["max_exp_avg_sq"] = max_exp_avg_sq
+        _check_operands(name, param, tensors)
+        if step < 1:
+            raise ValueError(f"{name}(): step is the number of this update, counted from 1; got {step}")
+        call_op(name, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq),
+                adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay))
+        for t in (param, exp_avg, exp_avg_sq, max_exp_avg_sq):
+            if t is not None:
+                t._vc[0] += 1
+        return param
+    adam_step_.__qualname__ = name
+    return adam_step_
+
+
+@op(front=_adam_front, exposed=(), dtypes="floating; every tensor of the parameter's dtype, shape and backend")
+def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, beta2, eps, weight_decay, step,
+               maximize, decoupled_weight_decay):
+    """One Adam/AdamW update of ``param`` in place, as torch.optim.Adam's single-tensor step.
+
+    ``exp_avg`` and ``exp_avg_sq`` (and ``max_exp_avg_sq`` with AMSGrad) are the moment
+    estimates, updated in place; ``step`` is the step number after this update (1 first).
+    ``weight_decay`` is L2 on the gradient, or decoupled (AdamW) with
+    ``decoupled_weight_decay``. Returns ``param``.
+
+    A kernel receives param, grad, exp_avg, exp_avg_sq and max_exp_avg_sq (or None), all
+    arrays of one floating dtype and shape, and lr, beta1, beta2, eps, weight_decay (floats),
+    step (int), maximize and decoupled_weight_decay (bools) by name; it updates param,
+    exp_avg, exp_avg_sq and max_exp_avg_sq in place and returns param.
+    """
     if maximize:
         grad = -grad
     if weight_decay != 0:
@@ -67,50 +104,6 @@ def _adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, b
     return param.add_(exp_avg / denom, alpha=-step_size)
 
 
-@legacy_op(decompose=_adam_step, exposed=(),
-    dtypes="floating; every tensor of the parameter's dtype, shape and backend")
-def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,
-               weight_decay=0.0, step, maximize=False, decoupled_weight_decay=False):
-    """One Adam/AdamW update of ``param`` in place, as torch.optim.Adam's single-tensor step.
-
-    ``exp_avg`` and ``exp_avg_sq`` (and ``max_exp_avg_sq`` with AMSGrad) are the moment
-    estimates, updated in place; ``step`` is the step number after this update (1 first).
-    ``weight_decay`` is L2 on the gradient, or decoupled (AdamW) with
-    ``decoupled_weight_decay``. Returns ``param``.
-
-    A kernel receives param, grad, exp_avg, exp_avg_sq and max_exp_avg_sq (or None), all
-    arrays of one floating dtype and shape, and lr, beta1, beta2, eps, weight_decay (floats),
-    step (int), maximize and decoupled_weight_decay (bools) by name; it updates param,
-    exp_avg, exp_avg_sq and max_exp_avg_sq in place and returns param.
-    """
-    tensors = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
-    if max_exp_avg_sq is not None:
-        tensors["max_exp_avg_sq"] = max_exp_avg_sq
-    _check_operands("adam_step_", param, tensors)
-    if step < 1:
-        raise ValueError(f"adam_step_(): step is the number of this update, counted from 1; got {step}")
-    call_op("adam_step_", (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq),
-            adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay))
-    for t in (param, exp_avg, exp_avg_sq, max_exp_avg_sq):
-        if t is not None:
-            t._vc[0] += 1
-    return param
-
-
-def _sgd_step(param, grad, momentum_buffer, *, lr, momentum, dampening, weight_decay, nesterov, maximize,
-              first_step):
-    d_p = -grad if maximize else grad
-    if weight_decay != 0:
-        d_p = d_p.add(param, alpha=weight_decay)
-    if momentum_buffer is not None:
-        if first_step:
-            momentum_buffer.copy_(d_p)
-        else:
-            momentum_buffer.mul_(momentum).add_(d_p, alpha=1 - dampening)
-        d_p = d_p.add(momentum_buffer, alpha=momentum) if nesterov else momentum_buffer
-    return param.add_(d_p, alpha=-lr)
-
-
 def adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay) -> dict:
     """The attrs an ``adam_step_`` kernel receives (plugtorch.compile's replays recompute them)."""
     return {"lr": float(lr), "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
@@ -125,10 +118,28 @@ def sgd_attrs(lr, momentum, dampening, weight_decay, nesterov, maximize, first_s
             "first_step": bool(first_step)}
 
 
-@legacy_op(decompose=_sgd_step, exposed=(),
-    dtypes="floating; every tensor of the parameter's dtype, shape and backend")
-def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
-              nesterov=False, maximize=False, first_step=False):
+def _sgd_front(name):
+    def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                  nesterov=False, maximize=False, first_step=False):
+        tensors = {"param": param, "grad": grad}
+        if momentum_buffer is not None:
+            tensors["momentum_buffer"] = momentum_buffer
+        _check_operands(name, param, tensors)
+        if nesterov and momentum_buffer is None:
+            raise ValueError(f"{name}(): Nesterov momentum needs a momentum_buffer")
+        call_op(name, (param, grad, momentum_buffer),
+                sgd_attrs(lr, momentum, dampening, weight_decay, nesterov, maximize, first_step))
+        for t in (param, momentum_buffer):
+            if t is not None:
+                t._vc[0] += 1
+        return param
+    sgd_step_.__qualname__ = name
+    return sgd_step_
+
+
+@op(front=_sgd_front, exposed=(), dtypes="floating; every tensor of the parameter's dtype, shape and backend")
+def sgd_step_(param, grad, momentum_buffer, *, lr, momentum, dampening, weight_decay, nesterov, maximize,
+              first_step):
     """One SGD update of ``param`` in place, as torch.optim.SGD's single-tensor step.
 
     With momentum, ``momentum_buffer`` is updated in place (``first_step``: set to the
@@ -140,15 +151,13 @@ def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum=0.0, dampening=
     and first_step (bools) by name; it updates param and momentum_buffer in place and
     returns param.
     """
-    tensors = {"param": param, "grad": grad}
+    d_p = -grad if maximize else grad
+    if weight_decay != 0:
+        d_p = d_p.add(param, alpha=weight_decay)
     if momentum_buffer is not None:
-        tensors["momentum_buffer"] = momentum_buffer
-    _check_operands("sgd_step_", param, tensors)
-    if nesterov and momentum_buffer is None:
-        raise ValueError("sgd_step_(): Nesterov momentum needs a momentum_buffer")
-    call_op("sgd_step_", (param, grad, momentum_buffer),
-            sgd_attrs(lr, momentum, dampening, weight_decay, nesterov, maximize, first_step))
-    for t in (param, momentum_buffer):
-        if t is not None:
-            t._vc[0] += 1
-    return param
+        if first_step:
+            momentum_buffer.copy_(d_p)
+        else:
+            momentum_buffer.mul_(momentum).add_(d_p, alpha=1 - dampening)
+        d_p = d_p.add(momentum_buffer, alpha=momentum) if nesterov else momentum_buffer
+    return param.add_(d_p, alpha=-lr)
