@@ -49,4 +49,5 @@ def erf(x: numpy.ndarray) -> numpy.ndarray:
             t = b + (0.5 * k) / t
         # inf / inf is nan there: erf is 1; nan stays nan through every step
         out[far] = numpy.where(numpy.isinf(b), 1.0, 1.0 - numpy.exp(-b * b) / (_SQRT_PI * t))
-    return numpy.copysign(out, x).astype(numpy.asarray(x).dtype, copy=False)
+    # (asarray: a ufunc makes a 0-d result a NumPy scalar, and primitives return arrays)
+    return numpy.asarray(numpy.copysign(out, x), dtype=numpy.asarray(x).dtype)
