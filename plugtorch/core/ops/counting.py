@@ -13,9 +13,10 @@ from ..dispatch import call_op, record
 from ..dtypes import bool_, float64, int64
 from ..grad_mode import _state as _grad
 from ..grad_mode import no_grad
-from ..optable import TABLE, legacy_op, public
+from ..optable import TABLE, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
+from ._front import written_out
 from .creation import linspace, ones, zeros
 from .index import gather, scatter_add
 from .reduce import any as reduce_any
@@ -38,7 +39,30 @@ def _lexsort_rows(rows):
     return order
 
 
-def _unique(input, *, sorted, return_inverse, return_counts, dim):
+def _unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"unique(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if dim is not None and input.ndim == 0:
+        raise IndexError("unique(): a 0-d tensor has no dim to take unique slices along")
+    with no_grad():
+        out = call_op("unique", (input.detach(),), {"sorted": sorted, "return_inverse": return_inverse,
+                                                     "return_counts": return_counts, "dim": dim})
+    if input.requires_grad and _grad.enabled:  # in the graph, as torch's, but not differentiable
+        record(out if isinstance(out, Tensor) else out[0], TABLE["unique"], (input,))
+    return out
+
+
+def _no_derivative(ctx, g):
+    raise RuntimeError(f"the derivative for '{ctx.op}' is not implemented (as in torch)")
+
+
+# unique's public function is written out: its node (torch's: in the graph, not differentiable)
+# goes on the first of several outputs, where dispatch records one output's.
+@op(front=written_out(_unique), derivative=_no_derivative, multi_output=True, exposed=_EVERYWHERE)
+def unique(input, *, sorted, return_inverse, return_counts, dim):
+    """The distinct values (or, with ``dim``, the distinct slices along it), sorted; optionally
+    where each input entry went (``return_inverse``) and how often each occurs
+    (``return_counts``). Always sorted, as torch's CPU result is for ``sorted=False`` too."""
     device = input._backend.name
     if dim is None:
         rows = input.reshape(-1, 1)
@@ -72,45 +96,9 @@ def _unique(input, *, sorted, return_inverse, return_counts, dim):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def _no_derivative(ctx, g):
-    raise RuntimeError(f"the derivative for '{ctx.op}' is not implemented (as in torch)")
-
-
-@legacy_op(decompose=_unique, derivative=_no_derivative, multi_output=True, exposed=_EVERYWHERE)
-def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
-    """The distinct values (or, with ``dim``, the distinct slices along it), sorted; optionally
-    where each input entry went (``return_inverse``) and how often each occurs
-    (``return_counts``). Always sorted, as torch's CPU result is for ``sorted=False`` too."""
-    if not isinstance(input, Tensor):
-        raise TypeError(f"unique(): argument 'input' must be Tensor, not {type(input).__name__}")
-    if dim is not None and input.ndim == 0:
-        raise IndexError("unique(): a 0-d tensor has no dim to take unique slices along")
-    with no_grad():
-        out = call_op("unique", (input.detach(),), {"sorted": sorted, "return_inverse": return_inverse,
-                                                     "return_counts": return_counts, "dim": dim})
-    if input.requires_grad and _grad.enabled:  # in the graph, as torch's, but not differentiable
-        record(out if isinstance(out, Tensor) else out[0], TABLE["unique"], (input,))
-    return out
-
-
 # -- bincount, histc ----------------------------------------------------------------------------
 
-def _bincount(input, weights, *, minlength):
-    size = minlength
-    if input.numel():
-        size = builtins.max(size, int(input.max().item()) + 1)  # sizes the result: read back
-    if weights is None:
-        counts = ones(input.shape, dtype=int64, device=input._backend.name)
-        return scatter_add(zeros(size, dtype=int64, device=input._backend.name), 0, input, counts)
-    w = weights if weights.dtype.is_floating_point else weights.to(float64)
-    return scatter_add(zeros(size, dtype=w.dtype, device=input._backend.name), 0, input, w)
-
-
-@legacy_op(decompose=_bincount, exposed=_EVERYWHERE,
-    dtypes="int64 counts; floating weights keep their dtype, integer weights -> float64")
-def bincount(input, weights=None, minlength=0):
-    """How often each value 0, 1, ..., max(input) occurs in a 1-D non-negative integer tensor
-    (with ``weights``: their sum per value); at least ``minlength`` bins."""
+def _bincount_args(input, weights=None, minlength=0):
     if (not isinstance(input, Tensor) or input.ndim != 1 or input.dtype.is_floating_point
             or input.dtype.name == "bool"):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
@@ -121,7 +109,22 @@ def bincount(input, weights=None, minlength=0):
     if input.numel() and int(input.min().item()) < 0:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     x = input if input.dtype is int64 else input.to(int64)
-    return call_op("bincount", (x, weights), {"minlength": int(minlength)})
+    return (x, weights), {"minlength": int(minlength)}
+
+
+@op(bind=_bincount_args, exposed=_EVERYWHERE,
+    dtypes="int64 counts; floating weights keep their dtype, integer weights -> float64")
+def bincount(input, weights, *, minlength):
+    """How often each value 0, 1, ..., max(input) occurs in a 1-D non-negative integer tensor
+    (with ``weights``: their sum per value); at least ``minlength`` bins."""
+    size = minlength
+    if input.numel():
+        size = builtins.max(size, int(input.max().item()) + 1)  # sizes the result: read back
+    if weights is None:
+        counts = ones(input.shape, dtype=int64, device=input._backend.name)
+        return scatter_add(zeros(size, dtype=int64, device=input._backend.name), 0, input, counts)
+    w = weights if weights.dtype.is_floating_point else weights.to(float64)
+    return scatter_add(zeros(size, dtype=w.dtype, device=input._backend.name), 0, input, w)
 
 
 @public("plugtorch", "Tensor")
