@@ -9,11 +9,12 @@ from __future__ import annotations
 import builtins
 import math
 
-from ..dispatch import call_op, call_op1
+from ..dispatch import call_op1
 from ..dtypes import dtype as _dtype, result_type
-from ..optable import legacy_op, op, public
+from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes, shape_args
+from ._front import written_out
 from .conversion import cast
 from .reduce import sum as reduce_sum
 
@@ -46,26 +47,21 @@ def _infer_shape(x, shape):
 
 # -- the three view primitives -------------------------------------------------------
 
-def _reshape_rule(ctx, g):
-    return reshape(g, ctx.meta[0][0])
+# reshape, view, permute and expand run several times per layer: their public functions are
+# written out, the checks inline and call_op1 called, since a bind's call and call_op's pass
+# over an operand tuple would add a third to a 1.7 us reshape.
+
+def _reshape(input, *shape):
+    return call_op1("reshape", input, {"shape": _infer_shape(input, shape_args(shape))})
 
 
-@legacy_op(primitive="reshape", derivative=_reshape_rule, view=True, exposed=_EVERYWHERE)
-def reshape(input, *shape):
+@op(primitive="reshape", front=written_out(_reshape), derivative=lambda ctx, g: reshape(g, ctx.meta[0][0]),
+    view=True, exposed=_EVERYWHERE)
+def reshape(input, *, shape):
     """A tensor with the same data and a new shape (one dim may be -1)."""
-    shape = _infer_shape(input, shape_args(shape))
-    return call_op1("reshape", input, {"shape": shape})
 
 
-def _view_rule(ctx, g):
-    return reshape(g, ctx.meta[0][0])
-
-
-@legacy_op(primitive="reshape", derivative=_view_rule, view=True, exposed=("Tensor",))
-def view(input, *shape):
-    """The same memory seen with another shape (one dim may be -1), or, given a dtype, as
-    another dtype. Never a copy: where the strides cannot express the new shape it raises
-    (``reshape`` copies there instead)."""
+def _view(input, *shape):
     if len(shape) == 1 and isinstance(shape[0], _dtype):
         return view_dtype(input, shape[0])
     shape = _infer_shape(input, shape_args(shape))
@@ -76,6 +72,14 @@ def view(input, *shape):
             f"(input shape {list(input.shape)}, strides {list(stride(input))}, view shape "
             f"{list(shape)})")
     return call_op1("view", input, {"shape": shape})
+
+
+@op(primitive="reshape", front=written_out(_view), derivative=lambda ctx, g: reshape(g, ctx.meta[0][0]),
+    view=True, exposed=("Tensor",))
+def view(input, *, shape):
+    """The same memory seen with another shape (one dim may be -1), or, given a dtype, as
+    another dtype. Never a copy: where the strides cannot express the new shape it raises
+    (``reshape`` copies there instead)."""
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -150,12 +154,9 @@ def _lower_view_dtype(backend, x, *, dtype):
     return backend.primitives["bitcast"](x, dtype)
 
 
-@legacy_op(lower=_lower_view_dtype, view=True)
-def view_dtype(input, dtype):
-    """``input``'s memory read as ``dtype`` (Tensor.view(dtype)): a view; with another element
-    size the last dim scales by the ratio. Not differentiable, as torch's."""
+def _view_dtype_args(input, dtype):
     if dtype is input.dtype:
-        return reshape(input, input.shape)
+        return Done(reshape(input, input.shape))
     old, new = input.dtype.itemsize, dtype.itemsize
     if old != new and input.ndim:
         what = f"to view {input.dtype.name} as {dtype.name} (different element sizes)"
@@ -167,7 +168,13 @@ def view_dtype(input, dtype):
     elif old != new:
         raise RuntimeError(f"self.dim() cannot be 0 to view {input.dtype.name} as {dtype.name} "
                            "(different element sizes)")
-    return call_op1("view_dtype", input, {"dtype": dtype})
+    return (input,), {"dtype": dtype}
+
+
+@op(lower=_lower_view_dtype, bind=_view_dtype_args, view=True)
+def view_dtype(input, *, dtype):
+    """``input``'s memory read as ``dtype`` (Tensor.view(dtype)): a view; with another element
+    size the last dim scales by the ratio. Not differentiable, as torch's."""
 
 
 def _permute_rule(ctx, g):
@@ -178,9 +185,7 @@ def _permute_rule(ctx, g):
     return permute(g, inverse)
 
 
-@legacy_op(primitive="permute", derivative=_permute_rule, view=True, exposed=_EVERYWHERE)
-def permute(input, *dims):
-    """The dims of ``input`` reordered (a view)."""
+def _permute(input, *dims):
     dims = shape_args(dims)
     n = input.ndim
     if len(dims) != n:
@@ -194,13 +199,12 @@ def permute(input, *dims):
     return call_op1("permute", input, {"axes": dims})
 
 
-def _expand_rule(ctx, g):
-    return sum_to(g, ctx.meta[0][0])
+@op(primitive="permute", front=written_out(_permute), derivative=_permute_rule, view=True, exposed=_EVERYWHERE)
+def permute(input, *, axes):
+    """The dims of ``input`` reordered (a view)."""
 
 
-@legacy_op(primitive="broadcast_to", derivative=_expand_rule, view=True, exposed=("Tensor",))
-def expand(input, *sizes):
-    """A broadcast view of ``input`` at a larger shape (-1 keeps a size)."""
+def _expand(input, *sizes):
     sizes = shape_args(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
@@ -223,6 +227,12 @@ def expand(input, *sizes):
     if target == shape:
         return input
     return call_op1("expand", input, {"shape": target})
+
+
+@op(primitive="broadcast_to", front=written_out(_expand), derivative=lambda ctx, g: sum_to(g, ctx.meta[0][0]),
+    view=True, exposed=("Tensor",))
+def expand(input, *, shape):
+    """A broadcast view of ``input`` at a larger shape (-1 keeps a size)."""
 
 
 @public("plugtorch", "Tensor")
@@ -359,21 +369,21 @@ def unflatten(input, dim, sizes):
 
 # -- copies ----------------------------------------------------------------------------
 
-def _identity_rule(ctx, g):
-    return g
-
-
-@legacy_op(primitive="copy", derivative=_identity_rule, exposed=_EVERYWHERE)
+@op(primitive="copy", derivative=lambda ctx, g: g, exposed=_EVERYWHERE)
 def clone(input):
     """A copy that owns its memory."""
-    return call_op1("clone", input)
 
 
-@legacy_op(primitive="contiguous", derivative=_identity_rule, exposed=("Tensor",))
-def contiguous(input):
-    """``input`` itself if its memory is already contiguous, else a contiguous copy."""
+def _contiguous(input):
     out = call_op1("contiguous", input)
     return input if out._data is input._data else out
+
+
+# contiguous's public function is written out: it answers the input itself where the kernel
+# did (the memory is contiguous already), which a bind, returning before the kernel, cannot.
+@op(primitive="contiguous", front=written_out(_contiguous), derivative=lambda ctx, g: g, exposed=("Tensor",))
+def contiguous(input):
+    """``input`` itself if its memory is already contiguous, else a contiguous copy."""
 
 
 # -- joining ---------------------------------------------------------------------------
@@ -392,10 +402,7 @@ def _lower_cat(backend, arrays, *, dim):
     return backend.primitives["concatenate"](arrays, dim)
 
 
-@legacy_op(lower=_lower_cat, derivative=_cat_rule, variadic=True, exposed=("plugtorch",),
-    aliases=("concat", "concatenate"))
-def cat(tensors, dim=0):
-    """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
+def _cat_args(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
@@ -422,7 +429,13 @@ def cat(tensors, dim=0):
                     f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list."
                 )
     dt = result_type(*nonempty)
-    return call_op("cat", tuple(t if t.dtype is dt else cast(t, dt) for t in nonempty), {"dim": d})
+    return tuple(t if t.dtype is dt else cast(t, dt) for t in nonempty), {"dim": d}
+
+
+@op(lower=_lower_cat, bind=_cat_args, derivative=_cat_rule, variadic=True, exposed=("plugtorch",),
+    aliases=("concat", "concatenate"))
+def cat(tensors, *, dim):
+    """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
 
 
 concat = concatenate = cat
