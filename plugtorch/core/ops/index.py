@@ -4,11 +4,12 @@ from __future__ import annotations
 import builtins
 
 from ..debug import checks_values
-from ..dispatch import call_op
+from ..dispatch import NO_ATTRS, call_op
 from ..dtypes import bool_, int64
-from ..optable import legacy_op, op, public
+from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes
+from ._front import written_out
 from .creation import arange, tensor, zeros
 from .elementwise import where
 from .reduce import sum as reduce_sum
@@ -81,15 +82,7 @@ def _check_ints(x, index, spans):
         dim += span
 
 
-def _getitem_rule(ctx, g):
-    return index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], ctx.attrs["index"])
-
-
-@legacy_op(primitive="getitem", derivative=_getitem_rule,
-    no_kernel="returns a view for basic indices (slices, ints, None, ...), built from the getitem "
-              "primitive; register that primitive instead")
-def getitem(input, key):
-    """``input[key]``: slices, ints, None, ..., int and bool tensors (NumPy semantics)."""
+def _getitem(input, key):
     index, basic = native_index(input, key)
     try:
         out = call_op("getitem", (input,), {"index": index})
@@ -98,6 +91,17 @@ def getitem(input, key):
     if basic:
         out._vc = input._vc  # a view
     return out
+
+
+# x[...]'s public function is written out: a basic index's result is a view, sharing the input's
+# version counter, and the kernel's error names the indexed shape, both after the kernel ran,
+# which a bind, returning before, cannot say.
+@op(primitive="getitem", front=written_out(_getitem),
+    derivative=lambda ctx, g: index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], ctx.attrs["index"]),
+    no_kernel="returns a view for basic indices (slices, ints, None, ...), built from the getitem "
+              "primitive; register that primitive instead")
+def getitem(input, *, index):
+    """``input[key]``: slices, ints, None, ..., int and bool tensors (NumPy semantics)."""
 
 
 def getitem_native(x, index):
@@ -114,11 +118,14 @@ def _lower_index_put_zeros(backend, g, *, shape, dtype, index):
     return p["index_add"](p["zeros"](shape, dtype), index, g)
 
 
-@legacy_op(lower=_lower_index_put_zeros, derivative=_index_put_zeros_rule)
-def index_put_zeros(g, shape, dtype, index):
-    """The adjoint of getitem: zeros(shape) with ``g`` added at ``index``; repeats accumulate."""
+def _index_put_zeros_args(g, shape, dtype, index):
     g = g if g.dtype is dtype else g.to(dtype)
-    return call_op("index_put_zeros", (g,), {"shape": tuple(shape), "dtype": dtype, "index": index})
+    return (g,), {"shape": tuple(shape), "dtype": dtype, "index": index}
+
+
+@op(lower=_lower_index_put_zeros, bind=_index_put_zeros_args, derivative=_index_put_zeros_rule)
+def index_put_zeros(g, *, shape, dtype, index):
+    """The adjoint of getitem: zeros(shape) with ``g`` added at ``index``; repeats accumulate."""
 
 
 def _check_gather(op, x, dim, index, src=None):
@@ -148,23 +155,26 @@ def _gather_rule(ctx, g):
 
 
 def _lower_gather(backend, x, index, *, dim):
+    whole = x
     # torch allows an index smaller than x in the other dims: it reads that corner of x
     if any(i != dim and k != s for i, (k, s) in enumerate(zip(index.shape, x.shape))):
         corner = tuple(slice(None) if i == dim else slice(0, k) for i, k in enumerate(index.shape))
         x = backend.primitives["getitem"](x, corner)
-    return backend.primitives["gather"](x, dim, index)
-
-
-@legacy_op(lower=_lower_gather, derivative=_gather_rule, save=(1,), exposed=_EVERYWHERE)
-def gather(input, dim, index):
-    """Values along ``dim`` at ``index`` (take_along_axis); repeated indices accumulate gradients."""
-    if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
-        return gather(input.reshape(1), 0, index.reshape(1)).reshape(())
-    d = _check_gather("gather", input, dim, index)
     try:
-        return call_op("gather", (input, index), {"dim": d})
-    except (IndexError, ValueError) as e:
-        raise _index_error("gather", input, index, e) from None
+        return backend.primitives["gather"](x, dim, index)
+    except (IndexError, ValueError) as e:  # an index out of range, in NumPy's words
+        raise _index_error("gather", whole, index, e) from None
+
+
+def _gather_args(input, dim, index):
+    if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
+        return Done(gather(input.reshape(1), 0, index.reshape(1)).reshape(()))
+    return (input, index), {"dim": _check_gather("gather", input, dim, index)}
+
+
+@op(lower=_lower_gather, bind=_gather_args, derivative=_gather_rule, save=(1,), exposed=_EVERYWHERE)
+def gather(input, index, *, dim):
+    """Values along ``dim`` at ``index`` (take_along_axis); repeated indices accumulate gradients."""
 
 
 def _scatter_add_rule(ctx, g):
@@ -174,21 +184,25 @@ def _scatter_add_rule(ctx, g):
 def _lower_scatter_add(backend, x, index, src, *, dim):
     if tuple(src.shape) != tuple(index.shape):  # torch reads the corner of src index covers
         src = backend.primitives["getitem"](src, tuple(slice(0, k) for k in index.shape))
-    return backend.primitives["scatter_add"](x, dim, index, src)
+    try:
+        return backend.primitives["scatter_add"](x, dim, index, src)
+    except (IndexError, ValueError) as e:  # an index out of range, in NumPy's words
+        raise _index_error("scatter_add", x, index, e) from None
 
 
-@legacy_op(lower=_lower_scatter_add, derivative=_scatter_add_rule, save=(1,), exposed=_EVERYWHERE)
-def scatter_add(input, dim, index, src):
-    """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
+def _scatter_add_args(input, dim, index, src):
     if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
-        return scatter_add(input.reshape(1), 0, index.reshape(1), src.reshape(1)).reshape(())
+        return Done(scatter_add(input.reshape(1), 0, index.reshape(1), src.reshape(1)).reshape(()))
     d = _check_gather("scatter_add", input, dim, index, src)
     if src.dtype is not input.dtype:
         src = src.to(input.dtype)
-    try:
-        return call_op("scatter_add", (input, index, src), {"dim": d})
-    except (IndexError, ValueError) as e:
-        raise _index_error("scatter_add", input, index, e) from None
+    return (input, index, src), {"dim": d}
+
+
+@op(lower=_lower_scatter_add, bind=_scatter_add_args, derivative=_scatter_add_rule, save=(1,),
+    exposed=_EVERYWHERE)
+def scatter_add(input, index, src, *, dim):
+    """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
 
 
 # -- index_select, masked_fill, one_hot -----------------------------------------------------
@@ -203,12 +217,7 @@ def _lower_index_select(backend, x, index, *, dim):
     return backend.primitives["getitem"](x, (slice(None),) * dim + (index,))
 
 
-@legacy_op(lower=_lower_index_select, derivative=_index_select_rule, save=(1,), exposed=_EVERYWHERE)
-def index_select(input, dim, index):
-    """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed.
-
-    Negative indices count from the end (NumPy's rule; torch rejects them).
-    """
+def _index_select(input, dim, index):
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.dtype is bool_:
         got = index.dtype.name if isinstance(index, Tensor) else type(index).__name__
         raise RuntimeError(f"index_select(): Expected dtype int32/int64 for index, got {got}")
@@ -229,18 +238,16 @@ def index_select(input, dim, index):
     return out if input.ndim else out.reshape(())
 
 
-def _masked_fill(input, mask, value):
-    """where(mask, value, input) in input's dtype."""
-    if isinstance(value, Tensor):
-        if value.ndim:
-            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
-                               f"tensor with {value.ndim} dimension(s).")
-        value = value.to(input.dtype)
-    elif not input.dtype.is_floating_point and isinstance(value, builtins.float):
-        value = int(value) if input.dtype is not bool_ else builtins.bool(value)
-    out = where(mask, value, input)
-    return out if out.dtype is input.dtype else out.to(input.dtype)
+# index_select's public function is written out: a backend's kernel (the NumPy one's row copies)
+# reports an index out of range in its own words, which are torch's here, after the kernel ran,
+# where a bind, returning before, cannot.
+@op(lower=_lower_index_select, front=written_out(_index_select), derivative=_index_select_rule, save=(1,),
+    exposed=_EVERYWHERE)
+def index_select(input, index, *, dim):
+    """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed.
 
+    Negative indices count from the end (NumPy's rule; torch rejects them).
+    """
 
 
 def _masked_fill_rule(ctx, g):
@@ -252,26 +259,31 @@ def _masked_fill_rule(ctx, g):
     return (where(mask, 0.0, g) if need[0] else None), None, gv
 
 
-@legacy_op(decompose=_masked_fill, derivative=_masked_fill_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
-def masked_fill(input, mask, value):
-    """``input`` with ``value`` where ``mask`` is True (mask broadcasts to input)."""
+def _masked_fill_args(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
         got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {got}")
     if broadcast_shapes(input.shape, mask.shape) != tuple(input.shape):
         raise RuntimeError(f"masked_fill: the mask of shape {list(mask.shape)} must broadcast to the "
                            f"input's shape {list(input.shape)}")
-    return call_op("masked_fill", (input, mask, value))
+    return (input, mask, value), NO_ATTRS
 
 
-def _one_hot(input, *, num_classes):
-    classes = arange(num_classes, device=input._backend.name)
-    return (input.unsqueeze(-1) == classes).to(int64)
+@op(bind=_masked_fill_args, derivative=_masked_fill_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
+def masked_fill(input, mask, value):
+    """``input`` with ``value`` where ``mask`` is True (mask broadcasts to input)."""
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+                               f"tensor with {value.ndim} dimension(s).")
+        value = value.to(input.dtype)
+    elif not input.dtype.is_floating_point and isinstance(value, builtins.float):
+        value = int(value) if input.dtype is not bool_ else builtins.bool(value)
+    out = where(mask, value, input)
+    return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
-@legacy_op(decompose=_one_hot, exposed=("nn.functional",), dtypes="-> int64")
-def one_hot(tensor, num_classes=-1):
-    """int64 tensor with a trailing dim of num_classes, 1 at each class index."""
+def _one_hot_args(tensor, num_classes=-1):
     if not isinstance(tensor, Tensor) or tensor.dtype is not int64:
         got = tensor.dtype.name if isinstance(tensor, Tensor) else type(tensor).__name__
         raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor (int64), "
@@ -286,7 +298,14 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError("Class values must be non-negative.")
         if int(tensor.max().item()) >= num_classes:
             raise RuntimeError(f"Class values must be smaller than num_classes ({num_classes}).")
-    return call_op("one_hot", (tensor,), {"num_classes": num_classes})
+    return (tensor,), {"num_classes": num_classes}
+
+
+@op(bind=_one_hot_args, exposed=("nn.functional",), dtypes="-> int64")
+def one_hot(input, *, num_classes):
+    """int64 tensor with a trailing dim of num_classes, 1 at each class index."""
+    classes = arange(num_classes, device=input._backend.name)
+    return (input.unsqueeze(-1) == classes).to(int64)
 
 
 # -- selections by mask ---------------------------------------------------------------------
@@ -297,16 +316,16 @@ def _check_mask(op_name, mask):
         raise RuntimeError(f"{op_name}: expected a boolean mask, got {got}; compare first (x > 0)")
 
 
-def _masked_select(input, mask):
-    shape = broadcast_shapes(input.shape, mask.shape)
-    return input.expand(shape)[mask.expand(shape)]
+def _masked_select_args(input, mask):
+    _check_mask("masked_select", mask)
+    return (input, mask), NO_ATTRS
 
 
-@legacy_op(decompose=_masked_select, exposed=_EVERYWHERE)
+@op(bind=_masked_select_args, exposed=_EVERYWHERE)
 def masked_select(input, mask):
     """The elements where ``mask`` (broadcast with input) is True, as a 1-D tensor."""
-    _check_mask("masked_select", mask)
-    return call_op("masked_select", (input, mask))
+    shape = broadcast_shapes(input.shape, mask.shape)
+    return input.expand(shape)[mask.expand(shape)]
 
 
 @op(exposed=_EVERYWHERE, dtypes="-> int64")
@@ -341,7 +360,15 @@ def count_nonzero(input, dim=None):
     return reduce_sum(input != 0, dim)
 
 
-def _take_along_dim(input, indices, *, dim):
+def _take_along_dim_args(input, indices, dim=None):
+    if not isinstance(indices, Tensor) or indices.dtype is not int64:
+        raise RuntimeError("take_along_dim(): dtype of indices should be int64 (Long)")
+    return (input, indices), {"dim": dim}
+
+
+@op(bind=_take_along_dim_args, exposed=_EVERYWHERE)
+def take_along_dim(input, indices, *, dim):
+    """gather along dim with broadcasting of the other dims (or of the flattened input)."""
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
     d = _wrap_dim(dim, input.ndim)
@@ -356,12 +383,3 @@ def _take_along_dim(input, indices, *, dim):
     x_shape = full[:d] + [input.shape[d]] + full[d:]
     i_shape = full[:d] + [indices.shape[d]] + full[d:]
     return gather(input.expand(x_shape), d, indices.expand(i_shape))
-
-
-
-@legacy_op(decompose=_take_along_dim, exposed=_EVERYWHERE)
-def take_along_dim(input, indices, dim=None):
-    """gather along dim with broadcasting of the other dims (or of the flattened input)."""
-    if not isinstance(indices, Tensor) or indices.dtype is not int64:
-        raise RuntimeError("take_along_dim(): dtype of indices should be int64 (Long)")
-    return call_op("take_along_dim", (input, indices), {"dim": dim})
