@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import builtins
 
-from ..dispatch import call_op
 from ..dtypes import bool_, int64
-from ..optable import legacy_op, op
+from ..optable import Done, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import shape_args
@@ -45,10 +44,10 @@ def _lower_flip(backend, x, *, dims):
                                            for i in range(x.ndim))))
 
 
-@legacy_op(lower=_lower_flip, derivative=_flip_rule, exposed=_EVERYWHERE)
-def flip(input, dims):
+@op(lower=_lower_flip, bind=lambda input, dims: ((input,), {"dims": _dims(dims, input.ndim, "flip")}),
+    derivative=_flip_rule, exposed=_EVERYWHERE)
+def flip(input, *, dims):
     """Reverse the order of elements along ``dims`` (a copy, as in torch)."""
-    return call_op("flip", (input,), {"dims": _dims(dims, input.ndim, "flip")})
 
 
 @op(exposed=_EVERYWHERE)
@@ -94,7 +93,19 @@ def roll(input, shifts, dims=None):
     return out if out is not input else clone(input)
 
 
-def _repeat(input, *, sizes):
+def _repeat_args(input, *sizes):
+    sizes = shape_args(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
+                           f"dimensions of tensor (got {len(sizes)} repeat dims for a {input.ndim}-D tensor)")
+    if any(r < 0 for r in sizes):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: repeats {list(sizes)}")
+    return (input,), {"sizes": sizes}
+
+
+@op(bind=_repeat_args, exposed=("Tensor",))
+def repeat(input, *, sizes):
+    """Tile the tensor ``sizes[i]`` times along dim i (sizes may add leading dims)."""
     shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
     interleaved, expanded, final = [], [], []
     for r, s in zip(sizes, shape):
@@ -103,18 +114,6 @@ def _repeat(input, *, sizes):
         final.append(r * s)
     # clone: the result owns its memory even where the reshape could stay a broadcast view
     return clone(input.reshape(interleaved).expand(expanded).reshape(final))
-
-
-@legacy_op(decompose=_repeat, exposed=("Tensor",))
-def repeat(input, *sizes):
-    """Tile the tensor ``sizes[i]`` times along dim i (sizes may add leading dims)."""
-    sizes = shape_args(sizes)
-    if len(sizes) < input.ndim:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
-                           f"dimensions of tensor (got {len(sizes)} repeat dims for a {input.ndim}-D tensor)")
-    if any(r < 0 for r in sizes):
-        raise RuntimeError(f"Trying to create tensor with negative dimension: repeats {list(sizes)}")
-    return call_op("repeat", (input,), {"sizes": sizes})
 
 
 @op(exposed=_EVERYWHERE)
@@ -208,16 +207,10 @@ def _pad_rule(ctx, g):
     return g[tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(widths))]
 
 
-@legacy_op(primitive="pad", derivative=_pad_rule, exposed=("nn.functional",))
-def pad(input, pad, mode="constant", value=None):
-    """torch.nn.functional.pad: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...).
-
-    Negative widths crop, as in torch. Modes 'reflect', 'replicate' and 'circular' are the
-    op ``mode_pad`` (``ops/padding.py``).
-    """
+def _pad_args(input, pad, mode="constant", value=None):
     if mode != "constant":
         from .padding import mode_pad  # ops/padding.py is imported after this module
-        return mode_pad(input, pad, mode, value)
+        return Done(mode_pad(input, pad, mode, value))
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2:
         raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)} values {list(pad)}")
@@ -238,8 +231,17 @@ def pad(input, pad, mode="constant", value=None):
         widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
     widths = tuple(widths)
     if not any(lo or hi for lo, hi in widths):
-        return x if x is not input else clone(input)
-    return call_op("pad", (x,), {"widths": widths, "value": 0 if value is None else value})
+        return Done(x if x is not input else clone(input))
+    return (x,), {"widths": widths, "value": 0 if value is None else value}
+
+
+@op(primitive="pad", bind=_pad_args, derivative=_pad_rule, exposed=("nn.functional",))
+def pad(input, *, widths, value):
+    """torch.nn.functional.pad: ``pad`` = (last_lo, last_hi, prev_lo, prev_hi, ...).
+
+    Negative widths crop, as in torch. Modes 'reflect', 'replicate' and 'circular' are the
+    op ``mode_pad`` (``ops/padding.py``).
+    """
 
 
 # -- tril, triu -------------------------------------------------------------------------
@@ -322,7 +324,21 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     return clone(expanded.reshape(shape[:d] + (shape[d] * r,) + shape[d + 1:]))
 
 
-def _meshgrid(*tensors, indexing):
+def _meshgrid_args(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"meshgrid: indexing must be one of 'xy' or 'ij', but received: {indexing}")
+    for t in tensors:
+        if not isinstance(t, Tensor) or t.ndim > 1:
+            raise RuntimeError(f"meshgrid expects all tensors to be 0- or 1-dimensional tensors, got "
+                               f"{t.ndim if isinstance(t, Tensor) else type(t).__name__}-D")
+    return tuple(tensors), {"indexing": indexing}
+
+
+@op(bind=_meshgrid_args, multi_output=True, exposed=("plugtorch",))
+def meshgrid(*tensors, indexing):
+    """Coordinate grids from 1-D tensors; indexing='xy' swaps the first two dims, as NumPy's."""
     flat = [t.reshape(-1) for t in tensors]
     swap = indexing == "xy" and len(flat) >= 2
     if swap:
@@ -336,20 +352,6 @@ def _meshgrid(*tensors, indexing):
     if swap:  # 'xy' is 'ij' on (y, x, ...) with the first two grids swapped back
         grids[0], grids[1] = grids[1], grids[0]
     return tuple(grids)
-
-
-@legacy_op(decompose=_meshgrid, multi_output=True, exposed=("plugtorch",))
-def meshgrid(*tensors, indexing="ij"):
-    """Coordinate grids from 1-D tensors; indexing='xy' swaps the first two dims, as NumPy's."""
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-        tensors = tuple(tensors[0])
-    if indexing not in ("ij", "xy"):
-        raise RuntimeError(f"meshgrid: indexing must be one of 'xy' or 'ij', but received: {indexing}")
-    for t in tensors:
-        if not isinstance(t, Tensor) or t.ndim > 1:
-            raise RuntimeError(f"meshgrid expects all tensors to be 0- or 1-dimensional tensors, got "
-                               f"{t.ndim if isinstance(t, Tensor) else type(t).__name__}-D")
-    return call_op("meshgrid", tuple(tensors), {"indexing": indexing})
 
 
 # -- rot90, diff, unfold --------------------------------------------------------------------
@@ -374,20 +376,7 @@ def rot90(input, k=1, dims=(0, 1)):
     return clone(input)
 
 
-def _diff(input, prepend, append, *, n, dim):
-    parts = [t for t in (prepend, input, append) if t is not None]
-    x = cat(parts, dim) if len(parts) > 1 else input
-    for _ in range(n):
-        size = x.shape[dim]
-        later, earlier = _slice_along(x, dim, 1, size), _slice_along(x, dim, 0, builtins.max(size - 1, 0))
-        x = ew.ne(later, earlier) if x.dtype is bool_ else later - earlier
-    return x
-
-
-@legacy_op(decompose=_diff, exposed=_EVERYWHERE)
-def diff(input, n=1, dim=-1, prepend=None, append=None):
-    """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``
-    and ``append`` to ``input`` there."""
+def _diff_args(input, n=1, dim=-1, prepend=None, append=None):
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     if n < 0:
@@ -397,7 +386,20 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         if t is not None and t.ndim != input.ndim:
             raise RuntimeError(f"diff expects prepend or append to be the same dimension as input "
                                f"({name} has {t.ndim} dims, input {input.ndim})")
-    return call_op("diff", (input, prepend, append), {"n": int(n), "dim": d})
+    return (input, prepend, append), {"n": int(n), "dim": d}
+
+
+@op(bind=_diff_args, exposed=_EVERYWHERE)
+def diff(input, prepend, append, *, n, dim):
+    """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``
+    and ``append`` to ``input`` there."""
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = cat(parts, dim) if len(parts) > 1 else input
+    for _ in range(n):
+        size = x.shape[dim]
+        later, earlier = _slice_along(x, dim, 1, size), _slice_along(x, dim, 0, builtins.max(size - 1, 0))
+        x = ew.ne(later, earlier) if x.dtype is bool_ else later - earlier
+    return x
 
 
 def _unfold_positions(backend, n, size, step):
@@ -438,11 +440,7 @@ def _unfold_rule(ctx, g):
     return acc.movedim(-1, d)
 
 
-@legacy_op(lower=_lower_unfold, derivative=_unfold_rule, view=True, exposed=("Tensor",))
-def unfold(input, dimension, size, step):
-    """A view of every ``size``-long slice along ``dimension`` taken each ``step``: that dim
-    becomes the number of slices and a new last dim of ``size`` holds them. The view is
-    read-only (its slices overlap)."""
+def _unfold_args(input, dimension, size, step):
     d = _wrap_dim(dimension, input.ndim)
     length = input.shape[d] if input.ndim else 1
     if size > length or size < 0:
@@ -450,5 +448,12 @@ def unfold(input, dimension, size, step):
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
     if input.ndim == 0:  # torch: a 0-d tensor unfolds as a 1-element vector, to shape (size,)
-        return unfold(input.reshape(1), 0, size, step).reshape(size)
-    return call_op("unfold", (input,), {"dimension": d, "size": int(size), "step": int(step)})
+        return Done(unfold(input.reshape(1), 0, size, step).reshape(size))
+    return (input,), {"dimension": d, "size": int(size), "step": int(step)}
+
+
+@op(lower=_lower_unfold, bind=_unfold_args, derivative=_unfold_rule, view=True, exposed=("Tensor",))
+def unfold(input, *, dimension, size, step):
+    """A view of every ``size``-long slice along ``dimension`` taken each ``step``: that dim
+    becomes the number of slices and a new last dim of ``size`` holds them. The view is
+    read-only (its slices overlap)."""
