@@ -15,7 +15,7 @@ import warnings
 
 from ..dispatch import call_op
 from ..dtypes import int64
-from ..optable import legacy_op
+from ..optable import Done, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from .creation import arange, ones, zeros, zeros_like
@@ -61,23 +61,6 @@ def _last_writes(index, dim):
     return gather(last, dim, inverse)
 
 
-def _scatter(input, index, src, *, dim, reduce):
-    if index.ndim == 0 or index.numel() == 0:
-        return input.clone()
-    if reduce is not None:
-        # torch's older spelling of scatter_reduce with include_self (numbers broadcast)
-        values = src if isinstance(src, Tensor) else zeros(index.shape, dtype=input.dtype,
-                                                           device=input._backend.name) + src
-        return _scatter_reduce(input, index, values, dim=dim, reduce=reduce, include_self=True)
-    hit, _ = _hits(input, dim, index)
-    if not isinstance(src, Tensor):
-        return ew.where(hit, src, input).to(input.dtype)
-    src = _fitted(src, index)
-    last = _last_writes(index, dim)
-    values = scatter_add(zeros_like(input), dim, index, ew.where(last, src, zeros_like(src)))
-    return ew.where(hit, values, input)
-
-
 def _scatter_rule(ctx, g):
     # torch's gradient: src gets grad at every index entry, duplicates included
     index = ctx.saved[1]
@@ -90,33 +73,50 @@ def _scatter_rule(ctx, g):
     return gx, None, gsrc
 
 
-@legacy_op(decompose=_scatter, derivative=_scatter_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
-def scatter(input, dim, index, src=None, *, value=None, reduce=None):
-    """``input`` with ``src`` (a tensor, or ``value``, a number) written at ``index`` along ``dim``.
-
-    Where several entries of ``index`` name one position the last one in index order wins,
-    as on torch's CPU (torch leaves it unspecified on CUDA); ``src``'s gradient is read at
-    every entry, as torch's. ``reduce`` ("add" or "multiply") combines instead of writing.
-    """
+def _scatter_args(input, dim, index, src=None, *, value=None, reduce=None):
     if src is not None and not isinstance(src, Tensor):
         src, value = None, src  # scatter(input, dim, index, 2.0): the number form
     if (src is None) == (value is None):
         raise TypeError("scatter(): pass exactly one of src (a tensor) and value (a number)")
     if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
         one = src.reshape(1) if src is not None else value
-        return scatter(input.reshape(1), 0, index.reshape(1), one, reduce=reduce).reshape(())
+        return Done(scatter(input.reshape(1), 0, index.reshape(1), one, reduce=reduce).reshape(()))
     if reduce is not None:
         if reduce not in ("add", "multiply"):
             raise RuntimeError("reduce argument must be either add or multiply.")
         if src is not None:
+            # stacklevel 3: past this bind and scatter's generated function, to the caller
             warnings.warn("The reduce argument of scatter with Tensor src is deprecated; use "
-                          "scatter_reduce instead for more reduction options.", stacklevel=2)
+                          "scatter_reduce instead for more reduction options.", stacklevel=3)
         reduce = "sum" if reduce == "add" else "prod"
     d = _check_gather("scatter", input, dim, index, src)
     if src is not None and src.dtype is not input.dtype:
         src = src.to(input.dtype)
-    return call_op("scatter", (input, index, src if src is not None else value),
-                   {"dim": d, "reduce": reduce})
+    return (input, index, src if src is not None else value), {"dim": d, "reduce": reduce}
+
+
+@op(bind=_scatter_args, derivative=_scatter_rule, save=(1,), exposed=_EVERYWHERE, inplace=True)
+def scatter(input, index, src, *, dim, reduce):
+    """``input`` with ``src`` (a tensor, or ``value``, a number) written at ``index`` along ``dim``.
+
+    Where several entries of ``index`` name one position the last one in index order wins,
+    as on torch's CPU (torch leaves it unspecified on CUDA); ``src``'s gradient is read at
+    every entry, as torch's. ``reduce`` ("add" or "multiply") combines instead of writing.
+    """
+    if index.ndim == 0 or index.numel() == 0:
+        return input.clone()
+    if reduce is not None:
+        # torch's older spelling of scatter_reduce with include_self (numbers broadcast)
+        values = src if isinstance(src, Tensor) else zeros(index.shape, dtype=input.dtype,
+                                                           device=input._backend.name) + src
+        return _reduced(input, index, values, dim, reduce, True)
+    hit, _ = _hits(input, dim, index)
+    if not isinstance(src, Tensor):
+        return ew.where(hit, src, input).to(input.dtype)
+    src = _fitted(src, index)
+    last = _last_writes(index, dim)
+    values = scatter_add(zeros_like(input), dim, index, ew.where(last, src, zeros_like(src)))
+    return ew.where(hit, values, input)
 
 
 # -- scatter_reduce ------------------------------------------------------------------------
@@ -141,9 +141,35 @@ def _run_totals(index, src, dim, combine):
     return key, ew.where(last, values, zeros_like(values))
 
 
-def _scatter_reduce(input, index, src, *, dim, reduce, include_self):
+def _scatter_reduce_args(input, dim, index, src, reduce, *, include_self=True):
+    if reduce in ("max", "min"):
+        reduce = "a" + reduce
+    if reduce not in _REDUCTIONS:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_reduce(): argument 'src' must be Tensor, not {type(src).__name__}")
+    if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
+        return Done(scatter_reduce(input.reshape(1), 0, index.reshape(1), src.reshape(1), reduce,
+                                   include_self=include_self).reshape(()))
+    d = _check_gather("scatter_reduce", input, dim, index, src)
+    if src.dtype is not input.dtype:
+        raise RuntimeError(f"scatter_reduce(): Expected self.dtype to be equal to src.dtype "
+                           f"({input.dtype.name} and {src.dtype.name})")
+    return (input, index, src), {"dim": d, "reduce": reduce, "include_self": bool(include_self)}
+
+
+@op(bind=_scatter_reduce_args, exposed=_EVERYWHERE, inplace=True)
+def scatter_reduce(input, index, src, *, dim, reduce, include_self):
+    """``input`` with the ``src`` entries at ``index`` along ``dim`` combined into it by ``reduce``
+    ("sum", "prod", "mean", "amax", "amin"), the old value included unless ``include_self``
+    is False. amax/amin share the gradient among tied entries, as torch's."""
     if index.ndim == 0 or index.numel() == 0:
         return input.clone()
+    return _reduced(input, index, src, dim, reduce, include_self)
+
+
+def _reduced(input, index, src, dim, reduce, include_self):
+    """scatter_reduce's result for a non-empty ``index`` (scatter's ``reduce=`` computes it too)."""
     src = _fitted(src, index)
     hit, counts = _hits(input, dim, index)
     if reduce in ("sum", "mean"):
@@ -179,40 +205,9 @@ def _shared_among_ties(out, input, index, src, dim, hit, include_self):
     return result + (share - share.detach())  # the value is result, the gradient share's
 
 
-@legacy_op(decompose=_scatter_reduce, exposed=_EVERYWHERE, inplace=True)
-def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
-    """``input`` with the ``src`` entries at ``index`` along ``dim`` combined into it by ``reduce``
-    ("sum", "prod", "mean", "amax", "amin"), the old value included unless ``include_self``
-    is False. amax/amin share the gradient among tied entries, as torch's."""
-    if reduce in ("max", "min"):
-        reduce = "a" + reduce
-    if reduce not in _REDUCTIONS:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
-    if not isinstance(src, Tensor):
-        raise TypeError(f"scatter_reduce(): argument 'src' must be Tensor, not {type(src).__name__}")
-    if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
-        return scatter_reduce(input.reshape(1), 0, index.reshape(1), src.reshape(1), reduce,
-                              include_self=include_self).reshape(())
-    d = _check_gather("scatter_reduce", input, dim, index, src)
-    if src.dtype is not input.dtype:
-        raise RuntimeError(f"scatter_reduce(): Expected self.dtype to be equal to src.dtype "
-                           f"({input.dtype.name} and {src.dtype.name})")
-    return call_op("scatter_reduce", (input, index, src),
-                   {"dim": d, "reduce": reduce, "include_self": bool(include_self)})
-
-
 # -- index_add ---------------------------------------------------------------------------------
 
-def _index_add(input, index, source, *, dim, alpha):
-    view = [1] * input.ndim
-    view[dim] = index.numel()
-    full = index.reshape(view).expand(source.shape)
-    return scatter_add(input, dim, full, source if alpha == 1 else source * alpha)
-
-
-@legacy_op(decompose=_index_add, exposed=_EVERYWHERE, inplace=True)
-def index_add(input, dim, index, source, *, alpha=1):
-    """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
+def _index_add_args(input, dim, index, source, *, alpha=1):
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.ndim > 1:
         raise RuntimeError("index_add(): index must be a 1-D integer tensor")
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
@@ -223,5 +218,14 @@ def index_add(input, dim, index, source, *, alpha=1):
         raise RuntimeError(f"index_add(): source of shape {list(source.shape)} does not match input of "
                            f"shape {list(input.shape)} with {index.numel()} indices along dim {d}")
     index = index if index.dtype is int64 else index.to(int64)
-    out = call_op("index_add", (x, index.reshape(-1), src), {"dim": d, "alpha": alpha})
-    return out if input.ndim else out.reshape(())
+    operands, attrs = (x, index.reshape(-1), src), {"dim": d, "alpha": alpha}
+    return (operands, attrs) if input.ndim else Done(call_op("index_add", operands, attrs).reshape(()))
+
+
+@op(bind=_index_add_args, exposed=_EVERYWHERE, inplace=True)
+def index_add(input, index, source, *, dim, alpha):
+    """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
+    view = [1] * input.ndim
+    view[dim] = index.numel()
+    full = index.reshape(view).expand(source.shape)
+    return scatter_add(input, dim, full, source if alpha == 1 else source * alpha)
