@@ -21,10 +21,10 @@ declared here (``index_put``, ``index_fill``) are the out-of-place forms of ``x[
 """
 from __future__ import annotations
 
-from ..dispatch import call_op, wrap
+from ..dispatch import wrap
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..optable import TABLE, legacy_op, public
+from ..optable import TABLE, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import move
@@ -332,17 +332,16 @@ def _lower_index_put(backend, x, value, *, index):
     return out
 
 
-@legacy_op(lower=_lower_index_put, derivative=_index_put_rule)
-def index_put(input, index, value):
+@op(lower=_lower_index_put, bind=lambda input, index, value: ((input, value), {"index": index}),
+    derivative=_index_put_rule)
+def index_put(input, value, *, index):
     """``input`` with ``input[index] = value`` (out of place); ``index`` is in the backend's form."""
-    return call_op("index_put", (input, value), {"index": index})
 
 
-@legacy_op(lower=lambda backend, x, *, index, value: _lower_index_put(backend, x, value, index=index),
+@op(lower=lambda backend, x, *, index, value: _lower_index_put(backend, x, value, index=index),
     derivative=lambda ctx, g: index_fill(g, ctx.attrs["index"], 0))
 def index_fill(input, index, value):
     """``input`` with ``input[index] = value`` for a Python number (out of place)."""
-    return call_op("index_fill", (input,), {"index": index, "value": value})
 
 
 def setitem(x, key, value):
