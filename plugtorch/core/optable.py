@@ -180,7 +180,8 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
         body = (f"    bound = _bind({', '.join(passed)})\n"
                 "    if type(bound) is _Done:\n"
                 "        return bound.value\n"
-                f"    return _call_op({opname!r}, *bound)\n")
+                "    operands, attrs = bound\n"  # cheaper than a star-call of the pair
+                f"    return _call_op({opname!r}, operands, attrs)\n")
     else:
         operand_expr = f"tuple({operands[0]})" if variadic else "(" + "".join(f"{o}, " for o in operands) + ")"
         attr_expr = "{" + ", ".join(f"{a!r}: {a}" for a in attrs) + "}" if attrs else "_NO_ATTRS"
