@@ -83,7 +83,9 @@ def op(name: str | None = None, *, bind: Callable | None = None, operands: int =
     * from ``bind``, where torch's arguments need checks or normalising: ``bind`` has torch's
       signature and returns ``(operands, attrs)`` in the calling convention, or ``Done(value)``
       where torch answers without computing the op (``where(condition)`` alone is ``nonzero``);
-    * by ``front(name)``, the fast path a family of ops shares (``dispatch.unary_front``).
+    * by ``front(name)``, a hand-written fast path: the one every elementwise op of a family
+      shares (``elementwise._unary``), or an op's own where a bind cannot serve it (it must act
+      after the kernel ran, or a bind's extra call would cost a view op a third of its time).
 
     ``fields`` are the rest of the :class:`OpDef`: ``derivative`` (``rule(ctx, grad)``),
     ``save``, ``dtypes``, ``exposed``, ``aliases``, ``inplace``, ``variadic``, ``view``, ...
@@ -109,15 +111,6 @@ def op(name: str | None = None, *, bind: Callable | None = None, operands: int =
     return deco
 
 
-def legacy_op(name: str | None = None, **fields):
-    """The hand-written public function form, until every op is written with :func:`op`."""
-    def deco(fn):
-        declare(OpDef(name or fn.__name__, function=fn, module=_module_of(fn), **fields))
-        fn.op_name = name or fn.__name__
-        return fn
-    return deco
-
-
 class Done:
     """What a ``bind`` returns to answer a call without dispatching the op."""
 
@@ -138,7 +131,7 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
     Written out (as dataclasses does) rather than binding arguments at run time: the
     result has the real signature and costs one frame, like a hand-written function.
     """
-    from .dispatch import NO_ATTRS, call_op
+    from .dispatch import NO_ATTRS, call_op, call_op1
     params = list(inspect.signature(fn).parameters.values())
     defaults: dict[str, object] = {}
     text: list[str] = []
@@ -183,12 +176,16 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
                 "    operands, attrs = bound\n"  # cheaper than a star-call of the pair
                 f"    return _call_op({opname!r}, operands, attrs)\n")
     else:
-        operand_expr = f"tuple({operands[0]})" if variadic else "(" + "".join(f"{o}, " for o in operands) + ")"
         attr_expr = "{" + ", ".join(f"{a!r}: {a}" for a in attrs) + "}" if attrs else "_NO_ATTRS"
-        body = f"    return _call_op({opname!r}, {operand_expr}, {attr_expr})\n"
+        if len(operands) == 1 and not variadic:  # call_op1: no operand tuple to walk
+            body = f"    return _call_op1({opname!r}, {operands[0]}, {attr_expr})\n"
+        else:
+            operand_expr = f"tuple({operands[0]})" if variadic else "(" + "".join(f"{o}, " for o in operands) + ")"
+            body = f"    return _call_op({opname!r}, {operand_expr}, {attr_expr})\n"
     name = opname if opname.isidentifier() else fn.__name__
     src = f"def {name}({', '.join(text)}):\n{body}"
-    namespace = {"_call_op": call_op, "_NO_ATTRS": NO_ATTRS, "_bind": fn, "_Done": Done, **defaults}
+    namespace = {"_call_op": call_op, "_call_op1": call_op1, "_NO_ATTRS": NO_ATTRS, "_bind": fn, "_Done": Done,
+                 **defaults}
     exec(compile(src, f"<plugtorch op {opname}>", "exec"), namespace)  # noqa: S102 - our own text
     front: Any = namespace[name]
     front.__doc__ = fn.__doc__
