@@ -14,7 +14,6 @@ from . import anomaly, native
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad
-from .node_names import class_for
 from .optable import TABLE
 
 __all__ = ["call_op", "call_op1", "record", "record_one", "record_pair", "wrap", "edge", "needs_grad",
@@ -128,7 +127,7 @@ def record(out, opdef, operands, attrs=NO_ATTRS):
     else:
         saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
     meta = tuple(meta)
-    node = make_node(opdef.node_class or class_for(opdef.name, meta, attrs), opdef.name, opdef.rule, tuple(edges),
+    node = make_node(opdef.node_class or opdef.node_namer(meta, attrs), opdef.name, opdef.rule, tuple(edges),
                      meta, saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
@@ -144,7 +143,7 @@ def record_one(out, opdef, x, attrs=NO_ATTRS):
     else:
         saved = (None,)
     meta = ((x._data.shape, x.dtype),)
-    node = make_node(opdef.node_class or class_for(opdef.name, meta, attrs), opdef.name, opdef.rule, (edge(x),),
+    node = make_node(opdef.node_class or opdef.node_namer(meta, attrs), opdef.name, opdef.rule, (edge(x),),
                      meta, saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
@@ -159,7 +158,7 @@ def record_pair(out, opdef, a, b):
     else:
         saved = (a if 0 in positions else None, b if 1 in positions else None)
     meta = ((a._data.shape, a.dtype), (b._data.shape, b.dtype))
-    node = make_node(opdef.node_class or class_for(opdef.name, meta, NO_ATTRS), opdef.name, opdef.rule,
+    node = make_node(opdef.node_class or opdef.node_namer(meta, NO_ATTRS), opdef.name, opdef.rule,
                      (edge(a), edge(b)), meta, saved, None, NO_ATTRS)
     if positions is True and not opdef.saves_output and not anomaly._state.enabled:
         # mul's and div's: _attach's work for two saved tensors, inline (0.2 us of a 2 us op)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from .node_names import node_class
+from .node_names import node_class, node_namer
 
 __all__ = ["OpDef", "PLACES", "inherit"]
 
@@ -64,11 +64,12 @@ class OpDef:
     module: str = ""
     # what dispatch reads on every node, worked out from the fields above (__post_init__): the
     # rule a node of this op runs when a kernel (or the primitive) computed it, what that rule
-    # saves, and the class of its nodes (None where the call decides it: node_names.class_for)
+    # saves, and the class of its nodes (None where the call decides it: node_namer(meta, attrs))
     rule: Callable | None = field(init=False, repr=False)
     saved_positions: bool | frozenset[int] | None = field(init=False, repr=False)
     saves_output: bool = field(init=False, repr=False)
     node_class: type | None = field(init=False, repr=False)
+    node_namer: Callable | None = field(init=False, repr=False)
 
     def __post_init__(self):
         setattr_ = object.__setattr__
@@ -96,6 +97,7 @@ class OpDef:
         setattr_(self, "saved_positions", positions)
         setattr_(self, "saves_output", output)
         setattr_(self, "node_class", node_class(self.name))
+        setattr_(self, "node_namer", node_namer(self.name))
 
     @property
     def kernel_refusal(self) -> str:

@@ -32,7 +32,8 @@ def _expand_back(ctx, g):
 
 
 def _sum_args(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-    dim, keepdim = _aliases("sum", dim, keepdim, axis, keepdims)
+    if axis is not None or keepdims is not None:  # (checked here: sum runs in every loss)
+        dim, keepdim = _aliases("sum", dim, keepdim, axis, keepdims)
     if dtype is None:
         dtype = input.dtype if input.dtype.is_floating_point else int64
     return (input,), {"axes": normalize_dims(dim, input.ndim), "keepdims": keepdim, "dtype": dtype}
@@ -45,7 +46,8 @@ def sum(input, *, axes, keepdims, dtype):
 
 
 def _mean_args(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-    dim, keepdim = _aliases("mean", dim, keepdim, axis, keepdims)
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _aliases("mean", dim, keepdim, axis, keepdims)
     if dtype is not None:
         input = input.to(dtype)
     if not input.dtype.is_floating_point:
