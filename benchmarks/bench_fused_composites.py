@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import make_backend
 
 import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 from plugtorch.core.plugins import unregister_plugin
-from plugtorch_backends.numpy_backend import make_backend
 
 PLAIN, FUSED = "bench_plain", "bench_fused"
 CONV_X, CONV_W = (64, 16, 28, 28), (32, 16, 3, 3)

@@ -14,7 +14,6 @@ import os
 import resource
 
 import pytest
-
 from models import MODELS, train_step
 
 LIB = os.environ.get("BENCH_LIB")
@@ -23,7 +22,7 @@ ROUNDS = {"resnet": (10, 2), "gpt": (10, 2), "gpt_sdpa": (10, 2), "encoder": (10
 
 
 def _only(lib: str):
-    if LIB and LIB != lib:
+    if LIB and lib != LIB:
         pytest.skip(f"BENCH_LIB={LIB}: {lib} is measured in a process of its own")
 
 

@@ -45,7 +45,7 @@ _warm_c_allocator()
 
 
 def _only(lib: str):
-    if LIB and LIB != lib:
+    if LIB and lib != LIB:
         pytest.skip(f"BENCH_LIB={LIB}: {lib} is measured in a process of its own")
 
 

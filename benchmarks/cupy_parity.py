@@ -20,8 +20,8 @@ import numpy as np
 
 import plugtorch
 import plugtorch.nn.functional as F
-from plugtorch.datasets.mnist import MNIST
 from plugtorch.apps.train import CNN
+from plugtorch.datasets.mnist import MNIST
 
 
 def losses(backend: str, state, images, labels, steps: int, batch: int, compiled: bool = False) -> list[float]:

@@ -15,7 +15,6 @@ import time
 
 import cupy
 import numpy
-
 from plugtorch_backends.cupy_backend.modules import THREADS, blocks, cupy_loader, kernel_finder
 
 

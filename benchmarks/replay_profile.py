@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-import bench_steps  # noqa: E402
+import bench_steps
 
 
 def main(argv=None) -> int:

@@ -24,7 +24,7 @@ from torch.nn import functional as F
 # whole process when it loads (backends/numpy_backend/allocator.py): keep PyTorch's process as a
 # PyTorch user has it.
 os.environ.setdefault("PLUGTORCH_TUNE_MALLOC", "0")
-from plugtorch.datasets import MNIST, FashionMNIST  # noqa: E402
+from plugtorch.datasets import MNIST, FashionMNIST
 
 DATASETS = {"mnist": MNIST, "fashion-mnist": FashionMNIST}
 

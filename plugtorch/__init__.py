@@ -6,32 +6,39 @@ for what a backend implements.
 """
 from __future__ import annotations
 
-from . import _ops
+from . import _ops, accelerator, autograd, backends, cuda, distributed, library, linalg, nn, optim, return_types, utils
 from ._ops import *  # noqa: F403  (every op and tensor function, from the op table)
-from .core.device import Device as device, backend, current_backend, get_backend, use
+from .compiler import compile
 from .core.debug import debug_mode, is_debug, set_debug
-from .core.dtypes import (bool_ as bool, dtype, float16, float32, float64, get_default_dtype,
-                          int8, int16, int32, int64, promote_types, result_type, set_default_dtype,
-                          uint8)
-from .core.errors import (BackendMismatchError, BackendUnavailableError, MissingKernelError,
-                          PluginError)
+from .core.device import Device as device
+from .core.device import backend, current_backend, get_backend, use
+from .core.dtypes import bool_ as bool
+from .core.dtypes import (
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    result_type,
+    set_default_dtype,
+    uint8,
+)
+from .core.errors import BackendMismatchError, BackendUnavailableError, MissingKernelError, PluginError
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.inference_mode import inference_mode, is_inference_mode_enabled
 from .core.plugin_report import plugins
 from .core.plugins import get_registry, list_plugins, register_plugin, unregister_plugin
 from .core.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .core.tensor import Size, Tensor
-from . import autograd
-from . import nn
-from . import distributed
-from . import optim, utils
+from .interop.safetensors import load_file, save_file
+from .library import ops
 from .serialization import load, save
 from .threads import get_num_threads, set_num_threads
-from .interop.safetensors import load_file, save_file
-from . import library
-from .library import ops
-from . import accelerator, backends, cuda, linalg, return_types
-from .compiler import compile
 
 __version__ = "0.1.0"
 

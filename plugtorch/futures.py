@@ -8,7 +8,8 @@ keeps every write into a tensor on the thread that owns it.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Future", "collect_all", "wait_all"]
 

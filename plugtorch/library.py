@@ -32,8 +32,9 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from .core.backend import Backend
 from .core.dispatch import NO_ATTRS, call_op, record
@@ -46,7 +47,7 @@ from .core.tensor import Tensor
 __all__ = ["CONTRACT_VERSION", "Library", "CustomOpDef", "custom_op", "register_kernel", "define_backend",
            "get_library"]
 
-_LIBRARIES: dict[str, "Library"] = {}
+_LIBRARIES: dict[str, Library] = {}
 
 
 class Library:

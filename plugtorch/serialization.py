@@ -27,7 +27,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core.dtypes import dtype as _dtype, dtype_from_name
+from .core.dtypes import dtype as _dtype
+from .core.dtypes import dtype_from_name
 from .core.errors import BackendUnavailableError
 from .core.ops.creation import from_numpy
 from .core.tensor import Tensor

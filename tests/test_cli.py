@@ -219,8 +219,8 @@ def test_plot_csv_tensorboard_and_export(data_root, tmp_path, torch):
     assert test_acc == [(h["epoch"], pytest.approx(h["test_accuracy"])) for h in metrics["history"]]
     assert len(events.Tensors("loss/train_step")) == 8  # 2 epochs of 4 steps
 
-    from safetensors.torch import load_file
     from interop.torch_models import images, plugtorch_outputs, torch_twin  # tests/interop
+    from safetensors.torch import load_file
     twin = torch_twin(torch, "mlp")
     twin.load_state_dict(load_file(str(out / "model.safetensors")))
     model = plugtorch.apps.train.MLP()

@@ -9,8 +9,8 @@ import pytest
 
 import plugtorch
 from plugtorch.apps import train_data
+from plugtorch.apps.train import TrainConfig, Trainer, train
 from plugtorch.datasets import MNIST
-from plugtorch.apps.train import Trainer, TrainConfig, train
 from plugtorch.utils.data import Subset, TensorDataset
 
 MEAN, STD = MNIST.mean, MNIST.std

@@ -10,10 +10,9 @@ run the NumPy kernels' formulas in ``xp``.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy
-
 from plugtorch_backends.numpy_backend.layout import dense_alike, flat_views
 
 from .modules import FLOATS, THREADS, blocks, kernel_finder

@@ -49,7 +49,7 @@ class _CheckedUfunc:
         if extra and type(self._ref).__name__ == "ufunc":
             raise CupyApiError(f"cupy.{self._name} does not accept {sorted(extra)} (CuPy's ufuncs take "
                                f"{sorted(_UFUNC_KEYWORDS)})")
-        if kwargs.get("out", None) is Ellipsis:
+        if kwargs.get("out") is Ellipsis:
             raise CupyApiError(f"cupy.{self._name}(..., out=...): CuPy's ufuncs reject out=Ellipsis (they "
                                "always return arrays; call them without out)")
         if type(self._ref).__name__ == "_GUFunc":

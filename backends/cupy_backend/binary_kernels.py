@@ -11,7 +11,7 @@ operation, so the results are the ufunc's bit for bit.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy
 

@@ -10,7 +10,7 @@ says "bad" is more read, to name the offending index as NumPy's message does.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from plugtorch.backend_api import is_debug
 

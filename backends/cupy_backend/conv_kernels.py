@@ -25,7 +25,7 @@ ANDs), max pooling in int32 or int64 (a maximum is exact in any wider type).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 import functools
 
 import numpy
+from plugtorch_backends.numpy_backend.xp_table import numpy_erf
 
 from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
-
-from plugtorch_backends.numpy_backend.xp_table import numpy_erf
 
 from .modules import Loader, source_path
 from .probe import installed
@@ -42,7 +41,7 @@ def cpu_loader() -> Loader:
     """Like ``modules.cupy_loader``: stem -> the kernel source compiled for the CPU."""
     from plugtorch.testing.cuda_cpu import CpuModule
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def load(stem: str):
         return CpuModule(path=source_path(stem))
     return load

@@ -13,7 +13,7 @@ float32 and float64 run as themselves; float16 runs in float32 and is rounded ba
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy
 
@@ -98,7 +99,7 @@ def float_work_dtype(dtype, refusal: str):
 def cupy_loader() -> Loader:
     import cupy
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def load(stem: str):
         return cupy.RawModule(code=source_path(stem).read_text(), options=nvrtc_options())
     return load

@@ -13,7 +13,7 @@ per operation, as torch's fused optimizers do).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy
 

@@ -28,7 +28,8 @@ normal agrees to a few ulp (it goes through each platform's log, sqrt, sin and c
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -261,7 +262,7 @@ def make_random_primitives(xp, load: Callable[[str], Any]) -> dict:
         shape = tuple(shape)
         low, high = int(low), int(high)
         span = high - low
-        if not (0 < span <= MASK64 and -2 ** 63 <= low and high <= 2 ** 63):
+        if not (0 < span <= MASK64 and low >= -2 ** 63 and high <= 2 ** 63):
             raise ValueError(f"randint: needs low < high, both within int64 (high may be 2**63) and high - low "
                              f"< 2**64; got low={low}, high={high}")
         out = draw("randint_i64", gen, math.prod(shape), np.int64(low), _U64(span))

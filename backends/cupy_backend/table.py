@@ -11,10 +11,9 @@ views cannot be made read-only, and ``erf`` lives in ``cupyx.scipy.special``.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy
-
 from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_out_variants, make_table
 
 from . import activation_kernels, binary_kernels, bounds, conv_kernels, loss_kernels, optim_kernels, philox

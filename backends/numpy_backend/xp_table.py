@@ -22,7 +22,7 @@ def make_dtype_maps(xp):
     return to_native, from_native
 
 
-@functools.lru_cache(maxsize=None)  # one import attempt, not one per call
+@functools.cache  # one import attempt, not one per call
 def _scipy_erf():
     try:
         from scipy.special import erf

@@ -18,8 +18,8 @@ def _positive(kind):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .train import DATASETS, MODELS, OPTIMIZERS, SCHEDULES
     from .. import __version__
+    from .train import DATASETS, MODELS, OPTIMIZERS, SCHEDULES
     parser = argparse.ArgumentParser(prog="plugtorch", description=(
         "plugtorch: a PyTorch-compatible framework whose ops dispatch through plugins."))
     parser.add_argument("--version", action="version", version=f"plugtorch {__version__}")

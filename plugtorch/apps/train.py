@@ -31,8 +31,8 @@ from plugtorch.apps import train_data
 from plugtorch.apps import train_outputs as outputs
 from plugtorch.datasets import MNIST, FashionMNIST
 from plugtorch.nn import functional as F
-from plugtorch.utils.data import DataLoader, DistributedSampler, Subset
 from plugtorch.utils.atomic import atomic_write
+from plugtorch.utils.data import DataLoader, DistributedSampler, Subset
 from plugtorch.utils.progress import ProgressBar
 
 DATASETS = {"mnist": MNIST, "fashion-mnist": FashionMNIST}

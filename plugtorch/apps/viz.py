@@ -135,6 +135,7 @@ def render(tensor, path: str, params: dict | None = None, show_attrs: bool = Fal
 def model_graph(model_name: str = "mlp"):
     """(DOT-ready loss tensor, parameter names) for one batch through a `plugtorch train` model."""
     import plugtorch
+
     from ..nn import functional as F
     from .train import MODELS
     plugtorch.manual_seed(0)

@@ -18,7 +18,8 @@ import warnings
 
 from ..core import anomaly
 from ..core.dispatch import edge
-from ..core.grad_mode import _state as _grad_state, no_grad
+from ..core.grad_mode import _state as _grad_state
+from ..core.grad_mode import no_grad
 from ..core.graph import Node, OutputNode
 from ..core.tensor import Tensor
 

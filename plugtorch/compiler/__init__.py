@@ -75,15 +75,14 @@ from __future__ import annotations
 
 import gc
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 from ..core import debug, engine
 from ..core.grad_mode import _state as _grad_state
 from ..core.tensor import Tensor
 from .fusion import fuse_elementwise
 from .guards import MODULE_VERSION, Guards, arguments_key, flatten, guarded_modules
-from .recording import (CaptureError, Installed, ModuleCalls, capturing, dynamic_attrs, guard, not_capturable,
-                        rec)
+from .recording import CaptureError, Installed, ModuleCalls, capturing, dynamic_attrs, guard, not_capturable, rec
 from .reuse import reuse_dead_buffers
 from .trace import Build, Trace
 

@@ -25,8 +25,8 @@ A trace bakes in everything it read besides its argument arrays. Each such read 
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
-
+from collections.abc import Callable
+from typing import Any
 
 import numpy
 

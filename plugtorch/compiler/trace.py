@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keyword
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy
 
@@ -13,7 +13,6 @@ from ..core.plugins import get_registry
 from ..core.random import ALL_GENERATORS
 from ..core.tensor import Tensor
 from .guards import Guards, unflatten
-
 
 _IN, _SLOT, _CONST, _GEN, _SEQ, _GRAD = range(6)
 

@@ -1,5 +1,6 @@
 # The core's C paths (_native.c); native.py loads them and says where they are off.
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ABI: int
 NODE_FIELDS: tuple[str, ...]

@@ -1,7 +1,8 @@
 """What a backend is: a table of primitives plus a little metadata."""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import MissingKernelError
 
@@ -90,7 +91,7 @@ class Backend:
         accelerator: str | None = None,
         device_count: Callable[[], int] | None = None,
         synchronize: Callable[[], None] | None = None,
-        probe: Callable[["Backend"], str | None] | None = None,
+        probe: Callable[[Backend], str | None] | None = None,
         out_variants: Mapping[str, Callable] | None = None,
         elementwise_fuser: Any = None,
     ):
@@ -102,7 +103,7 @@ class Backend:
         self._available = available
         self._unavailable_reason = unavailable_reason
         self._probe = probe if available else None
-        self.on_probed: Callable[["Backend"], None] | None = None  # set by the registry
+        self.on_probed: Callable[[Backend], None] | None = None  # set by the registry
         self.device_index = device_index
         self.array_module = array_module
         self.host_memory = host_memory

@@ -9,7 +9,7 @@ higher *category* (bool < integer < floating).
 from __future__ import annotations
 
 import builtins
-from functools import lru_cache
+from functools import cache, lru_cache
 
 __all__ = [
     "dtype", "float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8",
@@ -78,7 +78,7 @@ def set_default_dtype(d: dtype) -> None:
     _result_type_key.cache_clear()
 
 
-@lru_cache(maxsize=None)
+@cache
 def promote_types(a: dtype, b: dtype) -> dtype:
     """The smallest dtype both ``a`` and ``b`` convert to safely (torch.promote_types)."""
     if a is b:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import sys
 
-from .dispatch import wrap
-from .graph import AccumulateGrad, Node, OutputNode, _FREED_MSG
-from .grad_mode import _state as _grad_state
 from . import anomaly, debug, native
+from .dispatch import wrap
+from .grad_mode import _state as _grad_state
+from .graph import _FREED_MSG, AccumulateGrad, Node, OutputNode
 
 
 def _collect(roots, want_parents):

@@ -57,5 +57,5 @@ class inference_mode:
                 return fn(*args, **kwargs)
         return wrapper
 
-    def clone(self) -> "inference_mode":
+    def clone(self) -> inference_mode:
         return inference_mode(self.mode)

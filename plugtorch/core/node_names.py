@@ -10,10 +10,10 @@ operand metadata (``meta``: per operand, (shape, dtype) or None for a number).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .graph import Node
-
 
 _CLASSES: dict[str, type] = {}
 

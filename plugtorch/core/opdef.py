@@ -26,8 +26,9 @@ is the graph node: ``ctx.saved`` (the operands, if ``save`` has "inputs"),
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from .node_names import node_class, node_namer
 

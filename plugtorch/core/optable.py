@@ -15,7 +15,8 @@ indices) the same way. ``docs/design.md`` ("Adding an op") shows the one way wit
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .opdef import PLACES, OpDef
 
@@ -99,7 +100,7 @@ def op(name: str | None = None, *, bind: Callable | None = None, operands: int =
         if front is not None:
             public = front(opname)
         elif bind is not None:
-            public = _generated_front(opname, bind, 0, False, bound=True)
+            public = _generated_front(opname, bind, 0, fields.get("variadic", False), bound=True)
         else:
             public = _generated_front(opname, fn, operands, fields.get("variadic", False))
         if not public.__doc__:
@@ -173,8 +174,13 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
         body = (f"    bound = _bind({', '.join(passed)})\n"
                 "    if type(bound) is _Done:\n"
                 "        return bound.value\n"
-                "    operands, attrs = bound\n"  # cheaper than a star-call of the pair
-                f"    return _call_op({opname!r}, operands, attrs)\n")
+                "    operands, attrs = bound\n")  # cheaper than a star-call of the pair
+        if variadic:
+            body += f"    return _call_op({opname!r}, operands, attrs)\n"
+        else:  # call_op1 skips the walk over a one-tensor tuple, the commonest
+            body += (f"    if len(operands) == 1:\n"
+                     f"        return _call_op1({opname!r}, operands[0], attrs)\n"
+                     f"    return _call_op({opname!r}, operands, attrs)\n")
     else:
         attr_expr = "{" + ", ".join(f"{a!r}: {a}" for a in attrs) + "}" if attrs else "_NO_ATTRS"
         if len(operands) == 1 and not variadic:  # call_op1: no operand tuple to walk
@@ -186,7 +192,7 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
     src = f"def {name}({', '.join(text)}):\n{body}"
     namespace = {"_call_op": call_op, "_call_op1": call_op1, "_NO_ATTRS": NO_ATTRS, "_bind": fn, "_Done": Done,
                  **defaults}
-    exec(compile(src, f"<plugtorch op {opname}>", "exec"), namespace)  # noqa: S102 - our own text
+    exec(compile(src, f"<plugtorch op {opname}>", "exec"), namespace)
     front: Any = namespace[name]
     front.__doc__ = fn.__doc__
     front.__module__ = fn.__module__

@@ -36,7 +36,7 @@ _pm: pluggy.PluginManager | None = None
 _registry: Registry | None = None
 _building = False
 _registering_now = None  # the library register_library is adding (not _build's to add)
-_records: dict[str, "PluginRecord"] = {}
+_records: dict[str, PluginRecord] = {}
 
 
 @dataclass
@@ -108,7 +108,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             continue
         try:
             plugin = ep.load()
-        except Exception:  # noqa: BLE001 - any import error of a third-party package is isolated
+        except Exception:
             record.status, record.error = "failed", traceback.format_exc()
             continue
         record.contract = getattr(plugin, "PLUGTORCH_CONTRACT", None)
@@ -120,7 +120,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
 def _register_isolated(registry: Registry, pm: pluggy.PluginManager, name: str, plugin) -> None:
     try:
         _register_into(registry, pm, plugin)
-    except Exception:  # noqa: BLE001 - a broken plugin must not take the others down
+    except Exception:
         if name == CORE_PLUGIN:
             raise
         if name in registry.plugins:

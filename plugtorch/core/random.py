@@ -16,7 +16,7 @@ _DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
 
 # Every live Generator: plugtorch.compile finds which one a native generator belongs to, so a
 # replayed step draws from that Generator's current stream (manual_seed replaces it).
-ALL_GENERATORS: "weakref.WeakSet[Generator]" = weakref.WeakSet()
+ALL_GENERATORS: weakref.WeakSet[Generator] = weakref.WeakSet()
 
 
 def _not_in_capture(what: str) -> None:
@@ -35,7 +35,7 @@ class Generator:
         self._native: dict = {}
         ALL_GENERATORS.add(self)
 
-    def manual_seed(self, seed: int) -> "Generator":
+    def manual_seed(self, seed: int) -> Generator:
         _not_in_capture("reseeds a random generator (manual_seed)")
         seed = int(seed)
         if seed < 0:

@@ -25,8 +25,9 @@ what they replaced.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from .backend import Backend, PrimitiveTable
 from .errors import PluginError
@@ -61,7 +62,7 @@ class Registry:
     def plugin_names(self) -> list[str]:
         return list(self.plugins)
 
-    def registrar(self, plugin_name: str) -> "Registrar":
+    def registrar(self, plugin_name: str) -> Registrar:
         if plugin_name not in self.plugins:
             self.plugins.append(plugin_name)
         return Registrar(self, plugin_name)

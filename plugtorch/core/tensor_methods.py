@@ -10,7 +10,8 @@ from __future__ import annotations
 from . import api, printing  # noqa: F401  (printing declares set_printoptions & co.)
 from .dispatch import wrap
 from .dtypes import result_type
-from .ops import creation, elementwise as ew, index, inplace, linalg, shape
+from .ops import creation, index, inplace, linalg, shape
+from .ops import elementwise as ew
 from .tensor import Tensor
 
 T = Tensor

@@ -42,7 +42,7 @@ class _World:
     """``dist.group.WORLD``: the default process group (None before init)."""
 
     @property
-    def WORLD(self) -> ProcessGroup | None:  # noqa: N802  (torch's name)
+    def WORLD(self) -> ProcessGroup | None:
         return _default_pg
 
 

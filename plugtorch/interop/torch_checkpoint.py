@@ -29,8 +29,16 @@ import numpy as np
 from ..core.dtypes import dtype_from_name
 from ..core.ops.creation import from_numpy
 from .pickle_scan import scan
-from .torch_pickle import (_DTYPE_ALIASES, _DTYPES, UnsafeCheckpointError, _DType, _show, _Storage,
-                           _TensorRef, _Unpickler)
+from .torch_pickle import (
+    _DTYPE_ALIASES,
+    _DTYPES,
+    UnsafeCheckpointError,
+    _DType,
+    _show,
+    _Storage,
+    _TensorRef,
+    _Unpickler,
+)
 
 __all__ = ["UnsafeCheckpointError", "is_torch_zip", "load_torch_zip"]
 

@@ -9,6 +9,7 @@ import math
 import warnings
 
 import plugtorch
+
 from ..core.grad_mode import no_grad
 
 

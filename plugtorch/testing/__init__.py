@@ -14,8 +14,15 @@ asked for, with :func:`count_transfers` (see :mod:`plugtorch.testing.transfers`)
 from __future__ import annotations
 
 from .backends import bare_backend, conformance_backends, remove_backend
-from .kit import (ConformanceError, check_coverage, check_float32, check_forward, check_gradcheck,
-                  check_gradgradcheck, check_noncontiguous)
+from .kit import (
+    ConformanceError,
+    check_coverage,
+    check_float32,
+    check_forward,
+    check_gradcheck,
+    check_gradgradcheck,
+    check_noncontiguous,
+)
 from .sample import Sample, SampleGen, Waiver, is_torch, samples_for
 from .transfers import TransferCounts, count_transfers
 

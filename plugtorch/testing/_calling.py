@@ -193,7 +193,7 @@ def _expect_raise(fn, exc, what):
         if not str(e):
             raise ConformanceError(f"{what}: raised {type(e).__name__} with an empty message") from e
         return e
-    except Exception as e:  # noqa: BLE001 - report which error it was instead
+    except Exception as e:
         raise ConformanceError(f"{what}: expected {name}, got {type(e).__name__}: {e}") from e
     raise ConformanceError(f"{what}: expected {name} for these invalid inputs, nothing was raised")
 

@@ -12,8 +12,9 @@ on the backend under test, and into ``torch`` tensors for the reference.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

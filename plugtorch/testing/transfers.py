@@ -25,7 +25,7 @@ import contextlib
 import threading
 import traceback
 from collections import Counter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from plugtorch.core.backend import Backend
 from plugtorch.core.plugins import get_registry

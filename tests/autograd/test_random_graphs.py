@@ -6,7 +6,8 @@ values, first gradients and a Hessian-vector product must agree.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import plugtorch
 

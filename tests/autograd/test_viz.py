@@ -1,6 +1,7 @@
 """plugtorch.apps.viz: DOT text without Graphviz; images through dot; DOT text where dot is missing."""
 from __future__ import annotations
 
+import pathlib
 import re
 
 import pytest
@@ -45,7 +46,7 @@ def test_render_without_dot_writes_dot_text_and_says_how_to_draw_it(tmp_path, mo
     with pytest.warns(UserWarning, match="'dot' program is not on PATH") as caught:
         written = viz.render(y, str(tmp_path / "sub" / "g.svg"))
     assert written == str(tmp_path / "sub" / "g.dot") and "dot -Tsvg" in str(caught[0].message)
-    assert open(written).read() == viz.to_dot(y)
+    assert pathlib.Path(written).read_text() == viz.to_dot(y)
     assert viz.render(y, str(tmp_path / "g.gv")) == str(tmp_path / "g.gv")  # DOT asked for: no warning
 
 
@@ -55,7 +56,7 @@ def test_render_draws_through_dot(tmp_path):
         pytest.skip("Graphviz's dot is not installed (apt-get install graphviz)")
     x = plugtorch.randn(2, 3, requires_grad=True)
     path = viz.render((x.exp() * 2).sum(), str(tmp_path / "g.pdf"), params={"x": x})
-    assert path == str(tmp_path / "g.pdf") and open(path, "rb").read(5) == b"%PDF-"
+    assert path == str(tmp_path / "g.pdf") and pathlib.Path(path).read_bytes()[:5] == b"%PDF-"
     with pytest.raises(RuntimeError, match="Graphviz dot failed"):
         viz.render(x.exp().sum(), str(tmp_path / "g.not-a-format"))
 

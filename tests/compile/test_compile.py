@@ -10,8 +10,8 @@ import pytest
 import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch import nn
-from plugtorch.compiler import CaptureError
 from plugtorch.apps.train import CNN, MLP
+from plugtorch.compiler import CaptureError
 
 
 class BNNet(nn.Module):

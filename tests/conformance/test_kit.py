@@ -11,9 +11,17 @@ import pytest
 
 import plugtorch
 from plugtorch.core.registry import OpDef
-from plugtorch.testing import (ConformanceError, Sample, Waiver, bare_backend, check_coverage,
-                               check_forward, check_gradcheck, remove_backend)
-from plugtorch.testing import kit
+from plugtorch.testing import (
+    ConformanceError,
+    Sample,
+    Waiver,
+    bare_backend,
+    check_coverage,
+    check_forward,
+    check_gradcheck,
+    kit,
+    remove_backend,
+)
 from plugtorch.testing.kit import check_float32
 
 pytest_plugins = ["pytester"]

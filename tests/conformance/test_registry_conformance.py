@@ -1,2 +1,2 @@
 """Every registered op on every available backend (and its bare twin): the reusable kit, run here."""
-from plugtorch.testing.conformance import *  # noqa: F401,F403
+from plugtorch.testing.conformance import *  # noqa: F403

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 import plugtorch
+
 from .plugin_helpers import numpy_clone_backend, plugin
 
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import types
 
+from plugtorch_backends.numpy_backend import make_backend, make_primitives
+
 from plugtorch.core.backend import Backend
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
-from plugtorch_backends.numpy_backend import make_backend, make_primitives
 
 _counter = [0]
 

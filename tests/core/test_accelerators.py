@@ -4,9 +4,9 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from plugtorch_backends.numpy_backend import make_backend
 
 import plugtorch
-from plugtorch_backends.numpy_backend import make_backend
 
 from .plugin_helpers import plugin
 

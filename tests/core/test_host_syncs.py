@@ -18,8 +18,14 @@ import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch import nn, optim
 from plugtorch.testing import count_transfers
-from plugtorch.utils.data import (DataLoader, DistributedSampler, RandomSampler,
-                                  SubsetRandomSampler, TensorDataset, random_split)
+from plugtorch.utils.data import (
+    DataLoader,
+    DistributedSampler,
+    RandomSampler,
+    SubsetRandomSampler,
+    TensorDataset,
+    random_split,
+)
 
 from .plugin_helpers import numpy_clone_backend, plugin
 
@@ -84,10 +90,9 @@ def test_counter_counts_each_direction_per_backend(dev):
 def test_counter_restores_the_primitives_also_after_an_exception(dev):
     b = plugtorch.get_backend(dev)
     before = {k: b.primitives[k] for k in ("to_host", "from_host")}
-    with pytest.raises(RuntimeError, match="inside the block"):
-        with count_transfers():
-            assert b.primitives["to_host"] is not before["to_host"]
-            raise RuntimeError("inside the block")
+    with pytest.raises(RuntimeError, match="inside the block"), count_transfers():
+        assert b.primitives["to_host"] is not before["to_host"]
+        raise RuntimeError("inside the block")
     assert {k: b.primitives[k] for k in before} == before
     with count_transfers() as counts:
         pass

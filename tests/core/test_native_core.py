@@ -15,12 +15,13 @@ import weakref
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import plugtorch
 from plugtorch.core import dispatch, engine, native
-from plugtorch.core.node_names import class_for
 from plugtorch.core.graph import Node
+from plugtorch.core.node_names import class_for
 
 from .fresh_process import script_lines
 

@@ -9,7 +9,6 @@ import shutil
 import sysconfig
 
 import pytest
-
 from plugtorch_backends.numpy_backend import native
 
 from .fresh_process import script_lines

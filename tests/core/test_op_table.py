@@ -23,8 +23,7 @@ from plugtorch.core.optable import TABLE
 from plugtorch.core.plugins import unregister_plugin
 from plugtorch.core.registry import CORE_PLUGIN
 from plugtorch.testing import Sample, samples_for
-from plugtorch.testing._calling import (_caller, _compare, _get, _grad_positions, _host, flat_outputs,
-                                        pt_inputs)
+from plugtorch.testing._calling import _caller, _compare, _get, _grad_positions, _host, flat_outputs, pt_inputs
 
 from .plugin_helpers import numpy_clone_backend, plugin
 

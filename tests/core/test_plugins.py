@@ -103,6 +103,7 @@ def test_missing_kernel_names_op_backend_and_plugins():
     prims = {"from_host": lambda obj, dt: __import__("numpy").asarray(obj, dtype="float32"),
              "copy": lambda x: x.copy(), "cast": lambda x, dt: x}
     import numpy as np
+
     from plugtorch.core.backend import Backend
     from plugtorch.core.dtypes import float32
     b = Backend("thin_backend", prims, dtype_of=lambda a: float32, is_native=lambda o: False)

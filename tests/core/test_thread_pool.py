@@ -16,10 +16,10 @@ import textwrap
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import native
 
 import plugtorch
 import plugtorch.nn.functional as F
-from plugtorch_backends.numpy_backend import native
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason=native.status())
 

@@ -6,11 +6,11 @@ import sys
 
 import numpy as np
 import pytest
-
-import plugtorch
 from plugtorch_backends.cupy_backend import probe
 from plugtorch_backends.cupy_backend.api_check import CheckedNamespace, CupyApiError
 from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
+
+import plugtorch
 
 HAS_CUPY = cupy_installed()
 

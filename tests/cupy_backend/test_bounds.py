@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.cupy_backend.bounds import checked
 
 import plugtorch
-from plugtorch_backends.cupy_backend.bounds import checked
 
 
 def wrapping_table():

@@ -181,7 +181,7 @@ def test_a_result_that_depends_on_the_order_of_threads_is_a_race(races, kernel, 
     checked, ascending_only = races
     x = np.arange(64, dtype=np.float32)
     grid = (8,) if kernel == "chain_blocks" else (1,)
-    args = lambda: (np.zeros(n_out, np.float32),) if kernel != "shift_no_barrier" else (x, np.zeros(n_out, np.float32))  # noqa: E731
+    args = lambda: (np.zeros(n_out, np.float32),) if kernel != "shift_no_barrier" else (x, np.zeros(n_out, np.float32))
     ascending_only.get_function(kernel)(grid, (64,), args())  # one fixed order hides it
     with pytest.raises(RuntimeError, match=f"kernel {kernel} .*the result depends on the order") as info:
         checked.get_function(kernel)(grid, (64,), args())

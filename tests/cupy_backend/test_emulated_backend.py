@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
 
 from plugtorch.testing.cuda_cpu import compiler_missing
-from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "plugtorch_backends.cupy_backend.emulation"
@@ -67,7 +67,7 @@ def test_cnn_training_steps_match_numpy(data_root, compiled):
 def test_ddp_with_its_tensors_matches_one_numpy_process(tmp_path):
     sys.path.insert(0, str(ROOT / "tests" / "distributed"))
     try:
-        from mpi_harness import MPIEXEC, HAVE_MPI4PY, launch
+        from mpi_harness import HAVE_MPI4PY, MPIEXEC, launch
     finally:
         sys.path.pop(0)
     if MPIEXEC is None or not HAVE_MPI4PY:

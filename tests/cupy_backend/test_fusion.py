@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.cupy_backend.fusion import ElementwiseFuser, sample_chains, source
 
 from plugtorch.compiler.fusion import Chain
 from plugtorch.testing.cuda_cpu import compiler_missing
-from plugtorch_backends.cupy_backend.fusion import ElementwiseFuser, sample_chains, source
 
 SAMPLE_CHAINS = sample_chains()
 

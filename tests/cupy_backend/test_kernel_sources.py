@@ -15,7 +15,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from plugtorch_backends.cupy_backend import fusion
 from plugtorch_backends.cupy_backend.modules import NVRTC_OPTIONS, headers, nvrtc_options, sources
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from plugtorch_backends.cupy_backend import activation_kernels
 from plugtorch_backends.numpy_backend import fused
 

@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from plugtorch_backends.cupy_backend import binary_kernels
 from plugtorch_backends.cupy_backend.modules import NVRTC_OPTIONS, kernel_finder, source_path
 from plugtorch_backends.cupy_backend.probe import installed as cupy_installed

@@ -7,15 +7,14 @@ max pooling, and which element each window's gradient goes to).
 """
 from __future__ import annotations
 
-
 import numpy
 import pytest
+from plugtorch_backends.cupy_backend import conv_kernels
+from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
 
 import plugtorch as pt
 from plugtorch.core.ops import conv as conv_ops
 from plugtorch.core.ops import pooling
-from plugtorch_backends.cupy_backend import conv_kernels
-from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
 
 F = pt.nn.functional
 TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1e-12),
@@ -27,7 +26,6 @@ def _namespace():
     if not cupy_installed():
         return numpy
     import cupy
-
     from plugtorch_backends.cupy_backend.api_check import CheckedNamespace
     return CheckedNamespace(numpy, cupy)
 

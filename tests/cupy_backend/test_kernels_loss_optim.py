@@ -8,7 +8,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from plugtorch_backends.cupy_backend import loss_kernels, optim_kernels
 from plugtorch_backends.numpy_backend import fused, fused_optim
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.cupy_backend import binary_kernels
 
 import plugtorch
-from plugtorch_backends.cupy_backend import binary_kernels
 
 _CUPY = plugtorch.get_registry().backends["cupy"]
 if not _CUPY.available:

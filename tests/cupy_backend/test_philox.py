@@ -8,11 +8,11 @@ import pickle
 
 import numpy as np
 import pytest
+from plugtorch_backends.cupy_backend import philox as P
+from plugtorch_backends.cupy_backend.modules import THREADS, blocks
 
 from plugtorch.core import dtypes as D
 from plugtorch.core.primitives import PRIMITIVES
-from plugtorch_backends.cupy_backend import philox as P
-from plugtorch_backends.cupy_backend.modules import THREADS, blocks
 
 # Random123's tests/kat_vectors (DEShawResearch/random123 at 9545ff6), the "philox4x32 10" lines:
 # counter (4 words), key (2 words), expected block.

@@ -7,10 +7,20 @@ import numpy as np
 import pytest
 
 import plugtorch
-from plugtorch.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset,
-                                  IterableDataset, RandomSampler, SequentialSampler, Subset,
-                                  SubsetRandomSampler, TensorDataset, default_collate,
-                                  random_split)
+from plugtorch.utils.data import (
+    BatchSampler,
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+    Subset,
+    SubsetRandomSampler,
+    TensorDataset,
+    default_collate,
+    random_split,
+)
 
 
 def _dataset(n=10):

@@ -13,8 +13,16 @@ import numpy as np
 import pytest
 
 import plugtorch
-from plugtorch.datasets import (MNIST, ChecksumError, DatasetNotFoundError, FashionMNIST,
-                                IDXFormatError, data_roots, parse_idx, read_idx)
+from plugtorch.datasets import (
+    MNIST,
+    ChecksumError,
+    DatasetNotFoundError,
+    FashionMNIST,
+    IDXFormatError,
+    data_roots,
+    parse_idx,
+    read_idx,
+)
 from plugtorch.datasets.store import Resource, load_files
 from plugtorch.utils.data import DataLoader, Subset, default_collate
 
@@ -64,7 +72,7 @@ def test_mnist_test_split_loads_and_verifies(data_root):
     assert ds.targets[:5].tolist() == [7, 2, 1, 0, 4]
     image, label = ds[0]
     assert image.shape == (1, 28, 28) and image.dtype is plugtorch.float32 and label == 7
-    assert 0.0 <= image.min().item() and image.max().item() <= 1.0
+    assert image.min().item() >= 0.0 and image.max().item() <= 1.0
 
 
 def test_mnist_fast_batches_equal_per_sample_collation(data_root):

@@ -7,9 +7,16 @@ import itertools
 import pytest
 
 import plugtorch
-from plugtorch.utils.data import (BatchSampler, DataLoader, Dataset, DistributedSampler,
-                                  RandomSampler, SequentialSampler, TensorDataset)
 from plugtorch.core.random import default_generator
+from plugtorch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    RandomSampler,
+    SequentialSampler,
+    TensorDataset,
+)
 from plugtorch.utils.data.sampler import index_tensor_batches
 
 

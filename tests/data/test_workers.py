@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import plugtorch
-from plugtorch.utils.data import (DataLoader, Dataset, IterableDataset, TensorDataset,
-                                  get_worker_info)
+from plugtorch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
 
 
 class Noisy(Dataset):

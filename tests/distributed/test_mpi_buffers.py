@@ -10,9 +10,9 @@ import types
 
 import numpy as np
 import pytest
+from plugtorch_backends.mpi.buffers import Buffer, cuda_aware, write
 
 import plugtorch
-from plugtorch_backends.mpi.buffers import Buffer, cuda_aware, write
 
 
 class DeviceArray:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import types
 
+from plugtorch_backends.numpy_backend import make_backend
+
 import plugtorch
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
-from plugtorch_backends.numpy_backend import make_backend
 
 _ids = itertools.count()
 

@@ -11,6 +11,7 @@ import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch import nn
 from plugtorch.autograd import gradcheck, gradgradcheck
+
 from .helpers import copy_weights
 
 
@@ -31,7 +32,7 @@ def test_sdpa_dropout_is_the_generators_mask():
 
 def test_sdpa_dropout_gradients_use_the_same_mask():
     q, k, v = (plugtorch.tensor(rand(1, 3, 2, seed=i), requires_grad=True) for i in range(3))
-    f = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, dropout_p=0.3, is_causal=True,  # noqa: E731
+    f = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, dropout_p=0.3, is_causal=True,
                                                        generator=plugtorch.Generator().manual_seed(0))
     assert gradcheck(f, (q, k, v))
     assert gradgradcheck(f, (q, k, v))
@@ -151,7 +152,7 @@ def test_multihead_unbatched(torch, call):
 
 
 def test_multihead_causal_hint(torch):
-    mask = lambda rng, n, L, S: torch.nn.Transformer.generate_square_subsequent_mask(L, dtype=torch.float64).numpy()  # noqa: E731
+    mask = lambda rng, n, L, S: torch.nn.Transformer.generate_square_subsequent_mask(L, dtype=torch.float64).numpy()
     _mha_case(torch, dict(), {"attn_mask": mask, "is_causal": True, "need_weights": False})
 
 

@@ -6,6 +6,7 @@ import pytest
 
 import plugtorch
 from plugtorch import nn
+
 from .helpers import check_against_torch, copy_weights
 
 

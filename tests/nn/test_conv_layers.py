@@ -7,6 +7,7 @@ import pytest
 
 import plugtorch
 from plugtorch import nn
+
 from .helpers import check_against_torch
 
 

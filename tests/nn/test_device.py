@@ -14,8 +14,9 @@ from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 @pytest.fixture
 def other_backend(monkeypatch):
     """A fresh registry holding the built-in backends plus "nnclone", a NumPy clone."""
-    from plugtorch.core import device, plugins
     from plugtorch_backends.numpy_backend import make_backend
+
+    from plugtorch.core import device, plugins
     monkeypatch.setattr(plugins, "_registry", None)
     monkeypatch.setattr(plugins, "_pm", None)
     monkeypatch.setattr(device, "_global_default", None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 import plugtorch
-from plugtorch import nn
 import plugtorch.nn.functional as F
+from plugtorch import nn
 
 
 def test_scales_kept_elements_and_zeroes_the_rest():

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import plugtorch
-from plugtorch import nn
 import plugtorch.nn.functional as F
+from plugtorch import nn
 
 REDUCTIONS = ["mean", "sum", "none"]
 

@@ -10,6 +10,7 @@ import pytest
 
 import plugtorch
 from plugtorch import nn
+
 from .helpers import copy_weights
 
 OPTIONS = [dict(zip(("num_layers", "bidirectional", "batch_first", "bias"), v))

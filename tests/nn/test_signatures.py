@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from plugtorch import nn
 import plugtorch.nn.functional as F
+from plugtorch import nn
 
 FUNCTIONAL = ["linear", "relu", "leaky_relu", "gelu", "silu", "elu", "softplus", "sigmoid", "tanh",
               "softmax", "log_softmax", "dropout", "dropout2d", "conv2d", "max_pool2d",

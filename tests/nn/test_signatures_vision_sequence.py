@@ -6,6 +6,7 @@ import pytest
 
 import plugtorch.nn.functional as F
 from plugtorch import nn
+
 from .test_signatures import check
 
 FUNCTIONAL = """conv1d conv3d conv_transpose1d conv_transpose2d conv_transpose3d avg_pool1d avg_pool3d

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 import plugtorch
-from plugtorch import nn
 import plugtorch.nn.functional as F
+from plugtorch import nn
+
 from .helpers import copy_weights
 
 

@@ -6,8 +6,7 @@ import pytest
 
 import plugtorch
 from plugtorch import nn
-from plugtorch.nn.utils import (clip_grad_norm_, clip_grad_value_, parameters_to_vector,
-                                vector_to_parameters)
+from plugtorch.nn.utils import clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters
 
 
 def grads_pair(torch, scale=1.0):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import fused, native
 
 import plugtorch as pt
 from plugtorch.core.ops import activation
-from plugtorch_backends.numpy_backend import fused, native
 
 OPS = ("tanh_backward", "sigmoid_backward")
 # each op's decomposition: what a backend without a kernel for it runs

@@ -16,8 +16,8 @@ import pytest
 import plugtorch
 from plugtorch.testing import Sample
 from plugtorch.testing._calling import _caller, pt_inputs
-from plugtorch.testing.samples import SAMPLES
 from plugtorch.testing.sample import SampleGen
+from plugtorch.testing.samples import SAMPLES
 
 NOT_YET = {"index_put_zeros": "internal adjoint of getitem; only its own rule calls it, with matching shapes"}
 _BACKEND_DIRS = (os.sep + "numpy" + os.sep, os.sep + "backends" + os.sep)
@@ -55,7 +55,7 @@ def test_mutated_inputs_raise_plugtorch_errors_not_kernel_errors(op):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     _caller(opdef, mutated, False)(plugtorch, *pt_inputs(mutated, "numpy"))
-            except Exception as e:  # noqa: BLE001 - which exception, and from where, is the point
+            except Exception as e:
                 where = traceback.extract_tb(e.__traceback__)[-1].filename
                 if isinstance(e, (KeyError, AttributeError)) or any(d in where for d in _BACKEND_DIRS):
                     leaks.append(f"input {i} -> {np.shape(value)}: {type(e).__name__}: {e} (raised in {where})")

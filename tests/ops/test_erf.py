@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import native, special, xp_table
 
 import plugtorch
-from plugtorch_backends.numpy_backend import native, special, xp_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EDGES = [0.0, -0.0, 1e-300, -1e-300, 1e-8, 0.5, 1.9999999, 2.0, 2.0000001, 3.5, 5.9, 6.0, 27.0, 1e300,

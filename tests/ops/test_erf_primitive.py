@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from plugtorch_backends.numpy_backend import xp_table
 
 

@@ -7,9 +7,9 @@ import warnings
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import xp_table
 
 import plugtorch as pt
-from plugtorch_backends.numpy_backend import xp_table
 
 
 def _cases():

@@ -8,9 +8,9 @@ import itertools
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import fused, native
 
 import plugtorch as pt
-from plugtorch_backends.numpy_backend import fused, native
 
 # the ops' decompositions: what a backend without these kernels runs
 _cross_entropy, _cross_entropy_backward = (pt.get_registry().ops[name].decompose

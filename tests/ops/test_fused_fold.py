@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import fused, native
 
 import plugtorch as pt
 from plugtorch.core.ops.window import _lower_fold
-from plugtorch_backends.numpy_backend import fused, native
 
 # the native kernel takes two window dims in float32/float64 and hands the rest to the NumPy one
 NATIVE_KERNELS = native.kernels()  # empty where the extension is not built (the cases skip, saying why)

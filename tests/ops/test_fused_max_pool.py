@@ -10,11 +10,10 @@ import itertools
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import fused, native
 
 import plugtorch as pt
-from plugtorch.core.ops.pooling import _max_pool_backward
-from plugtorch.core.ops.pooling import _max_pool
-from plugtorch_backends.numpy_backend import fused, native
+from plugtorch.core.ops.pooling import _max_pool, _max_pool_backward
 
 NATIVE_KERNELS = native.kernels()  # empty where the extension is not built (each use skips, saying why)
 NATIVE = pytest.mark.skipif(not NATIVE_KERNELS, reason=native.status())

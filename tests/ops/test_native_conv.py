@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import native
 
 import plugtorch as pt
 from plugtorch.core import geometry as geo  # (tests here take a `geometry` parameter)
 from plugtorch.core.ops.conv import _conv, _conv_weight_grad
-from plugtorch_backends.numpy_backend import native
 
 KERNELS = native.kernels()
 pytestmark = pytest.mark.skipif(not KERNELS, reason=native.status())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import native
 
 import plugtorch as pt
-from plugtorch_backends.numpy_backend import native
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason=native.status())
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from plugtorch_backends.numpy_backend.xp_table import numpy_broadcast_to
 
 BASE = np.arange(24, dtype=np.float32).reshape(2, 3, 4)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import fused_optim, native
 
 import plugtorch as pt
 from plugtorch.core.ops.optimizer_updates import adam_step_
-from plugtorch_backends.numpy_backend import fused_optim, native
 
 _adam_step = pt.get_registry().ops["adam_step_"].decompose  # the op's decomposition
 

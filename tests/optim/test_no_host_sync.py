@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugtorch_backends.numpy_backend import make_backend
 
 import plugtorch
 import plugtorch.nn.functional as F
 from plugtorch import nn, optim
 from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
 from plugtorch.testing import count_transfers
-from plugtorch_backends.numpy_backend import make_backend
 
 DEV = "devmem_optim"
 

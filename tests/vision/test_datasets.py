@@ -10,7 +10,8 @@ import pytest
 import plugtorch
 from plugtorch.datasets import DatasetNotFoundError
 from plugtorch.utils.data import DataLoader
-from plugtorch.vision import datasets, transforms as T
+from plugtorch.vision import datasets
+from plugtorch.vision import transforms as T
 
 NORMALIZE = T.Compose([T.ToTensor(), T.Normalize((0.1307,), (0.3081,))])
 

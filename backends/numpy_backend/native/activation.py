@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import fused
-from ..xp_table import numpy_erf
 from ..layout import dense_alike, flat_views
+from ..xp_table import numpy_erf
 from . import FLOATS, _kernels
 
 

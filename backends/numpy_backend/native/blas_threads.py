@@ -64,7 +64,7 @@ def _install() -> str:
     try:
         from threadpoolctl import ThreadpoolController
         controllers = ThreadpoolController().lib_controllers
-    except Exception as exc:  # noqa: BLE001 - discovery must never stop the backend from loading
+    except Exception as exc:
         return f"off: the BLAS libraries could not be listed ({type(exc).__name__}: {exc})"
     given, follow = [], None
     for ctl in controllers:

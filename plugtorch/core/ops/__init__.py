@@ -3,11 +3,40 @@
 Importing this package declares every core op into ``core.optable`` (in dependency
 order); the core plugin then registers them like any plugin's.
 """
-from . import (conversion, creation, elementwise, pointwise, reduce, statistics, shape, index,  # noqa: F401
-               movement, sorting, scatter, inplace, linalg, einsum, activation, window, conv,
-               conv_transpose, pooling, unpool, padding, sampling, attention, loss, distance, ctc,
-               classification, normalization, cumulative, counting,
-               joins, optimizer_updates)
+from . import (  # noqa: F401
+               activation,
+               attention,
+               classification,
+               conv,
+               conv_transpose,
+               conversion,
+               counting,
+               creation,
+               ctc,
+               cumulative,
+               distance,
+               einsum,
+               elementwise,
+               index,
+               inplace,
+               joins,
+               linalg,
+               loss,
+               movement,
+               normalization,
+               optimizer_updates,
+               padding,
+               pointwise,
+               pooling,
+               reduce,
+               sampling,
+               scatter,
+               shape,
+               sorting,
+               statistics,
+               unpool,
+               window,
+)
 
 # Catalog sections, by the module an op is declared in.
 SECTIONS = {

@@ -11,7 +11,8 @@ wraps the result on another backend), which a bind, returning before dispatch, c
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["written_out"]
 

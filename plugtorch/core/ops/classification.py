@@ -15,8 +15,17 @@ from ..optable import Done, op
 from . import elementwise as ew
 from .activation import log_softmax, softmax
 from .creation import arange
-from .loss import (BIND_STACKLEVEL, FUNCTIONAL, check_tensors, non_class_dims, per_class, per_sample, reduced,
-                   reduction_arg, upstream)
+from .loss import (
+    BIND_STACKLEVEL,
+    FUNCTIONAL,
+    check_tensors,
+    non_class_dims,
+    per_class,
+    per_sample,
+    reduced,
+    reduction_arg,
+    upstream,
+)
 
 _CLASS_DTYPES = "floating input; integer class indices -> int64"
 

@@ -159,7 +159,7 @@ def check_conv_args(name, input, weight, bias, nd):
         raise TypeError(f"{name}(): bias must be a Tensor or None, got {type(bias).__name__}")
     x, unbatched = batched(name, input, nd + 2)
     if weight.ndim != nd + 2:
-        dims = ", ".join("kD kH kW".split()[3 - nd:])
+        dims = ", ".join(["kD", "kH", "kW"][3 - nd:])
         raise RuntimeError(f"{name}: weight must be {nd + 2}-D (out_channels, in_channels/groups, {dims}), "
                            f"got size {list(weight.shape)}")
     if x.dtype is not weight.dtype:

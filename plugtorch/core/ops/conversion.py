@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..device import Device, get_backend
 from ..dispatch import call_op, record, wrap
-from ..dtypes import dtype as _dtype, dtype_from_name
+from ..dtypes import dtype as _dtype
+from ..dtypes import dtype_from_name
 from ..grad_mode import _state as _grad
 from ..optable import TABLE, op, public
 from ..tensor import Tensor

@@ -5,10 +5,11 @@ import builtins
 
 from ..device import default_backend, get_backend
 from ..dispatch import wrap
-from ..dtypes import bool_, dtype as _dtype, float64, get_default_dtype, int64
-from ..random import default_generator
+from ..dtypes import bool_, float64, get_default_dtype, int64
+from ..dtypes import dtype as _dtype
 from ..optable import public
 from ..plugins import get_registry
+from ..random import default_generator
 from ..tensor import Tensor
 
 

@@ -9,8 +9,8 @@ entry for cummax/cummin, as torch's) and higher derivatives come from autograd.
 from __future__ import annotations
 
 from ..dtypes import int64
-from ..return_types import return_type
 from ..optable import op
+from ..return_types import return_type
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import alias

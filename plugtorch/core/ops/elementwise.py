@@ -15,7 +15,8 @@ by the engine (it sums a gradient down to its operand's shape).
 from __future__ import annotations
 
 import builtins
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..dispatch import NO_ATTRS, call_op, record, record_one, record_pair, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type

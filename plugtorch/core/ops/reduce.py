@@ -6,10 +6,11 @@ all) before dispatch, so kernels and decompositions see one form.
 from __future__ import annotations
 
 import builtins
+
 from ..dispatch import wrap
 from ..dtypes import int64
-from ..return_types import return_type
 from ..optable import op, public
+from ..return_types import return_type
 from ..tensor import Tensor, _wrap_dim
 from ._args import alias, count, kept_shape, normalize_dims
 from .elementwise import eq, gt, isinf, maximum, minimum, ne, where

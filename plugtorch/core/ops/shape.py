@@ -10,7 +10,8 @@ import builtins
 import math
 
 from ..dispatch import call_op1
-from ..dtypes import dtype as _dtype, result_type
+from ..dtypes import dtype as _dtype
+from ..dtypes import result_type
 from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes, shape_args

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..dispatch import call_op, wrap
 from ..dtypes import int64
-from ..return_types import return_type
 from ..optable import Done, op
+from ..return_types import return_type
 from ..tensor import _wrap_dim
 from .index import gather
 

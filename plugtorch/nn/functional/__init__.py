@@ -5,7 +5,7 @@ losses, normalisation); the rest are library functions written with them.
 """
 from __future__ import annotations
 
-from ._ops import *  # noqa: F401,F403
+from ._ops import *  # noqa: F403
 from ._ops import __all__ as _op_names
 from .activation import relu, relu_, tanh  # noqa: F401  (re-exported through __all__)
 from .attention import multi_head_attention_forward  # noqa: F401

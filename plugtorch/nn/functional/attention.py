@@ -15,6 +15,7 @@ import math
 import warnings
 
 import plugtorch
+
 from ...core.tensor import Tensor
 
 __all__ = ["multi_head_attention_forward"]

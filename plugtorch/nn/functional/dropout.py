@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import plugtorch
+
 from ...core.ops.inplace import inplace as _inplace
 
 

@@ -8,6 +8,7 @@ the query's size, else ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``; ``
 from __future__ import annotations
 
 import plugtorch
+
 from .. import init
 from ..functional.attention import multi_head_attention_forward
 from ..parameter import Parameter

@@ -6,7 +6,9 @@ are saved in ``state_dict`` and moved by ``to()``, but never trained.
 from __future__ import annotations
 
 import plugtorch
-from .. import functional as F, init
+
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
 

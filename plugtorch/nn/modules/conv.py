@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 
 import plugtorch
-from .utils import _ntuple
-from .. import functional as F, init
+
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
+from .utils import _ntuple
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 

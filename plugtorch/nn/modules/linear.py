@@ -4,7 +4,9 @@ from __future__ import annotations
 import math
 
 import plugtorch
-from .. import functional as F, init
+
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
 

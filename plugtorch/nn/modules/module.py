@@ -7,6 +7,8 @@ trained, e.g. BatchNorm's running statistics) and sub-modules. Everything else
 """
 from __future__ import annotations
 
+import contextlib
+
 from ...compiler.guards import module_changed
 from ...core.grad_mode import no_grad
 from ...core.tensor import RemovableHandle, Tensor
@@ -135,10 +137,8 @@ class Module(StateDictMixin):
             # hooks registered with always_call=True still run (their errors are dropped)
             for hid, hook in list(self._forward_hooks.items()):
                 if hid in self._forward_hooks_always_called:
-                    try:
+                    with contextlib.suppress(Exception):
                         self._run_forward_hook(hid, hook, args, kwargs, None)
-                    except Exception:
-                        pass
             raise
         for hid, hook in list(self._forward_hooks.items()):
             result = self._run_forward_hook(hid, hook, args, kwargs, output)
@@ -371,7 +371,7 @@ class Module(StateDictMixin):
         for _, module in self.named_modules():
             yield module
 
-    def get_submodule(self, target: str) -> "Module":
+    def get_submodule(self, target: str) -> Module:
         if target == "":
             return self
         mod = self

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import plugtorch
-from .. import functional as F, init
+
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
 

@@ -1,9 +1,9 @@
 """Pooling modules: max, average and adaptive average pooling in 1-D, 2-D and 3-D, and max unpooling."""
 from __future__ import annotations
 
-from .utils import _ntuple
 from .. import functional as F
 from .module import Module
+from .utils import _ntuple
 
 
 class _MaxPoolNd(Module):

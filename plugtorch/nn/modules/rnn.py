@@ -16,7 +16,9 @@ import math
 import warnings
 
 import plugtorch
-from .. import functional as F, init
+
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
 
@@ -121,7 +123,7 @@ class RNNBase(Module):
     # -- forward ---------------------------------------------------------------------------
 
     def _cell(self, sfx):
-        w = lambda name: getattr(self, name + sfx) if hasattr(self, name + sfx) else None  # noqa: E731
+        w = lambda name: getattr(self, name + sfx) if hasattr(self, name + sfx) else None
         if self.mode == "LSTM":
             step = _lstm_step(w("weight_hr"))
         elif self.mode == "GRU":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 
 import plugtorch
+
 from .. import functional as F
 from .attention import MultiheadAttention
 from .container import ModuleList

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import plugtorch
+
 from ...core.grad_mode import no_grad
 from ...core.tensor import Tensor
 

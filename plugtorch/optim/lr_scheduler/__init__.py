@@ -4,8 +4,16 @@ from ``state_dict()`` / ``load_state_dict()``."""
 from .base import EPOCH_DEPRECATION_WARNING, LRScheduler, _LRScheduler
 from .composite import ChainedScheduler, SequentialLR
 from .cyclic import CosineAnnealingLR, CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR
-from .multiplicative import (ConstantLR, ExponentialLR, LambdaLR, LinearLR, MultiplicativeLR,
-                             MultiStepLR, PolynomialLR, StepLR)
+from .multiplicative import (
+    ConstantLR,
+    ExponentialLR,
+    LambdaLR,
+    LinearLR,
+    MultiplicativeLR,
+    MultiStepLR,
+    PolynomialLR,
+    StepLR,
+)
 from .plateau import ReduceLROnPlateau
 
 __all__ = ["LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",

@@ -7,10 +7,9 @@ falls back to a closed form where the scheduler has one (``_get_closed_form_lr``
 """
 from __future__ import annotations
 
+import functools
 import types
 import warnings
-
-import functools
 
 from ...compiler import not_capturable
 from ..optimizer import Optimizer

@@ -6,8 +6,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 
-from .base import LRScheduler, _FunctionsState, _group_values, _lr_lambdas, \
-    _warn_get_lr_called_within_step
+from .base import LRScheduler, _FunctionsState, _group_values, _lr_lambdas, _warn_get_lr_called_within_step
 
 
 class LambdaLR(_FunctionsState, LRScheduler):

@@ -59,8 +59,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -238,7 +238,7 @@ def _orders(orders: Sequence[str] | None) -> tuple[str, ...]:
 class CpuKernel:
     """One entry point; ``kernel(grid, block, args)`` as ``cupy.RawKernel``."""
 
-    def __init__(self, module: "CpuModule", name: str, param_names: list[str]):
+    def __init__(self, module: CpuModule, name: str, param_names: list[str]):
         self.name = name
         self._module = module
         self._launch = getattr(module._lib, f"cuda_cpu_launch_{name}")

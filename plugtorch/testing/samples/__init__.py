@@ -4,9 +4,24 @@ A plugin's own ops carry their samples on their ``OpDef.samples`` instead.
 """
 from __future__ import annotations
 
-from . import attention, conv, distances, elementwise, indexing, linalg, losses, nn, reductions, sampling, shapes
-from . import sorting
-from . import bitwise, counting, cumulative, optim
+from . import (
+    attention,
+    bitwise,
+    conv,
+    counting,
+    cumulative,
+    distances,
+    elementwise,
+    indexing,
+    linalg,
+    losses,
+    nn,
+    optim,
+    reductions,
+    sampling,
+    shapes,
+    sorting,
+)
 
 SAMPLES: dict = {}
 for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,

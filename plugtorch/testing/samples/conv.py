@@ -26,7 +26,7 @@ def _quiet(call):
 # -- convolutions ----------------------------------------------------------------------------
 
 def _conv1d(g):
-    c = lambda **kw: _f("conv1d", **kw)  # noqa: E731
+    c = lambda **kw: _f("conv1d", **kw)
     return [
         Sample((g.randn(2, 2, 6), g.randn(3, 2, 3), g.randn(3)), call=c(), desc="with bias"),
         Sample((g.randn(1, 4, 7), g.randn(4, 2, 2)), call=c(stride=2, padding=1, dilation=2, groups=2),
@@ -43,7 +43,7 @@ def _conv1d(g):
 
 
 def _conv3d(g):
-    c = lambda **kw: _f("conv3d", **kw)  # noqa: E731
+    c = lambda **kw: _f("conv3d", **kw)
     return [
         Sample((g.randn(1, 2, 3, 4, 3), g.randn(2, 2, 2, 2, 2), g.randn(2)), call=c(), gradgrad=False,
                desc="with bias"),
@@ -64,7 +64,7 @@ def _conv_transpose(nd):
     name = f"conv_transpose{nd}d"
 
     def samples(g):
-        c = lambda **kw: _f(name, **kw)  # noqa: E731
+        c = lambda **kw: _f(name, **kw)
         sp = (3, 2, 3)[:nd]
         k = (2, 3, 2)[:nd]
         return [
@@ -120,7 +120,7 @@ def _conv3d_grads(op_name):
 # -- unfold / fold ---------------------------------------------------------------------------
 
 def _im2col(g):
-    u = lambda *a, **kw: _f("unfold", *a, **kw)  # noqa: E731
+    u = lambda *a, **kw: _f("unfold", *a, **kw)
     return [
         Sample((g.randn(1, 2, 3, 4),), call=u(2)),
         Sample((g.randn(2, 1, 5, 4),), call=u((2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
@@ -134,7 +134,7 @@ def _im2col(g):
 
 
 def _col2im(g):
-    f = lambda *a, **kw: _f("fold", *a, **kw)  # noqa: E731
+    f = lambda *a, **kw: _f("fold", *a, **kw)
     return [
         Sample((g.randn(1, 8, 6),), call=f((3, 4), 2), desc="overlapping blocks"),
         Sample((g.randn(2, 6, 10),), call=f((5, 4), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
@@ -152,7 +152,7 @@ def _col2im(g):
 
 def _max_pool(nd):
     def samples(g):
-        p = lambda *a, **kw: _f(f"max_pool{nd}d", *a, **kw)  # noqa: E731
+        p = lambda *a, **kw: _f(f"max_pool{nd}d", *a, **kw)
         sp = (5, 4, 5)[:nd] if nd < 3 else (4, 3, 4)
         out = [
             Sample((g.distinct(1, 2, *sp),), call=p(2)),
@@ -212,7 +212,7 @@ def _max_pool3d_backward(g):
 
 def _avg_pool(nd):
     def samples(g):
-        p = lambda *a, **kw: _f(f"avg_pool{nd}d", *a, **kw)  # noqa: E731
+        p = lambda *a, **kw: _f(f"avg_pool{nd}d", *a, **kw)
         sp = (5, 4, 5)[:nd] if nd < 3 else (4, 3, 4)
         out = [
             Sample((g.randn(1, 2, *sp),), call=p(2)),
@@ -231,7 +231,7 @@ def _avg_pool(nd):
 
 def _adaptive(nd):
     def samples(g):
-        p = lambda size: _f(f"adaptive_avg_pool{nd}d", size)  # noqa: E731
+        p = lambda size: _f(f"adaptive_avg_pool{nd}d", size)
         sp = (5, 7, 4)[:nd] if nd < 3 else (3, 5, 4)
         out = [
             Sample((g.randn(1, 2, *sp),), call=p(2), desc="uneven windows"),

@@ -24,7 +24,7 @@ def _probs(g, *shape, axis=1):
 # -- cross_entropy, nll_loss -----------------------------------------------------------------
 
 def _cross_entropy(g):
-    ce = lambda **kw: _f("cross_entropy", **kw)  # noqa: E731
+    ce = lambda **kw: _f("cross_entropy", **kw)
     t = g.ints(4, high=3)
     return [
         Sample((g.randn(4, 3), t), call=ce()),
@@ -98,7 +98,7 @@ def _cross_entropy_backward(g):
 
 
 def _nll_loss(g):
-    nll = lambda **kw: _f("nll_loss", **kw)  # noqa: E731
+    nll = lambda **kw: _f("nll_loss", **kw)
     t = np.array([0, 2, 1, 2])
     return [
         Sample((g.randn(4, 3), t), call=nll()),
@@ -121,7 +121,7 @@ def _nll_loss(g):
 # -- binary cross-entropy --------------------------------------------------------------------
 
 def _binary_cross_entropy(g):
-    bce = lambda **kw: _f("binary_cross_entropy", **kw)  # noqa: E731
+    bce = lambda **kw: _f("binary_cross_entropy", **kw)
     p, t = g.uniform(3, 4, low=0.05, high=0.95), g.uniform(3, 4, low=0, high=1)
     edges = np.array([0.0, 1.0, 0.0, 1.0, 0.5])
     return [

@@ -18,7 +18,7 @@ def _dims_samples(g, x, ref, **extra):
 
 
 def _sum(g):
-    ref = lambda a, d, k: np.sum(a, axis=d, keepdims=k)  # noqa: E731
+    ref = lambda a, d, k: np.sum(a, axis=d, keepdims=k)
     return _dims_samples(g, g.randn(2, 3, 2), ref) + [
         Sample((scalar(1.5),), ref=np.sum),
         Sample((scalar(1.5), 0), ref=lambda a, d: a, desc="0d dim=0"),
@@ -32,7 +32,7 @@ def _sum(g):
 
 
 def _mean(g):
-    ref = lambda a, d, k: np.mean(a, axis=d, keepdims=k)  # noqa: E731
+    ref = lambda a, d, k: np.mean(a, axis=d, keepdims=k)
     return _dims_samples(g, g.randn(2, 3, 2), ref) + [
         Sample((scalar(1.5),), ref=np.mean),
         Sample((empty(0, 3), 1), ref=lambda a, d: np.zeros((0,)), desc="empty rows"),
@@ -43,7 +43,7 @@ def _mean(g):
 
 
 def _prod(g):
-    ref = lambda a, d, k: np.prod(a, axis=d, keepdims=k)  # noqa: E731
+    ref = lambda a, d, k: np.prod(a, axis=d, keepdims=k)
     x = g.uniform(2, 3, low=0.5, high=1.5)
     one_zero = x.copy()
     one_zero[0, 1] = 0.0

@@ -73,7 +73,7 @@ def _interpolate_filtered(g):
 
 def _shuffle(name, factor_of, indivisible):
     def samples(g):
-        call = lambda r: lambda m, x: getattr(F(m), name)(x, r)  # noqa: E731
+        call = lambda r: lambda m, x: getattr(F(m), name)(x, r)
         return [
             Sample((g.randn(*factor_of(2, (1, 2, 2, 3))),), call=call(2)),
             Sample((g.randn(*factor_of(3, (2, 1, 1, 2))),), call=call(3), desc="factor 3"),

@@ -1,7 +1,7 @@
 """Samples for shape and movement ops."""
 from __future__ import annotations
 
-from ._common import is_torch, F, Sample, empty, np, scalar
+from ._common import F, Sample, empty, is_torch, np, scalar
 
 SAMPLES: dict = {}
 

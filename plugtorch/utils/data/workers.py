@@ -16,6 +16,7 @@ pickling (``Tensor.__reduce_ex__``): values through the host, never the autograd
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -310,7 +311,5 @@ class MultiProcessIter:
         return len(self.loader)
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass

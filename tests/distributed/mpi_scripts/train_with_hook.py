@@ -7,8 +7,8 @@ import json
 import sys
 
 import plugtorch.distributed as dist
-from plugtorch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from plugtorch.apps.train import TrainConfig, Trainer
+from plugtorch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 hook, data_dir = sys.argv[1], sys.argv[2]
 trainer = Trainer(TrainConfig(model="mlp", data_dir=data_dir, download=False, quiet=True))

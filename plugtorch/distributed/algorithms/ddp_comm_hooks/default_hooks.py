@@ -18,8 +18,8 @@ share is rounded to the 16-bit format, and every partial sum is rounded to it.
 """
 from __future__ import annotations
 
-from ... import ReduceOp, _group
 from ....core.dtypes import float16
+from ... import ReduceOp, _group
 
 __all__ = ["allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "fp16_compress_wrapper"]
 
