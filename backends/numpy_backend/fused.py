@@ -9,6 +9,8 @@ import itertools
 
 import numpy as np
 
+from .xp_table import numpy_erf
+
 
 def relu(x):
     return np.maximum(x, 0, out=...)
@@ -34,6 +36,31 @@ def sigmoid_backward(grad_output, output):
     t = np.subtract(1, output, out=np.empty_like(output))
     np.multiply(grad_output, t, out=t)
     return np.multiply(t, output, out=t)
+
+
+_SQRT_HALF, _INV_SQRT_2PI, _SQRT_2_OVER_PI, _GELU_C = 0.7071067811865476, 0.3989422804014327, 0.7978845608028654, 0.044715
+
+
+def gelu(x, *, approximate):
+    """torch's gelu, exact (x * Phi(x), through the backend's erf) or its tanh form, in NumPy
+    passes in x's dtype (the op's decomposition dispatches each of them)."""
+    if approximate == "tanh":
+        inner = (x + x * x * x * x.dtype.type(_GELU_C)) * x.dtype.type(_SQRT_2_OVER_PI)
+        return np.asarray(x * x.dtype.type(0.5) * (np.tanh(inner) + 1))  # (a 0-d array stays one)
+    return np.asarray(x * x.dtype.type(0.5) * (numpy_erf(x * x.dtype.type(_SQRT_HALF)) + 1))
+
+
+def gelu_backward(grad_output, x, *, approximate):
+    """grad_output * gelu'(x), the op's formula in NumPy passes."""
+    t = x.dtype.type
+    if approximate == "tanh":
+        x2 = x * x
+        th = np.tanh((x + x2 * x * t(_GELU_C)) * t(_SQRT_2_OVER_PI))
+        dinner = (x2 * t(3 * _GELU_C) + 1) * t(_SQRT_2_OVER_PI)
+        return np.asarray(grad_output * ((th + 1) * t(0.5) + x * t(0.5) * (1 - th * th) * dinner))
+    cdf = (numpy_erf(x * t(_SQRT_HALF)) + 1) * t(0.5)
+    pdf = np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+    return np.asarray(grad_output * (cdf + x * pdf))
 
 
 def softmax(x, dim):
@@ -249,7 +276,8 @@ def fold(cols, *, shape, window, strides, dilation):
     return acc
 
 
-FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid,
+FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid, "gelu": gelu,
+                 "gelu_backward": gelu_backward,
                  "tanh_backward": tanh_backward, "sigmoid_backward": sigmoid_backward, "softmax": softmax,
                  "log_softmax": log_softmax, "cross_entropy": cross_entropy,
                  "cross_entropy_backward": cross_entropy_backward, "max_pool2d_backward": max_pool2d_backward}

@@ -86,7 +86,7 @@ def kernels() -> dict:
     """op name -> native kernel, for the backend to register (empty when not enabled)."""
     if not enabled():
         return {}
-    from .activation import relu, sigmoid_backward, tanh_backward, threshold_backward
+    from .activation import gelu, gelu_backward, relu, sigmoid_backward, tanh_backward, threshold_backward
     from .conv import conv2d, conv2d_weight_grad, fold
     from .gather import index_select
     from .loss import cross_entropy, cross_entropy_backward
@@ -96,4 +96,5 @@ def kernels() -> dict:
             "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
             "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
             "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
-            "sigmoid_backward": sigmoid_backward, "index_select": index_select}
+            "sigmoid_backward": sigmoid_backward, "index_select": index_select, "gelu": gelu,
+            "gelu_backward": gelu_backward}

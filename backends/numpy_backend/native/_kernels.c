@@ -126,22 +126,26 @@ typedef struct {
 #define SQRT sqrtf
 #define EXP expf
 #define ERF erff
+#define TANH tanhf
 #include "typed.h"
 #undef T
 #undef SUFFIX
 #undef SQRT
 #undef EXP
 #undef ERF
+#undef TANH
 #define T double
 #define SUFFIX d
 #define SQRT sqrt
 #define EXP exp
 #define ERF erf
+#define TANH tanh
 #include "typed.h"
 #undef T
 #undef SUFFIX
 #undef SQRT
 #undef ERF
+#undef TANH
 #undef EXP
 
 /* -- splitting a loop over the pool (threadpool.c) ---------------------------------------------- */
@@ -623,7 +627,8 @@ typedef struct {
     void *a[3]; /* grad_output, input or output, out: C-contiguous, one size */
     double threshold;
     char kind;
-    char op; /* 't' threshold_backward, 'h' tanh_backward, 's' sigmoid_backward, 'r' relu, 'e' erf */
+    char op; /* 't' threshold_backward, 'h' tanh_backward, 's' sigmoid_backward, 'r' relu, 'e' erf,
+                'g' gelu, 'G' gelu_backward (threshold nonzero: the tanh form) */
 } ElementCall;
 
 static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
@@ -640,6 +645,10 @@ static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
             relu_f(g, out, n);
         else if (c->op == 'e')
             erf_f(g, out, n);
+        else if (c->op == 'g')
+            gelu_f(g, out, n, c->threshold != 0);
+        else if (c->op == 'G')
+            gelu_bwd_f(g, x, out, n, c->threshold != 0);
         else
             (c->op == 's' ? sigmoid_bwd_f : tanh_bwd_f)(g, x, out, n);
     } else {
@@ -651,6 +660,10 @@ static void element_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
             relu_d(g, out, n);
         else if (c->op == 'e')
             erf_d(g, out, n);
+        else if (c->op == 'g')
+            gelu_d(g, out, n, c->threshold != 0);
+        else if (c->op == 'G')
+            gelu_bwd_d(g, x, out, n, c->threshold != 0);
         else
             (c->op == 's' ? sigmoid_bwd_d : tanh_bwd_d)(g, x, out, n);
     }
@@ -700,6 +713,28 @@ static PyObject *erf_kernel(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO:erf", &objs[0], &objs[1]))
         return NULL;
     return run_elementwise(objs, names, 2, 0.0, 'e');
+}
+
+/* gelu(input, tanh_form, out): two C-contiguous arrays of one size */
+static PyObject *gelu_kernel(PyObject *self, PyObject *args)
+{
+    PyObject *objs[2];
+    const char *names[2] = {"gelu", "out"};
+    int tanh_form;
+    if (!PyArg_ParseTuple(args, "OpO:gelu", &objs[0], &tanh_form, &objs[1]))
+        return NULL;
+    return run_elementwise(objs, names, 2, tanh_form, 'g');
+}
+
+/* gelu_backward(grad_output, input, tanh_form, out): three C-contiguous arrays of one size */
+static PyObject *gelu_backward_kernel(PyObject *self, PyObject *args)
+{
+    PyObject *objs[3];
+    const char *names[3] = {"gelu_backward", "input", "out"};
+    int tanh_form;
+    if (!PyArg_ParseTuple(args, "OOpO:gelu_backward", &objs[0], &objs[1], &tanh_form, &objs[2]))
+        return NULL;
+    return run_elementwise(objs, names, 3, tanh_form, 'G');
 }
 
 /* threshold_backward(grad_output, input, threshold, out): three C-contiguous arrays of one size */
@@ -861,6 +896,8 @@ static PyMethodDef methods[] = {
      "cross_entropy_backward(input, target, ignore_index, scale, mean, dx)"},
     {"relu", relu, METH_VARARGS, "relu(input, out)"},
     {"erf", erf_kernel, METH_VARARGS, "erf(input, out)"},
+    {"gelu", gelu_kernel, METH_VARARGS, "gelu(input, tanh_form, out)"},
+    {"gelu_backward", gelu_backward_kernel, METH_VARARGS, "gelu_backward(grad_output, input, tanh_form, out)"},
     {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},
     {"tanh_backward", tanh_backward, METH_VARARGS, "tanh_backward(grad_output, output, out)"},
     {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},

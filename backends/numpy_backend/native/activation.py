@@ -1,4 +1,4 @@
-"""relu, erf, and the activations' gradients in one C pass each: threshold_backward (relu's; the
+"""relu, gelu, erf, and the activations' gradients in one C pass each: threshold_backward (relu's; the
 decomposition is a comparison, a cast and a multiply, three passes and two temporaries over
 every activation), tanh_backward and sigmoid_backward (three passes each in fused.py); erf, the
 primitive NumPy has no ufunc for, is libm's.
@@ -54,6 +54,27 @@ def relu(x):
             _kernels.relu(*flat_views(x, out))
             return out
     return fused.relu(x)
+
+
+def gelu(x, *, approximate):
+    """torch's gelu (exact or tanh form) in one C pass for floats laid out densely, in x's
+    layout; NumPy's passes (fused.gelu) elsewhere."""
+    if x.dtype in FLOATS and dense_alike(x, x):
+        out = np.empty_like(x)  # x's layout (order 'K')
+        xv, ov = flat_views(x, out)
+        _kernels.gelu(xv, approximate == "tanh", ov)
+        return out
+    return fused.gelu(x, approximate=approximate)
+
+
+def gelu_backward(grad_output, x, *, approximate):
+    """grad_output * gelu'(x) in one C pass (as gelu), NumPy's passes elsewhere."""
+    if x.dtype in FLOATS and grad_output.dtype == x.dtype and dense_alike(grad_output, x):
+        out = np.empty_like(x)
+        g, v, o = flat_views(grad_output, x, out)
+        _kernels.gelu_backward(g, v, approximate == "tanh", o)
+        return out
+    return fused.gelu_backward(grad_output, x, approximate=approximate)
 
 
 def erf(x):

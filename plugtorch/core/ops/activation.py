@@ -277,15 +277,55 @@ _GELU_C = 0.044715
 
 
 def _gelu_rule(ctx, g):
-    x = ctx.saved[0]
-    if ctx.attrs["approximate"] == "tanh":
+    return call_op("gelu_backward", (g, ctx.saved[0]), ctx.attrs)
+
+
+def _gelu_second(x, approximate):
+    """gelu''(x): phi(x) (2 - x^2), or the tanh form's (1 - t^2) (u' - x t u'^2 + 3 k c x^2) with
+    u = k (x + c x^3), t = tanh(u)."""
+    if approximate == "tanh":
+        x2 = x * x
+        t = ew.tanh((x + x2 * x * _GELU_C) * _SQRT_2_OVER_PI)
+        du = (x2 * (3 * _GELU_C) + 1) * _SQRT_2_OVER_PI
+        return (1 - t * t) * (du - x * t * du * du + x2 * (3 * _SQRT_2_OVER_PI * _GELU_C))
+    return ew.exp(x * x * -0.5) * _INV_SQRT_2PI * (2 - x * x)
+
+
+def _gelu_backward_rule(ctx, gg):
+    # linear in grad_output; in input, grad_output * gelu''(input)
+    g, x = ctx.saved
+    need = ctx.needs_input_grad
+    return ((call_op("gelu_backward", (gg, x), ctx.attrs) if need[0] else None),
+            (gg * g * _gelu_second(x, ctx.attrs["approximate"]) if need[1] else None))
+
+
+def _gelu_backward_args(grad_output, input, approximate="none"):
+    if not isinstance(grad_output, Tensor) or not isinstance(input, Tensor):
+        raise TypeError("gelu_backward(): grad_output and input must be Tensors, got "
+                        f"{type(grad_output).__name__} and {type(input).__name__}")
+    if grad_output.shape != input.shape:
+        raise RuntimeError(f"gelu_backward: grad_output {list(grad_output.shape)} and input "
+                           f"{list(input.shape)} must have one shape")
+    if grad_output.dtype is not input.dtype:  # torch promotes, as for any binary op
+        grad_output, input = ew._promote_pair("gelu_backward", grad_output, input)
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return (grad_output, input), {"approximate": approximate}
+
+
+@op(bind=_gelu_backward_args, derivative=_gelu_backward_rule, save="inputs")
+def gelu_backward(grad_output, input, *, approximate):
+    """gelu's gradient: grad_output * gelu'(input), torch's aten::gelu_backward — one op, so a
+    backend computes it in one pass (the decomposition is a dozen elementwise ops)."""
+    x = input
+    if approximate == "tanh":
         x2 = x * x
         t = ew.tanh((x + x2 * x * _GELU_C) * _SQRT_2_OVER_PI)
         dinner = (x2 * (3 * _GELU_C) + 1) * _SQRT_2_OVER_PI
-        return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner)
+        return grad_output * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner)
     cdf = (ew.erf(x * _SQRT_HALF) + 1) * 0.5
     pdf = ew.exp(x * x * -0.5) * _INV_SQRT_2PI
-    return g * (cdf + x * pdf)
+    return grad_output * (cdf + x * pdf)
 
 
 def _gelu_args(input, approximate="none"):

@@ -444,7 +444,28 @@ def _output_backward(name):
     return samples
 
 
-SAMPLES.update(windows=_windows, fold=_fold, max_pool2d=_max_pool2d, conv2d=_conv2d,
+def _gelu_backward(g):
+    """gelu's gradient op (grad_output, input) against torch's aten::gelu_backward, both forms."""
+    def call(approximate):
+        def f(m, grad_output, x):
+            if is_torch(m):
+                return m.ops.aten.gelu_backward(grad_output, x, approximate=approximate)
+            from plugtorch.core.ops import activation
+            return activation.gelu_backward(grad_output, x, approximate=approximate)
+        return f
+    return [
+        Sample((g.randn(3, 4), g.randn(3, 4) * 2), call=call("none")),
+        Sample((g.randn(3, 4), g.randn(3, 4) * 2), call=call("tanh"), desc="tanh form"),
+        Sample((g.randn(2, 3, 5), g.randn(2, 3, 5)), call=call("none"), desc="3-d"),
+        Sample((g.randn(4, 3).T, g.randn(4, 3).T), call=call("tanh"), desc="transposed"),
+        Sample((scalar(0.7), scalar(-0.4)), call=call("none")),
+        Sample((empty(0, 3), empty(0, 3)), call=call("none")),
+        Sample((g.randn(3, 4), g.randn(4, 3)), call=call("none"), raises=RuntimeError, desc="shapes differ"),
+        Sample((g.randn(3), g.randn(3)), call=call("sigmoid"), raises=RuntimeError, desc="unknown form"),
+    ]
+
+
+SAMPLES.update(windows=_windows, fold=_fold, max_pool2d=_max_pool2d, conv2d=_conv2d, gelu_backward=_gelu_backward,
                avg_pool2d=_avg_pool2d, adaptive_avg_pool2d=_adaptive_avg_pool2d,
                conv2d_input_grad=_conv_grads("conv2d_input_grad"),
                conv2d_weight_grad=_conv_grads("conv2d_weight_grad"),
