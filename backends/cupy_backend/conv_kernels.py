@@ -161,6 +161,7 @@ def make_kernels(xp, load: Callable, *, col_bytes: int = COL_BYTES) -> dict[str,
             g = xp.ascontiguousarray(gy[a:b].transpose(1, 2, 0, 3)).reshape(groups, og, (b - a) * p)
             part = xp.matmul(g, rows)  # (G, O/G, C/G*kh*kw)
             gw = part if gw is None else gw + part
+        assert gw is not None, "chunks gives at least one chunk"
         return done(gw.reshape(o, cg, kh, kw), dtype)
 
     def max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):

@@ -6,6 +6,7 @@ and is numerically at least as careful.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -186,7 +187,7 @@ def offset_window(i, j, out, stride, dilation):
             slice(j * dw, j * dw + sw * (out[1] - 1) + 1, sw))
 
 
-def _last_nans(padded, output, offsets, out, stride, dilation):
+def _last_nans(padded, output, offsets: Sequence[tuple[int, int]], out, stride, dilation):
     """Per offset, the windows whose maximum is NaN and whose last NaN (row-major) it holds,
     as the decomposition's ``_last_nans``; None where no window's maximum is NaN (the usual
     case: one isnan pass over the pooled output)."""
@@ -195,10 +196,11 @@ def _last_nans(padded, output, offsets, out, stride, dilation):
     left = np.isnan(output)
     if not left.any():
         return None
-    hits = [None] * len(offsets)
+    hits: list[np.ndarray | None] = [None] * len(offsets)
     for k in reversed(range(len(offsets))):
-        hits[k] = np.isnan(padded[offset_window(*offsets[k], out, stride, dilation)]) & left
-        left &= ~hits[k]
+        hit = np.isnan(padded[offset_window(*offsets[k], out, stride, dilation)]) & left
+        left &= ~hit
+        hits[k] = hit
     return hits
 
 

@@ -68,7 +68,8 @@ def _fp_error_state():
     every error (what ``numpy.errstate(all="ignore")`` sets); None where NumPy keeps no such
     variable (before NumPy 2)."""
     try:
-        from numpy._core._ufunc_config import _extobj_contextvar as var
+        # NumPy's private name, which its stubs do not declare
+        from numpy._core._ufunc_config import _extobj_contextvar as var  # type: ignore[attr-defined]
     except ImportError:
         return None
     with numpy.errstate(all="ignore"):
@@ -89,16 +90,16 @@ def ignoring_fp_errors(fn, **bound):
         def call(*args, **kwargs):
             with numpy.errstate(all="ignore"):
                 return fn(*args, **bound, **kwargs)
-        return call
-    var, ignoring = _FP_STATE
-    set_state, reset_state = var.set, var.reset
+    else:
+        var, ignoring = _FP_STATE
+        set_state, reset_state = var.set, var.reset
 
-    def call(*args, **kwargs):
-        token = set_state(ignoring)
-        try:
-            return fn(*args, **bound, **kwargs)
-        finally:
-            reset_state(token)
+        def call(*args, **kwargs):
+            token = set_state(ignoring)
+            try:
+                return fn(*args, **bound, **kwargs)
+            finally:
+                reset_state(token)
     return call
 
 

@@ -13,7 +13,11 @@ import numpy as np
 from .. import fused
 from ..layout import dense_alike, flat_views
 from ..xp_table import numpy_erf
-from . import FLOATS, _kernels
+from . import FLOATS
+from . import _kernels as _loaded
+
+assert _loaded is not None, "imported by native.kernels() only once the extension has loaded"
+_kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
 def _threshold_formula(grad_output, input, *, threshold):
@@ -92,7 +96,6 @@ def erf(x):
     return numpy_erf(x)
 
 
-assert _kernels is not None, "imported by native.kernels() only once the extension has loaded"
 threshold_backward = _flat_kernel(_kernels.threshold_backward, _threshold_formula)
 tanh_backward = _flat_kernel(_kernels.tanh_backward, fused.tanh_backward)
 sigmoid_backward = _flat_kernel(_kernels.sigmoid_backward, fused.sigmoid_backward)

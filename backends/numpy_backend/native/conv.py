@@ -16,7 +16,11 @@ import numpy as np
 from plugtorch.backend_api import batch_chunks, weight_grad_product, window_count
 
 from .. import fused
-from . import FLOATS, _kernels
+from . import FLOATS
+from . import _kernels as _loaded
+
+assert _loaded is not None, "imported by native.kernels() only once the extension has loaded"
+_kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
 def _im2col(input, a, b, out, kernel, stride, padding, dilation):
@@ -77,6 +81,7 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
         else:
             part = np.matmul(g, cols.swapaxes(1, 2))
         gw = part if gw is None else gw + part
+    assert gw is not None, "batch_chunks gives at least one chunk"
     return gw.reshape(o, cg, kh, kw)
 
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import fused
-from . import FLOATS, _kernels
+from . import FLOATS
+from . import _kernels as _loaded
+
+assert _loaded is not None, "imported by native.kernels() only once the extension has loaded"
+_kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
 def _simple(input, target, weight, label_smoothing):

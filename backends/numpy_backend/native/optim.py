@@ -3,7 +3,11 @@ the NumPy kernel's values: the same float operations in the same order and preci
 from __future__ import annotations
 
 from .. import fused_optim
-from . import FLOATS, _kernels
+from . import FLOATS
+from . import _kernels as _loaded
+
+assert _loaded is not None, "imported by native.kernels() only once the extension has loaded"
+_kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
 def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, beta1, beta2, eps,

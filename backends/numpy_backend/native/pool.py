@@ -7,7 +7,11 @@ import numpy as np
 from plugtorch.backend_api import window_count
 
 from .. import fused
-from . import FLOATS, _kernels
+from . import FLOATS
+from . import _kernels as _loaded
+
+assert _loaded is not None, "imported by native.kernels() only once the extension has loaded"
+_kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
 def _channel_major(x):

@@ -286,6 +286,7 @@ def _conv_weight_grad(grad_output, input, *, weight_shape, stride, padding, dila
         else:
             part = (cols @ g.mT).mT if product == "rows_first" else g @ cols.mT   # (G, O/G, K)
         gw = part if gw is None else gw + part
+    assert gw is not None, "batch_chunks gives at least one chunk"
     return gw.reshape(o, cg, *k)
 
 
