@@ -6,20 +6,22 @@ then n uint32 sizes, then the values in C order. A file may be gzip-compressed.
 from __future__ import annotations
 
 import gzip
+import os
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-TYPE_CODES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
-              0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+TYPE_CODES: dict[int, np.dtype] = {
+    0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 
 
 class IDXFormatError(ValueError):
     """A file that is not a well-formed IDX file (corrupt, truncated or of another format)."""
 
 
-def read_bytes(path) -> bytes:
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
     """The contents of ``path``, decompressed when it is gzip (recognised by its magic bytes)."""
     path = Path(path)
     raw = path.read_bytes()
@@ -39,7 +41,7 @@ def parse_idx(data: bytes, name: str = "<bytes>") -> np.ndarray:
         raise IDXFormatError(
             f"{name} is not an IDX file: it starts with bytes {data[:4].hex() or '(empty)'}, "
             "expected 0000 followed by a type code (08 for uint8) and the number of dimensions")
-    dtype, ndim = np.dtype(TYPE_CODES[data[2]]), data[3]
+    dtype, ndim = TYPE_CODES[data[2]], data[3]
     header = 4 + 4 * ndim
     if len(data) < header:
         raise IDXFormatError(f"{name} is truncated: its header needs {header} bytes, the file "
@@ -57,6 +59,6 @@ def parse_idx(data: bytes, name: str = "<bytes>") -> np.ndarray:
     return arr.astype(dtype.newbyteorder("="), copy=True)
 
 
-def read_idx(path) -> np.ndarray:
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     """Read an IDX file, raw or gzip-compressed."""
     return parse_idx(read_bytes(path), str(path))

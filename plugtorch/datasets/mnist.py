@@ -1,10 +1,15 @@
 """MNIST and Fashion-MNIST: 28x28 greyscale images in ten classes, read from IDX files."""
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ..core.dtypes import float32
 from ..core.ops.creation import from_numpy
+from ..core.tensor import Tensor
 from ..utils.data.collate import default_collate
 from ..utils.data.dataset import Dataset, _index_ints, _index_tensor
 from .idx import IDXFormatError, parse_idx
@@ -22,10 +27,10 @@ class MNIST(Dataset):
     """
 
     title = "MNIST"
-    folder = ["mnist", "MNIST/raw"]  # plugtorch's layout, then torchvision's
-    mirrors = ["https://ossci-datasets.s3.amazonaws.com/mnist/",
+    folder: list[str] = ["mnist", "MNIST/raw"]  # plugtorch's layout, then torchvision's
+    mirrors: list[str] = ["https://ossci-datasets.s3.amazonaws.com/mnist/",
                "http://yann.lecun.com/exdb/mnist/"]
-    resources = [
+    resources: list[Resource] = [
         Resource("train-images-idx3-ubyte", "f68b3c2dcbeaaa9fbdd348bbdeb94873",
                  "6bbc9ace898e44ae57da46a324031adb"),
         Resource("train-labels-idx1-ubyte", "d53e105ee54ea40749a09fcbcd1e9432",
@@ -35,13 +40,14 @@ class MNIST(Dataset):
         Resource("t10k-labels-idx1-ubyte", "ec29112dd5afa0611ce80d1b7f02629c",
                  "27ae3e4e09519cfbb04c329615203637"),
     ]
-    classes = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five", "6 - six",
+    classes: list[str] = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five", "6 - six",
                "7 - seven", "8 - eight", "9 - nine"]
-    system_package = None
+    system_package: str | None = None
     mean, std = 0.1307, 0.3081  # of the training pixels scaled to [0, 1]
 
-    def __init__(self, root=None, train: bool = True, transform=None, target_transform=None,
-                 download: bool = False):
+    def __init__(self, root: str | os.PathLike[str] | None = None, train: bool = True,
+                 transform: Callable | None = None, target_transform: Callable | None = None,
+                 download: bool = False) -> None:
         self.root = root
         self.train = train
         self.transform = transform
@@ -66,7 +72,7 @@ class MNIST(Dataset):
     def __len__(self) -> int:
         return self.data.shape[0]
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
         image = (self.data[index].to(float32) / 255.0).unsqueeze(0)
         target = int(self.targets[index])
         if self.transform is not None:
@@ -75,7 +81,7 @@ class MNIST(Dataset):
             target = self.target_transform(target)
         return image, target
 
-    def get_batch(self, indices):
+    def get_batch(self, indices: list[int] | Tensor) -> list[Any]:
         """``[images [B, 1, 28, 28], labels [B]]`` in one gather (per sample only with transforms)."""
         if self.transform is not None or self.target_transform is not None:
             return default_collate([self[i] for i in _index_ints(indices)])
@@ -83,7 +89,7 @@ class MNIST(Dataset):
         return [self.scaled(self.data.index_select(0, idx)), self.targets.index_select(0, idx)]
 
     @staticmethod
-    def scaled(images):
+    def scaled(images: Tensor) -> Tensor:
         """uint8 images [B, H, W] as float32 [B, 1, H, W] in [0, 1], as ``get_batch`` gives them."""
         return (images.to(float32) / 255.0).unsqueeze(1)
 

@@ -19,6 +19,7 @@ import sys
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def user_cache_root() -> Path:
     return Path(base) / "plugtorch"
 
 
-def data_roots(data_dir=None) -> list[Path]:
+def data_roots(data_dir: str | os.PathLike[str] | None = None) -> list[Path]:
     """The roots searched, in order; the first is where downloads go."""
     if data_dir is not None:
         primary = Path(data_dir)
@@ -91,11 +92,11 @@ def verified_content(data: bytes, res: Resource, origin: str) -> bytes:
     return raw
 
 
-def _folders(folder) -> list[str]:
+def _folders(folder: str | Sequence[str]) -> list[str]:
     return [folder] if isinstance(folder, str) else list(folder)
 
 
-def find_file(res: Resource, folder, roots: list[Path]) -> Path | None:
+def find_file(res: Resource, folder: str | Sequence[str], roots: list[Path]) -> Path | None:
     """The first copy of ``res`` under a root; ``folder`` may be a list of layouts to try."""
     for root in roots:
         for sub in _folders(folder):
@@ -105,8 +106,8 @@ def find_file(res: Resource, folder, roots: list[Path]) -> Path | None:
     return None
 
 
-def download(res: Resource, dest_dir: Path, mirrors, timeout: float = DOWNLOAD_TIMEOUT,
-             unreachable: set | None = None):
+def download(res: Resource, dest_dir: Path, mirrors: Sequence[str], timeout: float = DOWNLOAD_TIMEOUT,
+             unreachable: set[str] | None = None) -> tuple[Path | None, list[str]]:
     """Fetch ``res.name + '.gz'`` from the first mirror that serves a verified copy.
 
     Returns ``(path, errors)``: the file written atomically into ``dest_dir``, or
@@ -114,7 +115,7 @@ def download(res: Resource, dest_dir: Path, mirrors, timeout: float = DOWNLOAD_T
     reached are added to ``unreachable`` and skipped on later calls, so an offline
     machine waits for each timeout once, not once per file.
     """
-    errors = []
+    errors: list[str] = []
     unreachable = set() if unreachable is None else unreachable
     for mirror in mirrors:
         url = mirror.rstrip("/") + "/" + res.name + ".gz"
@@ -143,8 +144,10 @@ def download(res: Resource, dest_dir: Path, mirrors, timeout: float = DOWNLOAD_T
     return None, errors
 
 
-def load_files(title: str, folder, resources, data_dir=None, download_missing=False,
-               mirrors=(), system_package=None, companions=()) -> dict[str, bytes]:
+def load_files(title: str, folder: str | Sequence[str], resources: Sequence[Resource],
+               data_dir: str | os.PathLike[str] | None = None, download_missing: bool = False,
+               mirrors: Sequence[str] = (), system_package: str | None = None,
+               companions: Sequence[Resource] = ()) -> dict[str, bytes]:
     """Locate (or download) each resource and return its verified, uncompressed IDX bytes.
 
     ``folder`` is the dataset's folder under a root, or a list of them (the first is where
@@ -154,7 +157,10 @@ def load_files(title: str, folder, resources, data_dir=None, download_missing=Fa
     """
     roots = data_roots(data_dir)
     home = roots[0] / _folders(folder)[0]
-    found, missing, failures, unreachable = {}, [], [], set()
+    found: dict[str, Path] = {}
+    missing: list[Resource] = []
+    failures: list[str] = []
+    unreachable: set[str] = set()
     for res in resources:
         path = find_file(res, folder, roots)
         if path is None and download_missing:

@@ -13,7 +13,10 @@ batches a whole batch in one indexing op, giving the same values as image by ima
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
+from ..core.tensor import Tensor
 from ..datasets import mnist as _mnist
 from ..utils.data.collate import default_collate
 from ..utils.data.dataset import _index_ints, _index_tensor
@@ -22,11 +25,14 @@ from .transforms import _pil_image, batched
 __all__ = ["MNIST", "FashionMNIST"]
 
 
-class _TorchvisionStyle:
+class _TorchvisionStyle(_mnist.MNIST):
     """torchvision's sample type, folder names and repr over plugtorch's IDX-backed datasets."""
 
-    def __init__(self, root, train: bool = True, transform=None, target_transform=None,
-                 download: bool = False):
+    root: str  # required here, and made a str path by __init__
+
+    def __init__(self, root: str | os.PathLike[str], train: bool = True,
+                 transform: Callable | None = None, target_transform: Callable | None = None,
+                 download: bool = False) -> None:
         if root is None:
             raise TypeError(f"{type(self).__name__}() missing required argument 'root'")
         if isinstance(root, (str, os.PathLike)):
@@ -44,7 +50,7 @@ class _TorchvisionStyle:
     def class_to_idx(self) -> dict[str, int]:
         return {c: i for i, c in enumerate(self.classes)}
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
         pixels = self._pixels[int(index)]
         Image = _pil_image()
         img = Image.fromarray(pixels) if Image is not None else pixels.copy()
@@ -55,7 +61,7 @@ class _TorchvisionStyle:
             target = self.target_transform(target)
         return img, target
 
-    def get_batch(self, indices):
+    def get_batch(self, indices: list[int] | Tensor) -> list[Any]:
         run = batched(self.transform) if self.transform is not None else None
         if run is None or self.target_transform is not None:
             return default_collate([self[i] for i in _index_ints(indices)])
@@ -77,7 +83,7 @@ class _TorchvisionStyle:
         return "\n".join([f"Dataset {type(self).__name__}"] + ["    " + line for line in body])
 
 
-class MNIST(_TorchvisionStyle, _mnist.MNIST):
+class MNIST(_TorchvisionStyle):
     """The MNIST digits, as ``torchvision.datasets.MNIST``."""
 
     folder = ["MNIST/raw", "mnist"]
