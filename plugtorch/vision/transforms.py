@@ -10,6 +10,8 @@ makes them reproducible, and each ``DataLoader`` worker draws its own stream.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, SupportsInt, cast
 
 import numpy as np
 
@@ -52,10 +54,10 @@ def _size(img) -> tuple[int, int]:
 class Compose:
     """Apply ``transforms`` one after the other."""
 
-    def __init__(self, transforms):
+    def __init__(self, transforms: Iterable[Callable[[Any], Any]]) -> None:
         self.transforms = list(transforms)
 
-    def __call__(self, img):
+    def __call__(self, img: Any) -> Any:
         for t in self.transforms:
             img = t(img)
         return img
@@ -69,7 +71,7 @@ class ToTensor:
     """A PIL image or NumPy array ``[H, W(, C)]`` as a tensor ``[C, H, W]`` on the host; uint8
     values are scaled to floats in [0, 1], other dtypes are kept as they are (as torchvision's)."""
 
-    def __call__(self, pic):
+    def __call__(self, pic: Any) -> Tensor:
         if _is_pil(pic):
             arr = np.asarray(pic)
             if arr.dtype == np.bool_:  # mode "1"
@@ -92,10 +94,11 @@ class ToTensor:
 class Normalize:
     """``(img - mean) / std`` per channel of a float tensor ``[..., C, H, W]``."""
 
-    def __init__(self, mean, std, inplace: bool = False):
+    def __init__(self, mean: float | Sequence[float], std: float | Sequence[float],
+                 inplace: bool = False) -> None:
         self.mean, self.std, self.inplace = mean, std, inplace
 
-    def __call__(self, img):
+    def __call__(self, img: Tensor) -> Tensor:
         if not isinstance(img, Tensor):
             raise TypeError(f"img should be Tensor Image. Got {type(img)}")
         if not img.is_floating_point():
@@ -123,7 +126,10 @@ class Normalize:
 
 def _pair(size, name: str) -> tuple[int, int]:
     if isinstance(size, numbers.Number):
-        return int(size), int(size)
+        # any real number, a NumPy scalar too (int() refuses a complex one); typeshed's Number
+        # declares no conversion to int
+        n = int(cast(SupportsInt, size))
+        return n, n
     size = tuple(size)
     if len(size) == 1:
         return int(size[0]), int(size[0])
@@ -135,7 +141,7 @@ def _pair(size, name: str) -> tuple[int, int]:
 def _padding(padding) -> tuple[int, int, int, int]:
     """torchvision's padding argument as (left, top, right, bottom)."""
     if isinstance(padding, numbers.Number):
-        p = int(padding)
+        p = int(cast(SupportsInt, padding))  # as in _pair
         return p, p, p, p
     padding = [int(p) for p in padding]
     if len(padding) == 1:
@@ -148,10 +154,12 @@ def _padding(padding) -> tuple[int, int, int, int]:
                      "element tuple")
 
 
-_NUMPY_MODES = {"edge": "edge", "reflect": "reflect", "symmetric": "symmetric"}
+_NUMPY_MODES: dict[str, Literal["edge", "reflect", "symmetric"]] = {
+    "edge": "edge", "reflect": "reflect", "symmetric": "symmetric"}
 
 
-def pad(img, padding, fill=0, padding_mode: str = "constant"):
+def pad(img: Any, padding: int | Sequence[int], fill: float | Sequence[float] = 0,
+        padding_mode: str = "constant") -> Any:
     """Pad an image on its four sides (``padding`` as torchvision's: int, (lr, tb) or (l, t, r, b))."""
     if padding_mode not in ("constant", *_NUMPY_MODES):
         raise ValueError("Padding mode should be either constant, edge, reflect or symmetric")
@@ -159,7 +167,8 @@ def pad(img, padding, fill=0, padding_mode: str = "constant"):
     if isinstance(img, Tensor):
         if padding_mode == "constant":
             from ..nn.functional import pad as _pad
-            return _pad(img, (left, right, top, bottom), value=fill)
+            # a tensor image takes a number (as torchvision's); anything else goes on to F.pad as given
+            return _pad(img, (left, right, top, bottom), value=fill)  # type: ignore[arg-type]
         for dim, lo, hi in ((-1, left, right), (-2, top, bottom)):
             # np.pad applied to the positions 0..n-1 gives the gather index of that mode
             index = np.pad(np.arange(img.shape[dim]), (lo, hi), mode=_NUMPY_MODES[padding_mode])
@@ -178,7 +187,7 @@ def pad(img, padding, fill=0, padding_mode: str = "constant"):
     return _pil_image().fromarray(out) if pil else out
 
 
-def crop(img, top: int, left: int, height: int, width: int):
+def crop(img: Any, top: int, left: int, height: int, width: int) -> Any:
     if _is_pil(img):
         return img.crop((left, top, left + width, top + height))
     if isinstance(img, np.ndarray):
@@ -186,7 +195,7 @@ def crop(img, top: int, left: int, height: int, width: int):
     return img[..., top:top + height, left:left + width]
 
 
-def hflip(img):
+def hflip(img: Any) -> Any:
     if _is_pil(img):
         return img.transpose(_pil_image().Transpose.FLIP_LEFT_RIGHT)
     if isinstance(img, np.ndarray):
@@ -202,8 +211,9 @@ def _draw(high: int) -> int:
 class RandomCrop:
     """Crop a random ``size`` window, after optional padding (torchvision's arguments)."""
 
-    def __init__(self, size, padding=None, pad_if_needed: bool = False, fill=0,
-                 padding_mode: str = "constant"):
+    def __init__(self, size: int | Sequence[int], padding: int | Sequence[int] | None = None,
+                 pad_if_needed: bool = False, fill: float | Sequence[float] = 0,
+                 padding_mode: str = "constant") -> None:
         self.size = _pair(size, "size")
         self.padding = padding
         self.pad_if_needed = pad_if_needed
@@ -211,7 +221,7 @@ class RandomCrop:
         self.padding_mode = padding_mode
 
     @staticmethod
-    def get_params(img, output_size) -> tuple[int, int, int, int]:
+    def get_params(img: Any, output_size: tuple[int, int]) -> tuple[int, int, int, int]:
         """(top, left, height, width) of a random crop of ``output_size``."""
         h, w = _size(img)
         th, tw = output_size
@@ -221,7 +231,7 @@ class RandomCrop:
             return 0, 0, h, w
         return _draw(h - th + 1), _draw(w - tw + 1), th, tw
 
-    def __call__(self, img):
+    def __call__(self, img: Any) -> Any:
         _check_kind(img, "RandomCrop")
         if self.padding is not None:
             img = pad(img, self.padding, self.fill, self.padding_mode)
@@ -239,10 +249,10 @@ class RandomCrop:
 class RandomHorizontalFlip:
     """Mirror the image left to right with probability ``p``."""
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5) -> None:
         self.p = p
 
-    def __call__(self, img):
+    def __call__(self, img: Any) -> Any:
         _check_kind(img, "RandomHorizontalFlip")
         if rand(1, device=host_device()).item() < self.p:
             return hflip(img)
@@ -255,19 +265,19 @@ class RandomHorizontalFlip:
 class Lambda:
     """Apply a user function as a transform."""
 
-    def __init__(self, lambd):
+    def __init__(self, lambd: Callable[[Any], Any]) -> None:
         if not callable(lambd):
             raise TypeError(f"Argument lambd should be callable, got {type(lambd).__name__!r}")
         self.lambd = lambd
 
-    def __call__(self, img):
+    def __call__(self, img: Any) -> Any:
         return self.lambd(img)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
 
-def batched(transform):
+def batched(transform: Callable[[Any], Any]) -> Callable[[Tensor], Tensor] | None:
     """``transform`` applied to a whole batch of uint8 pixel arrays ``[B, H, W]`` (a tensor) at
     once, giving exactly the stack of its per-image results; None when it cannot be (random or
     user-written steps). Datasets use it to batch ``Compose([ToTensor(), Normalize(...)])`` in
@@ -278,7 +288,7 @@ def batched(transform):
     if any(type(s) is not Normalize for s in steps[1:]):
         return None
 
-    def run(pixels):
+    def run(pixels: Tensor) -> Tensor:
         img = pixels.to(get_default_dtype()).div(255).unsqueeze(1)
         for step in steps[1:]:
             img = step(img)
