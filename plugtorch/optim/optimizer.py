@@ -11,11 +11,18 @@ from __future__ import annotations
 import functools
 import warnings
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from itertools import chain
+from typing import Any, TypeVar, cast
 
 from ..compiler import capturing, guard, not_capturable
 from ..core.grad_mode import enable_grad, no_grad
 from ..core.tensor import Tensor
+
+# What an optimizer takes as ``params``: tensors, parameter groups, or (name, tensor) pairs.
+ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]] | Iterable[tuple[str, Tensor]]
+
+_StepT = TypeVar("_StepT", bound=Callable[..., Any])
 
 
 class _RequiredParameter:
@@ -28,11 +35,11 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
-def _typename(obj) -> str:
+def _typename(obj: object) -> str:
     return f"plugtorch.{type(obj).__name__}" if isinstance(obj, Tensor) else type(obj).__name__
 
 
-def _marks_stepped(step):
+def _marks_stepped(step: _StepT) -> _StepT:
     """Wrap a ``step`` so the optimizer records that it ran: a scheduler stepped before its
     optimizer ever was warns, as torch's does (it skips the schedule's first value)."""
     @functools.wraps(step)
@@ -44,7 +51,7 @@ def _marks_stepped(step):
                                "learning rate) that a replay would not see; Adam, AdamW and SGD can be captured")
             guard(self._captured_state, identity=True)
         return step(self, *args, **kwargs)
-    return wrapper
+    return cast(_StepT, wrapper)  # wraps() keeps step's signature, which the checker cannot follow
 
 
 class Optimizer:
@@ -55,12 +62,13 @@ class Optimizer:
     override ``defaults``.
     """
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:  # subclasses that write their own step (SGD, user optimizers)
-            cls.step = _marks_stepped(cls.__dict__["step"])
+            # replacing the subclass's own method by its wrapped form is the point here
+            cls.step = _marks_stepped(cls.__dict__["step"])  # type: ignore[method-assign]
 
-    def __init__(self, params, defaults: dict):
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             "Tensors or dicts, but got " + _typename(params))
@@ -74,7 +82,7 @@ class Optimizer:
         self.defaults = defaults
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict] = []
-        groups = list(params)
+        groups: list[Any] = list(params)
         if len(groups) == 0:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
@@ -93,7 +101,7 @@ class Optimizer:
         return "\n".join(lines)
 
     # -- parameter groups -------------------------------------------------------------
-    def add_param_group(self, param_group: dict) -> None:
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group of parameters, with options falling back to the optimizer's defaults."""
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
@@ -160,7 +168,7 @@ class Optimizer:
                     g.zero_()
 
     @_marks_stepped
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Re-evaluate the loss with ``closure`` (if given), then update every parameter that has a
         gradient, under no_grad. Subclasses implement ``_update(p, group)``, or override this."""
         loss = self._evaluate(closure)
@@ -190,24 +198,24 @@ class Optimizer:
                     out += [v for v in s.values() if isinstance(v, Tensor)]
         return out
 
-    def _captured_options(self, group) -> tuple:
+    def _captured_options(self, group: dict[str, Any]) -> tuple:
         """The options of a group that decide which kernels a step calls, where the update's
         refreshed attributes do not cover them (``SGD``'s momentum on or off)."""
         return ()
 
-    def _update(self, p, group) -> None:
+    def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         raise NotImplementedError(
             f"{type(self).__name__} must implement _update(p, group) or step(closure=None)")
 
     @staticmethod
-    def _evaluate(closure):
+    def _evaluate(closure: Callable[[], Any] | None) -> Any:
         if closure is None:
             return None
         with enable_grad():
             return closure()
 
     # -- state dict ---------------------------------------------------------------------
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``.
 
         Parameters are replaced by their position across all groups, so the dict
@@ -225,7 +233,7 @@ class Optimizer:
         state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict: dict) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore state and options saved by :meth:`state_dict` (tensors are copied in)."""
         state_dict = _copy_state(state_dict)
         groups = self.param_groups

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import types
 import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from ...compiler import not_capturable
 from ..optimizer import Optimizer
@@ -20,8 +22,10 @@ EPOCH_DEPRECATION_WARNING = (
     "epoch is different from None, the closed form is used instead of the new chainable form, "
     "where available.")
 
+_StepT = TypeVar("_StepT", bound=Callable[..., Any])
 
-def _format_param(name: str, optimizer: Optimizer, param) -> list:
+
+def _format_param(name: str, optimizer: Optimizer, param: Any) -> list:
     """One value per parameter group: a list of that length, or one value repeated."""
     n = len(optimizer.param_groups)
     if isinstance(param, (list, tuple)):
@@ -42,7 +46,7 @@ def _warn_get_lr_called_within_step(scheduler: LRScheduler) -> None:
                       "`get_last_lr()`.", UserWarning, stacklevel=3)
 
 
-def _refuses_capture(step):
+def _refuses_capture(step: _StepT) -> _StepT:
     """Wrap a scheduler's ``step``: inside plugtorch.compile's capture it changes the learning rate
     in Python, which a replay would skip, so the capture falls back (all subclasses get this)."""
     @functools.wraps(step)
@@ -50,7 +54,7 @@ def _refuses_capture(step):
         not_capturable(f"{type(self).__name__}.step() changes the learning rate in Python; step the "
                        "scheduler outside the compiled function")
         return step(self, *args, **kwargs)
-    return wrapper
+    return cast(_StepT, wrapper)  # wraps() keeps step's signature, which the checker cannot follow
 
 
 class LRScheduler:
@@ -66,7 +70,7 @@ class LRScheduler:
     _get_lr_called_within_step: bool = False
     _is_initial: bool = False
 
-    def __init__(self, optimizer, last_epoch: int = -1):
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
@@ -101,10 +105,11 @@ class LRScheduler:
         """The learning rates set by the latest ``step()``, one per parameter group."""
         return self._last_lr
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
-            cls.step = _refuses_capture(cls.__dict__["step"])
+            # replacing the subclass's own method by its wrapped form is the point here
+            cls.step = _refuses_capture(cls.__dict__["step"])  # type: ignore[method-assign]
 
     @_refuses_capture
     def step(self, epoch: int | None = None) -> None:
@@ -169,7 +174,7 @@ class _FunctionsState:
                 fn.__dict__.update(fn_state)
 
 
-def _lr_lambdas(optimizer, lr_lambda) -> list:
+def _lr_lambdas(optimizer: Optimizer, lr_lambda: Any) -> list:
     n = len(optimizer.param_groups)
     if not isinstance(lr_lambda, (list, tuple)):
         return [lr_lambda] * n
