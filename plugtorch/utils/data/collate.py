@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import collections.abc
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -11,7 +13,7 @@ from ...core.ops.shape import stack
 from ...core.tensor import Tensor
 
 
-def default_collate(batch):
+def default_collate(batch: Sequence[Any]) -> Any:
     """Stack a list of samples into a batch, recursing into tuples, lists and dicts.
 
     Tensors and NumPy arrays are stacked along a new first dimension; Python
@@ -36,8 +38,11 @@ def default_collate(batch):
         return list(batch)
     if isinstance(elem, collections.abc.Mapping):
         out = {key: default_collate([d[key] for d in batch]) for key in elem}
+        # the sample's own mapping class (dict, OrderedDict, ...), which takes a dict; the checker
+        # only knows it as Mapping, whose constructor takes nothing
+        mapping_type: Any = type(elem)
         try:
-            return type(elem)(out)
+            return mapping_type(out)
         except TypeError:
             return out
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
@@ -51,14 +56,15 @@ def default_collate(batch):
                     f"lists; found {type(elem)}")
 
 
-def default_convert(data):
+def default_convert(data: Any) -> Any:
     """Convert NumPy arrays (also inside containers) to tensors; leave everything else as is."""
     if isinstance(data, np.ndarray) and data.dtype.kind not in "OSUV":
         return as_tensor(data)
     if isinstance(data, np.generic):
         return as_tensor(np.asarray(data))
     if isinstance(data, collections.abc.Mapping):
-        return type(data)({k: default_convert(v) for k, v in data.items()})
+        mapping_type: Any = type(data)  # a concrete mapping class, as in default_collate
+        return mapping_type({k: default_convert(v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
     if isinstance(data, (list, tuple)):

@@ -25,7 +25,12 @@ import queue
 import random
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from .dataloader import DataLoader
 
 _STATUS_INTERVAL = 1.0  # seconds between liveness checks while waiting for a batch
 
@@ -51,8 +56,10 @@ def get_worker_info() -> WorkerInfo | None:
 class _ExceptionWrapper:
     """An exception raised in a worker, carried to the main process as text."""
 
-    def __init__(self, where: str):
-        exc_type, exc, tb = sys.exc_info()
+    def __init__(self, where: str) -> None:
+        _, exc, tb = sys.exc_info()
+        assert exc is not None, "_ExceptionWrapper is built only while an exception is handled"
+        exc_type: type[BaseException] = type(exc)
         try:  # it must cross the process boundary; a class defined in a function cannot
             pickle.dumps(exc_type)
         except Exception:
@@ -61,7 +68,7 @@ class _ExceptionWrapper:
         self.msg = f"Caught {type(exc).__name__} {where}.\nOriginal " + "".join(
             traceback.format_exception(type(exc), exc, tb))
 
-    def reraise(self):
+    def reraise(self) -> NoReturn:
         try:
             exc = self.exc_type(self.msg)
         except Exception:  # an exception type that needs other arguments
@@ -72,28 +79,29 @@ class _ExceptionWrapper:
 class _StreamEnd:
     """A worker's iterable dataset is exhausted."""
 
-    def __init__(self, worker_id: int):
+    def __init__(self, worker_id: int) -> None:
         self.worker_id = worker_id
 
 
 class _Resume:
     """Start a new epoch with the same (persistent) workers."""
 
-    def __init__(self, epoch: int):
+    def __init__(self, epoch: int) -> None:
         self.epoch = epoch
 
 
 class _Fetcher:
-    def __init__(self, loader_state):
+    def __init__(self, loader_state: dict[str, Any]) -> None:
         self.s = loader_state
-        self.stream = iter(self.s["dataset"]) if self.s["iterable"] else None
+        # the worker's stream of an iterable dataset; None for a map-style one
+        self.stream: Iterator[Any] | None = iter(self.s["dataset"]) if self.s["iterable"] else None
 
-    def fetch(self, indices):
-        s = self.s
-        if s["iterable"]:
+    def fetch(self, indices: Any) -> Any:
+        s, stream = self.s, self.stream
+        if stream is not None:
             if not s["auto_collation"]:
-                return s["collate_fn"](next(self.stream))
-            batch = list(itertools.islice(self.stream, s["batch_size"]))
+                return s["collate_fn"](next(stream))
+            batch = list(itertools.islice(stream, s["batch_size"]))
             if not batch or (s["drop_last"] and len(batch) < s["batch_size"]):
                 raise StopIteration
             return s["collate_fn"](batch)
@@ -146,6 +154,7 @@ def _worker_loop(state, index_queue, result_queue, done_event, base_seed, worker
             if done_event.is_set() or stream_ended:
                 continue
             task_epoch, idx, indices = task
+            data: object  # a batch, an _ExceptionWrapper or a _StreamEnd
             if init_error is not None:  # every batch reports it: this worker cannot fetch
                 data = init_error
             else:
@@ -170,8 +179,10 @@ def _worker_loop(state, index_queue, result_queue, done_event, base_seed, worker
 class MultiProcessIter:
     """The iterator ``iter(loader)`` returns when ``num_workers > 0``."""
 
-    def __init__(self, loader, base_seed: int):
-        ctx = loader.multiprocessing_context or multiprocessing.get_context()
+    def __init__(self, loader: DataLoader, base_seed: int) -> None:
+        # any start method's context has Process, Queue and Event; typeshed's BaseContext, which
+        # get_context(str) is declared to return, lists no Process
+        ctx: Any = loader.multiprocessing_context or multiprocessing.get_context()
         if isinstance(ctx, str):
             ctx = multiprocessing.get_context(ctx)
         self.loader = loader
@@ -229,10 +240,10 @@ class MultiProcessIter:
         self._pending[self._sent] = [worker_id]
         self._sent += 1
 
-    def __iter__(self):
+    def __iter__(self) -> MultiProcessIter:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         while True:
             # skip the slots of workers whose stream has ended
             while self._received < self._sent:
@@ -310,6 +321,6 @@ class MultiProcessIter:
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __del__(self):
+    def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
