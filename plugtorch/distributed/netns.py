@@ -77,7 +77,7 @@ class Cluster:
     host's outgoing traffic, so every link carries at most that much each way.
     """
 
-    def __init__(self, hosts: int = 2, rate: str | None = None):
+    def __init__(self, hosts: int = 2, rate: str | None = None) -> None:
         if hosts < 1:
             raise ValueError(f"Cluster: hosts must be at least 1, got {hosts}")
         pid = os.getpid()
@@ -88,7 +88,7 @@ class Cluster:
         self.addresses = [f"{subnet}.{i}" for i in range(1, hosts + 1)]
         self.links = [f"{self.prefix}e{i}" for i in range(1, hosts + 1)]
         self.switch = f"{self.prefix}-sw"
-        self.tmp = None
+        self.tmp: str | None = None  # the launcher's folder, while the cluster exists
         self.launcher = ""
 
     def __enter__(self) -> Cluster:
@@ -99,7 +99,7 @@ class Cluster:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _create(self) -> None:
@@ -136,7 +136,7 @@ class Cluster:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
 
-    def mpiexec(self, argv: list[str], ranks_per_host: int = 1, env: dict | None = None,
+    def mpiexec(self, argv: list[str], ranks_per_host: int = 1, env: dict[str, object] | None = None,
                 mpiexec: str | None = None) -> list[str]:
         """The command that runs ``argv`` on every host, launched from host 1 as on a cluster:
         ``mpiexec -hosts ADDR:K,... -launcher ssh -launcher-exec SCRIPT -genv UCX_TLS tcp,self``."""
