@@ -23,16 +23,19 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
 
 import plugtorch
+from plugtorch import Tensor, nn, optim
 from plugtorch import distributed as dist
-from plugtorch import nn, optim
 from plugtorch.apps import train_data
 from plugtorch.apps import train_outputs as outputs
 from plugtorch.datasets import MNIST, FashionMNIST
 from plugtorch.nn import functional as F
+from plugtorch.optim.lr_scheduler import CosineAnnealingLR, StepLR
+from plugtorch.optim.optimizer import ParamsT
 from plugtorch.utils.atomic import atomic_write
-from plugtorch.utils.data import DataLoader, DistributedSampler, Subset
+from plugtorch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 from plugtorch.utils.progress import ProgressBar
 
 DATASETS = {"mnist": MNIST, "fashion-mnist": FashionMNIST}
@@ -74,20 +77,20 @@ class TrainConfig:
 class MLP(nn.Module):
     """784-128-10 with ReLU."""
 
-    def __init__(self, num_classes: int = 10):
+    def __init__(self, num_classes: int = 10) -> None:
         super().__init__()
         self.flatten = nn.Flatten()
         self.fc1 = nn.Linear(28 * 28, 128)
         self.fc2 = nn.Linear(128, num_classes)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.fc2(F.relu(self.fc1(self.flatten(x))))
 
 
 class CNN(nn.Module):
     """conv16-pool-conv32-pool-fc128-dropout-fc10 (3x3 convolutions, 'same' padding, ReLU)."""
 
-    def __init__(self, num_classes: int = 10, dropout: float = 0.25):
+    def __init__(self, num_classes: int = 10, dropout: float = 0.25) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
         self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
@@ -96,7 +99,7 @@ class CNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.fc2 = nn.Linear(128, num_classes)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.pool(F.relu(self.conv1(x)))
         x = self.pool(F.relu(self.conv2(x)))
         x = F.relu(self.fc1(x.flatten(1)))
@@ -108,7 +111,7 @@ MODELS = {"mlp": MLP, "cnn": CNN}
 RECIPES = {"mlp": (5, 128), "cnn": (3, 64)}
 
 
-def build_optimizer(name: str, params, lr: float):
+def build_optimizer(name: str, params: ParamsT, lr: float) -> optim.Optimizer:
     if name == "adam":
         return optim.Adam(params, lr=lr)
     if name == "adamw":
@@ -120,7 +123,7 @@ def build_optimizer(name: str, params, lr: float):
     raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
-def build_scheduler(name: str, opt, epochs: int):
+def build_scheduler(name: str, opt: optim.Optimizer, epochs: int) -> StepLR | CosineAnnealingLR | None:
     """Stepped once per epoch; ``constant`` keeps the learning rate (no scheduler)."""
     if name == "constant":
         return None
@@ -136,7 +139,7 @@ def build_scheduler(name: str, opt, epochs: int):
 class World:
     """The points where data-parallel training differs from one process."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         dist.init()
         self.rank = dist.get_rank()
         self.size = dist.get_world_size()
@@ -148,7 +151,7 @@ class World:
                              f"evenly across {self.size} ranks; use a multiple of {self.size}")
         return global_batch // self.size
 
-    def train_sampler(self, dataset, seed: int):
+    def train_sampler(self, dataset: Dataset, seed: int) -> DistributedSampler:
         return DistributedSampler(dataset, num_replicas=self.size, rank=self.rank, shuffle=True,
                                   seed=seed)
 
@@ -156,7 +159,7 @@ class World:
         """This rank's share of the test set: disjoint, no padding, so summed metrics are exact."""
         return dataset if self.size == 1 else Subset(dataset, range(self.rank, len(dataset), self.size))
 
-    def wrap(self, model):
+    def wrap(self, model: nn.Module) -> nn.Module:
         if self.size == 1:
             return model
         return nn.parallel.DistributedDataParallel(model)
@@ -189,7 +192,7 @@ class EpochStats:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, out=None):
+    def __init__(self, cfg: TrainConfig, out: TextIO | None = None) -> None:
         self.cfg = cfg
         self.out = out if out is not None else sys.stdout
         if cfg.dataset not in DATASETS:
@@ -218,7 +221,7 @@ class Trainer:
         self.scheduler = build_scheduler(cfg.lr_schedule, self.optimizer, cfg.epochs)
         self.start_epoch = 0
         self.history: list[EpochStats] = []
-        self.tensorboard = None
+        self.tensorboard: outputs.TensorBoardLog | None = None
         if cfg.resume:
             self._resume()
         self.net = self.world.wrap(self.model)
@@ -230,7 +233,7 @@ class Trainer:
         self.test_loader = DataLoader(self.world.eval_shard(self.test_set),
                                       batch_size=cfg.eval_batch_size)
 
-    def _datasets(self):
+    def _datasets(self) -> tuple[Dataset, Dataset]:
         cfg, cls = self.cfg, DATASETS[self.cfg.dataset]
 
         def load():
@@ -283,8 +286,8 @@ class Trainer:
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         bar.close()
         hit_count = float(correct.item()) if correct is not None else 0.0
-        loss_sum, count, hit_count = self.world.sum([loss_sum, float(count), hit_count])
-        return loss_sum / max(count, 1), hit_count / max(count, 1), int(count), seconds, cpu_seconds
+        total_loss, total, hits = self.world.sum([loss_sum, float(count), hit_count])
+        return total_loss / max(total, 1), hits / max(total, 1), int(total), seconds, cpu_seconds
 
     def _train_step(self, x, y):
         """One optimizer step: (the loss, the batch's correct predictions summed on the device)."""
@@ -350,6 +353,7 @@ class Trainer:
             raise ValueError(f"cannot resume from {path}: this run has {detail}; use the same "
                              "settings or another --checkpoint path")
         done, planned = int(state["epoch"]), state["config"].get("epochs")
+        assert self.cfg.epochs is not None  # set from the recipe by __init__
         if self.cfg.epochs < done:
             raise ValueError(f"cannot resume from {path}: it has trained {done} epochs already and "
                              f"this run asks for --epochs {self.cfg.epochs}; pass --epochs larger "
@@ -427,6 +431,7 @@ class Trainer:
 
     def _train_epochs(self) -> None:
         cfg = self.cfg
+        assert cfg.epochs is not None  # set from the recipe by __init__
         for epoch in range(self.start_epoch, cfg.epochs):
             train_loss, train_acc, samples, seconds, cpu_seconds = self.train_epoch(epoch)
             lr = self.optimizer.param_groups[0]["lr"]
@@ -457,14 +462,14 @@ class Trainer:
             self.tensorboard.epoch(last)
 
 
-def _write_json(path: str, obj) -> None:
+def _write_json(path: str, obj: Any) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with atomic_write(path, "w") as f:
         json.dump(obj, f, indent=2)
         f.write("\n")
 
 
-def train(cfg: TrainConfig | None = None, out=None, **overrides) -> dict:
+def train(cfg: TrainConfig | None = None, out: TextIO | None = None, **overrides: Any) -> dict:
     """Run a training job and return its metrics (``train(model="cnn", epochs=3)``)."""
     cfg = cfg or TrainConfig()
     for k, v in overrides.items():
