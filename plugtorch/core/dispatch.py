@@ -13,7 +13,7 @@ from typing import Any
 from . import anomaly, native
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
-from .graph import AccumulateGrad
+from .graph import AccumulateGrad, Node
 from .optable import TABLE
 
 __all__ = ["call_op", "call_op1", "record", "record_one", "record_pair", "wrap", "edge", "needs_grad",
@@ -106,7 +106,8 @@ def record(out, opdef, operands, attrs=NO_ATTRS):
     a graph to keep runs this (or ``record_one``/``record_pair``), so it is written for speed.
     """
     tensor = Tensor
-    edges, meta = [], []
+    edges: list[Node | None] = []
+    meta: list[tuple[Any, Any] | None] = []
     for o in operands:
         if isinstance(o, tensor):
             fn = o.grad_fn
@@ -126,9 +127,9 @@ def record(out, opdef, operands, attrs=NO_ATTRS):
         saved = operands if type(operands) is tuple else tuple(operands)
     else:
         saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
-    meta = tuple(meta)
-    node = make_node(opdef.node_class or opdef.node_namer(meta, attrs), opdef.name, opdef.rule, tuple(edges),
-                     meta, saved, None, attrs)
+    metas = tuple(meta)
+    node = make_node(opdef.node_class or opdef.node_namer(metas, attrs), opdef.name, opdef.rule, tuple(edges),
+                     metas, saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
 

@@ -15,6 +15,8 @@ every node; tests run both (``engine_loop``), and must see the same bits.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from . import anomaly, debug, native
 from .dispatch import wrap
@@ -34,7 +36,7 @@ def _collect(roots, want_parents):
             if child is None:
                 continue
             deps[child] = deps.get(child, 0) + 1
-            if want_parents:
+            if parents is not None:
                 parents.setdefault(child, []).append(node)
             if child not in seen:
                 seen.add(child)
@@ -268,6 +270,7 @@ def _sole_reference_counts():
 
     class Holder:
         __slots__ = ("_data",)
+        _data: object
 
     tensor, holder = object(), Holder()
     holder._data = object()
@@ -277,7 +280,7 @@ def _sole_reference_counts():
 _SOLE = _sole_reference_counts()
 # While plugtorch.compile captures, its record holds each result it saw; a replay makes those
 # arrays anew, so such references share nothing (compiler/recording.py sets this to count them).
-recorded_refs = None
+recorded_refs: Callable[[Any], int] | None = None
 
 
 def _owned(g) -> bool:

@@ -229,10 +229,9 @@ def _pad_args(input, pad, mode="constant", value=None):
                                    f"{x.shape[i]} elements of dimension {i}")
         x = x[crop]
         widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
-    widths = tuple(widths)
     if not any(lo or hi for lo, hi in widths):
         return Done(x if x is not input else clone(input))
-    return (x,), {"widths": widths, "value": 0 if value is None else value}
+    return (x,), {"widths": tuple(widths), "value": 0 if value is None else value}
 
 
 @op(primitive="pad", bind=_pad_args, derivative=_pad_rule, exposed=("nn.functional",))

@@ -224,10 +224,10 @@ def _expand(input, *sizes):
                 f"The expanded size of the tensor ({want}) must match the existing size ({s}) at "
                 f"non-singleton dimension {lead + i}.  Target sizes: {list(sizes)}.  Tensor sizes: {list(shape)}"
             )
-    target = tuple(target)
-    if target == shape:
+    expanded = tuple(target)
+    if expanded == shape:
         return input
-    return call_op1("expand", input, {"shape": target})
+    return call_op1("expand", input, {"shape": expanded})
 
 
 @op(primitive="broadcast_to", front=written_out(_expand), derivative=lambda ctx, g: sum_to(g, ctx.meta[0][0]),
@@ -317,8 +317,8 @@ def squeeze(input, dim=None):
         new = tuple(s for s in shape if s != 1)
     else:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        dims = {_wrap_dim(d, len(shape)) for d in dims}
-        new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
+        wrapped = {_wrap_dim(d, len(shape)) for d in dims}
+        new = tuple(s for i, s in enumerate(shape) if not (i in wrapped and s == 1))
     return reshape(input, new)
 
 
