@@ -11,6 +11,7 @@ something after the chain reads ends a chain of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy
 
@@ -43,7 +44,9 @@ def _link(step, call, slot_of_link, shape, inputs: list, input_specs: list):
         return None
     if any(spec[0] != _CONST for _, spec in kwargs):
         return None
-    operands, new_inputs, new_specs = [], [], []
+    operands: list[tuple[str, Any]] = []
+    new_inputs: list[tuple[str, bool]] = []  # (dtype name, 0-d)
+    new_specs: list = []
     for spec, value in zip(tuple(args) + tuple(s for _, s in kwargs), tuple(raw_args) + tuple(raw_kwargs.values())):
         if spec[0] == _SLOT and spec[2] is None and spec[1] in slot_of_link:
             operands.append(("op", slot_of_link[spec[1]]))

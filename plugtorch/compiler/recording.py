@@ -52,11 +52,13 @@ class _DynamicAttrs:
     def __init__(self, op: str, refresh: Callable[[], dict]):
         self.op, self.refresh = op, refresh
 
-    def __enter__(self):
+    def __enter__(self) -> None:
+        assert rec.calls is not None, "made only while capturing"
         self.before, rec.dynamic = len(rec.calls), self.refresh
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         rec.dynamic = None
+        assert rec.calls is not None, "made only while capturing"
         made = rec.calls[self.before:]
         if len(made) != 1 or made[0][0] != self.op or made[0][5] is not self.refresh:
             not_capturable(f"{self.op} runs as {len(made)} dispatched calls here (no fused kernel on this "
@@ -66,7 +68,7 @@ class _DynamicAttrs:
 _NOT_CAPTURING = contextlib.nullcontext()
 
 
-def dynamic_attrs(op: str, refresh: Callable[[], dict]):
+def dynamic_attrs(op: str, refresh: Callable[[], dict]) -> contextlib.AbstractContextManager[None]:
     """The call of ``op`` in this block gets its attrs from ``refresh()`` on each replay (an
     optimizer's step count and learning rate); ``refresh`` also makes the Python-side changes
     the eager code makes (counting the step). The block must make exactly that one top-level
@@ -81,6 +83,7 @@ def guard(value: Callable[[], Any], *, identity: bool = False) -> None:
     With ``identity``, ``value()`` is a sequence whose items must be the same objects (tensors,
     dicts: things whose ``==`` is not identity)."""
     if rec.active:
+        assert rec.guards is not None, "a capture has its list of guards"
         rec.guards.append((value, value(), identity))
 
 
@@ -88,23 +91,25 @@ class ModuleCalls:
     """While capturing, ``nn.Module.__call__`` notes each module called (their attributes and
     members are guarded) and refuses modules with forward hooks (whose Python a replay skips)."""
 
-    def __enter__(self):
+    def __enter__(self) -> ModuleCalls:
         from ..nn.modules.module import Module
         self.cls, self.original = Module, Module.__dict__["__call__"]
         original = self.original
 
-        def call(module, *args, **kwargs):
+        def call(module: Module, *args: Any, **kwargs: Any) -> Any:
             r = rec
             if r.active and r.modules is not None:
                 r.modules[id(module)] = module
                 if module._forward_hooks or module._forward_pre_hooks:
                     not_capturable(f"{type(module).__name__} has forward hooks, whose Python a replay would not run")
             return original(module, *args, **kwargs)
-        Module.__call__ = call
+        # a patch of the class for the capture's duration (restored on exit), which mypy refuses
+        # for a method; ``call`` names its first parameter ``module``, not ``self``
+        Module.__call__ = call  # type: ignore[method-assign, assignment]
         return self
 
-    def __exit__(self, *exc):
-        self.cls.__call__ = self.original
+    def __exit__(self, *exc: object) -> None:
+        self.cls.__call__ = self.original  # type: ignore[method-assign]
 
 
 def _recording(name: str, fn: Callable, primitive: bool, owner) -> Callable:
@@ -126,12 +131,14 @@ def _recording(name: str, fn: Callable, primitive: bool, owner) -> Callable:
             out = fn(*args, **kwargs)
         finally:
             r.depth -= 1
-        r.calls.append((name, fn, args, kwargs, out, refresh, owner))
+        calls = r.calls
+        assert calls is not None, "a capture has its list of calls"
+        calls.append((name, fn, args, kwargs, out, refresh, owner))
         return out
     return call
 
 
-def _recorded_refs(array) -> int:
+def _recorded_refs(array: Any) -> int:
     """How many of this thread's recorded results are ``array`` itself: the references the
     record adds to a gradient the backward engine may hand to ``.grad`` without a copy."""
     calls = rec.calls if rec.active else None
@@ -141,7 +148,7 @@ def _recorded_refs(array) -> int:
 class Installed:
     """Recording wrappers on every available backend's dispatch tables, removed on exit."""
 
-    def __enter__(self):
+    def __enter__(self) -> Installed:
         _install_lock.acquire()
         engine.recorded_refs = _recorded_refs
         self.saved = []
@@ -158,7 +165,7 @@ class Installed:
                     table[name] = _recording(name, fn, primitive, b if own.get(name) is fn else None)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for table, original in self.saved:
             table.clear()
             table.update(original)
