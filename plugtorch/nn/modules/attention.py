@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import plugtorch
 
+from ...core.tensor import Tensor
 from .. import init
 from ..functional.attention import multi_head_attention_forward
 from ..parameter import Parameter
@@ -21,8 +22,10 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 
 class MultiheadAttention(Module):
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None, generator=None):
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
+                 vdim: int | None = None, batch_first: bool = False, device=None, dtype=None,
+                 generator=None) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
@@ -56,8 +59,8 @@ class MultiheadAttention(Module):
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, generator=generator, **kw)
         if add_bias_kv:
-            self.bias_k = Parameter(plugtorch.empty(1, 1, embed_dim, **kw))
-            self.bias_v = Parameter(plugtorch.empty(1, 1, embed_dim, **kw))
+            self.bias_k: Parameter | None = Parameter(plugtorch.empty(1, 1, embed_dim, **kw))
+            self.bias_v: Parameter | None = Parameter(plugtorch.empty(1, 1, embed_dim, **kw))
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
@@ -78,8 +81,9 @@ class MultiheadAttention(Module):
         if self.bias_v is not None:
             init.xavier_normal_(self.bias_v, generator=g)
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True, attn_mask=None,
-                average_attn_weights: bool = True, is_causal: bool = False):
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
+                need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         """(output, weights or None); inputs (L, N, E) — (N, L, E) with batch_first — or unbatched (L, E)."""
         batched = query.ndim == 3
         if self.batch_first and batched:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from itertools import islice
+from typing import Any, Self
 
 from .module import Module, _addindent
 
 
-def _index(idx, n: int, what: str) -> int:
+def _index(idx: int, n: int, what: str) -> int:
     idx = operator.index(idx)
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range for {what} of length {n}")
@@ -22,7 +24,10 @@ class Sequential(Module):
     keeps the given names.
     """
 
-    def __init__(self, *args):
+    # entries are modules, as torch's containers declare (Module's table also admits None)
+    _modules: dict[str, Module]  # type: ignore[assignment]
+
+    def __init__(self, *args: Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], (dict, OrderedDict)):
             for key, module in args[0].items():
@@ -31,7 +36,7 @@ class Sequential(Module):
             for i, module in enumerate(args):
                 self.add_module(str(i), module)
 
-    def forward(self, input):
+    def forward(self, input: Any) -> Any:
         for module in self._modules.values():
             input = module(input)
         return input
@@ -39,20 +44,20 @@ class Sequential(Module):
     def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int | slice) -> Any:
         if isinstance(idx, slice):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
         i = _index(idx, len(self), "Sequential")
         return next(islice(self._modules.values(), i, None))
 
-    def __setitem__(self, idx, module) -> None:
+    def __setitem__(self, idx: int, module: Module) -> None:
         key = list(self._modules)[_index(idx, len(self), "Sequential")]
         setattr(self, key, module)
 
-    def __delitem__(self, idx) -> None:
+    def __delitem__(self, idx: int | slice) -> None:
         keys = list(self._modules)
         if isinstance(idx, slice):
             for key in keys[idx]:
@@ -65,16 +70,16 @@ class Sequential(Module):
             self._modules.clear()
             self._modules.update((str(i), m) for i, (_, m) in enumerate(items))
 
-    def append(self, module):
+    def append(self, module: Module) -> Self:
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules):
+    def extend(self, modules: Iterable[Module]) -> Self:
         for m in modules:
             self.append(m)
         return self
 
-    def insert(self, index: int, module):
+    def insert(self, index: int, module: Module) -> Self:
         n = len(self)
         if not -n <= index <= n:
             raise IndexError(f"Index out of range: {index}")
@@ -91,7 +96,10 @@ class Sequential(Module):
 class ModuleList(Module):
     """A list of modules whose parameters the parent module sees (a plain list would hide them)."""
 
-    def __init__(self, modules=None):
+    # entries are modules, as torch's containers declare (Module's table also admits None)
+    _modules: dict[str, Module]  # type: ignore[assignment]
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
         if modules is not None:
             self.extend(modules)
@@ -99,35 +107,35 @@ class ModuleList(Module):
     def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int | slice) -> Any:
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
         return self._modules[str(_index(idx, len(self), "ModuleList"))]
 
-    def __setitem__(self, idx, module) -> None:
+    def __setitem__(self, idx: int, module: Module) -> None:
         setattr(self, str(_index(idx, len(self), "ModuleList")), module)
 
-    def __delitem__(self, idx) -> None:
+    def __delitem__(self, idx: int | slice) -> None:
         mods = list(self._modules.values())
         del mods[idx if isinstance(idx, slice) else _index(idx, len(self), "ModuleList")]
         self._modules.clear()
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
 
-    def __iadd__(self, modules):
+    def __iadd__(self, modules: Iterable[Module]) -> Self:
         return self.extend(modules)
 
-    def __add__(self, other):
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
         return ModuleList(list(self) + list(other))
 
-    def append(self, module):
+    def append(self, module: Module) -> Self:
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules):
+    def extend(self, modules: Iterable[Module]) -> Self:
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
             raise TypeError(f"ModuleList.extend should be called with an iterable, "
                             f"but got {type(modules).__name__}")
@@ -135,19 +143,19 @@ class ModuleList(Module):
             self.append(m)
         return self
 
-    def insert(self, index: int, module) -> None:
+    def insert(self, index: int, module: Module) -> None:
         mods = list(self._modules.values())
         mods.insert(index, module)
         self._modules.clear()
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
 
-    def pop(self, idx: int = -1):
+    def pop(self, idx: int = -1) -> Module:
         m = self[idx]
         del self[idx]
         return m
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             "ModuleList has no forward(); iterate over it in your module's forward instead"
         )
@@ -157,7 +165,7 @@ class ModuleList(Module):
         reprs = [repr(m) for m in self]
         if not reprs:
             return self._get_name() + "()"
-        runs = []  # [start, end, repr]
+        runs: list[list[Any]] = []  # [start, end, repr]
         for i, r in enumerate(reprs):
             if runs and runs[-1][2] == r:
                 runs[-1][1] = i
@@ -171,7 +179,10 @@ class ModuleList(Module):
 class ModuleDict(Module):
     """An ordered dict of modules whose parameters the parent module sees."""
 
-    def __init__(self, modules=None):
+    # entries are modules, as torch's containers declare (Module's table also admits None)
+    _modules: dict[str, Module]  # type: ignore[assignment]
+
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None) -> None:
         super().__init__()
         if modules is not None:
             self.update(modules)
@@ -179,7 +190,7 @@ class ModuleDict(Module):
     def __getitem__(self, key: str) -> Module:
         return self._modules[key]
 
-    def __setitem__(self, key: str, module) -> None:
+    def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
 
     def __delitem__(self, key: str) -> None:
@@ -188,10 +199,10 @@ class ModuleDict(Module):
     def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._modules)
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._modules
 
     def clear(self) -> None:
@@ -202,16 +213,16 @@ class ModuleDict(Module):
         del self[key]
         return m
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self._modules.keys()
 
-    def items(self):
+    def items(self) -> ItemsView[str, Module]:
         return self._modules.items()
 
-    def values(self):
+    def values(self) -> ValuesView[Module]:
         return self._modules.values()
 
-    def update(self, modules) -> None:
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
         pairs = modules.items() if hasattr(modules, "items") else modules
         for j, pair in enumerate(pairs):
             if not hasattr(modules, "items") and len(pair) != 2:
@@ -221,7 +232,7 @@ class ModuleDict(Module):
             key, module = pair
             self[key] = module
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             "ModuleDict has no forward(); index it in your module's forward instead"
         )

@@ -11,6 +11,7 @@ import math
 
 import plugtorch
 
+from ...core.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -25,7 +26,7 @@ class _ConvNd(Module):
     _transposed = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                 padding_mode, output_padding=0, device=None, dtype=None, generator=None):
+                 padding_mode, output_padding=0, device=None, dtype=None, generator=None) -> None:
         super().__init__()
         n = self._rank
         if groups <= 0:
@@ -69,7 +70,7 @@ class _ConvNd(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound, generator=generator)
 
-    def _check_input(self, input):
+    def _check_input(self, input: Tensor) -> None:
         n = self._rank
         if input.ndim not in (n + 1, n + 2):
             raise RuntimeError(f"{self._get_name()}: expected a {n + 1}-D (unbatched) or {n + 2}-D (batched) "
@@ -103,22 +104,23 @@ class _ConvNd(Module):
 class _Conv(_ConvNd):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
                  groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None,
-                 generator=None):
+                 generator=None) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, 0, device, dtype, generator)
 
     def _pad_widths(self):
         """F.pad widths (last dim first) for a non-zero padding_mode."""
-        if self.padding == "valid":
+        padding = self.padding
+        if padding == "valid":
             pairs = [(0, 0)] * self._rank
-        elif self.padding == "same":
+        elif isinstance(padding, str):  # "same" (the constructor refuses other strings)
             pairs = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
                      for k, d in zip(self.kernel_size, self.dilation)]
         else:
-            pairs = [(p, p) for p in self.padding]
+            pairs = [(p, p) for p in padding]
         return tuple(w for pair in reversed(pairs) for w in pair)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         self._check_input(input)
         conv = (F.conv1d, F.conv2d, F.conv3d)[self._rank - 1]
         if self.padding_mode != "zeros":
@@ -148,7 +150,7 @@ class _ConvTranspose(_ConvNd):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                  groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
-                 dtype=None, generator=None):
+                 dtype=None, generator=None) -> None:
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
@@ -176,7 +178,7 @@ class _ConvTranspose(_ConvNd):
             out.append(size[i] - low)
         return tuple(out)
 
-    def forward(self, input, output_size=None):
+    def forward(self, input: Tensor, output_size: list[int] | None = None) -> Tensor:
         self._check_input(input)
         conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._rank - 1]
         return conv(input, self.weight, self.bias, self.stride, self.padding,

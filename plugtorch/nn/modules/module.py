@@ -8,6 +8,8 @@ trained, e.g. BatchNorm's running statistics) and sub-modules. Everything else
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, Self
 
 from ...compiler.guards import module_changed
 from ...core.grad_mode import no_grad
@@ -23,7 +25,7 @@ def _addindent(s: str, spaces: int) -> str:
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
-def _typename(value) -> str:
+def _typename(value: object) -> str:
     if isinstance(value, Tensor):
         return f"plugtorch.Tensor ({value.dtype.name})"
     return type(value).__name__
@@ -67,12 +69,13 @@ class _Table(dict):
         module_changed()
         return super().setdefault(key, default)
 
-    def __ior__(self, other):
+    # mypy wants an __ior__ to mirror __or__'s overloads, which dict's own __ior__ does not
+    def __ior__(self, other):  # type: ignore[misc]
         module_changed()
         return super().__ior__(other)
 
 
-def _add_hook(hooks: dict, hook, prepend: bool) -> RemovableHandle:
+def _add_hook(hooks: dict, hook: Callable[..., Any], prepend: bool) -> RemovableHandle:
     handle = RemovableHandle(hooks)
     if prepend:
         rest = list(hooks.items())
@@ -90,7 +93,7 @@ class Module(StateDictMixin):
     training: bool
     _version = 1
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         if args or kwargs:
             raise TypeError(
                 f"{type(self).__name__}.__init__() got unexpected arguments; Module.__init__ takes none "
@@ -108,13 +111,13 @@ class Module(StateDictMixin):
         setattr_(self, "_forward_hooks_with_kwargs", set())
         setattr_(self, "_forward_hooks_always_called", set())
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function'
         )
 
     # -- calling ---------------------------------------------------------------------
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hid, hook in list(self._forward_pre_hooks.items()):
@@ -151,7 +154,8 @@ class Module(StateDictMixin):
             return hook(self, args, kwargs, output)
         return hook(self, args, output)
 
-    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
         """``hook(module, args)`` (or ``(module, args, kwargs)``) runs before ``forward``.
 
         It may return replacement args (a tuple, or a single value that is wrapped in
@@ -162,7 +166,8 @@ class Module(StateDictMixin):
             self._forward_pre_hooks_with_kwargs.add(handle.id)
         return handle
 
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
         """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) runs after
         ``forward``; a non-None return value replaces the output. With ``always_call`` it
         also runs (with output None) when ``forward`` raises."""
@@ -174,7 +179,7 @@ class Module(StateDictMixin):
         return handle
 
     # -- registration ------------------------------------------------------------------
-    def _check_name(self, kind: str, name) -> None:
+    def _check_name(self, kind: str, name: object) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
         if not isinstance(name, str):
@@ -184,7 +189,7 @@ class Module(StateDictMixin):
         if "." in name:
             raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
 
-    def register_parameter(self, name: str, param) -> None:
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
         self._check_name("parameter", name)
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
@@ -201,7 +206,7 @@ class Module(StateDictMixin):
             )
         self._parameters[name] = param
 
-    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         self._check_name("buffer", name)
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
@@ -211,7 +216,7 @@ class Module(StateDictMixin):
                 "(plugtorch Tensor or None required)"
             )
         if isinstance(tensor, Buffer):
-            persistent = tensor.persistent
+            persistent = tensor.persistent  # type: ignore[attr-defined]  # Buffer's slot, undeclared to mypy
             tensor = tensor.detach()
         self._buffers[name] = tensor
         if persistent:
@@ -219,7 +224,7 @@ class Module(StateDictMixin):
         else:
             self._non_persistent_buffers_set.add(name)
 
-    def add_module(self, name: str, module) -> None:
+    def add_module(self, name: str, module: Module | None) -> None:
         self._check_name("module", name)
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
@@ -229,7 +234,7 @@ class Module(StateDictMixin):
 
     register_module = add_module
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         d = self.__dict__
         if "_parameters" not in d:
             raise AttributeError(
@@ -242,7 +247,7 @@ class Module(StateDictMixin):
                 return t[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
         params = d.get("_parameters")
 
@@ -297,7 +302,7 @@ class Module(StateDictMixin):
                 module_changed()
             object.__setattr__(self, name, value)
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
                 del table[name]
@@ -306,7 +311,7 @@ class Module(StateDictMixin):
         module_changed()
         object.__delattr__(self, name)
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         keys = list(object.__dir__(self))
         keys += list(self._parameters) + list(self._buffers) + list(self._modules)
         return sorted(k for k in set(keys) if not k[0].isdigit())
@@ -324,34 +329,37 @@ class Module(StateDictMixin):
                     memo.add(id(v))
                 yield (module_prefix + ("." if module_prefix else "") + k), v
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse,
                                        remove_duplicate)
 
-    def parameters(self, recurse: bool = True):
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse,
                                        remove_duplicate)
 
-    def buffers(self, recurse: bool = True):
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, Module]]:
         memo = set()
         for name, module in self._modules.items():
             if module is not None and id(module) not in memo:
                 memo.add(id(module))
                 yield name, module
 
-    def children(self):
+    def children(self) -> Iterator[Module]:
         for _, module in self.named_children():
             yield module
 
-    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         # Iterative pre-order walk: deep models never hit the recursion limit.
         if memo is None:
             memo = set()
@@ -367,7 +375,7 @@ class Module(StateDictMixin):
                     if m is not None]
             stack.extend(reversed(kids))
 
-    def modules(self):
+    def modules(self) -> Iterator[Module]:
         for _, module in self.named_modules():
             yield module
 
@@ -376,19 +384,21 @@ class Module(StateDictMixin):
             return self
         mod = self
         for item in target.split("."):
-            if item not in mod._modules or mod._modules[item] is None:
+            sub = mod._modules.get(item)
+            if sub is None:
                 raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
-            mod = mod._modules[item]
+            mod = sub
         return mod
 
     def get_parameter(self, target: str) -> Parameter:
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
-        if name not in mod._parameters:
+        param = mod._parameters.get(name)
+        if param is None:  # torch's too: a parameter registered as None is not an nn.Parameter
             raise AttributeError(f"`{name}` is not an nn.Parameter of {mod._get_name()}")
-        return mod._parameters[name]
+        return param
 
-    def get_buffer(self, target: str) -> Tensor:
+    def get_buffer(self, target: str) -> Tensor | None:
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
         if name not in mod._buffers:
@@ -396,7 +406,7 @@ class Module(StateDictMixin):
         return mod._buffers[name]
 
     # -- modes and gradients -------------------------------------------------------------
-    def train(self, mode: bool = True):
+    def train(self, mode: bool = True) -> Self:
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         self.training = mode
@@ -404,10 +414,10 @@ class Module(StateDictMixin):
             module.train(mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Self:
         return self.train(False)
 
-    def requires_grad_(self, requires_grad: bool = True):
+    def requires_grad_(self, requires_grad: bool = True) -> Self:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
@@ -425,7 +435,7 @@ class Module(StateDictMixin):
                 p.grad = g
 
     # -- conversion ----------------------------------------------------------------------
-    def _apply(self, fn):
+    def _apply(self, fn: Callable[[Tensor], Tensor]) -> Self:
         """Replace every parameter's values (and grad's) with ``fn(tensor)``, and every buffer.
 
         Parameters stay the same objects (only their data is rebound), so an optimizer
@@ -444,14 +454,14 @@ class Module(StateDictMixin):
                         module._buffers[k] = fn(b)
         return self
 
-    def apply(self, fn):
+    def apply(self, fn: Callable[[Module], object]) -> Self:
         """Call ``fn(module)`` on every sub-module (children first) and then on self."""
         for module in self.children():
             module.apply(fn)
         fn(self)
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: Any, **kwargs: Any) -> Self:
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(tensor)``.
 
         A dtype applies to floating-point parameters and buffers only (integer
@@ -482,22 +492,22 @@ class Module(StateDictMixin):
             return out
         return self._apply(convert)
 
-    def cpu(self):
+    def cpu(self) -> Self:
         return self.to("cpu")
 
-    def cuda(self, device=None):
+    def cuda(self, device: int | None = None) -> Self:
         """Move to the backend that answers to "cuda" (e.g. CuPy), like torch's ``cuda()``."""
         return self.to("cuda" if device is None else f"cuda:{int(device)}")
 
-    def float(self):
+    def float(self) -> Self:
         from ...core.dtypes import float32
         return self.to(float32)
 
-    def double(self):
+    def double(self) -> Self:
         from ...core.dtypes import float64
         return self.to(float64)
 
-    def half(self):
+    def half(self) -> Self:
         from ...core.dtypes import float16
         return self.to(float16)
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import plugtorch
 
+from ...core.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -57,7 +59,7 @@ class RNNBase(Module):
 
     def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
-                 device=None, dtype=None, generator=None):
+                 device=None, dtype=None, generator=None) -> None:
         super().__init__()
         if mode not in _GATES:
             raise ValueError(f"Unrecognized RNN mode: {mode}")
@@ -96,7 +98,8 @@ class RNNBase(Module):
             layer_in = input_size if layer == 0 else out_size * directions
             for d in range(directions):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                shapes = [("weight_ih", (gate_size, layer_in)), ("weight_hh", (gate_size, out_size))]
+                shapes: list[tuple[str, tuple[int, ...]]] = [("weight_ih", (gate_size, layer_in)),
+                                                            ("weight_hh", (gate_size, out_size))]
                 if bias:
                     shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
                 if proj_size:
@@ -115,7 +118,7 @@ class RNNBase(Module):
         """A no-op kept for torch code that calls it (there are no fused cuDNN buffers here)."""
 
     @property
-    def all_weights(self):
+    def all_weights(self) -> list[list[Parameter]]:
         per = len(self._flat_weights_names) // (self.num_layers * (2 if self.bidirectional else 1))
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
@@ -137,11 +140,13 @@ class RNNBase(Module):
         w_ih, b_ih, w_hh, b_hh, step = self._cell(sfx)
         xw = F.linear(x, w_ih, b_ih)                        # every time step's input projection at once
         steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
-        outs = [None] * x.shape[0]
+        outs = []
         for t in steps:
             h, c_new = step(xw[t], h, c, w_hh, b_hh)
             c = c_new if c_new is not None else c
-            outs[t] = h
+            outs.append(h)
+        if reverse:
+            outs.reverse()  # in time order
         out = plugtorch.stack(outs, 0) if outs else plugtorch.zeros(0, x.shape[1], h.shape[-1], dtype=x.dtype,
                                                                    device=x.device)
         return out, h, c
@@ -162,7 +167,7 @@ class RNNBase(Module):
                                    f"be {'3-D' if is_batched else '2-D'} but got {s.ndim}-D tensor")
         return is_batched
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor, hx=None) -> tuple[Tensor, Any]:
         is_batched = self._check(input, hx)
         x = input if is_batched else input.unsqueeze(1)
         if is_batched and self.batch_first:
@@ -183,7 +188,7 @@ class RNNBase(Module):
             h0 = plugtorch.zeros(layers, n, out_size, dtype=x.dtype, device=x.device)
             if self.mode == "LSTM":
                 c0 = plugtorch.zeros(layers, n, self.hidden_size, dtype=x.dtype, device=x.device)
-        h_n, c_n = [], []
+        hs, cs = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(directions):
@@ -191,14 +196,14 @@ class RNNBase(Module):
                 out, h, c = self._run_direction(x, h0[k], c0[k] if c0 is not None else None,
                                                 f"_l{layer}" + ("_reverse" if d else ""), reverse=d == 1)
                 outs.append(out)
-                h_n.append(h)
-                c_n.append(c)
+                hs.append(h)
+                cs.append(c)
             x = outs[0] if directions == 1 else plugtorch.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True, generator=self.generator)
         output = x.transpose(0, 1) if is_batched and self.batch_first else x
-        h_n = plugtorch.stack(h_n, 0)
-        c_n = plugtorch.stack(c_n, 0) if self.mode == "LSTM" else None
+        h_n = plugtorch.stack(hs, 0)
+        c_n = plugtorch.stack(cs, 0) if self.mode == "LSTM" else None
         if not is_batched:
             output, h_n = output.squeeze(1), h_n.squeeze(1)
             c_n = c_n.squeeze(1) if c_n is not None else None
@@ -226,7 +231,7 @@ class RNN(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 device=None, dtype=None, generator=None):
+                 device=None, dtype=None, generator=None) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
@@ -243,7 +248,7 @@ class LSTM(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
-                 device=None, dtype=None, generator=None):
+                 device=None, dtype=None, generator=None) -> None:
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          proj_size, device, dtype, generator)
 
@@ -253,7 +258,7 @@ class GRU(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 device=None, dtype=None, generator=None):
+                 device=None, dtype=None, generator=None) -> None:
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          0, device, dtype, generator)
 
@@ -262,7 +267,7 @@ class GRU(RNNBase):
 
 class RNNCellBase(Module):
     def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None, dtype=None,
-                 generator=None):
+                 generator=None) -> None:
         super().__init__()
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -307,13 +312,13 @@ class RNNCellBase(Module):
 
 class RNNCell(RNNCellBase):
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
-                 device=None, dtype=None, generator=None):
+                 device=None, dtype=None, generator=None) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
         super().__init__(input_size, hidden_size, bias, 1, device, dtype, generator)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         x, states, batched = self._batched(input, hx)
         h = states[0] if states else self._zeros(x)
         h, _ = _rnn_step(self.nonlinearity)(F.linear(x, self.weight_ih, self.bias_ih), h, None,
@@ -323,10 +328,10 @@ class RNNCell(RNNCellBase):
 
 class LSTMCell(RNNCellBase):
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None,
-                 generator=None):
+                 generator=None) -> None:
         super().__init__(input_size, hidden_size, bias, 4, device, dtype, generator)
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         x, states, batched = self._batched(input, hx)
         h, c = states if states else (self._zeros(x), self._zeros(x))
         h, c = _lstm_step(None)(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh, self.bias_hh)
@@ -335,10 +340,10 @@ class LSTMCell(RNNCellBase):
 
 class GRUCell(RNNCellBase):
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None,
-                 generator=None):
+                 generator=None) -> None:
         super().__init__(input_size, hidden_size, bias, 3, device, dtype, generator)
 
-    def forward(self, input, hx=None):
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         x, states, batched = self._batched(input, hx)
         h = states[0] if states else self._zeros(x)
         h, _ = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh)

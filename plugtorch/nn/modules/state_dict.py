@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict, namedtuple
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...core.grad_mode import no_grad
 from ...core.tensor import Tensor
 from ..parameter import Parameter
 
+if TYPE_CHECKING:
+    from .module import Module
+
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
         return super().__repr__()
@@ -25,7 +30,19 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
 class StateDictMixin:
     """Mixed into ``Module``; reads its ``_parameters``, ``_buffers`` and ``_modules`` tables."""
 
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
+    # Module's tables, made in Module.__init__
+    _parameters: dict[str, Parameter | None]
+    _buffers: dict[str, Tensor | None]
+    _non_persistent_buffers_set: set[str]
+    _modules: dict[str, Module | None]
+
+    if TYPE_CHECKING:  # Module's methods, which this half calls
+        def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+                          remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]: ...
+
+        def _get_name(self) -> str: ...
+
+    def _save_to_state_dict(self, destination: dict[str, Tensor], prefix: str, keep_vars: bool) -> None:
         for name, p in self._parameters.items():
             if p is not None:
                 destination[prefix + name] = p if keep_vars else p.detach()
@@ -33,7 +50,8 @@ class StateDictMixin:
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
 
-    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
+    def state_dict(self, *, destination: dict[str, Tensor] | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Tensor]:
         """An ordered ``name -> tensor`` dict of parameters and persistent buffers.
 
         The tensors share memory with the module's (detached unless ``keep_vars``).
@@ -47,8 +65,9 @@ class StateDictMixin:
                                   keep_vars=keep_vars)
         return destination
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs):
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any],
+                              strict: bool, missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
         """Load this module's own entries (torch's signature, so ported overrides work)."""
         assign = local_metadata.get("assign_to_params_buffers", False)
         persistent = {k: v for k, v in self._buffers.items()
@@ -90,7 +109,8 @@ class StateDictMixin:
                 if head not in self._modules and head not in local:
                     unexpected_keys.append(key)
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> _IncompatibleKeys:
         """Copy parameters and buffers from ``state_dict`` into this module and its children.
 
         Shape mismatches (and non-tensor values) are always errors; with ``strict`` so
@@ -100,7 +120,9 @@ class StateDictMixin:
         if not isinstance(state_dict, dict):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
         state_dict = OrderedDict(state_dict)  # overrides of _load_from_state_dict may edit it
-        missing, unexpected, errors = [], [], []
+        missing: list[str] = []
+        unexpected: list[str] = []
+        errors: list[str] = []
         # A module reachable under two names is loaded under both, as state_dict saves both.
         for name, module in self.named_modules(remove_duplicate=False):
             prefix = name + "." if name else ""

@@ -19,10 +19,18 @@ wire is the process group's business.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 from ... import distributed as dist
 from ...core.grad_mode import no_grad
 from ...core.ops.creation import tensor, zeros
 from ...distributed.grad_bucket import GradBucket
+
+if TYPE_CHECKING:
+    from ...core.tensor import Tensor
+    from ...distributed.process_group import ProcessGroup, Work
+    from ...futures import Future
 
 # A small first bucket starts communication early in backward (as torch does).
 FIRST_BUCKET_BYTES = 1024 * 1024
@@ -32,8 +40,15 @@ class Bucket:
     """A flat buffer holding the gradients of ``params``, and each one's view of it."""
 
     __slots__ = ("params", "names", "flat", "views", "ready", "pending", "future")
+    params: list[Tensor]
+    names: list[str]
+    flat: Tensor | None  # None (and views too) where not allocated: one process averages nothing
+    views: list[Tensor] | None
+    ready: list[bool]
+    pending: int
+    future: Future | None  # the reduction in flight, once launched
 
-    def __init__(self, params, names, allocate: bool = True):
+    def __init__(self, params: list[Tensor], names: list[str], allocate: bool = True) -> None:
         self.params = params
         self.names = names
         self.flat = self.views = None
@@ -49,12 +64,12 @@ class Bucket:
         self.future = None
 
     @property
-    def work(self):
+    def work(self) -> Future | None:
         """The bucket's reduction in flight this iteration (None before it is launched)."""
         return self.future
 
 
-def _views(flat, params) -> list:
+def _views(flat: Tensor, params: Sequence[Tensor]) -> list[Tensor]:
     views, off = [], 0
     for p in params:
         views.append(flat[off:off + p.numel()].view(p.shape))
@@ -62,7 +77,8 @@ def _views(flat, params) -> list:
     return views
 
 
-def assign_buckets(named_params, cap_bytes: int, first_bytes: int = FIRST_BUCKET_BYTES):
+def assign_buckets(named_params: Sequence[tuple[str, Tensor]], cap_bytes: int,
+                   first_bytes: int = FIRST_BUCKET_BYTES) -> list[list[tuple[str, Tensor]]]:
     """Lists of (name, param), reverse registration order, grouped by dtype and backend."""
     open_buckets: dict = {}
     sizes: dict = {}
@@ -84,7 +100,8 @@ def assign_buckets(named_params, cap_bytes: int, first_bytes: int = FIRST_BUCKET
 class Reducer:
     """Averages gradients across ranks during backward; see the module docstring."""
 
-    def __init__(self, named_params, process_group, bucket_cap_bytes: int, find_unused: bool):
+    def __init__(self, named_params: Sequence[tuple[str, Tensor]], process_group: ProcessGroup,
+                 bucket_cap_bytes: int, find_unused: bool) -> None:
         self.pg = process_group
         self.find_unused = find_unused
         # One process has nothing to average: the buckets are planned but never filled.
@@ -98,15 +115,15 @@ class Reducer:
                 self.where[id(p)] = (bi, i)
                 if self.active:
                     self.hooks.append(p.register_post_accumulate_grad_hook(self._grad_ready))
-        self.comm_hook = None   # (state, hook) from DDP.register_comm_hook
+        self.comm_hook: tuple[Any, Callable[..., Future]] | None = None  # (state, hook) from DDP.register_comm_hook
         self.armed = False      # a synchronised backward is expected
         self.any_ready = False  # some gradient of this iteration has arrived
         self.next_bucket = 0
-        self.used = None        # (mask, work) of globally used parameters (find_unused)
-        self.divisor_work = None  # join(divide_by_initial_world_size=False): ranks still training
+        self.used: tuple[Tensor, Work] | None = None  # (mask, work) of globally used parameters (find_unused)
+        self.divisor_work: Work | None = None  # join(divide_by_initial_world_size=False): ranks still training
 
     # -- per iteration -------------------------------------------------------------
-    def prepare(self, outputs) -> None:
+    def prepare(self, outputs: Any) -> None:
         """Called after forward: expect one gradient per parameter (or, with
         find_unused_parameters, per parameter the outputs depend on)."""
         if not self.active:
@@ -131,11 +148,11 @@ class Reducer:
         mask = tensor(used)
         self.used = (mask, dist.all_reduce(mask, op=dist.ReduceOp.MAX, group=self.pg, async_op=True))
 
-    def set_divisor_work(self, work) -> None:
+    def set_divisor_work(self, work: Work) -> None:
         """Divide this iteration's sums by the value ``work`` all-reduces (ranks still training)."""
         self.divisor_work = work
 
-    def _grad_ready(self, p) -> None:
+    def _grad_ready(self, p: Tensor) -> None:
         if not self.armed:
             return  # no_sync(), or a backward not preceded by a DDP forward
         bi, i = self.where[id(p)]
@@ -157,7 +174,9 @@ class Reducer:
         elif self.next_bucket:
             # Where the process group has no progress thread, asking whether a posted bucket is
             # done (MPI_Test) moves it along while backward is still computing.
-            self.buckets[self.next_bucket - 1].future.done()
+            launched = self.buckets[self.next_bucket - 1].future
+            assert launched is not None, "launched above"
+            launched.done()
 
     def _launch(self, index: int, flat, views, params):
         """Hand one bucket to the communication hook (default: all-reduce SUM); its Future."""
@@ -195,6 +214,8 @@ class Reducer:
         k = 0
         with no_grad():
             for bucket in self.buckets:
+                # every bucket was launched (this runs after the last), each allocated (active)
+                assert bucket.future is not None and bucket.flat is not None and bucket.views is not None
                 result = bucket.future.wait()
                 if self.comm_hook is None:
                     result = result[0]
@@ -219,6 +240,7 @@ class Reducer:
             dist.all_reduce(mask, op=dist.ReduceOp.MAX, group=self.pg)
         futures = []
         for index, b in enumerate(self.buckets):
+            assert b.flat is not None, "allocated: the reducer is active"
             flat = zeros(b.flat.numel(), dtype=b.flat.dtype, device=b.flat.device)
             futures.append(self._launch(index, flat, _views(flat, b.params), b.params))
         for f in futures:
