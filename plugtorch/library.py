@@ -32,9 +32,10 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from .core.backend import Backend
 from .core.dispatch import NO_ATTRS, call_op, record
@@ -43,6 +44,10 @@ from .core.hookspecs import CONTRACT_VERSION, hookimpl
 from .core.opdef import OpDef
 from .core.optable import TABLE
 from .core.tensor import Tensor
+
+if TYPE_CHECKING:
+    from .core.graph import Node
+    from .core.registry import Registrar
 
 __all__ = ["CONTRACT_VERSION", "Library", "CustomOpDef", "custom_op", "register_kernel", "define_backend",
            "get_library"]
@@ -70,7 +75,7 @@ class Library:
         self.PLUGTORCH_CONTRACT = contract  # checked like any plugin's when it registers
         self.module = _caller_module()
         self._entries: list[tuple] = []
-        self._registrar = None
+        self._registrar: Registrar | None = None
         _LIBRARIES[namespace] = self
 
     def __repr__(self) -> str:
@@ -78,14 +83,14 @@ class Library:
 
     # -- the plugin side ------------------------------------------------------------------
     @hookimpl
-    def plugtorch_register(self, registrar):
+    def plugtorch_register(self, registrar: Registrar) -> None:
         self._registrar = registrar
         for entry in self._entries:
-            self._apply(entry)
+            self._apply(registrar, entry)
 
-    def _apply(self, entry) -> None:
+    @staticmethod
+    def _apply(r: Registrar, entry: tuple) -> None:
         kind, *args = entry
-        r = self._registrar
         if kind == "op":
             opdef, override = args
             r.add_op(opdef, override=override)
@@ -95,16 +100,17 @@ class Library:
         elif kind == "backend":
             r.add_backend(args[0])
 
-    def _add(self, *entry) -> None:
+    def _add(self, *entry: Any) -> None:
         self._entries.append(entry)
         if self._registrar is not None:  # already registered: what is added now applies now
-            self._apply(entry)
+            self._apply(self._registrar, entry)
         else:
             from .core import plugins
             plugins.register_library(self)
 
     # -- what a library declares ----------------------------------------------------------
-    def custom_op(self, name: str, fn: Callable | None = None, /, *, mutates_args=(), samples=None):
+    def custom_op(self, name: str, fn: Callable | None = None, /, *, mutates_args: str | Iterable[str] = (),
+                  samples: Callable | None = None):
         """``custom_op`` in this library's namespace (``name`` without the ``ns::`` prefix)."""
         return custom_op(f"{self.namespace}::{name}", fn, mutates_args=mutates_args, samples=samples)
 
@@ -122,7 +128,7 @@ def get_library(namespace: str) -> Library:
 
 
 def _caller_module() -> str:
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_globals.get("__name__", "").startswith("plugtorch.library"):
         frame = frame.f_back
     return frame.f_globals.get("__name__", "?") if frame is not None else "?"
@@ -136,7 +142,7 @@ _OPTIONAL = re.compile(r"^(Optional\[(plugtorch\.)?Tensor\]"
 _LIST = re.compile(r"^(list|List|Sequence|typing\.Sequence|tuple)\[(plugtorch\.)?Tensor(, \.\.\.)?\]$")
 
 
-def _kind(annotation) -> str:
+def _kind(annotation: Any) -> str:
     """'tensor', 'optional', 'list' or 'attr', from a parameter's annotation (text or object)."""
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
     if annotation is Tensor or _TENSOR.match(text):
@@ -151,7 +157,8 @@ def _kind(annotation) -> str:
 class CustomOpDef:
     """What ``@custom_op`` returns: the op (call it like a function) and the methods that extend it."""
 
-    def __init__(self, qualname: str, fn: Callable, mutates_args, samples):
+    def __init__(self, qualname: str, fn: Callable, mutates_args: str | Iterable[str],
+                 samples: Callable | None) -> None:
         namespace, _, name = qualname.partition("::")
         if not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"custom_op name {qualname!r} must be 'namespace::name' with identifiers")
@@ -215,7 +222,7 @@ class CustomOpDef:
             operands = tuple(values[n] for n in self._operands)
         return operands, {n: values[n] for n in self._attrs} or NO_ATTRS, values
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         operands, attrs, values = self._split(args, kwargs)
         for n, o in zip(self._operands, operands):
             if o is not None and not isinstance(o, Tensor):
@@ -255,7 +262,7 @@ class CustomOpDef:
     def _adapt_kernel(self, fn: Callable) -> Callable:
         """A kernel in the op's own signature, called the dispatch way (operands first, attrs by name)."""
         names = self._operands
-
+        kernel: Callable[..., Any]
         if self._variadic:
             def kernel(arrays, **attrs):
                 return fn(arrays, **attrs)
@@ -270,7 +277,7 @@ class CustomOpDef:
         kernel = self._adapt_kernel(fn)
         return lambda backend, *arrays, **attrs: kernel(*arrays, **attrs)
 
-    def register_kernel(self, backends, fn: Callable | None = None, /):
+    def register_kernel(self, backends: str | Iterable[str], fn: Callable | None = None, /):
         """``fn`` (the op's signature, on arrays) computes the op on ``backends`` (a name or names)."""
         names = (backends,) if isinstance(backends, str) else tuple(backends)
 
@@ -296,7 +303,7 @@ class CustomOpDef:
             return bw
         return deco(backward) if backward is not None else deco
 
-    def register_samples(self, samples: Callable):
+    def register_samples(self, samples: Callable) -> Callable:
         """Sample inputs for the conformance kit: ``samples(g) -> [plugtorch.testing.Sample(...)]``."""
         self._opdef = replace(self._opdef, samples=samples, plugin=None)
         self.library._add("op", self._opdef, True)
@@ -306,7 +313,7 @@ class CustomOpDef:
 class _AutogradContext:
     """What a custom op's ``setup_context`` and ``backward`` see (torch's ctx, over the graph node)."""
 
-    def __init__(self, node, op: CustomOpDef):
+    def __init__(self, node: Node, op: CustomOpDef) -> None:
         operands = node.saved
         values = dict(zip(op._operands, operands)) if not op._variadic else {op._operands[0]: list(operands)}
         values.update(node.attrs)
@@ -321,7 +328,7 @@ class _AutogradContext:
             for p in op._params)
         self.saved_tensors: tuple = ()
 
-    def save_for_backward(self, *tensors) -> None:
+    def save_for_backward(self, *tensors: Tensor) -> None:
         self.saved_tensors = tensors
 
 
@@ -357,7 +364,8 @@ def _missing_derivative(d: OpDef) -> OpDef:
     return replace(d, derivative=rule, save=())
 
 
-def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args=(), samples=None):
+def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args: str | Iterable[str] = (),
+              samples: Callable | None = None):
     """Make ``fn`` (annotated; on backend arrays) the op ``"namespace::name"``: a registered op
     reachable as ``plugtorch.ops.namespace.name`` and as the returned object.
 
@@ -407,7 +415,7 @@ class _OpsNamespace:
     def __init__(self, namespace: str | None = None):
         self._namespace = namespace
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         if self._namespace is None:

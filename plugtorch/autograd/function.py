@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 from ..core import anomaly
 from ..core.dispatch import edge
@@ -32,10 +34,18 @@ class FunctionCtx(Node):
     # "__dict__" lets a Function keep anything on ctx (ctx.scale = ...), as in torch.
     __slots__ = ("n_outputs", "_to_save", "_dirty", "_non_differentiable", "_materialize",
                  "_outputs", "_single", "__dict__")
-    _forward_cls = None  # the Function this node runs the backward of (set per subclass)
+    n_outputs: int
+    _to_save: tuple[Tensor | None, ...]
+    _dirty: tuple[Tensor, ...]
+    _non_differentiable: tuple[Tensor, ...]
+    _materialize: bool
+    _outputs: tuple[tuple[Any, Any, Any] | None, ...]
+    _single: int | None
+    _forward_cls: type[Function] | None = None  # the Function this node runs the backward of (set per subclass)
 
-    def __init__(self, inputs=()):
-        edges, meta = [], []
+    def __init__(self, inputs: tuple = ()) -> None:
+        edges: list[Node | None] = []
+        meta: list[tuple[Any, Any] | None] = []
         for x in inputs:
             if isinstance(x, Tensor):
                 edges.append(edge(x))
@@ -57,7 +67,7 @@ class FunctionCtx(Node):
         return f"saved tensor {i}"
 
     # -- torch's ctx API -------------------------------------------------------------------
-    def save_for_backward(self, *tensors):
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Keep ``tensors`` (or None) for backward, where ``ctx.saved_tensors`` returns them after
         checking that no in-place op modified them since."""
         for i, t in enumerate(tensors):
@@ -66,15 +76,15 @@ class FunctionCtx(Node):
                                 f"type {type(t).__name__}")
         self._to_save = tensors
 
-    def mark_dirty(self, *tensors):
+    def mark_dirty(self, *tensors: Tensor) -> None:
         """Say that forward modified these inputs in place (and returns them)."""
         self._dirty = tensors
 
-    def mark_non_differentiable(self, *tensors):
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
         """These outputs do not require grad; their gradient in backward is zeros (or None)."""
         self._non_differentiable = tensors
 
-    def set_materialize_grads(self, value: bool):
+    def set_materialize_grads(self, value: bool) -> None:
         """False: backward gets None, not zeros, for outputs that received no gradient."""
         self._materialize = bool(value)
 
@@ -102,7 +112,7 @@ class FunctionCtx(Node):
             t._vc[0] += 1
         non_diff = {id(t) for t in self._non_differentiable}
         diff = []
-        metas = []
+        metas: list[tuple[Any, Any, Any] | None] = []
         for i, t in enumerate(outs):
             if not isinstance(t, Tensor):
                 metas.append(None)
@@ -177,33 +187,33 @@ class Function:
     """Subclass with ``forward(ctx, *args)`` and ``backward(ctx, *grad_outputs)`` static methods
     (or ``forward(*args)`` plus ``setup_context(ctx, inputs, output)``), then call ``apply``."""
 
-    _backward_cls = None
+    _backward_cls: type[FunctionCtx]  # made per subclass (and for Function itself, below)
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # torch names the node after the Function: MyOp -> MyOpBackward
         cls._backward_cls = type(cls.__name__ + "Backward", (FunctionCtx,),
                                  {"__slots__": (), "_forward_cls": cls})
         if cls.backward is Function.backward and cls.vjp is not Function.vjp:
-            cls.backward = staticmethod(cls.vjp)
+            cls.backward = staticmethod(cls.vjp)  # type: ignore[method-assign]  # torch's alias, per subclass
 
     @staticmethod
-    def forward(*args, **kwargs):
+    def forward(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> Any:
         raise NotImplementedError("setup_context is not implemented.")
 
     @staticmethod
-    def backward(ctx, *grad_outputs):
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
         raise NotImplementedError("You must implement either the backward or vjp method for your custom "
                                   "autograd.Function to use it with backward mode AD.")
 
     vjp = backward  # torch's alias: a Function may write either
 
     @classmethod
-    def apply(cls, *args, **kwargs):
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
         setup = cls.setup_context is not Function.setup_context
         if setup:  # torch binds the arguments (defaults included) when forward takes no ctx
             bound = inspect.signature(cls.forward).bind(*args, **kwargs)
@@ -224,7 +234,7 @@ class Function:
 Function._backward_cls = type("FunctionBackward", (FunctionCtx,), {"__slots__": (), "_forward_cls": Function})
 
 
-def once_differentiable(fn):
+def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a ``backward`` that is not differentiable itself: it runs under no_grad, and
     differentiating its result (create_graph=True, then backward again) raises."""
     @functools.wraps(fn)
