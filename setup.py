@@ -21,10 +21,29 @@ data = {"plugtorch_backends.cupy_backend": ["kernels/*.cu", "kernels/*.cuh"], "p
 # the backend runs its NumPy kernels (`plugtorch plugins` says which). Values must match the
 # NumPy kernels bit for bit, hence no FMA contraction and no fast-math.
 flags = [] if sys.platform == "win32" else ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+
+
+def _libmvec() -> bool:
+    """Whether glibc's vector math library (libmvec: erf, exp, tanh four floats a call, since glibc
+    2.35 on x86-64) is there to link; the kernels call the scalar functions without it."""
+    import ctypes.util
+    import os
+    import platform
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return False
+    try:
+        major, minor = map(int, os.confstr("CS_GNU_LIBC_VERSION").split()[1].split(".")[:2])
+    except (ValueError, OSError, IndexError, AttributeError, TypeError):
+        return False
+    return (major, minor) >= (2, 35) and ctypes.util.find_library("mvec") is not None
+
+
+mvec = _libmvec()
 native = Extension("plugtorch_backends.numpy_backend.native._kernels",
                    sources=["backends/numpy_backend/native/_kernels.c", "backends/numpy_backend/native/threadpool.c"],
                    depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/threadpool.h"],
-                   extra_compile_args=flags, optional=True)
+                   extra_compile_args=flags, optional=True,
+                   define_macros=[("PLUGTORCH_MVEC", "1")] if mvec else [], libraries=["mvec", "m"] if mvec else [])
 
 # The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional
 # too; without it their Python twins run (plugtorch/core/native.py).

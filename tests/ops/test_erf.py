@@ -44,20 +44,24 @@ def test_erf_matches_libm(impl, dtype):
     want = _reference(x.astype(np.float64)).astype(dtype)
     got = fn(x)
     assert got.dtype == dtype and got.shape == x.shape
-    tolerance = 1 if impl == "native" or dtype == np.float32 else 16
+    # the C is libm's erf, or for float glibc's vector erff (libmvec, within 2 ulp) where linked;
+    # the NumPy operations are exact in float32 (computed in float64) and within 16 ulp in float64
+    tolerance = {("native", np.float32): 2, ("native", np.float64): 1}.get((impl, dtype), 1 if dtype == np.float32 else 16)
     worst = _ulps(got, want)
     assert worst.max() <= tolerance, f"{impl} {dtype.__name__}: {worst.max()} ulp at x={x[worst.argmax()]!r}"
     assert np.signbit(fn(np.array([-0.0], dtype)))[0]
     assert np.isnan(fn(np.array([np.nan], dtype)))[0]
 
 
-def test_native_erf_keeps_a_strided_inputs_layout_and_values():
+def test_native_erf_gives_each_element_the_same_value_in_any_layout():
     if not native.enabled():
         pytest.skip(f"the native kernels are not built or are off here ({native.status()})")
     x = np.linspace(-3, 3, 60, dtype=np.float32).reshape(6, 10)
     fn = native.primitives()["erf"]
     for view in (x.T, x[:, ::2], x[::-1]):
-        np.testing.assert_array_equal(fn(view), special.erf(view.astype(np.float64)).astype(np.float32))
+        got = fn(view)
+        assert got.shape == view.shape
+        np.testing.assert_array_equal(got, fn(np.ascontiguousarray(view)))  # each element's value, wherever it sits
 
 
 def test_without_scipy_erf_is_numpy_operations(monkeypatch):

@@ -60,40 +60,48 @@ def relu(x):
     return fused.relu(x)
 
 
+def _dense(*arrays):
+    """The arrays as they are where they are laid out alike and densely, else C-ordered copies: so
+    the C serves every float input, and an element's value does not depend on where it sits (the
+    vector functions the C calls and SciPy's or NumPy's erf may differ in the last bits)."""
+    if all(a.shape == arrays[0].shape and dense_alike(a, arrays[0]) for a in arrays):
+        return arrays
+    return tuple(np.ascontiguousarray(a) for a in arrays)
+
+
 def gelu(x, *, approximate):
-    """torch's gelu (exact or tanh form) in one C pass for floats laid out densely, in x's
-    layout; NumPy's passes (fused.gelu) elsewhere."""
-    if x.dtype in FLOATS and dense_alike(x, x):
-        out = np.empty_like(x)  # x's layout (order 'K')
-        xv, ov = flat_views(x, out)
-        _kernels.gelu(xv, approximate == "tanh", ov)
-        return out
-    return fused.gelu(x, approximate=approximate)
+    """torch's gelu (exact or tanh form) in one C pass for floats, in x's layout where it is dense;
+    NumPy's passes (fused.gelu) for other dtypes."""
+    if x.dtype not in FLOATS:
+        return fused.gelu(x, approximate=approximate)
+    (x,) = _dense(x)
+    out = np.empty_like(x)  # x's layout (order 'K')
+    xv, ov = flat_views(x, out)
+    _kernels.gelu(xv, approximate == "tanh", ov)
+    return out
 
 
 def gelu_backward(grad_output, x, *, approximate):
-    """grad_output * gelu'(x) in one C pass (as gelu), NumPy's passes elsewhere."""
-    if x.dtype in FLOATS and grad_output.dtype == x.dtype and dense_alike(grad_output, x):
-        out = np.empty_like(x)
-        g, v, o = flat_views(grad_output, x, out)
-        _kernels.gelu_backward(g, v, approximate == "tanh", o)
-        return out
-    return fused.gelu_backward(grad_output, x, approximate=approximate)
+    """grad_output * gelu'(x) in one C pass (as gelu), NumPy's passes for other dtypes."""
+    if x.dtype not in FLOATS or grad_output.dtype != x.dtype:
+        return fused.gelu_backward(grad_output, x, approximate=approximate)
+    grad_output, x = _dense(grad_output, x)
+    out = np.empty_like(x)
+    g, v, o = flat_views(grad_output, x, out)
+    _kernels.gelu_backward(g, v, approximate == "tanh", o)
+    return out
 
 
 def erf(x):
-    """The error function, elementwise, in x's dtype and layout: libm's erf in C for floats laid
-    out densely; the NumPy backend's erf (SciPy's, or NumPy operations) elsewhere."""
-    if x.dtype in FLOATS:
-        if x.flags.c_contiguous:
-            out = np.empty_like(x)
-            _kernels.erf(x, out)
-            return out
-        if dense_alike(x, x):
-            out = np.empty_like(x)
-            _kernels.erf(*flat_views(x, out))
-            return out
-    return numpy_erf(x)
+    """The error function, elementwise, in x's dtype (and layout, where it is dense): the C for
+    floats (libm's erf; glibc's vector erff where it is linked); the NumPy backend's for others."""
+    if x.dtype not in FLOATS:
+        return numpy_erf(x)
+    (x,) = _dense(x)
+    out = np.empty_like(x)
+    xv, ov = flat_views(x, out)
+    _kernels.erf(xv, ov)
+    return out
 
 
 threshold_backward = _flat_kernel(_kernels.threshold_backward, _threshold_formula)

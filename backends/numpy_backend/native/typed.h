@@ -184,49 +184,66 @@ static void FN(relu)(const T *restrict x, T *restrict out, Py_ssize_t n)
     }
 }
 
-/* -- erf -------------------------------------------------------------------------------------- */
+/* -- erf, gelu, gelu_backward ----------------------------------------------------------------- */
 
-/* The error function, which NumPy has no ufunc for: libm's (erff, erf), element by element. */
+/* The error function, which NumPy has no ufunc for: libm's, a block at a time (_kernels.c). */
 static void FN(erf)(const T *restrict x, T *restrict out, Py_ssize_t n)
 {
-    for (Py_ssize_t i = 0; i < n; i++)
-        out[i] = ERF(x[i]);
+    FN(erf_block)(x, out, n);
 }
 
-/* -- gelu, gelu_backward ---------------------------------------------------------------------- */
+#define GELU_BLOCK 256 /* elements per stack buffer: the block functions run over whole buffers */
 
 /* x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), or with `tanh_form` torch's approximation
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): one pass where the decomposition makes five. */
 static void FN(gelu)(const T *restrict x, T *restrict out, Py_ssize_t n, int tanh_form)
 {
-    if (tanh_form)
-        for (Py_ssize_t i = 0; i < n; i++) {
-            T v = x[i];
-            out[i] = (T)0.5 * v * ((T)1 + TANH((T)0.7978845608028654 * (v + (T)0.044715 * v * v * v)));
+    T b[GELU_BLOCK];
+    for (Py_ssize_t s = 0; s < n; s += GELU_BLOCK) {
+        Py_ssize_t m = n - s < GELU_BLOCK ? n - s : GELU_BLOCK;
+        const T *xs = x + s;
+        if (tanh_form) {
+            for (Py_ssize_t i = 0; i < m; i++)
+                b[i] = (T)0.7978845608028654 * (xs[i] + (T)0.044715 * xs[i] * xs[i] * xs[i]);
+            FN(tanh_block)(b, b, m);
+        } else {
+            for (Py_ssize_t i = 0; i < m; i++)
+                b[i] = xs[i] * (T)0.7071067811865476;
+            FN(erf_block)(b, b, m);
         }
-    else
-        for (Py_ssize_t i = 0; i < n; i++)
-            out[i] = (T)0.5 * x[i] * ((T)1 + ERF(x[i] * (T)0.7071067811865476));
+        for (Py_ssize_t i = 0; i < m; i++)
+            out[s + i] = (T)0.5 * xs[i] * ((T)1 + b[i]);
+    }
 }
 
 /* grad * gelu'(x): Phi(x) + x phi(x), or the tanh form's derivative
  * 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
 static void FN(gelu_bwd)(const T *restrict g, const T *restrict x, T *restrict out, Py_ssize_t n, int tanh_form)
 {
-    if (tanh_form)
-        for (Py_ssize_t i = 0; i < n; i++) {
-            T v = x[i], v2 = v * v;
-            T t = TANH((T)0.7978845608028654 * (v + (T)0.044715 * v2 * v));
-            T dinner = ((T)0.134145 * v2 + (T)1) * (T)0.7978845608028654;
-            out[i] = g[i] * ((T)0.5 * (t + (T)1) + (T)0.5 * v * ((T)1 - t * t) * dinner);
+    T b[GELU_BLOCK], e[GELU_BLOCK];
+    for (Py_ssize_t s = 0; s < n; s += GELU_BLOCK) {
+        Py_ssize_t m = n - s < GELU_BLOCK ? n - s : GELU_BLOCK;
+        const T *xs = x + s, *gs = g + s;
+        if (tanh_form) {
+            for (Py_ssize_t i = 0; i < m; i++)
+                b[i] = (T)0.7978845608028654 * (xs[i] + (T)0.044715 * xs[i] * xs[i] * xs[i]);
+            FN(tanh_block)(b, b, m);
+            for (Py_ssize_t i = 0; i < m; i++) {
+                T v = xs[i], t = b[i];
+                T dinner = ((T)0.134145 * v * v + (T)1) * (T)0.7978845608028654;
+                out[s + i] = gs[i] * ((T)0.5 * (t + (T)1) + (T)0.5 * v * ((T)1 - t * t) * dinner);
+            }
+        } else {
+            for (Py_ssize_t i = 0; i < m; i++) {
+                b[i] = xs[i] * (T)0.7071067811865476;
+                e[i] = xs[i] * xs[i] * (T)-0.5;
+            }
+            FN(erf_block)(b, b, m);
+            FN(exp_block)(e, e, m);
+            for (Py_ssize_t i = 0; i < m; i++)
+                out[s + i] = gs[i] * ((T)0.5 * (b[i] + (T)1) + xs[i] * e[i] * (T)0.3989422804014327);
         }
-    else
-        for (Py_ssize_t i = 0; i < n; i++) {
-            T v = x[i];
-            T cdf = (T)0.5 * (ERF(v * (T)0.7071067811865476) + (T)1);
-            T pdf = EXP(v * v * (T)-0.5) * (T)0.3989422804014327;
-            out[i] = g[i] * (cdf + v * pdf);
-        }
+    }
 }
 
 /* -- threshold_backward ------------------------------------------------------------------------ */
