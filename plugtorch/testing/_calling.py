@@ -6,6 +6,8 @@ messages that name the op, the sample and the backend.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import plugtorch
@@ -64,7 +66,7 @@ def _grad_positions(sample):
     """Keys (see _convert) of the inputs to differentiate: the floating arrays, or grad_inputs."""
     if sample.grad_inputs is not None:
         return tuple((i, None) for i in sample.grad_inputs)
-    keys = []
+    keys: list[tuple[int, int | None]] = []
     for i, v in enumerate(sample.inputs):
         if isinstance(v, np.ndarray) and v.dtype.kind == "f":
             keys.append((i, None))
@@ -88,7 +90,7 @@ def _put(args, key, value):
         args[i] = type(args[i])(items)
 
 
-def pt_inputs(sample, backend, float_dtype="float64", requires_grad=False):
+def pt_inputs(sample: Sample, backend: str, float_dtype: str = "float64", requires_grad: bool = False) -> list:
     want = set(_grad_positions(sample)) if requires_grad else set()
     dt = getattr(plugtorch, float_dtype)
 
@@ -100,7 +102,7 @@ def pt_inputs(sample, backend, float_dtype="float64", requires_grad=False):
     return _convert(sample, make, float_dtype)
 
 
-def torch_inputs(torch, sample, float_dtype="float64", requires_grad=False):
+def torch_inputs(torch: Any, sample: Sample, float_dtype: str = "float64", requires_grad: bool = False) -> list:
     want = set(_grad_positions(sample)) if requires_grad else set()
     dt = getattr(torch, float_dtype)
 
@@ -112,7 +114,7 @@ def torch_inputs(torch, sample, float_dtype="float64", requires_grad=False):
     return _convert(sample, make, float_dtype)
 
 
-def flat_outputs(out) -> list:
+def flat_outputs(out: Any) -> list:
     """Tensors (or numbers) of a result that may be a tensor, a tuple or a named tuple."""
     if isinstance(out, (list, tuple)):
         items = []
@@ -199,7 +201,7 @@ def _expect_raise(fn, exc, what):
 
 
 def _array_keys(sample):
-    keys = []
+    keys: list[tuple[int, int | None]] = []
     for i, v in enumerate(sample.inputs):
         if isinstance(v, np.ndarray):
             keys.append((i, None))

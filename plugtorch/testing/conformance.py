@@ -38,7 +38,7 @@ def _selected_ops(reg) -> list[str]:
     wanted = [w.strip() for w in os.environ.get("PLUGTORCH_CONFORMANCE_OPS", "").split(",") if w.strip()]
     if not wanted:
         return sorted(reg.ops)
-    names = set()
+    names: set[str] = set()
     for w in wanted:
         if w.startswith("plugin:"):
             names.update(n for n, d in reg.ops.items() if d.plugin == w[len("plugin:"):])
@@ -183,12 +183,15 @@ def test_out_variants(conformance_backend):
     if not declared:
         pytest.skip(f"backend '{conformance_backend}' declares no out= variants (Backend.out_variants): "
                     "its in-place ops and compiled replays allocate every result")
-    reached, checked, failures = set(), set(), []
+    reached: set[str] = set()
+    checked: set[str] = set()
+    failures: list[str] = []
     for op, items in _ITEMS.items():  # the selected ops (--plugtorch-ops)
         opdef = reg.ops[op]
-        if opdef.primitive not in declared or opdef.primitive in checked:
+        primitive = opdef.primitive
+        if primitive is None or primitive not in declared or primitive in checked:
             continue
-        reached.add(opdef.primitive)
+        reached.add(primitive)
         for s in items:
             if not isinstance(s, Sample):
                 continue
@@ -198,7 +201,7 @@ def test_out_variants(conformance_backend):
                 failures.append(str(e))
                 done = True
             if done:
-                checked.add(opdef.primitive)
+                checked.add(primitive)
                 break
     if not reached:
         pytest.skip(f"no selected op computes through one of backend '{conformance_backend}''s out= variants")

@@ -14,9 +14,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..core.opdef import OpDef
 
 
 @dataclass
@@ -63,7 +66,7 @@ class Sample:
     rtol: float = 1e-7
     desc: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # NumPy scalars (np.floor(0-d array)) would pass through as numbers, not tensors
         self.inputs = tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in self.inputs)
 
@@ -103,43 +106,44 @@ class Waiver:
 class SampleGen:
     """Deterministic input arrays for one op's samples."""
 
-    def __init__(self, op_name: str):
+    def __init__(self, op_name: str) -> None:
         self._rng = np.random.default_rng(zlib.crc32(op_name.encode()))
 
-    def randn(self, *shape) -> np.ndarray:
+    def randn(self, *shape: int) -> np.ndarray:
         return np.asarray(self._rng.standard_normal(shape), dtype=np.float64)
 
-    def uniform(self, *shape, low=-1.0, high=1.0) -> np.ndarray:
+    def uniform(self, *shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
         return np.asarray(self._rng.uniform(low, high, shape), dtype=np.float64)
 
-    def positive(self, *shape, low=0.2, high=2.0) -> np.ndarray:
+    def positive(self, *shape: int, low: float = 0.2, high: float = 2.0) -> np.ndarray:
         return self.uniform(*shape, low=low, high=high)
 
-    def away(self, *shape, low=0.2, high=1.5) -> np.ndarray:
+    def away(self, *shape: int, low: float = 0.2, high: float = 1.5) -> np.ndarray:
         """Values with |x| in [low, high]: away from the kinks of abs, relu, sign, ..."""
         mag = self.uniform(*shape, low=low, high=high)
         sign = np.where(self._rng.random(shape) < 0.5, -1.0, 1.0)
         return np.asarray(mag * sign, dtype=np.float64)
 
-    def distinct(self, *shape) -> np.ndarray:
+    def distinct(self, *shape: int) -> np.ndarray:
         """Values with no ties (for max/min/sort-like ops whose gradient splits ties)."""
         n = int(np.prod(shape)) if shape else 1
         vals = (self._rng.permutation(n) + self._rng.uniform(0.1, 0.4, n)) / n * 2 - 1
         return np.asarray(vals.reshape(shape), dtype=np.float64)
 
-    def ints(self, *shape, low=0, high=5) -> np.ndarray:
+    def ints(self, *shape: int, low: int = 0, high: int = 5) -> np.ndarray:
         return np.asarray(self._rng.integers(low, high, shape), dtype=np.int64)
 
-    def bools(self, *shape) -> np.ndarray:
+    def bools(self, *shape: int) -> np.ndarray:
         return np.asarray(self._rng.random(shape) < 0.5)
 
 
-def samples_for(opdef, table: dict | None = None) -> list:
+def samples_for(opdef: OpDef, table: dict | None = None) -> list:
     """The op's samples: ``opdef.samples`` if the op brings its own, else the built-in table's."""
     fn = opdef.samples
     if fn is None:
         if table is None:
-            from .samples import SAMPLES as table
+            from .samples import SAMPLES
+            table = SAMPLES
         fn = table.get(opdef.name)
     if fn is None:
         return []

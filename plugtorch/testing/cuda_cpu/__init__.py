@@ -61,6 +61,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -238,7 +239,7 @@ def _orders(orders: Sequence[str] | None) -> tuple[str, ...]:
 class CpuKernel:
     """One entry point; ``kernel(grid, block, args)`` as ``cupy.RawKernel``."""
 
-    def __init__(self, module: CpuModule, name: str, param_names: list[str]):
+    def __init__(self, module: CpuModule, name: str, param_names: list[str]) -> None:
         self.name = name
         self._module = module
         self._launch = getattr(module._lib, f"cuda_cpu_launch_{name}")
@@ -280,7 +281,7 @@ class CpuKernel:
             raise TypeError(f"{where} is a {param} parameter; got a {value.dtype.name} scalar")
         return _CTYPES[param](value.item())
 
-    def __call__(self, grid, block, args, shared_mem: int = 0):
+    def __call__(self, grid: Sequence[int], block: Sequence[int], args: Sequence[Any], shared_mem: int = 0) -> None:
         grid = tuple(grid) + (1,) * (3 - len(grid))
         block = tuple(block) + (1,) * (3 - len(block))
         if len(args) != len(self.params):
@@ -316,15 +317,19 @@ class CpuModule:
     ``PLUGTORCH_CUDA_CPU_ORDERS``): ``"ascending"``, ``"descending"``, ``"shuffled:<seed>"``."""
 
     def __init__(self, code: str | None = None, path: str | os.PathLike | None = None,
-                 include_dirs: tuple = (), orders: Sequence[str] | None = None):
-        if (code is None) == (path is None):
+                 include_dirs: tuple = (), orders: Sequence[str] | None = None) -> None:
+        if path is not None and code is None:
+            self.name, self.code = str(path), Path(path).read_text()
+        elif code is not None and path is None:
+            self.name, self.code = "<source>", code
+        else:
             raise TypeError("CpuModule takes code= or path=, exactly one")
-        self.name = str(path) if path is not None else "<source>"
-        self.code = Path(path).read_text() if path is not None else code
         self.orders = _orders(orders)
-        pairs = []
+        pairs: list[int] = []
         for o in self.orders:
-            seed = _ORDER.fullmatch(o)[1]
+            match = _ORDER.fullmatch(o)
+            assert match is not None, "_orders checked each"
+            seed = match[1]
             pairs += [2, int(seed)] if seed else [("ascending", "descending").index(o), 0]
         self._orders = (ctypes.c_longlong * len(pairs))(*pairs)
         self._kernel_info = {n: names for n, _, names in _kernels(self.code)}

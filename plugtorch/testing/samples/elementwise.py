@@ -212,6 +212,7 @@ _binary("floor_divide", _u, lambda g, *s: g.away(*s, low=0.5, high=2), np.floor_
 SAMPLES["floor_divide"] = (lambda base: lambda g: base(g) + [Waiver(
     "grad", "torch keeps floor_divide in the graph but raises in its backward; ours is zero, and "
             "test_forward checks requires_grad matches")])(SAMPLES["floor_divide"])
+_ref: np.ufunc  # the loops' NumPy reference, a different ufunc in each
 for _name, _ref in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
                     ("gt", np.greater), ("ge", np.greater_equal)):
     _binary(_name, lambda g, *s: np.round(g.uniform(*s, low=-2, high=2)),
@@ -233,7 +234,7 @@ def _where(g):
         Sample((g.bools(2, 3), g.ints(2, 3), g.randn(2, 3)), ref=ref, grad=False, desc="int,float promotes"),
         Sample((g.randn(2, 3), g.randn(2, 3), g.randn(2, 3)), raises=RuntimeError, desc="float condition"),
         Sample((g.bools(2, 3),), grad=False, ref=lambda c: tuple(np.nonzero(c)), desc="where(condition) alone"),
-        Sample((g.bools(2, 3), 1.0, 0), grad=False, ref=lambda c, x, y: np.where(c, x, y).astype(np.float32),
+        Sample((g.bools(2, 3), 1.0, 0), grad=False, ref=lambda c, x, y: np.asarray(np.where(c, x, y), dtype=np.float32),
                desc="two numbers: default float"),
         Sample((g.bools(2, 3), 2, 0), grad=False, ref=lambda c, x, y: np.where(c, x, y), desc="two ints"),
     ]

@@ -64,7 +64,7 @@ def _einsum(g):
 
     def ref(eq):
         return lambda *xs: np.einsum(eq, *xs)
-    cases = [
+    cases: list[tuple[str, list[tuple[int, ...]], str]] = [
         ("ij,jk->ik", [(2, 3), (3, 2)], "matrix product"),
         ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)], "batched"),
         ("ii->i", [(3, 3)], "diagonal"),

@@ -1,6 +1,9 @@
 """Samples for activations, (log-)softmax, and the convolution/pooling ops."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ._common import F, Sample, Waiver, empty, is_torch, np, scalar, with_nans
 
 SAMPLES: dict = {}
@@ -23,7 +26,7 @@ _erf = np.vectorize(__import__("math").erf, otypes=[np.float64])
 _SELU = (1.6732632423543772848170429916717, 1.0507009873554804934193349852946)
 
 # NumPy references, so the activations are checked where torch is not installed
-_NP = {
+_NP: dict[str, Callable[..., Any]] = {
     "relu": lambda x: np.maximum(x, 0),
     "sigmoid": _np_sigmoid,
     "leaky_relu": lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
