@@ -8,13 +8,18 @@ kernel, the node it records runs ``OpDef.rule``.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import anomaly, native
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
 from .optable import TABLE
+
+if TYPE_CHECKING:
+    from .backend import Backend
+    from .tensor import Tensor as TensorT
 
 __all__ = ["call_op", "call_op1", "record", "record_one", "record_pair", "wrap", "edge", "needs_grad",
            "same_backend", "backend_of", "NO_ATTRS"]
@@ -24,7 +29,7 @@ Tensor: Any = None  # bound by core.tensor to avoid an import cycle
 NO_ATTRS: dict = {}  # shared by calls without attrs; never written
 
 
-def wrap(data, backend, requires_grad=False):
+def wrap(data: Any, backend: Backend, requires_grad: bool = False) -> TensorT:
     """A new Tensor around a native array (no copy)."""
     t = _new(Tensor)
     t._data = data
@@ -45,7 +50,7 @@ if native.ext is not None:  # the same, in C (_native.c; tensor.py gives it the 
 
 
 
-def python_make_node(cls, *fields):
+def python_make_node(cls: type[Node], *fields: Any) -> Node:
     """``cls(*fields)``: a graph node of class ``cls`` (a Node that adds no fields)."""
     return cls(*fields)
 
@@ -67,7 +72,7 @@ def edge(t):
     return None
 
 
-def needs_grad(*tensors) -> bool:
+def needs_grad(*tensors: object) -> bool:
     if not _grad_state.enabled:
         return False
     for t in tensors:
@@ -76,7 +81,7 @@ def needs_grad(*tensors) -> bool:
     return False
 
 
-def same_backend(op: str, tensors):
+def same_backend(op: str, tensors: Sequence[TensorT]) -> Backend:
     """The one backend all ``tensors`` live on, or a clear error naming both."""
     b = tensors[0]._backend
     for t in tensors:
@@ -85,7 +90,7 @@ def same_backend(op: str, tensors):
     return b
 
 
-def backend_of(name: str, operands):
+def backend_of(name: str, operands: Sequence[Any]) -> Backend:
     """The backend of an op's tensor operands (numbers and None are skipped)."""
     b = None
     for o in operands:

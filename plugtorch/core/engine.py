@@ -15,7 +15,7 @@ every node; tests run both (``engine_loop``), and must see the same bits.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from . import anomaly, debug, native
@@ -80,8 +80,8 @@ def _fit_to_input(node, i, g):
 RUNS = [0]  # backward passes run so far (plugtorch.compile asks whether one ran while capturing)
 
 
-def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
-                 capture=None, accumulate: bool = True):
+def run_backward(roots: Sequence[Node], root_grads: Sequence[Any], retain_graph: bool, create_graph: bool,
+                 capture: Collection[Node] | None = None, accumulate: bool = True) -> Any:
     """Propagate ``root_grads`` from the ``roots`` nodes.
 
     capture: nodes whose incoming gradient is returned (autograd.grad); when given,
