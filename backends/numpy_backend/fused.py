@@ -39,7 +39,8 @@ def sigmoid_backward(grad_output, output):
     return np.multiply(t, output, out=t)
 
 
-_SQRT_HALF, _INV_SQRT_2PI, _SQRT_2_OVER_PI, _GELU_C = 0.7071067811865476, 0.3989422804014327, 0.7978845608028654, 0.044715
+_SQRT_HALF, _INV_SQRT_2PI = 0.7071067811865476, 0.3989422804014327
+_SQRT_2_OVER_PI, _GELU_C = 0.7978845608028654, 0.044715
 
 
 def gelu(x, *, approximate):
@@ -62,6 +63,46 @@ def gelu_backward(grad_output, x, *, approximate):
     cdf = (numpy_erf(x * t(_SQRT_HALF)) + 1) * t(0.5)
     pdf = np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
     return np.asarray(grad_output * (cdf + x * pdf))
+
+
+def _norm_axes(x, normalized_shape):
+    return tuple(range(x.ndim - len(normalized_shape), x.ndim))
+
+
+def _standardized(x, axes, eps):
+    mean = x.mean(axes, keepdims=True)
+    xc = x - mean
+    rstd = 1 / np.sqrt((xc * xc).mean(axes, keepdims=True) + x.dtype.type(eps))
+    return xc, rstd
+
+
+def layer_norm(input, weight, bias, *, normalized_shape, eps):
+    """layer_norm in NumPy passes (the C serves float32/64 where it is built)."""
+    xc, rstd = _standardized(input, _norm_axes(input, normalized_shape), eps)
+    out = xc * rstd
+    if weight is not None:
+        out *= weight
+    if bias is not None:
+        out += bias
+    return np.asarray(out)
+
+
+def layer_norm_backward(grad_output, input, weight, *, normalized_shape, eps):
+    """layer_norm's input gradient: rstd * gy - xc * rstd^3 * mean(gy * xc) - rstd * mean(gy)."""
+    axes = _norm_axes(input, normalized_shape)
+    xc, rstd = _standardized(input, axes, eps)
+    gy = grad_output if weight is None else grad_output * weight
+    b = (gy * xc).mean(axes, keepdims=True) * (rstd * rstd * rstd)
+    return np.asarray(gy * rstd - xc * b - gy.mean(axes, keepdims=True) * rstd)
+
+
+def layer_norm_weight_grad(grad_output, input, *, normalized_shape, eps):
+    """layer_norm's weight gradient: the sum over the leading dims of grad_output * xhat."""
+    axes = _norm_axes(input, normalized_shape)
+    xc, rstd = _standardized(input, axes, eps)
+    lead = tuple(range(input.ndim - len(normalized_shape)))
+    out = (grad_output * (xc * rstd)).sum(lead) if lead else grad_output * (xc * rstd)
+    return np.asarray(out, dtype=input.dtype)
 
 
 def softmax(x, dim):
@@ -279,7 +320,8 @@ def fold(cols, *, shape, window, strides, dilation):
 
 
 FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid, "gelu": gelu,
-                 "gelu_backward": gelu_backward,
+                 "gelu_backward": gelu_backward, "layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
+                 "layer_norm_weight_grad": layer_norm_weight_grad,
                  "tanh_backward": tanh_backward, "sigmoid_backward": sigmoid_backward, "softmax": softmax,
                  "log_softmax": log_softmax, "cross_entropy": cross_entropy,
                  "cross_entropy_backward": cross_entropy_backward, "max_pool2d_backward": max_pool2d_backward}

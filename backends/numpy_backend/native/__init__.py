@@ -86,6 +86,10 @@ def kernels() -> dict:
     """op name -> native kernel, for the backend to register (empty when not enabled)."""
     if not enabled():
         return {}
+    import functools
+
+    from .. import fused
+    from . import norm
     from .activation import gelu, gelu_backward, relu, sigmoid_backward, tanh_backward, threshold_backward
     from .conv import conv2d, conv2d_weight_grad, fold
     from .gather import index_select
@@ -97,4 +101,6 @@ def kernels() -> dict:
             "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
             "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
             "sigmoid_backward": sigmoid_backward, "index_select": index_select, "gelu": gelu,
-            "gelu_backward": gelu_backward}
+            "gelu_backward": gelu_backward,
+            **{name: functools.partial(getattr(norm, name), fallback=getattr(fused, name))
+               for name in ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad")}}

@@ -810,6 +810,161 @@ static PyObject *sigmoid_backward(PyObject *self, PyObject *args)
     return output_backward(args, "sigmoid_backward", 1);
 }
 
+/* -- layer_norm -------------------------------------------------------------------------------- */
+
+typedef struct {
+    const void *g, *x, *w, *b;
+    void *out;
+    Py_ssize_t n;
+    double eps;
+    char kind, backward;
+} NormCall;
+
+static void norm_rows(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    NormCall *c = p;
+    (void)job;
+    if (c->kind == 'f') {
+        if (c->backward)
+            ln_bwd_f(c->g, c->x, c->w, c->out, lo, hi, c->n, c->eps);
+        else
+            ln_fwd_f(c->x, c->w, c->b, c->out, lo, hi, c->n, c->eps);
+    } else {
+        if (c->backward)
+            ln_bwd_d(c->g, c->x, c->w, c->out, lo, hi, c->n, c->eps);
+        else
+            ln_fwd_d(c->x, c->w, c->b, c->out, lo, hi, c->n, c->eps);
+    }
+}
+
+/* The buffers of a layer_norm call: `count` row-major (rows, n) arrays (objs[0..count-1], out
+ * last), then the optional (n,) params; all C-contiguous floats of one dtype. */
+static int norm_buffers(PyObject **objs, int count, PyObject **params, int nparams, Buf *bufs, Buf *pbufs,
+                        const char *what, char *kind, Py_ssize_t *n)
+{
+    for (int i = 0; i < count; i++)
+        if (get_buf(objs[i], &bufs[i], 2, i == count - 1, what) < 0)
+            return -1;
+    if (same_kind(bufs, count, what, kind) < 0 || contiguous_like(bufs, count, what) < 0)
+        return -1;
+    *n = bufs[0].view.shape[1];
+    for (int i = 0; i < nparams; i++) {
+        if (params[i] == Py_None)
+            continue;
+        if (get_buf(params[i], &pbufs[i], 1, 0, what) < 0)
+            return -1;
+        if (kind_of(&pbufs[i].view) != *kind || !PyBuffer_IsContiguous(&pbufs[i].view, 'C') ||
+            pbufs[i].view.shape[0] != *n) {
+            PyErr_Format(PyExc_ValueError, "%s: weight and bias must be C-contiguous (%zd,) arrays of the "
+                         "input's dtype", what, *n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* layer_norm(x, weight, bias, eps, out): x and out (rows, n); weight and bias (n,) or None */
+static PyObject *layer_norm(PyObject *self, PyObject *args)
+{
+    PyObject *objs[2], *params[2];
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOdO:layer_norm", &objs[0], &params[0], &params[1], &eps, &objs[1]))
+        return NULL;
+    Buf bufs[2] = {0}, pbufs[2] = {0};
+    char kind;
+    Py_ssize_t n;
+    if (norm_buffers(objs, 2, params, 2, bufs, pbufs, "layer_norm", &kind, &n) < 0) {
+        release(bufs, 2);
+        release(pbufs, 2);
+        return NULL;
+    }
+    Py_ssize_t rows = bufs[0].view.shape[0];
+    NormCall call = {NULL, bufs[0].view.buf, pbufs[0].ok ? pbufs[0].view.buf : NULL,
+                     pbufs[1].ok ? pbufs[1].view.buf : NULL, bufs[1].view.buf, n, eps, kind, 0};
+    int width = pool_width();
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, rows, 2 * rows * n, norm_rows, &call);
+    Py_END_ALLOW_THREADS
+    release(bufs, 2);
+    release(pbufs, 2);
+    Py_RETURN_NONE;
+}
+
+/* layer_norm_backward(grad_output, x, weight, eps, out): the input gradient; weight (n,) or None */
+static PyObject *layer_norm_backward(PyObject *self, PyObject *args)
+{
+    PyObject *objs[3], *params[1];
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOdO:layer_norm_backward", &objs[0], &objs[1], &params[0], &eps, &objs[2]))
+        return NULL;
+    Buf bufs[3] = {0}, pbufs[1] = {0};
+    char kind;
+    Py_ssize_t n;
+    if (norm_buffers(objs, 3, params, 1, bufs, pbufs, "layer_norm_backward", &kind, &n) < 0) {
+        release(bufs, 3);
+        release(pbufs, 1);
+        return NULL;
+    }
+    Py_ssize_t rows = bufs[0].view.shape[0];
+    NormCall call = {bufs[0].view.buf, bufs[1].view.buf, pbufs[0].ok ? pbufs[0].view.buf : NULL, NULL,
+                     bufs[2].view.buf, n, eps, kind, 1};
+    int width = pool_width();
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, rows, 3 * rows * n, norm_rows, &call);
+    Py_END_ALLOW_THREADS
+    release(bufs, 3);
+    release(pbufs, 1);
+    Py_RETURN_NONE;
+}
+
+/* layer_norm_weight_grad(grad_output, x, eps, out): out (n,) = sum over rows of g * xhat */
+static PyObject *layer_norm_weight_grad(PyObject *self, PyObject *args)
+{
+    PyObject *objs[2], *out;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOdO:layer_norm_weight_grad", &objs[0], &objs[1], &eps, &out))
+        return NULL;
+    Buf bufs[2] = {0}, o = {0};
+    char kind;
+    if (get_buf(objs[0], &bufs[0], 2, 0, "layer_norm_weight_grad") < 0 ||
+        get_buf(objs[1], &bufs[1], 2, 0, "layer_norm_weight_grad") < 0 ||
+        same_kind(bufs, 2, "layer_norm_weight_grad", &kind) < 0 ||
+        contiguous_like(bufs, 2, "layer_norm_weight_grad") < 0 || get_buf(out, &o, 1, 1, "out") < 0) {
+        release(bufs, 2);
+        release(&o, 1);
+        return NULL;
+    }
+    Py_ssize_t rows = bufs[0].view.shape[0], n = bufs[0].view.shape[1];
+    if (kind_of(&o.view) != kind || !PyBuffer_IsContiguous(&o.view, 'C') || o.view.shape[0] != n) {
+        PyErr_Format(PyExc_ValueError, "layer_norm_weight_grad: out must be a C-contiguous (%zd,) array of the "
+                     "input's dtype", n);
+        release(bufs, 2);
+        release(&o, 1);
+        return NULL;
+    }
+    double *acc = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (acc == NULL) {
+        release(bufs, 2);
+        release(&o, 1);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f') {
+        ln_wgrad_f(bufs[0].view.buf, bufs[1].view.buf, acc, rows, n, eps);
+        for (Py_ssize_t j = 0; j < n; j++)
+            ((float *)o.view.buf)[j] = (float)acc[j];
+    } else {
+        ln_wgrad_d(bufs[0].view.buf, bufs[1].view.buf, acc, rows, n, eps);
+        for (Py_ssize_t j = 0; j < n; j++)
+            ((double *)o.view.buf)[j] = acc[j];
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(acc);
+    release(bufs, 2);
+    release(&o, 1);
+    Py_RETURN_NONE;
+}
+
 /* -- the pool (threadpool.c) ------------------------------------------------------------------ */
 
 /* pool_set_width(n): how many jobs the kernels split their loops into (1: none) */
@@ -938,6 +1093,11 @@ static PyMethodDef methods[] = {
      "cross_entropy_backward(input, target, ignore_index, scale, mean, dx)"},
     {"relu", relu, METH_VARARGS, "relu(input, out)"},
     {"erf", erf_kernel, METH_VARARGS, "erf(input, out)"},
+    {"layer_norm", layer_norm, METH_VARARGS, "layer_norm(x, weight, bias, eps, out): rows of x normalised"},
+    {"layer_norm_backward", layer_norm_backward, METH_VARARGS,
+     "layer_norm_backward(grad_output, x, weight, eps, out): the input gradient"},
+    {"layer_norm_weight_grad", layer_norm_weight_grad, METH_VARARGS,
+     "layer_norm_weight_grad(grad_output, x, eps, out): sum over rows of grad_output * xhat"},
     {"gelu", gelu_kernel, METH_VARARGS, "gelu(input, tanh_form, out)"},
     {"gelu_backward", gelu_backward_kernel, METH_VARARGS, "gelu_backward(grad_output, input, tanh_form, out)"},
     {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},

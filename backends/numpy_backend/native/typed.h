@@ -246,6 +246,96 @@ static void FN(gelu_bwd)(const T *restrict g, const T *restrict x, T *restrict o
     }
 }
 
+/* -- layer_norm -------------------------------------------------------------------------------- */
+
+/* One row's mean and 1 / sqrt(biased variance + eps), in double, the variance from the centred
+ * values (two passes: no cancellation); eight partial sums, which the compiler keeps in a
+ * vector register. */
+static void FN(ln_stats)(const T *restrict x, Py_ssize_t n, double eps, double *mean, double *rstd)
+{
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
+    Py_ssize_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++)
+            acc[k] += (double)x[j + k];
+    for (; j < n; j++)
+        s += (double)x[j];
+    for (int k = 0; k < 8; k++)
+        s += acc[k];
+    double m = s / (double)n;
+    double sq[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v = 0;
+    for (j = 0; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) {
+            double d = (double)x[j + k] - m;
+            sq[k] += d * d;
+        }
+    for (; j < n; j++) {
+        double d = (double)x[j] - m;
+        v += d * d;
+    }
+    for (int k = 0; k < 8; k++)
+        v += sq[k];
+    *mean = m;
+    *rstd = 1.0 / sqrt(v / (double)n + eps);
+}
+
+/* rows [lo, hi) of (x - mean) * rstd * w + b (w, b may be NULL), each row of n elements */
+static void FN(ln_fwd)(const T *x, const T *w, const T *b, T *out, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n,
+                       double eps)
+{
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        const T *xr = x + r * n;
+        T *o = out + r * n;
+        double m, rs;
+        FN(ln_stats)(xr, n, eps, &m, &rs);
+        T tm = (T)m, tr = (T)rs;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            T v = (xr[j] - tm) * tr;
+            if (w)
+                v *= w[j];
+            if (b)
+                v += b[j];
+            o[j] = v;
+        }
+    }
+}
+
+/* rows [lo, hi) of the input gradient: with gy = g * w (or g), xc = x - mean,
+ * rstd * gy - xc * (rstd^3 * mean(gy * xc)) - rstd * mean(gy) */
+static void FN(ln_bwd)(const T *g, const T *x, const T *w, T *gx, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n,
+                       double eps)
+{
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        const T *xr = x + r * n, *gr = g + r * n;
+        T *o = gx + r * n;
+        double m, rs, a = 0, bsum = 0;
+        FN(ln_stats)(xr, n, eps, &m, &rs);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            double gy = w ? (double)gr[j] * (double)w[j] : (double)gr[j];
+            a += gy;
+            bsum += gy * ((double)xr[j] - m);
+        }
+        T tr = (T)rs, tm = (T)m;
+        T cb = (T)(bsum / (double)n * rs * rs * rs), cc = (T)(a / (double)n * rs);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            T gy = w ? gr[j] * w[j] : gr[j];
+            o[j] = gy * tr - (xr[j] - tm) * cb - cc;
+        }
+    }
+}
+
+/* the weight's gradient: sum over the rows of g * (x - mean) * rstd, into acc (n doubles) */
+static void FN(ln_wgrad)(const T *g, const T *x, double *acc, Py_ssize_t rows, Py_ssize_t n, double eps)
+{
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const T *xr = x + r * n, *gr = g + r * n;
+        double m, rs;
+        FN(ln_stats)(xr, n, eps, &m, &rs);
+        for (Py_ssize_t j = 0; j < n; j++)
+            acc[j] += (double)gr[j] * (((double)xr[j] - m) * rs);
+    }
+}
+
 /* -- threshold_backward ------------------------------------------------------------------------ */
 
 /* 0 where x <= threshold, else grad, as torch's kernel: a NaN x passes grad on, and grad is 0

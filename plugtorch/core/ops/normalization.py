@@ -104,7 +104,7 @@ def _layer_norm_rule(ctx, g):
     k = len(a["normalized_shape"])
     lead = tuple(range(x.ndim - k))
     gx = layer_norm_backward(g, x, w, **a) if need[0] else None
-    gw = _summed(g * _standardized(x, _trailing(x.ndim, k), a["eps"])[0], lead) if need[1] else None
+    gw = layer_norm_weight_grad(g, x, **a) if need[1] else None
     gb = _summed(g, lead) if need[2] else None
     return gx, gw, gb
 
@@ -156,6 +156,27 @@ def layer_norm_backward(grad_output, input, weight, *, normalized_shape, eps):
     xc, var, _ = _centred(input, axes)
     gy = grad_output if weight is None else grad_output * weight
     return _standardized_grad(gy, xc, ew.rsqrt(var + eps), axes)
+
+
+def _layer_norm_weight_grad_args(grad_output, input, normalized_shape, eps):
+    shape = tuple(normalized_shape)
+    trailing = input.shape[input.ndim - len(shape):] if input.ndim >= len(shape) else None
+    _check_backward("layer_norm_weight_grad", trailing == shape and grad_output.shape == input.shape,
+                    f"grad_output and input of one shape [*, {', '.join(map(str, shape))}]",
+                    grad_output=grad_output, input=input)
+    return (grad_output, input), {"normalized_shape": shape, "eps": eps}
+
+
+@op(bind=_layer_norm_weight_grad_args, dtypes="as layer_norm's")
+def layer_norm_weight_grad(grad_output, input, *, normalized_shape, eps):
+    """The gradient of layer_norm with respect to its weight: grad_output * xhat summed over the
+    leading dims (one op, so a backend computes it in the pass it reads x in anyway).
+
+    A kernel receives grad_output and input of one shape, and normalized_shape and eps by name;
+    it returns an array of shape normalized_shape.
+    """
+    axes = _trailing(input.ndim, len(normalized_shape))
+    return _summed(grad_output * _standardized(input, axes, eps)[0], tuple(range(input.ndim - len(axes))))
 
 
 @public("plugtorch", name="layer_norm")

@@ -317,6 +317,26 @@ def _layer_norm_backward(g):
     ]
 
 
+def _layer_norm_weight_grad(g):
+    def call(shape, eps=1e-5):
+        def f(m, grad_output, x):
+            if is_torch(m):
+                w = m.ones(shape, dtype=x.dtype, requires_grad=True)
+                out = m.nn.functional.layer_norm(x, shape, w, None, eps)
+                return m.autograd.grad(out, w, grad_output, create_graph=True)[0]
+            from plugtorch.core.ops import normalization
+            return normalization.layer_norm_weight_grad(grad_output, x, shape, eps)
+        return f
+    return [
+        Sample((g.randn(3, 4), g.randn(3, 4)), call=call((4,))),
+        Sample((g.randn(2, 2, 3), g.randn(2, 2, 3)), call=call((2, 3), 1e-3), desc="2-D shape"),
+        Sample((g.randn(5, 4), g.randn(5, 4)), call=call((5, 4)), desc="the whole tensor: no leading dims"),
+        Sample((empty(0, 4), empty(0, 4)), call=call((4,))),
+        Sample((g.randn(3, 4), g.randn(4, 3)), call=call((4,)), raises=RuntimeError, desc="shapes differ"),
+        Waiver("zero_dim", "layer_norm normalises over at least one dim: its input is never 0-d"),
+    ]
+
+
 def _group_norm(g):
     def gn(groups, **kw):
         return lambda m, x, w=None, b=None: F(m).group_norm(x, groups, w, b, **kw)
@@ -390,7 +410,8 @@ SAMPLES.update(
     cross_entropy=_cross_entropy, cross_entropy_backward=_cross_entropy_backward, nll_loss=_nll_loss,
     binary_cross_entropy=_binary_cross_entropy, binary_cross_entropy_with_logits=_bce_with_logits,
     mse_loss=_regression("mse_loss"), l1_loss=_regression("l1_loss"),
-    layer_norm=_layer_norm, layer_norm_backward=_layer_norm_backward, group_norm=_group_norm,
+    layer_norm=_layer_norm, layer_norm_backward=_layer_norm_backward, layer_norm_weight_grad=_layer_norm_weight_grad,
+    group_norm=_group_norm,
     batch_norm=_batch_norm, batch_norm_backward=_batch_norm_backward,
     smooth_l1_loss=_robust("smooth_l1_loss", "beta"), huber_loss=_robust("huber_loss", "delta"),
     kl_div=_kl_div, poisson_nll_loss=_poisson_nll_loss, ctc_loss=_ctc_loss,
