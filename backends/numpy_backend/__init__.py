@@ -93,7 +93,8 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
 # missing, its NumPy kernel serves, or else the op's declaration (None). The tests named hold the
 # kernels to the op beside the conformance kit; tests/conformance/test_kernel_declarations.py keeps
 # all of this in step.
-C_KERNEL_OPS = frozenset({"adam_step_", "conv2d", "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
+C_KERNEL_OPS = frozenset({"adam_step_", "batch_norm", "batch_norm_backward", "batch_norm_weight_grad", "conv2d",
+                          "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
                           "fold", "gelu", "gelu_backward", "index_select", "layer_norm", "layer_norm_backward",
                           "layer_norm_weight_grad", "max_pool2d", "max_pool2d_backward", "relu", "sigmoid_backward",
                           "tanh_backward", "threshold_backward"})
@@ -103,8 +104,8 @@ _KERNEL_TESTS = {
     **dict.fromkeys(("cross_entropy", "cross_entropy_backward"), "tests/ops/test_fused_cross_entropy.py"),
     "fold": "tests/ops/test_fused_fold.py",
     **dict.fromkeys(("gelu", "gelu_backward"), "tests/ops/test_gelu_kernels.py"),
-    **dict.fromkeys(("layer_norm", "layer_norm_backward", "layer_norm_weight_grad"),
-                    "tests/ops/test_layer_norm_kernels.py"),
+    **dict.fromkeys(("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
+                     "batch_norm_backward", "batch_norm_weight_grad"), "tests/ops/test_norm_kernels.py"),
     "index_select": "tests/ops/test_native_gather.py",
     **dict.fromkeys(("max_pool2d", "max_pool2d_backward"), "tests/ops/test_fused_max_pool.py"),
     **dict.fromkeys(("relu", "threshold_backward", "tanh_backward", "sigmoid_backward"),

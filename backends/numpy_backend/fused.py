@@ -105,6 +105,63 @@ def layer_norm_weight_grad(grad_output, input, *, normalized_shape, eps):
     return np.asarray(out, dtype=input.dtype)
 
 
+def _channel_shape(x):
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2), (0,) + tuple(range(2, x.ndim))
+
+
+def batch_norm(input, running_mean, running_var, weight, bias, *, training, momentum, eps):
+    """batch_norm in NumPy passes; in training the running statistics move in place."""
+    shape, axes = _channel_shape(input)
+    t = input.dtype.type
+    if training:
+        mean = input.mean(axes, keepdims=True)
+        xc = input - mean
+        var = (xc * xc).mean(axes, keepdims=True)
+        n = input.size // input.shape[1]
+        if running_mean is not None:
+            running_mean *= running_mean.dtype.type(1 - momentum)
+            running_mean += (mean.reshape(-1) * momentum).astype(running_mean.dtype)
+        if running_var is not None:
+            running_var *= running_var.dtype.type(1 - momentum)
+            running_var += (var.reshape(-1) * (momentum * n / (n - 1))).astype(running_var.dtype)
+    else:
+        xc = input - running_mean.reshape(shape)
+        var = running_var.reshape(shape)
+    scale = 1 / np.sqrt(var + t(eps))
+    if weight is not None:
+        scale = scale * weight.reshape(shape)
+    out = xc * scale
+    if bias is not None:
+        out += bias.reshape(shape)
+    return np.asarray(out)
+
+
+def batch_norm_backward(grad_output, input, weight, running_mean, running_var, *, training, eps):
+    """batch_norm's input gradient in NumPy passes."""
+    shape, axes = _channel_shape(input)
+    t = input.dtype.type
+    if not training:
+        a = 1 / np.sqrt(running_var.reshape(shape) + t(eps))
+        return np.asarray(grad_output * (a if weight is None else a * weight.reshape(shape)))
+    xc = input - input.mean(axes, keepdims=True)
+    rstd = 1 / np.sqrt((xc * xc).mean(axes, keepdims=True) + t(eps))
+    a = rstd if weight is None else rstd * weight.reshape(shape)
+    b = (grad_output * xc).mean(axes, keepdims=True) * (a * rstd * rstd)
+    return np.asarray(grad_output * a - xc * b - grad_output.mean(axes, keepdims=True) * a)
+
+
+def batch_norm_weight_grad(grad_output, input, running_mean, running_var, *, training, eps):
+    """batch_norm's weight gradient in NumPy passes: sum of grad_output * xhat per channel."""
+    shape, axes = _channel_shape(input)
+    t = input.dtype.type
+    if training:
+        xc = input - input.mean(axes, keepdims=True)
+        var = (xc * xc).mean(axes, keepdims=True)
+    else:
+        xc, var = input - running_mean.reshape(shape), running_var.reshape(shape)
+    return np.asarray((grad_output * xc).sum(axes) * (1 / np.sqrt(var + t(eps))).reshape(-1), dtype=input.dtype)
+
+
 def softmax(x, dim):
     e = np.exp(x - x.max(axis=dim, keepdims=True))
     e /= e.sum(axis=dim, keepdims=True)
@@ -321,7 +378,8 @@ def fold(cols, *, shape, window, strides, dilation):
 
 FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid, "gelu": gelu,
                  "gelu_backward": gelu_backward, "layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
-                 "layer_norm_weight_grad": layer_norm_weight_grad,
+                 "layer_norm_weight_grad": layer_norm_weight_grad, "batch_norm": batch_norm,
+                 "batch_norm_backward": batch_norm_backward, "batch_norm_weight_grad": batch_norm_weight_grad,
                  "tanh_backward": tanh_backward, "sigmoid_backward": sigmoid_backward, "softmax": softmax,
                  "log_softmax": log_softmax, "cross_entropy": cross_entropy,
                  "cross_entropy_backward": cross_entropy_backward, "max_pool2d_backward": max_pool2d_backward}

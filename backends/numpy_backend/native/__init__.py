@@ -103,4 +103,5 @@ def kernels() -> dict:
             "sigmoid_backward": sigmoid_backward, "index_select": index_select, "gelu": gelu,
             "gelu_backward": gelu_backward,
             **{name: functools.partial(getattr(norm, name), fallback=getattr(fused, name))
-               for name in ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad")}}
+               for name in ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
+                            "batch_norm_backward", "batch_norm_weight_grad")}}

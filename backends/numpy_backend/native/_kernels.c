@@ -965,6 +965,170 @@ static PyObject *layer_norm_weight_grad(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- batch_norm -------------------------------------------------------------------------------- */
+
+/* an optional (C,) vector of the kind given (`kind` 'f' or 'd'; 'D' for a writable float64 one):
+ * its data in *data, NULL for None; -1 with an error set for anything else */
+static int channel_vector(PyObject *obj, Buf *b, char kind, Py_ssize_t c, const char *what, void **data)
+{
+    *data = NULL;
+    if (obj == Py_None)
+        return 0;
+    int writable = kind == 'D';
+    if (get_buf(obj, b, 1, writable, what) < 0)
+        return -1;
+    if (kind_of(&b->view) != (writable ? 'd' : kind) || !PyBuffer_IsContiguous(&b->view, 'C') ||
+        b->view.shape[0] != c) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous (%zd,) array of the input's dtype", what, c);
+        return -1;
+    }
+    *data = b->view.buf;
+    return 0;
+}
+
+typedef struct {
+    const void *g, *x, *w, *b, *rm, *rv;
+    void *out;
+    double *mean, *var;
+    Py_ssize_t n, c, hw;
+    double eps;
+    char kind, what; /* 'f' forward, 'b' input gradient, 'w' weight gradient */
+    int training;
+} BatchNormCall;
+
+static void batch_norm_channels(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    BatchNormCall *k = p;
+    (void)job;
+    if (k->kind == 'f') {
+        if (k->what == 'f')
+            bn_fwd_f(k->x, k->w, k->b, k->rm, k->rv, k->out, k->mean, k->var, k->n, k->c, k->hw, lo, hi, k->eps,
+                     k->training);
+        else if (k->what == 'b')
+            bn_bwd_f(k->g, k->x, k->w, k->rv, k->out, k->n, k->c, k->hw, lo, hi, k->eps, k->training);
+        else
+            bn_wgrad_f(k->g, k->x, k->rm, k->rv, k->out, k->n, k->c, k->hw, lo, hi, k->eps, k->training);
+    } else {
+        if (k->what == 'f')
+            bn_fwd_d(k->x, k->w, k->b, k->rm, k->rv, k->out, k->mean, k->var, k->n, k->c, k->hw, lo, hi, k->eps,
+                     k->training);
+        else if (k->what == 'b')
+            bn_bwd_d(k->g, k->x, k->w, k->rv, k->out, k->n, k->c, k->hw, lo, hi, k->eps, k->training);
+        else
+            bn_wgrad_d(k->g, k->x, k->rm, k->rv, k->out, k->n, k->c, k->hw, lo, hi, k->eps, k->training);
+    }
+}
+
+/* batch_norm(x, running_mean, running_var, weight, bias, training, eps, out, mean, var): x and out
+ * (N, C, HW) C-contiguous; the four (C,) vectors or None; mean and var float64 (C,) arrays the
+ * batch's statistics go to in training (None in evaluation) */
+static PyObject *batch_norm(PyObject *self, PyObject *args)
+{
+    PyObject *x, *rm, *rv, *w, *b, *out, *mean, *var;
+    int training;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOOOpdOOO:batch_norm", &x, &rm, &rv, &w, &b, &training, &eps, &out, &mean, &var))
+        return NULL;
+    Buf bufs[2] = {0}, vecs[6] = {0};
+    BatchNormCall k = {0};
+    PyObject *objs[2] = {x, out};
+    void *data[6];
+    for (int i = 0; i < 2; i++)
+        if (get_buf(objs[i], &bufs[i], 3, i == 1, "batch_norm") < 0)
+            goto fail;
+    if (same_kind(bufs, 2, "batch_norm", &k.kind) < 0 || contiguous_like(bufs, 2, "batch_norm") < 0)
+        goto fail;
+    k.n = bufs[0].view.shape[0], k.c = bufs[0].view.shape[1], k.hw = bufs[0].view.shape[2];
+    PyObject *vobjs[6] = {rm, rv, w, b, training ? mean : Py_None, training ? var : Py_None};
+    for (int i = 0; i < 6; i++)
+        if (channel_vector(vobjs[i], &vecs[i], i < 4 ? k.kind : 'D', k.c, "batch_norm", &data[i]) < 0)
+            goto fail;
+    if ((!training && (!data[0] || !data[1])) || (training && (!data[4] || !data[5]))) {
+        PyErr_SetString(PyExc_ValueError, "batch_norm: evaluation needs the running statistics, training the "
+                        "mean and var outputs");
+        goto fail;
+    }
+    k.x = bufs[0].view.buf, k.out = bufs[1].view.buf, k.rm = data[0], k.rv = data[1], k.w = data[2], k.b = data[3];
+    k.mean = data[4], k.var = data[5], k.eps = eps, k.what = 'f', k.training = training;
+    int width = pool_width();
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, k.c, 3 * k.n * k.c * k.hw, batch_norm_channels, &k);
+    Py_END_ALLOW_THREADS
+    release(bufs, 2);
+    release(vecs, 6);
+    Py_RETURN_NONE;
+fail:
+    release(bufs, 2);
+    release(vecs, 6);
+    return NULL;
+}
+
+/* batch_norm_backward(grad_output, x, weight, running_var, training, eps, out) and
+ * batch_norm_weight_grad(grad_output, x, running_mean, running_var, training, eps, out): the input
+ * gradient (out like x) and the weight's ((C,)); the running statistics are read in evaluation */
+static PyObject *batch_norm_grad(PyObject *args, char what)
+{
+    PyObject *g, *x, *v0, *v1, *out;
+    int training;
+    double eps;
+    const char *name = what == 'b' ? "batch_norm_backward" : "batch_norm_weight_grad";
+    if (!PyArg_ParseTuple(args, "OOOOpdO", &g, &x, &v0, &v1, &training, &eps, &out))
+        return NULL;
+    Buf bufs[3] = {0}, vecs[2] = {0}, o = {0};
+    BatchNormCall k = {0};
+    PyObject *objs[3] = {g, x, what == 'b' ? out : x};
+    void *data[2];
+    for (int i = 0; i < 3; i++)
+        if (get_buf(objs[i], &bufs[i], 3, what == 'b' && i == 2, name) < 0)
+            goto fail;
+    if (same_kind(bufs, 3, name, &k.kind) < 0 || contiguous_like(bufs, 3, name) < 0)
+        goto fail;
+    k.n = bufs[0].view.shape[0], k.c = bufs[0].view.shape[1], k.hw = bufs[0].view.shape[2];
+    for (int i = 0; i < 2; i++)
+        if (channel_vector(i ? v1 : v0, &vecs[i], k.kind, k.c, name, &data[i]) < 0)
+            goto fail;
+    if (what == 'w') {
+        if (get_buf(out, &o, 1, 1, name) < 0)
+            goto fail;
+        if (kind_of(&o.view) != k.kind || !PyBuffer_IsContiguous(&o.view, 'C') || o.view.shape[0] != k.c) {
+            PyErr_Format(PyExc_ValueError, "%s: out must be a C-contiguous (%zd,) array of the input's dtype", name,
+                         k.c);
+            goto fail;
+        }
+        k.out = o.view.buf, k.rm = data[0], k.rv = data[1];
+    } else {
+        k.out = bufs[2].view.buf, k.w = data[0], k.rv = data[1];
+    }
+    if (!training && !k.rv) {
+        PyErr_Format(PyExc_ValueError, "%s: evaluation needs the running statistics", name);
+        goto fail;
+    }
+    k.g = bufs[0].view.buf, k.x = bufs[1].view.buf, k.eps = eps, k.what = what, k.training = training;
+    int width = pool_width();
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, k.c, 3 * k.n * k.c * k.hw, batch_norm_channels, &k);
+    Py_END_ALLOW_THREADS
+    release(bufs, 3);
+    release(vecs, 2);
+    release(&o, 1);
+    Py_RETURN_NONE;
+fail:
+    release(bufs, 3);
+    release(vecs, 2);
+    release(&o, 1);
+    return NULL;
+}
+
+static PyObject *batch_norm_backward(PyObject *self, PyObject *args)
+{
+    return batch_norm_grad(args, 'b');
+}
+
+static PyObject *batch_norm_weight_grad(PyObject *self, PyObject *args)
+{
+    return batch_norm_grad(args, 'w');
+}
+
 /* -- the pool (threadpool.c) ------------------------------------------------------------------ */
 
 /* pool_set_width(n): how many jobs the kernels split their loops into (1: none) */
@@ -1094,6 +1258,12 @@ static PyMethodDef methods[] = {
     {"relu", relu, METH_VARARGS, "relu(input, out)"},
     {"erf", erf_kernel, METH_VARARGS, "erf(input, out)"},
     {"layer_norm", layer_norm, METH_VARARGS, "layer_norm(x, weight, bias, eps, out): rows of x normalised"},
+    {"batch_norm", batch_norm, METH_VARARGS,
+     "batch_norm(x, running_mean, running_var, weight, bias, training, eps, out, mean, var)"},
+    {"batch_norm_backward", batch_norm_backward, METH_VARARGS,
+     "batch_norm_backward(grad_output, x, weight, running_var, training, eps, out)"},
+    {"batch_norm_weight_grad", batch_norm_weight_grad, METH_VARARGS,
+     "batch_norm_weight_grad(grad_output, x, running_mean, running_var, training, eps, out)"},
     {"layer_norm_backward", layer_norm_backward, METH_VARARGS,
      "layer_norm_backward(grad_output, x, weight, eps, out): the input gradient"},
     {"layer_norm_weight_grad", layer_norm_weight_grad, METH_VARARGS,

@@ -53,3 +53,61 @@ def layer_norm_weight_grad(grad_output, input, *, normalized_shape, eps, fallbac
     if input.size:
         _kernels.layer_norm_weight_grad(_rows(grad_output, n), _rows(input, n), eps, out.reshape(n))
     return out
+
+
+def _planes(a):
+    """(N, C, *) as a C-contiguous (N, C, HW) array."""
+    a = np.ascontiguousarray(a)
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+def _vector(t):
+    return None if t is None else np.ascontiguousarray(t)
+
+
+def batch_norm(input, running_mean, running_var, weight, bias, *, training, momentum, eps, fallback):
+    """batch_norm in one C pass per channel (two for the batch's statistics), channels split over
+    the pool; the running statistics move in place from those statistics, as the op says."""
+    dtypes = {t.dtype for t in (running_mean, running_var, weight, bias) if t is not None} | {input.dtype}
+    if input.dtype not in FLOATS or len(dtypes) > 1:
+        return fallback(input, running_mean, running_var, weight, bias, training=training, momentum=momentum,
+                        eps=eps)
+    c = input.shape[1]
+    out = np.empty(input.shape, input.dtype)
+    mean = np.empty(c) if training else None
+    var = np.empty(c) if training else None
+    if input.size:
+        _kernels.batch_norm(_planes(input), _vector(running_mean), _vector(running_var), _vector(weight),
+                            _vector(bias), training, eps, out.reshape(input.shape[0], c, -1), mean, var)
+    if training and input.size:
+        n = input.size // c
+        # torch's running estimate: the unbiased variance; rounded to the statistics' dtype once
+        if running_mean is not None:
+            running_mean *= running_mean.dtype.type(1 - momentum)
+            running_mean += (mean * momentum).astype(running_mean.dtype)
+        if running_var is not None:
+            running_var *= running_var.dtype.type(1 - momentum)
+            running_var += (var * (momentum * n / (n - 1))).astype(running_var.dtype)
+    return out
+
+
+def batch_norm_backward(grad_output, input, weight, running_mean, running_var, *, training, eps, fallback):
+    dtypes = {t.dtype for t in (grad_output, weight, running_var) if t is not None} | {input.dtype}
+    if input.dtype not in FLOATS or len(dtypes) > 1:
+        return fallback(grad_output, input, weight, running_mean, running_var, training=training, eps=eps)
+    out = np.empty(input.shape, input.dtype)
+    if input.size:
+        _kernels.batch_norm_backward(_planes(grad_output), _planes(input), _vector(weight), _vector(running_var),
+                                     training, eps, out.reshape(input.shape[0], input.shape[1], -1))
+    return out
+
+
+def batch_norm_weight_grad(grad_output, input, running_mean, running_var, *, training, eps, fallback):
+    dtypes = {t.dtype for t in (grad_output, running_mean, running_var) if t is not None} | {input.dtype}
+    if input.dtype not in FLOATS or len(dtypes) > 1:
+        return fallback(grad_output, input, running_mean, running_var, training=training, eps=eps)
+    out = np.zeros(input.shape[1], input.dtype)
+    if input.size:
+        _kernels.batch_norm_weight_grad(_planes(grad_output), _planes(input), _vector(running_mean),
+                                        _vector(running_var), training, eps, out)
+    return out

@@ -336,6 +336,134 @@ static void FN(ln_wgrad)(const T *g, const T *x, double *acc, Py_ssize_t rows, P
     }
 }
 
+/* -- batch_norm -------------------------------------------------------------------------------- */
+
+/* Channel c of an (N, C, HW) C-contiguous array: its mean and biased variance, in double, the
+ * variance from the centred values (as ln_stats, over the N planes of HW elements). */
+static void FN(bn_stats)(const T *x, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW, Py_ssize_t c, double *mean,
+                         double *var)
+{
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
+    for (Py_ssize_t n = 0; n < N; n++) {
+        const T *p = x + (n * C + c) * HW;
+        Py_ssize_t k = 0;
+        for (; k + 8 <= HW; k += 8)
+            for (int j = 0; j < 8; j++)
+                acc[j] += (double)p[k + j];
+        for (; k < HW; k++)
+            s += (double)p[k];
+    }
+    for (int j = 0; j < 8; j++)
+        s += acc[j];
+    double count = (double)N * (double)HW, m = s / count;
+    double sq[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v = 0;
+    for (Py_ssize_t n = 0; n < N; n++) {
+        const T *p = x + (n * C + c) * HW;
+        Py_ssize_t k = 0;
+        for (; k + 8 <= HW; k += 8)
+            for (int j = 0; j < 8; j++) {
+                double d = (double)p[k + j] - m;
+                sq[j] += d * d;
+            }
+        for (; k < HW; k++) {
+            double d = (double)p[k] - m;
+            v += d * d;
+        }
+    }
+    for (int j = 0; j < 8; j++)
+        v += sq[j];
+    *mean = m;
+    *var = v / count;
+}
+
+/* channels [lo, hi): (x - mean) * rstd * w + b, from the batch's statistics (training; written to
+ * mean_out and var_out) or the running ones */
+static void FN(bn_fwd)(const T *x, const T *w, const T *b, const T *rm, const T *rv, T *out, double *mean_out,
+                       double *var_out, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi,
+                       double eps, int training)
+{
+    for (Py_ssize_t c = lo; c < hi; c++) {
+        double m, v;
+        if (training) {
+            FN(bn_stats)(x, N, C, HW, c, &m, &v);
+            mean_out[c] = m;
+            var_out[c] = v;
+        } else {
+            m = (double)rm[c];
+            v = (double)rv[c];
+        }
+        T scale = (T)(1.0 / sqrt(v + eps)), tm = (T)m;
+        if (w)
+            scale *= w[c];
+        T shift = b ? b[c] : 0;
+        for (Py_ssize_t n = 0; n < N; n++) {
+            const T *p = x + (n * C + c) * HW;
+            T *o = out + (n * C + c) * HW;
+            for (Py_ssize_t k = 0; k < HW; k++)
+                o[k] = (p[k] - tm) * scale + shift;
+        }
+    }
+}
+
+/* channels [lo, hi) of the input gradient: training, a (g - mean(g)) - xc * mean(g * xc) * a rstd^2
+ * with a = rstd * w; evaluation, g * rstd * w with the running variance */
+static void FN(bn_bwd)(const T *g, const T *x, const T *w, const T *rv, T *gx, Py_ssize_t N, Py_ssize_t C,
+                       Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi, double eps, int training)
+{
+    for (Py_ssize_t c = lo; c < hi; c++) {
+        double wc = w ? (double)w[c] : 1.0;
+        if (!training) {
+            T a = (T)(wc / sqrt((double)rv[c] + eps));
+            for (Py_ssize_t n = 0; n < N; n++) {
+                const T *gp = g + (n * C + c) * HW;
+                T *o = gx + (n * C + c) * HW;
+                for (Py_ssize_t k = 0; k < HW; k++)
+                    o[k] = gp[k] * a;
+            }
+            continue;
+        }
+        double m, v, sg = 0, sgx = 0;
+        FN(bn_stats)(x, N, C, HW, c, &m, &v);
+        for (Py_ssize_t n = 0; n < N; n++) {
+            const T *gp = g + (n * C + c) * HW, *p = x + (n * C + c) * HW;
+            for (Py_ssize_t k = 0; k < HW; k++) {
+                sg += (double)gp[k];
+                sgx += (double)gp[k] * ((double)p[k] - m);
+            }
+        }
+        double count = (double)N * (double)HW, rs = 1.0 / sqrt(v + eps), a = rs * wc;
+        T ta = (T)a, tm = (T)m, tmg = (T)(sg / count), tb = (T)(sgx / count * a * rs * rs);
+        for (Py_ssize_t n = 0; n < N; n++) {
+            const T *gp = g + (n * C + c) * HW, *p = x + (n * C + c) * HW;
+            T *o = gx + (n * C + c) * HW;
+            for (Py_ssize_t k = 0; k < HW; k++)
+                o[k] = (gp[k] - tmg) * ta - (p[k] - tm) * tb;
+        }
+    }
+}
+
+/* channels [lo, hi) of the weight's gradient: sum of g * (x - mean) * rstd, with the batch's
+ * statistics (training) or the running ones */
+static void FN(bn_wgrad)(const T *g, const T *x, const T *rm, const T *rv, T *gw, Py_ssize_t N, Py_ssize_t C,
+                         Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi, double eps, int training)
+{
+    for (Py_ssize_t c = lo; c < hi; c++) {
+        double m, v, s = 0;
+        if (training)
+            FN(bn_stats)(x, N, C, HW, c, &m, &v);
+        else {
+            m = (double)rm[c];
+            v = (double)rv[c];
+        }
+        for (Py_ssize_t n = 0; n < N; n++) {
+            const T *gp = g + (n * C + c) * HW, *p = x + (n * C + c) * HW;
+            for (Py_ssize_t k = 0; k < HW; k++)
+                s += (double)gp[k] * ((double)p[k] - m);
+        }
+        gw[c] = (T)(s / sqrt(v + eps));
+    }
+}
+
 /* -- threshold_backward ------------------------------------------------------------------------ */
 
 /* 0 where x <= threshold, else grad, as torch's kernel: a NaN x passes grad on, and grad is 0

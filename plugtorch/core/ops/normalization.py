@@ -200,16 +200,8 @@ def _batch_norm_rule(ctx, g):
     if training:  # running stats are not read (and were written): pass None
         rm = rv = None
     gx = batch_norm_backward(g, x, w, rm, rv, training, eps) if need[0] else None
-    shape, axes = _channels(x)
-    gw = gb = None
-    if need[3]:  # sum(g * xhat) = rstd * sum(g * (x - mean)), per channel
-        if training:
-            xc, var, _ = _centred(x, axes)
-        else:
-            xc, var = x - rm.reshape(shape), rv.reshape(shape)
-        gw = (g * xc).sum(axes) * ew.rsqrt(var + eps).reshape(-1)
-    if need[4]:
-        gb = g.sum(axes)
+    gw = batch_norm_weight_grad(g, x, rm, rv, training, eps) if need[3] else None
+    gb = g.sum(_channels(x)[1]) if need[4] else None
     return gx, None, None, gw, gb  # torch does not differentiate the running statistics either
 
 
@@ -325,6 +317,33 @@ def batch_norm_backward(grad_output, input, weight, running_mean, running_var, *
         return grad_output * (rstd if scale is None else rstd * scale)
     xc, var, _ = _centred(input, axes)
     return _standardized_grad(grad_output, xc, ew.rsqrt(var + eps), axes, scale)
+
+
+def _batch_norm_weight_grad_args(grad_output, input, running_mean, running_var, training, eps):
+    c = input.shape[1] if input.ndim >= 2 else -1
+    stats = () if training else (running_mean, running_var)
+    _check_backward("batch_norm_weight_grad", c >= 0 and grad_output.shape == input.shape
+                    and all(t is not None and t.shape == (c,) for t in stats),
+                    "grad_output and input of one shape (N, C, *), and in evaluation running_mean and "
+                    "running_var (C,)", grad_output=grad_output, input=input, running_mean=running_mean,
+                    running_var=running_var)
+    return (grad_output, input, running_mean, running_var), {"training": bool(training), "eps": eps}
+
+
+@op(bind=_batch_norm_weight_grad_args, dtypes="as batch_norm's")
+def batch_norm_weight_grad(grad_output, input, running_mean, running_var, *, training, eps):
+    """The gradient of batch_norm with respect to its weight: per channel, the sum of
+    grad_output * xhat (one op, so a backend computes it in the pass it reads x in anyway).
+
+    A kernel receives grad_output and input (N, C, *), running_mean and running_var (C,) in
+    evaluation (None in training), and training and eps by name; it returns a (C,) array.
+    """
+    shape, axes = _channels(input)
+    if training:
+        xc, var, _ = _centred(input, axes)
+    else:
+        xc, var = input - running_mean.reshape(shape), running_var.reshape(shape)
+    return (grad_output * xc).sum(axes) * ew.rsqrt(var + eps).reshape(-1)
 
 
 @public("plugtorch", name="batch_norm")

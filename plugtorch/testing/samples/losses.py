@@ -406,13 +406,37 @@ def _batch_norm_backward(g):
     ]
 
 
+def _batch_norm_weight_grad(g):
+    def call(training, eps=1e-5):
+        def f(m, grad_output, x, rm=None, rv=None):
+            if is_torch(m):
+                w = m.ones(x.shape[1], dtype=x.dtype, requires_grad=True)
+                stats = (None, None) if training else (rm, rv)
+                out = m.nn.functional.batch_norm(x, *stats, w, None, training, 0.1, eps)
+                return m.autograd.grad(out, w, grad_output, create_graph=True)[0]
+            from plugtorch.core.ops import normalization
+            return normalization.batch_norm_weight_grad(grad_output, x, rm, rv, training, eps)
+        return f
+    return [
+        Sample((g.randn(4, 3), g.randn(4, 3)), call=call(True), desc="training"),
+        Sample((g.randn(2, 2, 3), g.randn(2, 2, 3)), call=call(True, 1e-3), desc="training, (N, C, L)"),
+        Sample((g.randn(2, 3, 2, 2), g.randn(2, 3, 2, 2)), call=call(True), desc="training, (N, C, H, W)"),
+        Sample((g.randn(3, 2), g.randn(3, 2), g.randn(2), g.positive(2)), call=call(False), grad_inputs=(0, 1),
+               desc="evaluation"),
+        Sample((empty(0, 2), empty(0, 2), g.randn(2), g.positive(2)), call=call(False), grad_inputs=(0, 1),
+               desc="evaluation, empty batch"),
+        Sample((g.randn(3, 2), g.randn(2, 3)), call=call(True), raises=RuntimeError, desc="shapes differ"),
+        Waiver("zero_dim", "batch_norm's input is (N, C, *): never 0-d"),
+    ]
+
+
 SAMPLES.update(
     cross_entropy=_cross_entropy, cross_entropy_backward=_cross_entropy_backward, nll_loss=_nll_loss,
     binary_cross_entropy=_binary_cross_entropy, binary_cross_entropy_with_logits=_bce_with_logits,
     mse_loss=_regression("mse_loss"), l1_loss=_regression("l1_loss"),
     layer_norm=_layer_norm, layer_norm_backward=_layer_norm_backward, layer_norm_weight_grad=_layer_norm_weight_grad,
     group_norm=_group_norm,
-    batch_norm=_batch_norm, batch_norm_backward=_batch_norm_backward,
+    batch_norm=_batch_norm, batch_norm_backward=_batch_norm_backward, batch_norm_weight_grad=_batch_norm_weight_grad,
     smooth_l1_loss=_robust("smooth_l1_loss", "beta"), huber_loss=_robust("huber_loss", "delta"),
     kl_div=_kl_div, poisson_nll_loss=_poisson_nll_loss, ctc_loss=_ctc_loss,
 )
