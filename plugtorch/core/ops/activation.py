@@ -56,13 +56,18 @@ def _threshold_backward_rule(ctx, g):
     return call_op("threshold_backward", (g, ctx.saved[1]), ctx.attrs), None
 
 
+def _check_gradient_pair(name, grad_output, other, what):
+    """The checks of a gradient op's bind: grad_output and the ``what`` operand are tensors of one shape."""
+    if not isinstance(grad_output, Tensor) or not isinstance(other, Tensor):
+        raise TypeError(f"{name}(): grad_output and {what} must be Tensors, got "
+                        f"{type(grad_output).__name__} and {type(other).__name__}")
+    if grad_output.shape != other.shape:
+        raise RuntimeError(f"{name}: grad_output {list(grad_output.shape)} and {what} "
+                           f"{list(other.shape)} must have one shape")
+
+
 def _threshold_backward_args(grad_output, input, threshold):
-    if not isinstance(grad_output, Tensor) or not isinstance(input, Tensor):
-        raise TypeError("threshold_backward(): grad_output and input must be Tensors, got "
-                        f"{type(grad_output).__name__} and {type(input).__name__}")
-    if grad_output.shape != input.shape:
-        raise RuntimeError(f"threshold_backward: grad_output {list(grad_output.shape)} and input "
-                           f"{list(input.shape)} must have one shape")
+    _check_gradient_pair("threshold_backward", grad_output, input, "input")
     return (grad_output, input), {"threshold": threshold}
 
 
@@ -86,12 +91,7 @@ def threshold_backward(grad_output, input, *, threshold):
 def _output_backward_args(name):
     # the bind of tanh_backward and sigmoid_backward: two tensors of one shape, in one dtype
     def bind(grad_output, output):
-        if not isinstance(grad_output, Tensor) or not isinstance(output, Tensor):
-            raise TypeError(f"{name}(): grad_output and output must be Tensors, got "
-                            f"{type(grad_output).__name__} and {type(output).__name__}")
-        if grad_output.shape != output.shape:
-            raise RuntimeError(f"{name}: grad_output {list(grad_output.shape)} and output "
-                               f"{list(output.shape)} must have one shape")
+        _check_gradient_pair(name, grad_output, output, "output")
         if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
             grad_output, output = ew._promote_pair(name, grad_output, output)
         if not output.dtype.is_floating_point:
@@ -300,12 +300,7 @@ def _gelu_backward_rule(ctx, gg):
 
 
 def _gelu_backward_args(grad_output, input, approximate="none"):
-    if not isinstance(grad_output, Tensor) or not isinstance(input, Tensor):
-        raise TypeError("gelu_backward(): grad_output and input must be Tensors, got "
-                        f"{type(grad_output).__name__} and {type(input).__name__}")
-    if grad_output.shape != input.shape:
-        raise RuntimeError(f"gelu_backward: grad_output {list(grad_output.shape)} and input "
-                           f"{list(input.shape)} must have one shape")
+    _check_gradient_pair("gelu_backward", grad_output, input, "input")
     if grad_output.dtype is not input.dtype:  # torch promotes, as for any binary op
         grad_output, input = ew._promote_pair("gelu_backward", grad_output, input)
     if approximate not in ("none", "tanh"):
