@@ -140,10 +140,13 @@ def decomposition_rule(decompose: Callable, variadic: bool = False) -> Callable:
         from ..autograd.functional import grad
         from .grad_mode import _state, enable_grad
         create = _state.enabled
-        operands = ctx.saved
-        wanted = [t for t, nxt in zip(operands, ctx.next) if nxt is not None]
         with enable_grad():
-            out = decompose(*((list(operands),) if variadic else operands), **ctx.attrs)
+            # Each operand is differentiated through an alias of its own: autograd.grad gives
+            # total derivatives, so an operand computed from another (op(x, 2 * x)) would bring
+            # the other's path too - counted again by the engine, and walked (and freed) below.
+            operands = [t.view_as(t) if nxt is not None else t for t, nxt in zip(ctx.saved, ctx.next)]
+            wanted = [t for t, nxt in zip(operands, ctx.next) if nxt is not None]
+            out = decompose(*((operands,) if variadic else operands), **ctx.attrs)
             grads = iter(grad(out, wanted, g, create_graph=create, allow_unused=True))
         return tuple(next(grads) if nxt is not None else None for nxt in ctx.next)
     return rule
