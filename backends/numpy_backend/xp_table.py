@@ -8,6 +8,7 @@ them return arrays (not scalars) for 0-d inputs, as the contract requires.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy
 
@@ -299,6 +300,16 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     def bitcast(x, dtype):
         return x.view(to_native[dtype])
 
+    stacked_matmul = binary(xp.matmul)
+
+    def matmul(x, y):
+        # (..., m, k) @ (k, n) as one (prod(...) * m, k) @ (k, n) GEMM: the libraries run one
+        # small GEMM per leading index, 2.8x slower at (35, 20, 2000) @ (2000, 256) on OpenBLAS
+        if x.ndim > 2 and y.ndim == 2:
+            lead = x.shape[:-1]
+            return stacked_matmul(x.reshape(math.prod(lead), x.shape[-1]), y).reshape(*lead, y.shape[1])
+        return stacked_matmul(x, y)
+
     table = {name: (quiet if name in _QUIET else unary)(getattr(xp, ufunc)) for name, ufunc in UNARY_UFUNCS.items()}
     table.update({name: (quiet if name in _QUIET else binary)(getattr(xp, ufunc))
                   for name, ufunc in BINARY_UFUNCS.items()})
@@ -308,7 +319,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
         "argsort": argsort,
         "cumsum": cumsum,
-        "matmul": binary(xp.matmul),
+        "matmul": matmul,
         "reshape": lambda x, shape: x.reshape(shape),
         "permute": lambda x, axes: x.transpose(axes),
         "broadcast_to": numpy_broadcast_to if xp is numpy else xp.broadcast_to,
