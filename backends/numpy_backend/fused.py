@@ -312,11 +312,11 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     its masked share straight into the strided positions it came from.
     """
     if input.strides[1] > input.strides[0]:
-        # (C, N, H, W) memory seen as NCHW (a convolution's output is produced channel-major):
-        # every plane is pooled alike, so work in that order and hand back the same kind of view
-        return max_pool2d_backward(grad_output.swapaxes(0, 1), input.swapaxes(0, 1), output.swapaxes(0, 1),
-                                   kernel_size=kernel_size, stride=stride, padding=padding,
-                                   dilation=dilation, ceil_mode=ceil_mode).swapaxes(0, 1)
+        # (C, N, H, W) memory seen as NCHW (x.transpose(0, 1) of a contiguous tensor): every plane
+        # is pooled alike, so work in that order; torch's gradient is contiguous all the same
+        return np.ascontiguousarray(max_pool2d_backward(
+            grad_output.swapaxes(0, 1), input.swapaxes(0, 1), output.swapaxes(0, 1), kernel_size=kernel_size,
+            stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode).swapaxes(0, 1))
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     n, c, h, w = input.shape
     oh, ow = output.shape[2:]

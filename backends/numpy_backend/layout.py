@@ -2,8 +2,8 @@
 arrays alike (the NumPy backend's native kernels and the CuPy backend's CUDA ones use it).
 
 Two operands of one shape and one strides that fill their memory without gaps, in any order
-of their dims (C order, or the channel-major layout of a convolution's output and its
-gradient), hold element i at the same place; so does an ``empty_like`` output (order 'K').
+of their dims (C order, or a permuted tensor's order, such as the channel-major view
+x.transpose(0, 1)), hold element i at the same place; so does an ``empty_like`` output (order 'K').
 Transposed into that memory order, all three are C-contiguous views a flat loop can take.
 """
 from __future__ import annotations

@@ -505,6 +505,7 @@ typedef struct {
     Py_ssize_t n0, nb, oh, ow;
     const Geometry *g;
     char kind;
+    int per_image;
 } Im2colCall;
 
 /* the columns of images [lo, hi) of the call's nb: each image's columns are its own */
@@ -515,15 +516,16 @@ static void im2col_images(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
     (void)job;
     if (k->kind == 'f')
         im2col_f((const float *)k->bufs[0].view.buf, k->xs, x[1], x[2], x[3], k->n0, k->nb,
-                 (float *)k->bufs[1].view.buf, k->oh, k->ow, k->g, lo, hi);
+                 (float *)k->bufs[1].view.buf, k->oh, k->ow, k->g, lo, hi, k->per_image);
     else
         im2col_d((const double *)k->bufs[0].view.buf, k->xs, x[1], x[2], x[3], k->n0, k->nb,
-                 (double *)k->bufs[1].view.buf, k->oh, k->ow, k->g, lo, hi);
+                 (double *)k->bufs[1].view.buf, k->oh, k->ow, k->g, lo, hi, k->per_image);
 }
 
 /* im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw): input (N, C, H, W) any
- * strides; cols (C*KH*KW, NB*OH*OW) C-contiguous, overwritten with the first OH x OW windows
- * of images n0 .. n0 + NB (NB from cols' size) */
+ * strides; cols (C*KH*KW, NB*OH*OW) C-contiguous, or (NB, C*KH*KW, OH*OW) (each image's patches
+ * whole), overwritten with the first OH x OW windows of images n0 .. n0 + NB (NB from cols'
+ * size) */
 static PyObject *im2col(PyObject *self, PyObject *args)
 {
     Buf bufs[2] = {0};
@@ -537,27 +539,29 @@ static PyObject *im2col(PyObject *self, PyObject *args)
             return NULL;
     Py_ssize_t n0 = v[0], oh = v[1], ow = v[2];
     if (get_buf(PyTuple_GET_ITEM(args, 0), &bufs[0], 4, 0, "im2col input") < 0 ||
-        get_buf(PyTuple_GET_ITEM(args, 1), &bufs[1], 2, 1, "im2col cols") < 0 || same_kind(bufs, 2, "im2col", &kind) < 0
+        get_buf(PyTuple_GET_ITEM(args, 1), &bufs[1], -1, 1, "im2col cols") < 0 || same_kind(bufs, 2, "im2col", &kind) < 0
         || element_strides(&bufs[0].view, xs) < 0) {
         release(bufs, 2);
         return NULL;
     }
     const Py_ssize_t *x = bufs[0].view.shape, *cs = bufs[1].view.shape;
+    int per_image = bufs[1].view.ndim == 3;
     /* the windows the geometry gives; the caller may take fewer (a transposed convolution's) */
     Py_ssize_t span_h = x[2] + 2 * g.ph - g.dh * (g.kh - 1) - 1, span_w = x[3] + 2 * g.pw - g.dw * (g.kw - 1) - 1;
-    Py_ssize_t per = oh * ow, nb = per > 0 ? cs[1] / per : 0;
-    if (!PyBuffer_IsContiguous(&bufs[1].view, 'C') || oh <= 0 || ow <= 0 || span_h < 0 || span_w < 0
-        || oh > span_h / g.sh + 1 || ow > span_w / g.sw + 1 || cs[0] != x[1] * g.kh * g.kw || nb * per != cs[1]
-        || n0 < 0 || n0 + nb > x[0]) {
-        PyErr_SetString(PyExc_ValueError, "im2col: cols must be C-contiguous (C*kh*kw, images*OH*OW) for windows "
-                                          "and images inside the input");
+    Py_ssize_t per = oh * ow, nb = per_image ? cs[0] : (per > 0 && bufs[1].view.ndim == 2 ? cs[1] / per : 0);
+    Py_ssize_t rows = per_image ? cs[1] : cs[0], total = bufs[1].view.len / bufs[1].view.itemsize;
+    if ((bufs[1].view.ndim != 2 && !per_image) || !PyBuffer_IsContiguous(&bufs[1].view, 'C') || oh <= 0 || ow <= 0
+        || span_h < 0 || span_w < 0 || oh > span_h / g.sh + 1 || ow > span_w / g.sw + 1 || rows != x[1] * g.kh * g.kw
+        || nb * per * rows != total || n0 < 0 || n0 + nb > x[0]) {
+        PyErr_SetString(PyExc_ValueError, "im2col: cols must be C-contiguous (C*kh*kw, images*OH*OW) or (images, "
+                                          "C*kh*kw, OH*OW) for windows and images inside the input");
         release(bufs, 2);
         return NULL;
     }
-    Im2colCall call = {bufs, xs, n0, nb, oh, ow, &g, kind};
+    Im2colCall call = {bufs, xs, n0, nb, oh, ow, &g, kind, per_image};
     int width = pool_width();
     Py_BEGIN_ALLOW_THREADS
-    parallel_for(width, nb, cs[0] * cs[1], im2col_images, &call);
+    parallel_for(width, nb, total, im2col_images, &call);
     Py_END_ALLOW_THREADS
     release(bufs, 2);
     Py_RETURN_NONE;
@@ -1294,7 +1298,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 PyMODINIT_FUNC PyInit__kernels(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", ABI) < 0) {
+    /* IM2COL_PER_IMAGE: im2col takes (images, rows, positions) cols too; an addition the ABI
+     * leaves alone (conv.py copies those patches with NumPy where an older build lacks it) */
+    if (m && (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddIntConstant(m, "IM2COL_PER_IMAGE", 1) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -4,7 +4,8 @@ The ops' decompositions (``plugtorch/core/ops/conv.py``) pad the input, then cop
 out of a window view; the C loop writes the same patch matrix straight from the unpadded input.
 Everything else is the decomposition's own computation (the same matmul calls on the same
 layouts, the same batch chunks for the weight gradient), so the values are its values, bit
-for bit. The output stays channel-major ((C, N, H, W) memory viewed as NCHW), as there.
+for bit. The forward's patches are written image by image and multiplied per image, so its
+output is (N, C, H, W) in memory, as torch's.
 """
 from __future__ import annotations
 
@@ -21,15 +22,18 @@ from . import _kernels as _loaded
 
 assert _loaded is not None, "imported by native.kernels() only once the extension has loaded"
 _kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
+_PER_IMAGE = getattr(_kernels, "IM2COL_PER_IMAGE", 0)  # an extension built before it copies per image in NumPy
 
 
-def _im2col(input, a, b, out, kernel, stride, padding, dilation):
-    """(C * kh * kw, (b - a) * oh * ow) patches of images a..b, zero in the padding."""
+def _im2col(input, a, b, out, kernel, stride, padding, dilation, per_image=False):
+    """(C * kh * kw, (b - a) * oh * ow) patches of images a..b, zero in the padding; per_image:
+    (b - a, C * kh * kw, oh * ow), each image's block whole (the decomposition's ``_image_patches``)."""
     c = input.shape[1]
-    cols = np.empty((c * kernel[0] * kernel[1], (b - a) * out[0] * out[1]), dtype=input.dtype)
+    rows, per = c * kernel[0] * kernel[1], out[0] * out[1]
+    cols = np.empty((b - a, rows, per) if per_image else (rows, (b - a) * per), dtype=input.dtype)
     if cols.size == 0:
         return cols
-    if input.dtype in FLOATS:
+    if input.dtype in FLOATS and (_PER_IMAGE or not per_image):
         _kernels.im2col(input, cols, a, *out, *kernel, *stride, *padding, *dilation)
         return cols
     # other dtypes: each kernel offset's strided view of the padded input, in the same layout
@@ -37,10 +41,13 @@ def _im2col(input, a, b, out, kernel, stride, padding, dilation):
     x = input[a:b]
     padded = np.zeros(x.shape[:2] + (x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), dtype=x.dtype)
     padded[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]] = x
-    view = cols.reshape(c, kh, kw, b - a, oh, ow)
+    view = cols.reshape(b - a, c, kh, kw, oh, ow) if per_image else cols.reshape(c, kh, kw, b - a, oh, ow)
     for i, j in itertools.product(range(kh), range(kw)):
         patch = padded[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
-        view[:, i, j] = patch.transpose(1, 0, 2, 3)
+        if per_image:
+            view[:, :, i, j] = patch
+        else:
+            view[:, i, j] = patch.transpose(1, 0, 2, 3)
     return cols
 
 
@@ -49,9 +56,9 @@ def conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
     o, cg, kh, kw = weight.shape
     out = tuple(window_count(*t) for t in zip(input.shape[2:], (kh, kw), stride, padding, dilation))
     k = cg * kh * kw
-    cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation).reshape(groups, k, n * out[0] * out[1])
-    y = np.matmul(weight.reshape(groups, o // groups, k), cols)
-    y = y.reshape((o, n) + out).swapaxes(0, 1)  # (N, O, OH, OW), channel-major
+    cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation, per_image=True)
+    y = np.matmul(weight.reshape(groups, o // groups, k), cols.reshape(n, groups, k, out[0] * out[1]))
+    y = y.reshape((n, o) + out)  # (N, G, O/G, OH*OW) per image: NCHW as it comes
     if bias is None:
         return y
     if bias.dtype == y.dtype:
@@ -65,24 +72,24 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
     n, c = input.shape[:2]
     out = tuple(grad_output.shape[2:])
     per = out[0] * out[1]
-    gmat = np.reshape(grad_output.swapaxes(0, 1), (groups, o // groups, n * per))
     product = weight_grad_product(o // groups, cg * kh * kw, n, per)
     gw = None
     for a, b in batch_chunks(n, c * kh * kw * per * input.dtype.itemsize):
-        cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation).reshape(groups, cg * kh * kw,
-                                                                                       (b - a) * per)
-        g = gmat[..., a * per:b * per]
+        g = np.reshape(grad_output[a:b], (b - a, groups, o // groups, per))
         if product == "per_image":  # the decomposition's batch of per-image products, summed
-            cols = cols.reshape(groups, -1, b - a, per).transpose(2, 0, 1, 3)
-            g = g.reshape(groups, o // groups, b - a, per).transpose(2, 0, 3, 1)
-            part = np.matmul(cols, g).sum(0).swapaxes(1, 2)
-        elif product == "rows_first":
-            part = np.matmul(cols, g.swapaxes(1, 2)).swapaxes(1, 2)
-        else:
-            part = np.matmul(g, cols.swapaxes(1, 2))
+            cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation, per_image=True)
+            part = np.matmul(cols.reshape(b - a, groups, cg * kh * kw, per), g.swapaxes(2, 3)).sum(0).swapaxes(1, 2)
+        else:  # one product over the chunk, the gradient copied channel-major as the decomposition does
+            cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation).reshape(groups, cg * kh * kw,
+                                                                                           (b - a) * per)
+            g = g.transpose(1, 2, 0, 3).reshape(groups, o // groups, (b - a) * per)
+            if product == "rows_first":
+                part = np.matmul(cols, g.swapaxes(1, 2)).swapaxes(1, 2)
+            else:
+                part = np.matmul(g, cols.swapaxes(1, 2))
         gw = part if gw is None else gw + part
     assert gw is not None, "batch_chunks gives at least one chunk"
-    return gw.reshape(o, cg, kh, kw)
+    return np.ascontiguousarray(gw.reshape(o, cg, kh, kw))
 
 
 def fold(cols, *, shape, window, strides, dilation):

@@ -14,18 +14,6 @@ assert _loaded is not None, "imported by native.kernels() only once the extensio
 _kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
-def _channel_major(x):
-    """True for (N, C, ...) views of (C, N, ...) memory, which a convolution's output is."""
-    return x.strides[1] > x.strides[0]
-
-
-def empty_like_layout(shape, like):
-    """An empty (N, C, ...) array of ``like``'s dtype, laid out as ``like`` (channel-major or not)."""
-    if _channel_major(like):
-        return np.empty((shape[1], shape[0]) + tuple(shape[2:]), dtype=like.dtype).swapaxes(0, 1)
-    return np.empty(shape, dtype=like.dtype)
-
-
 def _flat(kernel_size, stride, padding, dilation):
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     return kh, kw, sh, sw, ph, pw, dh, dw
@@ -38,7 +26,7 @@ def max_pool2d(input, *, kernel_size, stride, padding, dilation, ceil_mode):
                                     zip(input.shape[2:], kernel_size, stride, padding, dilation))
     if input.dtype not in FLOATS:
         return _max_pool2d_numpy(input, shape, kernel_size, stride, padding, dilation)
-    out = empty_like_layout(shape, input)
+    out = np.empty(shape, dtype=input.dtype)  # contiguous whatever the input's layout, as torch's
     _kernels.max_pool2d(input, out, *_flat(kernel_size, stride, padding, dilation))
     return out
 
@@ -63,6 +51,6 @@ def max_pool2d_backward(grad_output, input, output, *, kernel_size, stride, padd
     if input.dtype not in FLOATS or grad_output.dtype != input.dtype or output.dtype != input.dtype:
         return fused.max_pool2d_backward(grad_output, input, output, kernel_size=kernel_size, stride=stride,
                                          padding=padding, dilation=dilation, ceil_mode=ceil_mode)
-    dx = empty_like_layout(input.shape, input)
+    dx = np.empty(input.shape, dtype=input.dtype)
     _kernels.max_pool2d_backward(grad_output, input, output, dx, *_flat(kernel_size, stride, padding, dilation))
     return dx

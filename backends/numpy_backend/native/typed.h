@@ -528,16 +528,19 @@ static void FN(fold_plane)(const T *cols, const Py_ssize_t *cs, Py_ssize_t oh, P
 /* The patches of images [n0, n0 + nb) as rows (channel, kernel row, kernel column) of columns
  * (image, output row, output column), zero where a window reaches into the padding: the
  * layout conv.py's _im2col copies out of the window view, built without the padded copy.
+ * per_image: each image's (rows, output row, output column) block whole, one after another
+ * ((NB, C*KH*KW, OH*OW), what a product per image reads) instead of (C*KH*KW, NB*OH*OW).
  * Only the columns of images n0 + [b_lo, b_hi) are written (a share of the work). */
 static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t n0,
                        Py_ssize_t nb, T *cols, Py_ssize_t oh, Py_ssize_t ow, const Geometry *g, Py_ssize_t b_lo,
-                       Py_ssize_t b_hi)
+                       Py_ssize_t b_hi, int per_image)
 {
-    Py_ssize_t ncols = nb * oh * ow;
+    Py_ssize_t per = oh * ow, rows = c * g->kh * g->kw;
+    Py_ssize_t row_step = per_image ? per : nb * per, image_step = per_image ? rows * per : per;
     for (Py_ssize_t ch = 0; ch < c; ch++)
         for (Py_ssize_t i = 0; i < g->kh; i++)
             for (Py_ssize_t j = 0; j < g->kw; j++) {
-                T *row = cols + ((ch * g->kh + i) * g->kw + j) * ncols + b_lo * oh * ow;
+                T *const first_row = cols + ((ch * g->kh + i) * g->kw + j) * row_step;
                 /* the output columns whose input column lies inside, [lo, hi): the same for
                  * every row of this kernel offset */
                 Py_ssize_t c0 = j * g->dw - g->pw, lo = 0, hi = ow;
@@ -555,6 +558,7 @@ static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_
                     oy_hi = oh;
                 int span = dense && g->sh == 1 && xs[2] == ow && lo < hi && oy_lo < oy_hi;
                 for (Py_ssize_t b = b_lo; b < b_hi; b++) {
+                    T *row = first_row + b * image_step;
                     const T *plane = x + (n0 + b) * xs[0] + ch * xs[1];
                     if (span) {
                         const T *src = plane + (oy_lo + r0) * ow + c0;
@@ -567,7 +571,6 @@ static void FN(im2col)(const T *x, const Py_ssize_t *xs, Py_ssize_t c, Py_ssize_
                                 row[e] = 0;
                         for (Py_ssize_t e = last; e < oh * ow; e++)
                             row[e] = 0;
-                        row += oh * ow;
                         continue;
                     }
                     for (Py_ssize_t oy = 0; oy < oh; oy++, row += ow) {
