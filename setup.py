@@ -45,10 +45,15 @@ native = Extension("plugtorch_backends.numpy_backend.native._kernels",
                    extra_compile_args=flags, optional=True,
                    define_macros=[("PLUGTORCH_MVEC", "1")] if mvec else [], libraries=["mvec", "m"] if mvec else [])
 
+# The LSTM steps' gate arithmetic (native/rnn.c), a module of its own beside _kernels: optional too.
+rnn_c = Extension("plugtorch_backends.numpy_backend.native._rnn", sources=["backends/numpy_backend/native/rnn.c"],
+                  extra_compile_args=flags, optional=True, define_macros=native.define_macros,
+                  libraries=native.libraries)
+
 # The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional
 # too; without it their Python twins run (plugtorch/core/native.py).
 core_c = Extension("plugtorch.core._native", sources=["plugtorch/core/_native.c"], extra_compile_args=flags,
                    optional=True)
 
 setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data,
-      ext_modules=[native, core_c])
+      ext_modules=[native, rnn_c, core_c])

@@ -14,6 +14,7 @@ from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
 from . import allocator, native
 from .fused import FUSED_KERNELS
 from .fused_optim import OPTIM_KERNELS
+from .rnn import RNN_KERNELS
 from .xp_table import make_dtype_maps, make_out_variants, make_table
 
 PLUGTORCH_CONTRACT = CONTRACT_VERSION
@@ -96,7 +97,8 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
 C_KERNEL_OPS = frozenset({"adam_step_", "batch_norm", "batch_norm_backward", "batch_norm_weight_grad", "conv2d",
                           "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
                           "fold", "gelu", "gelu_backward", "index_select", "layer_norm", "layer_norm_backward",
-                          "layer_norm_weight_grad", "max_pool2d", "max_pool2d_backward", "relu", "sigmoid_backward",
+                          "layer_norm_weight_grad", "lstm_layer", "lstm_layer_backward", "max_pool2d",
+                          "max_pool2d_backward", "relu", "sigmoid_backward",
                           "tanh_backward", "threshold_backward"})
 _KERNEL_TESTS = {
     **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),
@@ -107,6 +109,7 @@ _KERNEL_TESTS = {
     **dict.fromkeys(("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
                      "batch_norm_backward", "batch_norm_weight_grad"), "tests/ops/test_norm_kernels.py"),
     "index_select": "tests/ops/test_native_gather.py",
+    **dict.fromkeys(("lstm_layer", "lstm_layer_backward"), "tests/ops/test_lstm_layer.py"),
     **dict.fromkeys(("max_pool2d", "max_pool2d_backward"), "tests/ops/test_fused_max_pool.py"),
     **dict.fromkeys(("relu", "threshold_backward", "tanh_backward", "sigmoid_backward"),
                     "tests/ops/test_activation_grad_kernels.py"),
@@ -114,19 +117,20 @@ _KERNEL_TESTS = {
 
 
 def _kinds(op: str) -> tuple[str | None, ...]:
-    numpy_kernel = "NumPy" if op in FUSED_KERNELS or op in OPTIM_KERNELS else None
+    numpy_kernel = "NumPy" if op in FUSED_KERNELS or op in OPTIM_KERNELS or op in RNN_KERNELS else None
     return ("C", numpy_kernel) if op in C_KERNEL_OPS else (numpy_kernel,)
 
 
 PLUGTORCH_KERNELS = {NAME: {op: (_kinds(op), _KERNEL_TESTS.get(op, ""))
-                            for op in sorted(C_KERNEL_OPS | FUSED_KERNELS.keys() | OPTIM_KERNELS.keys())}}
+                            for op in sorted(C_KERNEL_OPS | FUSED_KERNELS.keys() | OPTIM_KERNELS.keys()
+                                                   | RNN_KERNELS.keys())}}
 
 
 @hookimpl
 def plugtorch_register(registrar):
     allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
     registrar.add_backend(make_backend())
-    kernels = {**FUSED_KERNELS, **OPTIM_KERNELS, **native.kernels()}
+    kernels = {**FUSED_KERNELS, **OPTIM_KERNELS, **RNN_KERNELS, **native.kernels()}
     native.share_blas_threads()  # NumPy's OpenBLAS and the native kernels on one pool of threads
     for op, fn in kernels.items():
         registrar.add_kernel(op, NAME, fn)

@@ -28,6 +28,7 @@ from . import (  # noqa: F401
                padding,
                pointwise,
                pooling,
+               recurrent,
                reduce,
                sampling,
                scatter,

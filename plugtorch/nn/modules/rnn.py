@@ -7,8 +7,10 @@ initialisation (every parameter U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))), s
 ``state_dict`` loads and gives torch's outputs.
 
 Each layer computes the input projection of the whole sequence as one matmul, then steps
-through time for the recurrent part only. ``generator`` (not in torch) seeds the
-initialisation and the dropout masks between layers. Packed sequences are not supported.
+through time for the recurrent part only: an LSTM layer without projections as one op,
+``lstm_layer`` (a backend may run its time loop as one call), the others step by step.
+``generator`` (not in torch) seeds the initialisation and the dropout masks between layers.
+Packed sequences are not supported.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import plugtorch
 
+from ...core.ops.recurrent import lstm_layer
 from ...core.tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -139,6 +142,11 @@ class RNNBase(Module):
         """One layer in one direction over x (L, N, F): outputs (L, N, H_out), last h, last c."""
         w_ih, b_ih, w_hh, b_hh, step = self._cell(sfx)
         xw = F.linear(x, w_ih, b_ih)                        # every time step's input projection at once
+        if self.mode == "LSTM" and not self.proj_size and x.shape[0]:
+            # the time loop as one op (a backend runs it as one call); state[0] is the output
+            state = lstm_layer(xw, h, c, w_hh, b_hh, reverse=reverse)
+            last = 0 if reverse else -1
+            return state[0], state[0, last], state[1, last]
         steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
         outs = []
         for t in steps:

@@ -17,6 +17,7 @@ from . import (
     losses,
     nn,
     optim,
+    recurrent,
     reductions,
     sampling,
     shapes,
@@ -25,5 +26,5 @@ from . import (
 
 SAMPLES: dict = {}
 for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,
-                distances, attention, bitwise, cumulative, counting, optim):
+                distances, attention, bitwise, cumulative, counting, optim, recurrent):
     SAMPLES.update(_module.SAMPLES)

@@ -1,0 +1,240 @@
+/* One LSTM step's gate arithmetic in one pass, forward and backward: the loops of the NumPy
+ * backend's lstm_layer kernels (../rnn.py) between their per-step GEMMs, which NumPy would run
+ * as eleven and twenty passes over (N, H) arrays.
+ *
+ * state is lstm_layer's (6, T, N, H) array (rows h, c, i, f, g, o), C-contiguous; t is the step.
+ * float32 and float64; every array C-contiguous and of one dtype (native/rnn.py sees to it).
+ * A module of its own (_rnn), beside _kernels: loaded where the native kernels are on.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+
+/* -- tanh over a block --------------------------------------------------------------------------- */
+
+/* float: glibc's vector tanhf (libmvec, four lanes a call, within 2 ulp) where setup.py found it
+ * and defined PLUGTORCH_MVEC, every element through it (the tail padded) so that a value's result
+ * does not depend on where it sits; the scalar function elsewhere, and for double. */
+#ifdef PLUGTORCH_MVEC
+#include <immintrin.h>
+#include <string.h>
+__m128 _ZGVbN4v_tanhf(__m128);
+static void tanh_block_f(float *x, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm_storeu_ps(x + i, _ZGVbN4v_tanhf(_mm_loadu_ps(x + i)));
+    if (i < n) {
+        float lanes[4] = {0, 0, 0, 0};
+        memcpy(lanes, x + i, (size_t)(n - i) * sizeof(float));
+        _mm_storeu_ps(lanes, _ZGVbN4v_tanhf(_mm_loadu_ps(lanes)));
+        memcpy(x + i, lanes, (size_t)(n - i) * sizeof(float));
+    }
+}
+#else
+static void tanh_block_f(float *x, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        x[i] = tanhf(x[i]);
+}
+#endif
+
+static void tanh_block_d(double *x, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        x[i] = tanh(x[i]);
+}
+
+/* -- the loops, once per element type ----------------------------------------------------------- */
+
+/* A sigmoid is 0.5 + 0.5 tanh(x / 2): one tanh, which never overflows (1 / (1 + exp(-x)) does for
+ * x < -88 in float, harmlessly but through inf). `scratch` holds 4H elements. */
+#define LSTM_LOOPS(T, SUF)                                                                              \
+    /* gates (N, 4H): i, f, g, o before their activations; writes state[:, t] */                        \
+    static void lstm_fwd_##SUF(const T *gates, const T *c_prev, T *state, Py_ssize_t t, Py_ssize_t steps, \
+                               Py_ssize_t n, Py_ssize_t h, T *scratch)                                  \
+    {                                                                                                   \
+        Py_ssize_t plane = n * h, row = steps * plane;                                                  \
+        T *hs = state + t * plane, *cs = hs + row, *is = cs + row, *fs = is + row, *gs = fs + row,      \
+          *os = gs + row;                                                                               \
+        for (Py_ssize_t b = 0; b < n; b++) {                                                            \
+            const T *gr = gates + b * 4 * h;                                                            \
+            for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
+                scratch[j] = (j >= 2 * h && j < 3 * h) ? gr[j] : (T)0.5 * gr[j];                        \
+            tanh_block_##SUF(scratch, 4 * h);                                                           \
+            T *hb = hs + b * h, *cb = cs + b * h;                                                       \
+            for (Py_ssize_t j = 0; j < h; j++) {                                                        \
+                Py_ssize_t k = b * h + j;                                                               \
+                T i = (T)0.5 + (T)0.5 * scratch[j], f = (T)0.5 + (T)0.5 * scratch[h + j],               \
+                  g = scratch[2 * h + j], o = (T)0.5 + (T)0.5 * scratch[3 * h + j];                     \
+                T c = f * c_prev[k] + i * g;                                                            \
+                is[k] = i, fs[k] = f, gs[k] = g, os[k] = o, cb[j] = c, hb[j] = c;                       \
+            }                                                                                           \
+            tanh_block_##SUF(hb, h);                                                                    \
+            for (Py_ssize_t j = 0; j < h; j++)                                                          \
+                hb[j] *= os[b * h + j];                                                                 \
+        }                                                                                               \
+    }                                                                                                   \
+                                                                                                        \
+    /* dh, dc (N, H): the gradients flowing in from the later step; out, dc is the one for c_prev  \
+     * (the caller's GEMM makes dh's). out (N, 4H): the gates' gradient before their activations. */ \
+    static void lstm_bwd_##SUF(const T *grad, const T *state, Py_ssize_t t, Py_ssize_t steps,           \
+                               Py_ssize_t n, Py_ssize_t h, const T *c_prev, const T *dh, T *dc, T *out, \
+                               T *scratch)                                                              \
+    {                                                                                                   \
+        Py_ssize_t plane = n * h, row = steps * plane, at = t * plane;                                  \
+        const T *cs = state + row + at, *is = cs + row, *fs = is + row, *gs = fs + row, *os = gs + row; \
+        const T *g0 = grad + at, *g1 = g0 + row, *g2 = g1 + row, *g3 = g2 + row, *g4 = g3 + row,       \
+                *g5 = g4 + row;                                                                         \
+        for (Py_ssize_t b = 0; b < n; b++) {                                                            \
+            T *orow = out + b * 4 * h;                                                                  \
+            for (Py_ssize_t j = 0; j < h; j++)                                                          \
+                scratch[j] = cs[b * h + j];                                                             \
+            tanh_block_##SUF(scratch, h);                                                               \
+            for (Py_ssize_t j = 0; j < h; j++) {                                                        \
+                Py_ssize_t k = b * h + j;                                                               \
+                T i = is[k], f = fs[k], g = gs[k], o = os[k], tc = scratch[j];                          \
+                T dhk = dh[k] + g0[k];                                                                  \
+                T dck = dc[k] + g1[k] + dhk * o * ((T)1 - tc * tc);                                     \
+                orow[j] = (dck * g + g2[k]) * i * ((T)1 - i);                                           \
+                orow[h + j] = (dck * c_prev[k] + g3[k]) * f * ((T)1 - f);                               \
+                orow[2 * h + j] = (dck * i + g4[k]) * ((T)1 - g * g);                                   \
+                orow[3 * h + j] = (dhk * tc + g5[k]) * o * ((T)1 - o);                                  \
+                dc[k] = dck * f;                                                                        \
+            }                                                                                           \
+        }                                                                                               \
+    }
+
+LSTM_LOOPS(float, f)
+LSTM_LOOPS(double, d)
+
+/* -- arguments ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    Py_buffer v;
+    int ok;
+} RBuf;
+
+/* a C-contiguous float buffer of `ndim` dims; its kind ('f' or 'd') must equal *kind (0: set it) */
+static int take(PyObject *obj, RBuf *b, int ndim, int writable, char *kind, const char *what)
+{
+    b->ok = 0;
+    if (PyObject_GetBuffer(obj, &b->v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    b->ok = 1;
+    const char *f = b->v.format ? b->v.format : "B";
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+    char k = (f[0] == 'f' || f[0] == 'd') && f[1] == 0 ? f[0] : 0;
+    if (b->v.ndim != ndim || !k || (*kind && k != *kind)) {
+        PyErr_Format(PyExc_ValueError, "lstm kernel: %s must be a %d-d C-contiguous float32/float64 array of "
+                     "the others' dtype", what, ndim);
+        return -1;
+    }
+    *kind = k;
+    return 0;
+}
+
+static void drop(RBuf *bufs, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (bufs[i].ok)
+            PyBuffer_Release(&bufs[i].v);
+}
+
+static PyObject *lstm_forward_step(PyObject *self, PyObject *args)
+{
+    PyObject *o_gates, *o_c, *o_state;
+    Py_ssize_t t;
+    RBuf b[3] = {{.ok = 0}};
+    char kind = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOn", &o_gates, &o_c, &o_state, &t))
+        return NULL;
+    if (take(o_state, &b[2], 4, 1, &kind, "state") < 0 || take(o_gates, &b[0], 2, 0, &kind, "gates") < 0
+        || take(o_c, &b[1], 2, 0, &kind, "c_prev") < 0)
+        goto fail;
+    Py_ssize_t *s = b[2].v.shape, steps = s[1], n = s[2], h = s[3];
+    if (s[0] != 6 || t < 0 || t >= steps || b[0].v.shape[0] != n || b[0].v.shape[1] != 4 * h
+        || b[1].v.shape[0] != n || b[1].v.shape[1] != h) {
+        PyErr_SetString(PyExc_ValueError, "lstm_forward_step: shapes do not match state (6, T, N, H)");
+        goto fail;
+    }
+    void *scratch = PyMem_RawMalloc((size_t)(4 * h + 1) * sizeof(double));
+    if (!scratch) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        lstm_fwd_f(b[0].v.buf, b[1].v.buf, b[2].v.buf, t, steps, n, h, scratch);
+    else
+        lstm_fwd_d(b[0].v.buf, b[1].v.buf, b[2].v.buf, t, steps, n, h, scratch);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(scratch);
+    drop(b, 3);
+    Py_RETURN_NONE;
+fail:
+    drop(b, 3);
+    return NULL;
+}
+
+static PyObject *lstm_backward_step(PyObject *self, PyObject *args)
+{
+    PyObject *o_grad, *o_state, *o_c, *o_dh, *o_dc, *o_out;
+    Py_ssize_t t;
+    RBuf b[6] = {{.ok = 0}};
+    char kind = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOnOOOO", &o_grad, &o_state, &t, &o_c, &o_dh, &o_dc, &o_out))
+        return NULL;
+    if (take(o_state, &b[1], 4, 0, &kind, "state") < 0 || take(o_grad, &b[0], 4, 0, &kind, "grad_state") < 0
+        || take(o_c, &b[2], 2, 0, &kind, "c_prev") < 0 || take(o_dh, &b[3], 2, 0, &kind, "dh") < 0
+        || take(o_dc, &b[4], 2, 1, &kind, "dc") < 0 || take(o_out, &b[5], 2, 1, &kind, "out") < 0)
+        goto fail;
+    Py_ssize_t *s = b[1].v.shape, steps = s[1], n = s[2], h = s[3];
+    int same = 1;
+    for (int d = 0; d < 4; d++)
+        same &= b[0].v.shape[d] == s[d];
+    for (int k = 2; k < 5; k++)
+        same &= b[k].v.shape[0] == n && b[k].v.shape[1] == h;
+    if (!same || s[0] != 6 || t < 0 || t >= steps || b[5].v.shape[0] != n || b[5].v.shape[1] != 4 * h) {
+        PyErr_SetString(PyExc_ValueError, "lstm_backward_step: shapes do not match state (6, T, N, H)");
+        goto fail;
+    }
+    void *scratch = PyMem_RawMalloc((size_t)(h + 1) * sizeof(double));
+    if (!scratch) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        lstm_bwd_f(b[0].v.buf, b[1].v.buf, t, steps, n, h, b[2].v.buf, b[3].v.buf, b[4].v.buf, b[5].v.buf,
+                   scratch);
+    else
+        lstm_bwd_d(b[0].v.buf, b[1].v.buf, t, steps, n, h, b[2].v.buf, b[3].v.buf, b[4].v.buf, b[5].v.buf,
+                   scratch);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(scratch);
+    drop(b, 6);
+    Py_RETURN_NONE;
+fail:
+    drop(b, 6);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"lstm_forward_step", lstm_forward_step, METH_VARARGS,
+     "lstm_forward_step(gates, c_prev, state, t): step t's h, c, i, f, g, o into state"},
+    {"lstm_backward_step", lstm_backward_step, METH_VARARGS,
+     "lstm_backward_step(grad_state, state, t, c_prev, dh, dc, out): step t's gates' gradient into out"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rnn", "The LSTM steps of the NumPy backend's kernels.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__rnn(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,104 @@
+"""The NumPy backend's kernels for ``lstm_layer`` and ``lstm_layer_backward``: the time loop as
+one call, one GEMM and one pass of gate arithmetic a step, as cuDNN does it on a GPU.
+
+Each step's gate arithmetic is ``forward_step``/``backward_step``: NumPy passes here, one C
+pass where the native kernels are built (``native/rnn.py`` passes its own). The GEMMs stay
+NumPy's (OpenBLAS), and so do the weight and bias gradients: the op's rule forms them from
+this kernel's output with one matmul over every step at once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _steps(n, reverse):
+    return range(n - 1, -1, -1) if reverse else range(n)
+
+
+def _sigmoid(x, out):
+    """1 / (1 + exp(-x)) as 0.5 + 0.5 * tanh(x / 2): no overflow for any x, three passes in place."""
+    np.multiply(x, 0.5, out=out)
+    np.tanh(out, out=out)
+    np.multiply(out, 0.5, out=out)
+    return np.add(out, 0.5, out=out)
+
+
+def forward_step(gates, c_prev, state, t):
+    """Step t's h, c, i, f, g, o into ``state`` (6, T, N, H) from its gates (N, 4H: i, f, g, o
+    before their activations; overwritten) and the cell state it starts from."""
+    h, c, i, f, g, o = state[:, t]
+    n = i.shape[1]
+    np.tanh(gates[:, 2 * n:3 * n], out=g)
+    _sigmoid(gates[:, :n], i)
+    _sigmoid(gates[:, n:2 * n], f)
+    _sigmoid(gates[:, 3 * n:], o)
+    np.multiply(f, c_prev, out=c)
+    np.add(c, np.multiply(i, g, out=gates[:, :n]), out=c)
+    np.tanh(c, out=h)
+    np.multiply(h, o, out=h)
+
+
+def backward_step(grad_state, state, t, c_prev, dh, dc, out):
+    """Step t back: from the state's gradient and ``dh``, ``dc`` (N, H) flowing in from the later
+    step, the gates' gradient before their activations into ``out`` (N, 4H), and ``dc`` becomes
+    the gradient of ``c_prev`` (the caller's GEMM makes the next ``dh``)."""
+    grad = grad_state[:, t]
+    c, i, f, g, o = state[1:, t]
+    n = i.shape[1]
+    dh = np.add(dh, grad[0])
+    tc = np.tanh(c)
+    d = np.multiply(tc, tc)
+    np.subtract(1, d, out=d)
+    np.multiply(d, o, out=d)
+    np.multiply(d, dh, out=d)
+    np.add(dc, d, out=dc)
+    np.add(dc, grad[1], out=dc)
+    for k, (act, partner, extra) in enumerate(((i, g, grad[2]), (f, c_prev, grad[3]), (g, i, grad[4]),
+                                               (o, None, grad[5]))):
+        view = out[:, k * n:(k + 1) * n]
+        np.multiply(dh if partner is None else dc, tc if partner is None else partner, out=view)
+        np.add(view, extra, out=view)
+        slope = np.subtract(1, np.multiply(g, g)) if act is g else np.multiply(act, np.subtract(1, act))
+        np.multiply(view, slope, out=view)  # tanh' = 1 - g^2, sigmoid' = s (1 - s)
+    np.multiply(dc, f, out=dc)
+
+
+def make_kernels(forward_step=forward_step, backward_step=backward_step):
+    """The two kernels over the given step functions (the C ones or the NumPy ones above, which
+    take the same arguments)."""
+
+    def lstm_layer(input_gates, h0, c0, weight_hh, bias_hh, *, reverse):
+        steps, batch, four_h = input_gates.shape
+        state = np.empty((6, steps, batch, four_h // 4), input_gates.dtype)
+        gates = np.empty((batch, four_h), input_gates.dtype)
+        w_t = weight_hh.T
+        h, c = h0, np.ascontiguousarray(c0)
+        for t in _steps(steps, reverse):
+            np.matmul(h, w_t, out=gates)
+            np.add(gates, input_gates[t], out=gates)
+            if bias_hh is not None:
+                np.add(gates, bias_hh, out=gates)
+            forward_step(gates, c, state, t)
+            h, c = state[0, t], state[1, t]
+        return state
+
+    def lstm_layer_backward(grad_state, c0, weight_hh, state, *, reverse):
+        _, steps, batch, hidden = state.shape
+        grad_state, state = np.ascontiguousarray(grad_state), np.ascontiguousarray(state)
+        out = np.zeros((steps + 1, batch, 4 * hidden), state.dtype)
+        dh = np.zeros((batch, hidden), state.dtype)
+        dc = np.zeros((batch, hidden), state.dtype)
+        c0 = np.ascontiguousarray(c0)
+        order = list(_steps(steps, reverse))
+        for k in range(steps - 1, -1, -1):
+            t = order[k]
+            backward_step(grad_state, state, t, state[1, order[k - 1]] if k else c0, dh, dc, out[t])
+            np.matmul(out[t], weight_hh, out=dh)
+        out[steps, :, :hidden] = dh
+        out[steps, :, hidden:2 * hidden] = dc
+        return out
+
+    return {"lstm_layer": lstm_layer, "lstm_layer_backward": lstm_layer_backward}
+
+
+RNN_KERNELS = make_kernels()

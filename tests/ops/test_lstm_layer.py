@@ -1,0 +1,78 @@
+"""lstm_layer and lstm_layer_backward: the NumPy backend's kernels (the time loop as one call;
+each step's gate arithmetic in NumPy passes or one C pass) against the ops' decompositions,
+the loop written in plugtorch ops. nn.LSTM against torch is tests/nn/test_rnn.py; the
+conformance kit checks both ops against torch's ops and by gradcheck."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from plugtorch_backends.numpy_backend import rnn
+from plugtorch_backends.numpy_backend.native import enabled as native_enabled
+
+import plugtorch
+from plugtorch.core.ops import recurrent
+
+STEPS = {"numpy": rnn.make_kernels()}
+if native_enabled():
+    from plugtorch_backends.numpy_backend.native import rnn as native_rnn
+    if native_rnn.make_kernels() is not None:
+        STEPS["C"] = native_rnn.make_kernels()
+
+
+def _operands(dtype, t=5, n=3, h=4, bias=True, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(s) for s in ((t, n, 4 * h), (n, h), (n, h), (4 * h, h), (4 * h,))]
+    arrays[3] *= 0.5
+    arrays = [a.astype(dtype) for a in arrays]
+    if not bias:
+        arrays[4] = None
+    return arrays
+
+
+def _tol(dtype):
+    return dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("steps", sorted(STEPS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_kernels_equal_the_decompositions(steps, dtype, reverse, bias):
+    kernels = STEPS[steps]
+    arrays = _operands(dtype, bias=bias)
+    state = kernels["lstm_layer"](*arrays, reverse=reverse)
+    tensors = [None if a is None else plugtorch.tensor(a) for a in arrays]
+    want = plugtorch.get_registry().ops["lstm_layer"].decompose(*tensors, reverse=reverse)
+    np.testing.assert_allclose(state, want.numpy(), **_tol(dtype))
+
+    grad = np.random.default_rng(1).standard_normal(state.shape).astype(dtype)  # every row, the gates' too
+    got = kernels["lstm_layer_backward"](grad, arrays[2], arrays[3], state, reverse=reverse)
+    want = plugtorch.get_registry().ops["lstm_layer_backward"].decompose(
+        plugtorch.tensor(grad), tensors[2], tensors[3], plugtorch.tensor(state), reverse=reverse)
+    np.testing.assert_allclose(got, want.numpy(), **_tol(dtype))
+
+
+def test_the_layer_is_one_node_and_its_gradients_are_the_decompositions():
+    arrays = _operands(np.float64)
+    ours = [plugtorch.tensor(a, requires_grad=True) for a in arrays]
+    ref = [plugtorch.tensor(a, requires_grad=True) for a in arrays]
+    state = recurrent.lstm_layer(*ours, reverse=False)
+    assert state.grad_fn.name() == "LstmLayerBackward0"
+    want = plugtorch.get_registry().ops["lstm_layer"].decompose(*ref, reverse=False)
+    up = plugtorch.tensor(np.random.default_rng(2).standard_normal(tuple(state.shape)))
+    (state * up).sum().backward()
+    (want * up).sum().backward()
+    for a, b in zip(ours, ref):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_bad_operands_are_named():
+    xw, h0, c0, w, b = (plugtorch.tensor(a) for a in _operands(np.float64))
+    with pytest.raises(RuntimeError, match=r"lstm_layer: weight_hh must be \(4 \* hidden_size, hidden_size\)"):
+        recurrent.lstm_layer(xw, h0, c0, w.t(), b)
+    with pytest.raises(RuntimeError, match="lstm_layer: input and parameter tensors are not the same dtype"):
+        recurrent.lstm_layer(xw.float(), h0, c0, w, b)
+    with pytest.raises(RuntimeError, match=r"h0 and c0 must be \(N, hidden_size\)"):
+        recurrent.lstm_layer(xw, h0[:2], c0, w, b)
+    with pytest.raises(TypeError, match="argument 'c0' must be Tensor"):
+        recurrent.lstm_layer(xw, h0, None, w, b)
