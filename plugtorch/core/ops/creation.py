@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import warnings
 
 from ..device import default_backend, get_backend
 from ..dispatch import wrap
@@ -9,7 +10,7 @@ from ..dtypes import bool_, float64, get_default_dtype, int64
 from ..dtypes import dtype as _dtype
 from ..optable import public
 from ..plugins import get_registry
-from ..random import default_generator
+from ..random import Generator, default_generator
 from ..tensor import Tensor
 
 
@@ -279,21 +280,113 @@ def randn_like(input, *, dtype=None, device=None, requires_grad=False, generator
     return randn(input.shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-@public("plugtorch")
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False) -> Tensor:
-    if size is None and isinstance(high, (tuple, list)):  # randint(high, size): low is 0
-        low, high, size = 0, low, high
-    if high is None:
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint() missing required argument 'size'")
-    if high <= low:
+def _int_arg(name, pos, v):
+    """torch's check of randint's ``low``/``high``: a Python int or an integral 0-d tensor."""
+    if isinstance(v, Tensor) and v.ndim == 0 and not v.dtype.is_floating_point and v.dtype is not bool_:
+        return v.item()
+    if not isinstance(v, builtins.int) or isinstance(v, builtins.bool):
+        raise TypeError(f"randint(): argument '{name}' (position {pos}) must be int, "
+                        f"not {type(v).__name__}")
+    return v
+
+
+# What torch names each dtype in random_'s range errors; for floats, the mantissa digits
+# past which not every integer is representable (torch warns there, see _check_random_range).
+_C_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short int",
+            "int32": "int", "int64": "long int", "float16": "c10::Half", "float32": "float",
+            "float64": "double"}
+_DIGITS = {"float16": 11, "float32": 24, "float64": 53}
+_BOUNDS = {"bool": (0, 1), "uint8": (0, 255), "int8": (-128, 127), "int16": (-2 ** 15, 2 ** 15 - 1),
+           "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1),
+           "float16": (-65504.0, 65504.0), "float32": (-3.4028234663852886e38, 3.4028234663852886e38),
+           "float64": (-1.7976931348623157e308, 1.7976931348623157e308)}
+
+
+def _check_random_range(low, high, dtype) -> None:
+    """torch's checks of random_(from, to) on ``dtype``, in its order and words."""
+    if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    name = dtype.name
+    lo, hi = _BOUNDS[name]
+    for what, v in (("from", low), ("to - 1", high - 1)):
+        if not lo <= v <= hi:
+            raise RuntimeError(f"{what} is out of bounds for {_C_NAMES[name]}")
+    if dtype.is_floating_point:
+        d = _DIGITS[name]
+        for what, v in (("from", low), ("to - 1", high - 1)):
+            if not -(2 ** d) <= v <= 2 ** d:
+                warnings.warn(f"{what} is out of bounds [-(2^{d}), 2^{d}]. Due to precision "
+                              f"limitations {_C_NAMES[name]} can support discrete uniform "
+                              "distribution only within this range. This warning will become an "
+                              "error in version 1.7 release, please fix the code in advance",
+                              UserWarning, stacklevel=4)
+
+
+def _randint(low, high, shape, generator, dtype, device, requires_grad):
+    _check_dtype(dtype)
+    dtype = dtype or int64
+    _check_random_range(low, high, dtype)
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"randint(): argument 'generator' must be plugtorch.Generator, "
+                        f"not {type(generator).__name__}")
     b = _backend_for(device)
     gen = (generator or default_generator).native(b)
-    arr = b.primitives["randint"](gen, low, high, _size((size,)), dtype or int64)
+    arr = b.primitives["randint"](gen, low, high, shape, dtype)
     return _finish(wrap(arr, b), requires_grad)
+
+
+def _randint_size(size, pos):
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"randint(): argument 'size' (position {pos}) must be tuple of ints, "
+                        f"not {type(size).__name__}")
+    return _size((size,))
+
+
+@public("plugtorch")
+def randint(*args, low=None, high=None, size=None, generator=None, out=None, dtype=None, layout=None,
+            device=None, pin_memory=False, requires_grad=False) -> Tensor:
+    """Integers drawn uniformly from [low, high): torch's two overloads, ``randint(high, size)``
+    and ``randint(low, high, size)``, with any trailing arguments by keyword."""
+    # Positional arguments fill the overload they fit; a lone number is ``high`` unless
+    # ``high`` comes by keyword (``randint(low=1, size=s)`` names no high: an error, as torch's).
+    if len(args) > 3:
+        raise TypeError(f"randint() takes at most 3 positional arguments ({len(args)} given)")
+    if len(args) == 2 and (isinstance(args[1], (tuple, list)) or size is None):
+        args = (None, *args)  # randint(10, 3) is torch's randint(high, size) with a bad size
+    elif len(args) == 1 and high is None:
+        args = (None, *args)
+    given = dict(zip(("low", "high", "size"), args))
+    for name in given:
+        if {"low": low, "high": high, "size": size}[name] is not None:
+            raise TypeError(f"randint() got multiple values for argument '{name}'")
+    low, high, size = given.get("low", low), given.get("high", high), given.get("size", size)
+    if high is None or size is None:
+        missing = [n for n, v in (("high", high), ("size", size)) if v is None]
+        raise TypeError(f"randint() missing required argument(s) {', '.join(map(repr, missing))}: "
+                        "call randint(high, size) or randint(low, high, size)")
+    low = 0 if low is None else _int_arg("low", 1, low)
+    high = _int_arg("high", 2 if "low" in given and given["low"] is not None else 1, high)
+    size = _randint_size(size, 3 if len(args) == 3 and args[0] is not None else 2)
+    t = _randint(low, high, size, generator, dtype, device, requires_grad)
+    if out is not None:
+        return out.copy_(t)
+    return t
+
+
+@public("plugtorch")
+def randint_like(input, low=None, high=None, *, generator=None, memory_format=None, dtype=None,
+                 layout=None, device=None, pin_memory=False, requires_grad=False) -> Tensor:
+    """``randint`` at ``input``'s shape, dtype and device unless told otherwise:
+    ``randint_like(x, high)`` or ``randint_like(x, low, high)``."""
+    if high is None:
+        low, high = None, low
+    if high is None:
+        raise TypeError("randint_like() missing required argument 'high': call "
+                        "randint_like(input, high) or randint_like(input, low, high)")
+    low = 0 if low is None else _int_arg("low", 2, low)
+    high = _int_arg("high", 3 if low else 2, high)
+    dt, dev = _like(input, dtype, device)
+    return _randint(low, high, tuple(input.shape), generator, dt, dev, requires_grad)
 
 
 @public("plugtorch")
