@@ -6,7 +6,10 @@ backend: no host round-trip). The gradient is index_select's: each input positio
 receives the sum of its copies. ``F.pad`` (``movement.pad``) routes the non-constant
 modes here; ``nn.Conv*d``'s ``padding_mode`` uses them through ``F.pad``.
 
-As in torch, negative widths crop first, and the mode then pads what is left.
+Negative widths, as in torch: reflect and replicate map output position ``i`` in
+``[-before, n + after)`` to its source in the whole input (so ``(-1, 2)`` crops one on the
+left and reflects about the uncropped last element on the right); circular crops first and
+then wraps what is left.
 """
 from __future__ import annotations
 
@@ -50,25 +53,31 @@ def _mode_pad_args(input, pad, mode, value=None):
         raise RuntimeError(f"pad(): expected {nd + 1}D or {nd + 2}D (batch mode) tensor with possibly 0 "
                            f"batch size and other non-zero dimensions for input, but got: {list(input.shape)}")
     for k, (lo, hi) in enumerate(widths):
-        n = input.shape[first + k]
-        left = n - max(-lo, 0) - max(-hi, 0)
-        out = left + max(lo, 0) + max(hi, 0)
-        if left < 0 or (mode != "circular" and out <= 0) or (left == 0 and out > 0):
-            raise RuntimeError(f"pad(): input (size {n} at dim {first + k}) is too small for padding "
-                               f"({lo}, {hi}). Calculated output size: {out}")
-        if mode == "reflect" and max(lo, hi) >= left:
-            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
-                               f"dimension, but got: padding ({lo}, {hi}) at dimension {first + k} of input "
+        n, dim = input.shape[first + k], first + k
+        if mode == "circular":
+            left = n - max(-lo, 0) - max(-hi, 0)
+            if left < 0 or (left == 0 and left + max(lo, 0) + max(hi, 0) > 0):
+                raise RuntimeError(f"pad(): input (size {n} at dim {dim}) is too small for padding "
+                                   f"({lo}, {hi}): circular padding wraps what is left after cropping")
+            if max(lo, hi) > n:  # torch's check, on the uncropped size; past a crop the
+                # padding repeats what is left periodically, as torch's result where it has one
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            continue
+        out = n + lo + hi
+        if out < 0 or (nd == 1 and out == 0):  # torch's 1-d kernels refuse an empty result, 2-d and 3-d not
+            name = "DHW"[3 - nd + k]
+            raise RuntimeError(f"pad(): input ({name}: {n}) is too small. Calculated output {name}: {out}")
+        if mode == "reflect" and max(lo, hi) >= n:
+            raise RuntimeError(f"Argument #{2 * nd + 2}: Padding size should be less than the corresponding "
+                               f"input dimension, but got: padding ({lo}, {hi}) at dimension {dim} of input "
                                f"{list(input.shape)}")
-        if mode == "circular" and max(lo, hi) > left:
-            raise RuntimeError("Padding value causes wrapping around more than once.")
     return (input,), {"widths": widths, "mode": mode}
 
 
 @op(bind=_mode_pad_args)
 def mode_pad(input, *, widths, mode):
     """``F.pad`` with mode 'reflect', 'replicate' or 'circular' (torch's rules on which ranks each
-    padding length applies to; negative widths crop first).
+    padding length applies to; negative widths crop, see the module's docstring).
 
     A backend kernel receives the input and, by name, ``widths`` (one (before, after) pair per
     padded trailing dim, first dim first; negative crops) and ``mode``.
@@ -78,7 +87,7 @@ def mode_pad(input, *, widths, mode):
     for k, (lo, hi) in enumerate(widths):
         dim = x.ndim - nd + k
         n = x.shape[dim]
-        if lo < 0 or hi < 0:
+        if mode == "circular" and (lo < 0 or hi < 0):  # circular wraps what is left after cropping
             x = x.narrow(dim, max(-lo, 0), n - max(-lo, 0) - max(-hi, 0))
             n, lo, hi = x.shape[dim], max(lo, 0), max(hi, 0)
         if lo or hi:
