@@ -110,7 +110,7 @@ def test_scatter_with_repeated_indices_keeps_the_last_write_as_torch_cpu(torch):
 def test_scatter_last_write_along_dim_0(torch):
     index = [[0, 1, 0], [0, 0, 0], [2, 1, 0]]
     src = np.arange(9.0).reshape(3, 3)
-    ours = plugtorch.zeros(3, 3).scatter(0, plugtorch.tensor(index), plugtorch.tensor(src))
+    ours = plugtorch.zeros(3, 3).scatter(0, plugtorch.tensor(index), plugtorch.tensor(src, dtype=plugtorch.float32))
     theirs = torch.zeros(3, 3).scatter(0, torch.tensor(index), torch.tensor(src, dtype=torch.float32))
     _same(ours, theirs)
 

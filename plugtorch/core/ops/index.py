@@ -128,9 +128,23 @@ def index_put_zeros(g, *, shape, dtype, index):
     """The adjoint of getitem: zeros(shape) with ``g`` added at ``index``; repeats accumulate."""
 
 
-def _check_gather(op, x, dim, index, src=None):
+def _check_index_dtype(op, index):
     if not isinstance(index, Tensor) or index.dtype is not int64:
         raise RuntimeError(f"{op}(): Expected dtype int64 for index")
+
+
+def check_scatter_dtypes(input, index, src):
+    """torch's first checks of every scatter (scatter, scatter_add, scatter_reduce): an int64
+    index, then a tensor ``src`` of ``input``'s own dtype (a number ``value`` is cast)."""
+    _check_index_dtype("scatter", index)
+    if isinstance(src, Tensor) and src.dtype is not input.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype "
+                           f"(self is {input.dtype.name}, src is {src.dtype.name}: convert src with "
+                           f".to({input.dtype.name}))")
+
+
+def _check_gather(op, x, dim, index, src=None):
+    _check_index_dtype(op, index)
     if index.ndim != x.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     d = _wrap_dim(dim, x.ndim)
@@ -191,16 +205,14 @@ def _lower_scatter_add(backend, x, index, src, *, dim):
 
 
 def _scatter_add_args(input, dim, index, src):
+    check_scatter_dtypes(input, index, src)
     if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
         return Done(scatter_add(input.reshape(1), 0, index.reshape(1), src.reshape(1)).reshape(()))
-    d = _check_gather("scatter_add", input, dim, index, src)
-    if src.dtype is not input.dtype:
-        src = src.to(input.dtype)
-    return (input, index, src), {"dim": d}
+    return (input, index, src), {"dim": _check_gather("scatter_add", input, dim, index, src)}
 
 
 @op(lower=_lower_scatter_add, bind=_scatter_add_args, derivative=_scatter_add_rule, save=(1,),
-    exposed=_EVERYWHERE)
+    exposed=_EVERYWHERE, inplace=True)
 def scatter_add(input, index, src, *, dim):
     """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
 
@@ -214,7 +226,9 @@ def _index_select_rule(ctx, g):
 
 
 def _lower_index_select(backend, x, index, *, dim):
-    return backend.primitives["getitem"](x, (slice(None),) * dim + (index,))
+    # torch's result is contiguous; NumPy's x[:, index] lays the indexed dim out first in memory
+    p = backend.primitives
+    return p["contiguous"](p["getitem"](x, (slice(None),) * dim + (index,)))
 
 
 def _index_select(input, dim, index):

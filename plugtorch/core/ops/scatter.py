@@ -18,8 +18,8 @@ from ..dtypes import int64
 from ..optable import Done, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
-from .creation import arange, ones, zeros, zeros_like
-from .index import _check_gather, gather, scatter_add
+from .creation import arange, full, ones, zeros, zeros_like
+from .index import _check_gather, check_scatter_dtypes, gather, scatter_add
 from .shape import cat
 
 _EVERYWHERE = ("plugtorch", "Tensor")
@@ -78,6 +78,7 @@ def _scatter_args(input, dim, index, src=None, *, value=None, reduce=None):
         src, value = None, src  # scatter(input, dim, index, 2.0): the number form
     if (src is None) == (value is None):
         raise TypeError("scatter(): pass exactly one of src (a tensor) and value (a number)")
+    check_scatter_dtypes(input, index, src)
     if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
         one = src.reshape(1) if src is not None else value
         return Done(scatter(input.reshape(1), 0, index.reshape(1), one, reduce=reduce).reshape(()))
@@ -90,8 +91,6 @@ def _scatter_args(input, dim, index, src=None, *, value=None, reduce=None):
                           "scatter_reduce instead for more reduction options.", stacklevel=3)
         reduce = "sum" if reduce == "add" else "prod"
     d = _check_gather("scatter", input, dim, index, src)
-    if src is not None and src.dtype is not input.dtype:
-        src = src.to(input.dtype)
     return (input, index, src if src is not None else value), {"dim": d, "reduce": reduce}
 
 
@@ -107,8 +106,8 @@ def scatter(input, index, src, *, dim, reduce):
         return input.clone()
     if reduce is not None:
         # torch's older spelling of scatter_reduce with include_self (numbers broadcast)
-        values = src if isinstance(src, Tensor) else zeros(index.shape, dtype=input.dtype,
-                                                           device=input._backend.name) + src
+        values = src if isinstance(src, Tensor) else full(index.shape, src, dtype=input.dtype,
+                                                          device=input._backend.name)
         return _reduced(input, index, values, dim, reduce, True)
     hit, _ = _hits(input, dim, index)
     if not isinstance(src, Tensor):
@@ -148,13 +147,11 @@ def _scatter_reduce_args(input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     if not isinstance(src, Tensor):
         raise TypeError(f"scatter_reduce(): argument 'src' must be Tensor, not {type(src).__name__}")
+    check_scatter_dtypes(input, index, src)
     if input.ndim == 0 and isinstance(index, Tensor) and index.ndim == 0:
         return Done(scatter_reduce(input.reshape(1), 0, index.reshape(1), src.reshape(1), reduce,
                                    include_self=include_self).reshape(()))
     d = _check_gather("scatter_reduce", input, dim, index, src)
-    if src.dtype is not input.dtype:
-        raise RuntimeError(f"scatter_reduce(): Expected self.dtype to be equal to src.dtype "
-                           f"({input.dtype.name} and {src.dtype.name})")
     return (input, index, src), {"dim": d, "reduce": reduce, "include_self": bool(include_self)}
 
 
@@ -207,7 +204,14 @@ def _shared_among_ties(out, input, index, src, dim, hit, include_self):
 
 # -- index_add ---------------------------------------------------------------------------------
 
+# torch's scalar-type names, which its index_add error uses
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long", "int32": "Int",
+                 "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
 def _index_add_args(input, dim, index, source, *, alpha=1):
+    if isinstance(source, Tensor) and source.dtype is not input.dtype:
+        raise RuntimeError(f"index_add_(): self ({_SCALAR_NAMES[input.dtype.name]}) and source "
+                           f"({_SCALAR_NAMES[source.dtype.name]}) must have the same scalar type")
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.ndim > 1:
         raise RuntimeError("index_add(): index must be a 1-D integer tensor")
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
