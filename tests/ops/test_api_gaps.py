@@ -1,0 +1,260 @@
+"""Small torch API gaps that real scripts and external op suites hit (issue 30), each
+differential against torch: randint's overloads, F.pad's negative widths, scatter's dtype
+check, uint8 interpolation, the legacy tensor types, the device predicates, index_put and
+the deprecated input ranks of dropout2d/3d."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import plugtorch
+import plugtorch.nn.functional as F
+
+
+def _np(t):
+    return np.asarray(t.detach().tolist() if hasattr(t, "detach") else t)
+
+
+def _same_error(ours, theirs, exact=True):
+    """Both calls raise the same exception type; with ``exact``, the same message."""
+    with pytest.raises(Exception) as t_err:
+        theirs()
+    with pytest.raises(type(t_err.value)) as p_err:
+        ours()
+    if exact:
+        assert str(p_err.value) == str(t_err.value)
+
+
+# -- randint / randint_like ----------------------------------------------------------------
+
+RANDINT_CALLS = [  # (args, kwargs, the range [low, high) drawn from)
+    ((10, (3,)), {}, (0, 10)),
+    ((2, 10, (3, 2)), {}, (2, 10)),
+    ((), {"low": 0, "high": 10, "size": (3,)}, (0, 10)),
+    ((), {"high": 10, "size": [2, 2]}, (0, 10)),
+    ((10,), {"size": (4,)}, (0, 10)),
+    ((2,), {"high": 10, "size": (4,)}, (2, 10)),
+    ((-5, 5, (7,)), {}, (-5, 5)),
+    ((10, (3,)), {"dtype": "float32", "requires_grad": True}, (0, 10)),
+    ((10, (3,)), {"dtype": "int32", "device": "cpu"}, (0, 10)),
+    ((2, (5,)), {"dtype": "bool"}, (0, 2)),
+    ((250, 256, (5,)), {"dtype": "uint8"}, (250, 256)),
+    ((10, ()), {"dtype": "float64"}, (0, 10)),
+    ((10, (0, 3)), {}, (0, 10)),
+]
+
+
+@pytest.mark.parametrize("args, kwargs, bounds", RANDINT_CALLS)
+def test_randint_overloads(torch, args, kwargs, bounds):
+    def call(lib):
+        kw = {k: getattr(lib, v) if k == "dtype" else v for k, v in kwargs.items()}
+        return lib.randint(*args, **kw)
+    ours, theirs = call(plugtorch), call(torch)
+    assert list(ours.shape) == list(theirs.shape)
+    assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+    assert ours.requires_grad == theirs.requires_grad
+    values = _np(ours).astype(np.int64)
+    assert ((values >= bounds[0]) & (values < bounds[1])).all()
+    np.testing.assert_array_equal(values, _np(ours))  # whole numbers in float dtypes too
+
+
+def test_randint_covers_its_range_and_follows_its_generator():
+    g1, g2 = plugtorch.Generator().manual_seed(7), plugtorch.Generator().manual_seed(7)
+    a = plugtorch.randint(3, 8, (2000,), generator=g1)
+    b = plugtorch.randint(low=3, high=8, size=(2000,), generator=g2)
+    assert a.tolist() == b.tolist()
+    assert sorted(set(a.tolist())) == [3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((10, 10, (3,)), {}),
+    ((0, (3,)), {}),
+    ((10, 2, (3,)), {}),
+    ((10.5, (3,)), {}),
+    ((True, (3,)), {}),
+    ((10, (-1,)), {}),
+    ((300, (3,)), {"dtype": "uint8"}),
+    ((-3, 3, (3,)), {"dtype": "uint8"}),
+    ((10, (3,)), {"dtype": "bool"}),
+    ((-200, 3, (3,)), {"dtype": "int8"}),
+    ((-70000, 3, (3,)), {"dtype": "float16"}),
+])
+def test_randint_errors_as_torch(torch, args, kwargs):
+    def call(lib):
+        kw = {k: getattr(lib, v) if k == "dtype" else v for k, v in kwargs.items()}
+        return lambda: lib.randint(*args, **kw)
+    _same_error(call(plugtorch), call(torch))
+
+
+@pytest.mark.parametrize("args, kwargs", [((10,), {}), ((), {"high": 10}), ((), {"low": 1, "size": (3,)}),
+                                          ((10, 3), {}), ((1, 10, 3), {})])
+def test_randint_missing_or_wrong_arguments_are_type_errors(torch, args, kwargs):
+    _same_error(lambda: plugtorch.randint(*args, **kwargs), lambda: torch.randint(*args, **kwargs), exact=False)
+
+
+def test_randint_integer_dtype_cannot_require_grad(torch):
+    _same_error(lambda: plugtorch.randint(10, (3,), dtype=plugtorch.int64, requires_grad=True),
+                lambda: torch.randint(10, (3,), dtype=torch.int64, requires_grad=True), exact=False)
+
+
+def test_randint_float_precision_warning_as_torch(torch):
+    with warnings.catch_warnings(record=True) as theirs:
+        warnings.simplefilter("always")
+        torch.randint(0, 2 ** 24 + 2, (2,), dtype=torch.float32)
+    with warnings.catch_warnings(record=True) as ours:
+        warnings.simplefilter("always")
+        plugtorch.randint(0, 2 ** 24 + 2, (2,), dtype=plugtorch.float32)
+    strip = re.compile(r" \(Triggered internally at .*\)$", re.S)
+    assert [strip.sub("", str(w.message)) for w in theirs] == [str(w.message) for w in ours]
+    assert all(w.category is UserWarning for w in ours)
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((10,), {}), ((2, 10), {}), ((), {"low": 2, "high": 10}), ((), {"high": 10}),
+    ((10,), {"dtype": "int64"}), ((2, 10), {"requires_grad": True}),
+])
+def test_randint_like(torch, args, kwargs):
+    x = np.zeros((2, 3), np.float32)
+
+    def call(lib):
+        kw = {k: getattr(lib, v) if k == "dtype" else v for k, v in kwargs.items()}
+        return lib.randint_like(lib.tensor(x), *args, **kw)
+    ours, theirs = call(plugtorch), call(torch)
+    assert list(ours.shape) == list(theirs.shape)
+    assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+    assert ours.requires_grad == theirs.requires_grad
+    hi = kwargs.get("high", args[-1] if args else None)
+    lo = kwargs.get("low", args[0] if len(args) == 2 else 0)
+    assert ((_np(ours) >= lo) & (_np(ours) < hi)).all()
+    assert float(ours.detach().sum()) == float(np.floor(_np(ours)).sum())  # whole numbers
+
+
+def test_randint_like_errors_as_torch(torch):
+    _same_error(lambda: plugtorch.randint_like(plugtorch.zeros(2), 5, 5),
+                lambda: torch.randint_like(torch.zeros(2), 5, 5))
+    _same_error(lambda: plugtorch.randint_like(plugtorch.zeros(2, dtype=plugtorch.uint8), 300),
+                lambda: torch.randint_like(torch.zeros(2, dtype=torch.uint8), 300))
+    _same_error(lambda: plugtorch.randint_like(plugtorch.zeros(2)), lambda: torch.randint_like(torch.zeros(2)),
+                exact=False)
+
+
+# -- F.pad with negative widths -----------------------------------------------------------------
+
+def _pad_cases():
+    rng = np.random.default_rng(0)
+    cases = []
+    for mode in ("reflect", "replicate", "circular"):
+        for shape in ((2, 3, 5), (1, 2, 4, 6), (1, 1, 3, 4, 5)):
+            nd = len(shape) - 2
+            found = 0
+            while found < 4:
+                pad = tuple(int(v) for v in rng.integers(-3, 4, size=2 * nd))
+                if not any(p < 0 for p in pad):
+                    continue
+                widths = [(pad[2 * i], pad[2 * i + 1]) for i in range(nd)]
+                sizes = shape[::-1][:nd]
+                left = [n - max(-lo, 0) - max(-hi, 0) for (lo, hi), n in zip(widths, sizes)]
+                outs = [n + lo + hi for (lo, hi), n in zip(widths, sizes)]
+                if mode == "circular" and any(max(lo, hi) > k or k <= 0 for (lo, hi), k in zip(widths, left)):
+                    continue  # torch's circular kernel reads memory it never wrote there
+                if mode == "reflect" and any(max(w) >= n for w, n in zip(widths, sizes)):
+                    continue
+                if any(o <= 0 for o in outs):
+                    continue  # an empty result: torch leaves its input gradient uninitialised
+                cases.append((mode, shape, pad))
+                found += 1
+    return cases
+
+
+@pytest.mark.parametrize("mode, shape, pad", _pad_cases())
+def test_pad_negative_widths_values_and_gradients(torch, mode, shape, pad):
+    x = np.random.default_rng(1).standard_normal(shape)
+    tx = torch.tensor(x, requires_grad=True)
+    px = plugtorch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.pad(tx, pad, mode=mode)
+    py = F.pad(px, pad, mode=mode)
+    assert list(py.shape) == list(ty.shape)
+    np.testing.assert_allclose(_np(py), ty.detach().numpy())
+    g = np.random.default_rng(2).standard_normal(tuple(ty.shape))
+    ty.backward(torch.tensor(g))
+    py.backward(plugtorch.tensor(g))
+    np.testing.assert_allclose(_np(px.grad), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("mode, pad", [("reflect", (-1, 2)), ("reflect", (4, -4)), ("replicate", (7, -5)),
+                                       ("replicate", (-3, 3)), ("circular", (-1, 2)), ("circular", (2, -1)),
+                                       ("circular", (-2, 3)), ("circular", (-3, -2))])
+def test_pad_negative_widths_one_dim(torch, mode, pad):
+    x = np.arange(10.0).reshape(1, 2, 5)
+    np.testing.assert_array_equal(_np(F.pad(plugtorch.tensor(x), pad, mode=mode)),
+                                  torch.nn.functional.pad(torch.tensor(x), pad, mode=mode).numpy())
+
+
+@pytest.mark.parametrize("mode, shape, pad", [
+    ("reflect", (1, 3, 5), (-3, -2)), ("replicate", (3, 5), (-5, -2)), ("reflect", (1, 3, 5), (5, -2)),
+    ("reflect", (1, 3, 4, 5), (0, 0, 4, -1)), ("reflect", (1, 1, 3, 4, 5), (0, 0, 0, 0, 3, -1)),
+    ("circular", (1, 3, 5), (6, 0)),
+])
+def test_pad_negative_widths_errors_as_torch(torch, mode, shape, pad):
+    x = np.zeros(shape)
+    _same_error(lambda: F.pad(plugtorch.tensor(x), pad, mode=mode),
+                lambda: torch.nn.functional.pad(torch.tensor(x), pad, mode=mode), exact=mode == "circular")
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_pad_negative_widths_to_an_empty_plane(torch, mode):
+    # torch's 2-d and 3-d kernels allow an empty result (its 1-d ones do not)
+    x = np.ones((1, 3, 4, 5))
+    ours = F.pad(plugtorch.tensor(x, requires_grad=True), (-3, -2, 0, 0), mode=mode)
+    assert list(ours.shape) == list(torch.nn.functional.pad(torch.tensor(x), (-3, -2, 0, 0), mode=mode).shape)
+
+
+# -- scatter family: src of another dtype --------------------------------------------------------
+
+SCATTERS = [
+    lambda lib, x, i, s: lib.scatter(x, 0, i, s),
+    lambda lib, x, i, s: x.clone().scatter_(0, i, s),
+    lambda lib, x, i, s: lib.scatter_add(x, 0, i, s),
+    lambda lib, x, i, s: x.clone().scatter_add_(0, i, s),
+    lambda lib, x, i, s: lib.scatter_reduce(x, 0, i, s, "sum"),
+    lambda lib, x, i, s: x.clone().scatter_reduce_(0, i, s, "amax"),
+    lambda lib, x, i, s: lib.scatter(x, 0, i, s, reduce="add"),
+    lambda lib, x, i, s: lib.scatter(x.reshape(()), 0, i[0], s[0]),  # 0-d
+    lambda lib, x, i, s: lib.scatter_add(x, 0, i[:0], s),  # empty index
+    lambda lib, x, i, s: lib.scatter(x, 0, lib.tensor([0, 1, 2, 0, 1]), s),  # also too large an index
+]
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument")  # scatter(reduce=) with a tensor src: deprecated
+@pytest.mark.parametrize("call", SCATTERS)
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("float32", "int64"), ("int64", "float32")])
+def test_scatter_src_of_another_dtype_is_refused(torch, call, dtypes):
+    def run(lib):
+        x = lib.zeros(3, dtype=getattr(lib, dtypes[0]))
+        return lambda: call(lib, x if call is not SCATTERS[7] else x[:1], lib.tensor([0, 1]),
+                            lib.ones(2, dtype=getattr(lib, dtypes[1])))
+    with pytest.raises(RuntimeError) as theirs:
+        run(torch)()
+    with pytest.raises(RuntimeError) as ours:
+        run(plugtorch)()
+    assert str(ours.value).startswith(str(theirs.value))  # ours goes on with the dtypes and the remedy
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("value", [2, 2.5])
+def test_scatter_number_value_is_cast(torch, dtype, value):
+    def run(lib):
+        x, i = lib.zeros(4, dtype=getattr(lib, dtype)), lib.tensor([0, 2])
+        return [lib.scatter(x, 0, i, value), lib.scatter(x, 0, i, value=value), x.clone().scatter_(0, i, value),
+                lib.scatter(x, 0, i, value, reduce="add")]
+    for ours, theirs in zip(run(plugtorch), run(torch)):
+        assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+        np.testing.assert_array_equal(_np(ours), theirs.numpy())
+
+
+def test_index_add_source_of_another_dtype_is_refused(torch):
+    _same_error(lambda: plugtorch.zeros(3).index_add(0, plugtorch.tensor([0, 1]), plugtorch.ones(2).double()),
+                lambda: torch.zeros(3).index_add(0, torch.tensor([0, 1]), torch.ones(2).double()))
