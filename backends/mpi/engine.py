@@ -95,7 +95,7 @@ class Engine:
             work.claimed = True
             self.blocked += 1
         try:
-            work.request.Wait()
+            work.request.Wait(work.status)
         finally:
             with self.lock:
                 self.blocked -= 1
@@ -107,7 +107,7 @@ class Engine:
         if work.completed or (self.thread is not None and self.progress):
             return work.completed  # the thread tests it
         with self.lock:
-            if not work.completed and work.request.Test():
+            if not work.completed and work.request.Test(work.status):
                 work.completed = True
                 self.open.pop(work.seq, None)
         return work.completed
@@ -143,8 +143,12 @@ class Engine:
             if self.progress and not self.blocked:
                 pending = [w for w in self.open.values() if not w.claimed]
             if pending:
-                done = MPI.Request.Testsome([w.request for w in pending]) or ()
-                for i in done:
+                # a receive from any rank keeps its status (the sender); statuses[k] is done[k]'s
+                statuses = [MPI.Status() for _ in pending] if any(w.status is not None for w in pending) else None
+                done = MPI.Request.Testsome([w.request for w in pending], statuses) or ()
+                for k, i in enumerate(done):
+                    if statuses is not None and pending[i].status is not None:
+                        pending[i].status = statuses[k]
                     pending[i].completed = True
                     self.open.pop(pending[i].seq, None)
                 if done:
@@ -163,7 +167,7 @@ class Engine:
             late = [w for w in self.open.values() if not w.completed and now > w.deadline]
             for w in late:
                 # a work nobody waits on and nothing polls (progress off) may simply be done
-                if not w.claimed and w.request.Test():
+                if not w.claimed and w.request.Test(w.status):
                     w.completed = True
                     self.open.pop(w.seq, None)
             late = [w for w in late if not w.completed]

@@ -21,31 +21,20 @@ from plugtorch.distributed import wire
 from plugtorch.threads import usable_cores
 
 from .buffers import Buffer, cuda_aware, write
+from .collectives import MPI_OPS, Collectives, sum_op
 from .engine import POLL_S, Engine
 from .faults import abort_on_uncaught_exception
-
-_MPI_OPS = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
-            ReduceOp.MAX: MPI.MAX, ReduceOp.MIN: MPI.MIN}
-_SUM_OPS: dict = {}  # wire dtype -> MPI.Op summing its 16-bit words, created on first use
-
-
-def _sum_op(wire_dtype: str):
-    op = _SUM_OPS.get(wire_dtype)
-    if op is None:
-        def add(incoming, inout, datatype):
-            wire.add_into(wire_dtype, np.frombuffer(incoming, np.uint16), np.frombuffer(inout, np.uint16))
-        op = _SUM_OPS[wire_dtype] = MPI.Op.Create(add, commute=True)
-    return op
 
 
 class MPIWork(Work):
     """A posted MPI request, and what to do once it completes (copy back, average)."""
 
     __slots__ = ("request", "finish", "what", "engine", "seq", "deadline", "completed", "claimed",
-                 "finished", "tensors")
+                 "finished", "tensors", "status")
 
-    def __init__(self, engine: Engine, request, finish, what: str, tensors=()):
+    def __init__(self, engine: Engine, request, finish, what: str, tensors=(), status=None):
         self.request, self.finish, self.what, self.engine = request, finish, what, engine
+        self.status = status  # an MPI.Status for a receive from any rank: who sent it
         self.seq, self.deadline = 0, 0.0  # set by the engine when posted
         self.tensors = list(tensors)
         self.completed = self.claimed = self.finished = False
@@ -81,28 +70,47 @@ class MPIWork(Work):
             self._finish()
         return self.finished
 
+    def _source_rank(self) -> int:
+        if self.status is None:
+            return super()._source_rank()
+        self.wait()
+        return self.status.Get_source()
+
 
 def _describe(tensor) -> str:
     return f"{tensor.dtype.name}{list(tensor.shape)}"
 
 
-class MPIProcessGroup(ProcessGroup):
+class MPIProcessGroup(Collectives, ProcessGroup):
+    """The world's group (``parent=None``: a duplicate of ``comm``, COMM_WORLD by default), or
+    a subgroup of ``parent`` that owns ``comm`` (made by :meth:`new_group`)."""
+
     backend_name = "mpi"
 
-    def __init__(self, comm=None, timeout: float = 600.0):
-        world = comm or MPI.COMM_WORLD
-        self.comm: MPI.Comm
-        self.comm, request = world.Idup()
-        _wait_for_everyone(request, world, timeout)
+    def __init__(self, comm=None, timeout: float = 600.0, parent: MPIProcessGroup | None = None,
+                 global_ranks: list[int] | None = None):
+        self.comm: MPI.Intracomm
+        if parent is None:
+            world = comm or MPI.COMM_WORLD
+            self.comm, request = world.Idup()
+            _wait_for_everyone(request, world, timeout)
+        else:
+            self.comm = comm
         self._rank = self.comm.Get_rank()
         self._size = self.comm.Get_size()
+        self.global_ranks = global_ranks
         self.timeout = timeout
-        self.device_direct = cuda_aware(self.comm, getattr(MPI, "Query_cuda_support", None))
-        if self._size > 1:
-            abort_on_uncaught_exception(self.comm)
-        self._cpu_share = self._measure_cpu_share()
+        if parent is None:
+            self.device_direct = cuda_aware(self.comm, getattr(MPI, "Query_cuda_support", None))
+            if self._size > 1:
+                abort_on_uncaught_exception(self.comm)
+            self._cpu_share = self._measure_cpu_share()
+        else:
+            self.device_direct, self._cpu_share = parent.device_direct, parent._cpu_share
         sharing, cores = self._cpu_share
         self.engine = Engine(self.comm, timeout, oversubscribed=sharing > cores)
+        self.monitor = self.comm.Dup()  # monitored_barrier's tokens, apart from everything else
+        self._monitor_seq = 0
         self.bytes_reduced = 0  # all-reduce payload this rank has contributed, as sent
 
     def rank(self) -> int:
@@ -111,8 +119,28 @@ class MPIProcessGroup(ProcessGroup):
     def size(self) -> int:
         return self._size
 
-    def _post(self, request, finish, what, tensors=()) -> MPIWork:
-        return MPIWork(self.engine, request, finish, what, tensors)
+    def _post(self, request, finish, what, tensors=(), status=None) -> MPIWork:
+        return MPIWork(self.engine, request, finish, what, tensors, status)
+
+    def new_group(self, ranks: list[int], timeout: float | None = None,
+                  local: bool = False) -> MPIProcessGroup | None:
+        """Split this group's communicator (``local``: only ``ranks`` call, MPI_Comm_create_group)."""
+        member = self._rank in ranks
+        comm: MPI.Comm
+        if local:
+            whole = self.comm.Get_group()
+            incl = whole.Incl(ranks)
+            comm = self.comm.Create_group(incl)
+            incl.Free()
+            whole.Free()
+        else:
+            self._post(self.comm.Ibarrier(), None, f"new_group(ranks={ranks})").wait()  # bounded by the watchdog
+            comm = self.comm.Split(0 if member else MPI.UNDEFINED, ranks.index(self._rank) if member else 0)
+        if not member:
+            return None
+        mine = self.global_ranks or list(range(self._size))
+        return MPIProcessGroup(comm, self.timeout if timeout is None else timeout, parent=self,
+                               global_ranks=[mine[r] for r in ranks])
 
     def allreduce(self, tensor, op: ReduceOp, wire_dtype: str | None = None) -> MPIWork:
         wire.check(wire_dtype, tensor.dtype, op.name)
@@ -122,15 +150,15 @@ class MPIProcessGroup(ProcessGroup):
         if wire_dtype is not None:  # the compressed bucket exists only here, on the wire
             host = buf.host_array()
             array = wire.CODECS[wire_dtype][0](host / size if op is ReduceOp.AVG else host)
-            request = self.comm.Iallreduce(MPI.IN_PLACE, [array, MPI.UINT16_T], _sum_op(wire_dtype))
+            request = self.comm.Iallreduce(MPI.IN_PLACE, [array, MPI.UINT16_T], sum_op(wire_dtype))
         elif op in (ReduceOp.SUM, ReduceOp.AVG) and isinstance(buf.array, np.ndarray) \
                 and buf.array.dtype == np.float16:
             # MPICH's own float16 sum is ~4x slower than a float32 one; ours runs at NumPy speed
             array = buf.array
-            request = self.comm.Iallreduce(MPI.IN_PLACE, [array, MPI.UINT16_T], _sum_op("float16"))
+            request = self.comm.Iallreduce(MPI.IN_PLACE, [array, MPI.UINT16_T], sum_op("float16"))
         else:
             array = buf.array
-            request = self.comm.Iallreduce(MPI.IN_PLACE, array, _MPI_OPS[op])
+            request = self.comm.Iallreduce(MPI.IN_PLACE, array, MPI_OPS[op])
         self.bytes_reduced += array.nbytes
 
         def finish():
@@ -204,8 +232,9 @@ class MPIProcessGroup(ProcessGroup):
         if MPI.Is_finalized():
             return
         self.engine.stop()
-        if self.comm != MPI.COMM_NULL:
-            self.comm.Free()
+        for comm in (self.monitor, self.comm):
+            if comm != MPI.COMM_NULL:
+                comm.Free()
 
 
 def _wait_for_everyone(request, comm, timeout: float) -> None:

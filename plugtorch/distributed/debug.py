@@ -72,6 +72,57 @@ class CheckedProcessGroup(ProcessGroup):
         self._check(f"broadcast_object(src={src})")
         return self.pg.broadcast_object(obj, src)
 
+    def reduce(self, tensor, dst, op):
+        self._check(f"reduce({_describe(tensor)}, dst={dst}, op={op.name})")
+        return self.pg.reduce(tensor, dst, op)
+
+    def reduce_scatter_tensor(self, output, input, op):
+        self._check(f"reduce_scatter({_describe(input)} -> {_describe(output)}, op={op.name})")
+        return self.pg.reduce_scatter_tensor(output, input, op)
+
+    def allgather_into_tensor(self, output, input):
+        self._check(f"all_gather_into_tensor({_describe(input)} -> {_describe(output)})")
+        return self.pg.allgather_into_tensor(output, input)
+
+    def alltoall(self, outputs, inputs):
+        self._check(f"all_to_all({len(inputs)} tensors of {inputs[0].dtype.name if inputs else '-'})")
+        return self.pg.alltoall(outputs, inputs)
+
+    def gather(self, tensor, outputs, dst):
+        self._check(f"gather({_describe(tensor)}, dst={dst})")
+        return self.pg.gather(tensor, outputs, dst)
+
+    def scatter(self, tensor, inputs, src):
+        self._check(f"scatter({_describe(tensor)}, src={src})")
+        return self.pg.scatter(tensor, inputs, src)
+
+    def gather_object(self, obj, dst):
+        self._check(f"gather_object(dst={dst})")
+        return self.pg.gather_object(obj, dst)
+
+    def scatter_object(self, objs, src):
+        self._check(f"scatter_object_list(src={src})")
+        return self.pg.scatter_object(objs, src)
+
+    def monitored_barrier(self, timeout, wait_all_ranks):  # its point is to find who did not come: unchecked
+        return self.pg.monitored_barrier(timeout, wait_all_ranks)
+
+    def send(self, tensor, dst, tag):  # point to point: nothing for the other ranks to agree on
+        return self.pg.send(tensor, dst, tag)
+
+    def recv(self, tensor, src, tag):
+        return self.pg.recv(tensor, src, tag)
+
+    def new_group(self, ranks, timeout=None, local=False):
+        if not local:
+            self._check(f"new_group(ranks={ranks})")
+        sub = self.pg.new_group(ranks, timeout, local)
+        return None if sub is None else CheckedProcessGroup(sub)
+
+    @property
+    def global_ranks(self):  # type: ignore[override]
+        return self.pg.global_ranks
+
     def cpu_share(self):
         return self.pg.cpu_share()
 

@@ -23,16 +23,46 @@ from ..threads import usable_cores
 
 
 class ReduceOp(enum.Enum):
-    """Reduction applied by ``all_reduce`` (torch.distributed.ReduceOp)."""
+    """Reduction applied by ``all_reduce``, ``reduce`` and ``reduce_scatter`` (torch.distributed.ReduceOp).
+
+    The bitwise ops take integer (and bool) tensors only. ``PREMUL_SUM`` multiplies every
+    rank's input by a factor before summing; it is used through ``_make_nccl_premul_sum(factor)``
+    (or ``ReduceOp.PREMUL_SUM(factor)``), as in torch. Process groups never see it: the front
+    end scales the inputs and asks for ``SUM``.
+    """
 
     SUM = "sum"
     AVG = "avg"
     PRODUCT = "product"
-    MAX = "max"
     MIN = "min"
+    MAX = "max"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+    PREMUL_SUM = "premul_sum"
+
+    def __call__(self, factor) -> PremulSum:
+        if self is not ReduceOp.PREMUL_SUM:
+            raise TypeError(f"ReduceOp.{self.name} takes no factor; only ReduceOp.PREMUL_SUM(factor) does")
+        return PremulSum(factor)
 
     def __repr__(self) -> str:
         return f"ReduceOp.{self.name}"
+
+
+BITWISE_OPS = (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR)
+
+
+class PremulSum:
+    """``ReduceOp.PREMUL_SUM`` with its factor (a number, or a one-element tensor)."""
+
+    op = ReduceOp.PREMUL_SUM
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __repr__(self) -> str:
+        return f"ReduceOp.PREMUL_SUM({self.factor!r})"
 
 
 class Work:
@@ -53,6 +83,10 @@ class Work:
     def is_success(self) -> bool:
         return self.is_completed()
 
+    def _source_rank(self) -> int:
+        """The group rank a ``recv(src=None)`` received from (torch's ``Work._source_rank()``)."""
+        raise RuntimeError("Work._source_rank() is only available for a receive from any source")
+
     def result(self) -> list:
         """The tensors the collective wrote (torch's ``Work.result()``)."""
         return self.tensors
@@ -71,9 +105,11 @@ class Work:
 
 
 class ProcessGroup:
-    """The interface a provider implements. Every method is collective over the group."""
+    """The interface a provider implements. Every method but ``send``/``recv`` is collective
+    over the group; ranks here are *group* ranks (the front end translates global ones)."""
 
     backend_name = "none"
+    global_ranks: list[int] | None = None  # the group's ranks in the default group; None: all
 
     def rank(self) -> int:
         raise NotImplementedError
@@ -95,6 +131,59 @@ class ProcessGroup:
 
     def barrier(self) -> Work:
         raise NotImplementedError
+
+    # -- the rest of torch.distributed; the front end has checked shapes, dtypes and ranks ----
+    def _missing(self, what: str):
+        raise NotImplementedError(f"the {self.backend_name!r} process group does not provide {what}")
+
+    def reduce(self, tensor, dst: int, op: ReduceOp) -> Work:
+        """Reduce ``tensor`` over the group into ``dst``'s ``tensor`` (the others' stay as they are)."""
+        return self._missing("reduce")
+
+    def reduce_scatter_tensor(self, output, input, op: ReduceOp) -> Work:
+        """Reduce ``input`` (size x output.numel() elements); rank r gets the r-th block in ``output``."""
+        return self._missing("reduce_scatter")
+
+    def allgather_into_tensor(self, output, input) -> Work:
+        """``output`` (size x input.numel() elements) gets every rank's ``input``, in rank order."""
+        return self._missing("all_gather_into_tensor")
+
+    def alltoall(self, outputs: list, inputs: list) -> Work:
+        """Rank r's ``inputs[j]`` lands in rank j's ``outputs[r]`` (sizes agreed by the caller)."""
+        return self._missing("all_to_all")
+
+    def gather(self, tensor, outputs: list | None, dst: int) -> Work:
+        """``dst``'s ``outputs[r]`` gets rank r's ``tensor``; ``outputs`` is None elsewhere."""
+        return self._missing("gather")
+
+    def scatter(self, tensor, inputs: list | None, src: int) -> Work:
+        """Every rank r's ``tensor`` gets ``src``'s ``inputs[r]``; ``inputs`` is None elsewhere."""
+        return self._missing("scatter")
+
+    def send(self, tensor, dst: int, tag: int) -> Work:
+        return self._missing("send")
+
+    def recv(self, tensor, src: int | None, tag: int) -> Work:
+        """Receive into ``tensor`` from ``src`` (None: any rank); the work's ``source()`` says who."""
+        return self._missing("recv")
+
+    def gather_object(self, obj, dst: int) -> list | None:
+        """Every rank's picklable ``obj`` on ``dst`` (None elsewhere)."""
+        return self._missing("gather_object")
+
+    def scatter_object(self, objs: list | None, src: int):
+        """``src``'s ``objs[r]`` on each rank r."""
+        return self._missing("scatter_object_list")
+
+    def monitored_barrier(self, timeout: float, wait_all_ranks: bool) -> None:
+        """A barrier that raises on rank 0, naming the ranks that did not arrive within ``timeout`` s."""
+        return self._missing("monitored_barrier")
+
+    def new_group(self, ranks: list[int], timeout: float | None = None, local: bool = False) -> ProcessGroup | None:
+        """A group of these ranks of this group, in this order, called by every rank of this group
+        (``local``: by those ranks only); None on the others. ``timeout``: seconds (None: this
+        group's)."""
+        return self._missing("new_group")
 
     def cpu_share(self) -> tuple[int, int]:
         """(processes of this group that share this process's cores, itself included; those cores)."""
@@ -152,6 +241,36 @@ class SingleProcessGroup(ProcessGroup):
     def barrier(self) -> Work:
         return Work()
 
+    def reduce(self, tensor, dst: int, op: ReduceOp) -> Work:
+        return Work([tensor])
+
+    def reduce_scatter_tensor(self, output, input, op: ReduceOp) -> Work:
+        return _copied(output, input)
+
+    def allgather_into_tensor(self, output, input) -> Work:
+        return _copied(output, input)
+
+    def alltoall(self, outputs: list, inputs: list) -> Work:
+        return _copied(outputs[0], inputs[0])
+
+    def gather(self, tensor, outputs: list | None, dst: int) -> Work:
+        return _copied(outputs[0], tensor) if outputs is not None else Work()
+
+    def scatter(self, tensor, inputs: list | None, src: int) -> Work:
+        return _copied(tensor, inputs[0]) if inputs is not None else Work([tensor])
+
+    def gather_object(self, obj, dst: int) -> list | None:
+        return [obj]
+
+    def scatter_object(self, objs: list | None, src: int):
+        return objs[0] if objs is not None else None
+
+    def monitored_barrier(self, timeout: float, wait_all_ranks: bool) -> None:
+        return None
+
+    def new_group(self, ranks: list[int], timeout: float | None = None, local: bool = False) -> ProcessGroup | None:
+        return SingleProcessGroup()
+
     def allgather_object(self, obj) -> list:
         return [obj]
 
@@ -160,3 +279,11 @@ class SingleProcessGroup(ProcessGroup):
 
     def abort(self, exit_code: int) -> None:
         raise SystemExit(exit_code)
+
+
+def _copied(out, value) -> Work:
+    """``out`` := ``value`` (same number of elements), as a completed work."""
+    from ..core.grad_mode import no_grad
+    with no_grad():
+        out.copy_(value.reshape(out.shape))
+    return Work([out])
