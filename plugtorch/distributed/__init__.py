@@ -10,49 +10,75 @@ process or many.
 Set ``PLUGTORCH_DISTRIBUTED_DEBUG=1`` to check, before every collective, that all
 ranks call the same collective with the same shapes and dtypes (see ``debug``).
 
+Every collective and point-to-point op of torch.distributed is here, on the default
+group or on groups made by ``new_group``/``new_subgroups`` (``groups``), with torch's
+signatures: ``collectives`` and ``p2p`` hold the newer ones. The namespace exports the
+torch names only (``__all__``).
+
 Every collective is bounded by the group's ``timeout`` (default 10 minutes,
 ``PLUGTORCH_DISTRIBUTED_TIMEOUT`` seconds): a rank that does not arrive makes the
 others abort the job with a diagnosis instead of hanging. Under a launcher, each
 rank's BLAS threads are sized to its share of the node's cores (``plugtorch.threads``).
 """
-from __future__ import annotations
+import datetime as _datetime
+import os as _os
+import sys as _sys
 
-import datetime
-import os
-import sys
-
-from .. import threads
-from ..core.tensor import Tensor
+from .. import threads as _threads
+from ..core.grad_mode import no_grad as _no_grad
+from . import groups as _groups
+from ._args import check_like as _check_like
+from ._args import check_list_len as _check_list_len
+from ._args import check_tensor as _check_tensor
+from ._args import finish as _finish
+from ._args import reduce_op as _reduce_op
+from ._args import scaled as _scaled
+from .collectives import _make_nccl_premul_sum as _make_nccl_premul_sum
+from .collectives import (
+    all_gather_into_tensor,
+    all_to_all,
+    all_to_all_single,
+    gather,
+    gather_object,
+    monitored_barrier,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_tensor,
+    scatter,
+    scatter_object_list,
+)
 from .grad_bucket import GradBucket
+from .groups import (
+    GroupMember,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
+    group,
+    new_group,
+    new_subgroups,
+)
+from .p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
 from .process_group import ProcessGroup, ReduceOp, SingleProcessGroup, Work
 
 __all__ = [
-    "ReduceOp", "Work", "ProcessGroup", "init", "init_process_group", "destroy_process_group",
-    "is_available", "is_initialized", "is_mpi_available", "get_rank", "get_world_size",
-    "get_backend", "barrier", "all_reduce", "broadcast", "all_gather", "all_gather_object",
-    "broadcast_object_list", "abort", "group", "default_pg_timeout", "GradBucket",
+    "ReduceOp", "Work", "ProcessGroup", "GroupMember", "P2POp", "GradBucket", "group", "default_pg_timeout",
+    "init", "init_process_group", "destroy_process_group", "is_available", "is_initialized",
+    "is_mpi_available", "is_torchelastic_launched", "get_rank", "get_world_size", "get_backend",
+    "get_node_local_rank", "new_group", "new_subgroups", "get_process_group_ranks", "get_global_rank",
+    "get_group_rank", "barrier", "monitored_barrier", "all_reduce", "broadcast", "all_gather",
+    "all_gather_into_tensor", "reduce", "reduce_scatter", "reduce_scatter_tensor", "all_to_all",
+    "all_to_all_single", "gather", "scatter", "send", "recv", "isend", "irecv", "batch_isend_irecv",
+    "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list", "abort",
 ]
 
 SERVICE = "distributed.process_group"
-default_pg_timeout = datetime.timedelta(minutes=10)
-_default_pg: ProcessGroup | None = None
-
-
-class _World:
-    """``dist.group.WORLD``: the default process group (None before init)."""
-
-    @property
-    def WORLD(self) -> ProcessGroup | None:
-        return _default_pg
-
-
-group = _World()
+default_pg_timeout = _datetime.timedelta(minutes=10)
 
 
 def _timeout_seconds(timeout) -> float:
     """``timeout`` (a timedelta or seconds), else PLUGTORCH_DISTRIBUTED_TIMEOUT, else 10 minutes."""
     if timeout is None:
-        env = os.environ.get("PLUGTORCH_DISTRIBUTED_TIMEOUT")
+        env = _os.environ.get("PLUGTORCH_DISTRIBUTED_TIMEOUT")
         if not env:
             return default_pg_timeout.total_seconds()
         try:
@@ -60,7 +86,7 @@ def _timeout_seconds(timeout) -> float:
         except ValueError:
             raise ValueError(f"PLUGTORCH_DISTRIBUTED_TIMEOUT={env!r} is not a number of seconds") from None
     else:
-        seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+        seconds = timeout.total_seconds() if isinstance(timeout, _datetime.timedelta) else float(timeout)
     if not seconds > 0:
         raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
     return seconds
@@ -69,13 +95,13 @@ def _timeout_seconds(timeout) -> float:
 def _size_threads(pg: ProcessGroup) -> None:
     """Give each rank its share of its node's cores, and say so once (see plugtorch.threads)."""
     sharing, cores = pg.cpu_share()
-    n = threads.size_for_ranks(sharing, cores)
+    n = _threads.size_for_ranks(sharing, cores)
     if n is not None and pg.rank() == 0:
-        sys.stderr.write(
+        _sys.stderr.write(
             f"plugtorch.distributed: {sharing} ranks share {cores} cores on this node, so each rank's BLAS "
             f"uses {n} thread{'s' if n > 1 else ''}; set OMP_NUM_THREADS or call plugtorch.set_num_threads() "
             "to choose\n")
-        sys.stderr.flush()
+        _sys.stderr.flush()
 
 
 def _provider():
@@ -94,7 +120,26 @@ def is_mpi_available() -> bool:
 
 
 def is_initialized() -> bool:
-    return _default_pg is not None
+    return _groups._world.default_pg is not None
+
+
+def is_torchelastic_launched() -> bool:
+    """Whether torchrun (torchelastic) started this process; mpiexec is not torchelastic."""
+    return _os.getenv("TORCHELASTIC_RUN_ID") is not None
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This process's rank on its node, from ``LOCAL_RANK`` (torchrun) or the MPI launcher's
+    local rank variable; else ``fallback_rank``; else a RuntimeError."""
+    for var in ("LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                "SLURM_LOCALID"):
+        if var in _os.environ:
+            return int(_os.environ[var])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("LOCAL_RANK is not in the environment. Consider passing fallback_rank to allow "
+                       "`get_node_local_rank` to work, assuming you are not running in a multi-device context "
+                       "and want the code to run locally instead.")
 
 
 def init_process_group(backend: str | None = None, init_method=None, timeout=None,
@@ -103,15 +148,14 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
 
     backend: ``None`` (MPI when launched under it, else a single process), ``"mpi"``
     (required: an error if this process was not launched under MPI) or ``"single"``.
-    timeout: a ``datetime.timedelta`` or seconds bounding every collective (default
+    timeout: a ``_datetime.timedelta`` or seconds bounding every collective (default
     ``PLUGTORCH_DISTRIBUTED_TIMEOUT`` seconds, else 10 minutes); a collective that some rank
     does not join in time aborts the job with a diagnosis naming it and the missing ranks.
     ``init_method``, ``world_size`` and ``rank`` are accepted for torch compatibility: with MPI
     the launcher decides the world, and a ``world_size`` or ``rank`` that disagrees with it is
     an error.
     """
-    global _default_pg
-    if _default_pg is not None:
+    if _groups._world.default_pg is not None:
         raise RuntimeError("trying to initialize the default process group twice; call "
                            "plugtorch.distributed.destroy_process_group() first")
     if backend not in (None, "mpi", "single"):
@@ -135,10 +179,10 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
                          f"the launcher, which started this process as rank {pg.rank()} of {pg.size()}")
     if pg.size() > 1:
         _size_threads(pg)
-    if os.environ.get("PLUGTORCH_DISTRIBUTED_DEBUG", "").upper() in ("1", "DETAIL", "INFO"):
+    if _os.environ.get("PLUGTORCH_DISTRIBUTED_DEBUG", "").upper() in ("1", "DETAIL", "INFO"):
         from .debug import CheckedProcessGroup
         pg = CheckedProcessGroup(pg)
-    _default_pg = pg
+    _groups._world.default_pg = pg
     return pg
 
 
@@ -147,14 +191,13 @@ def init(backend: str | None = None, timeout=None) -> ProcessGroup:
 
     ``timeout`` as for :func:`init_process_group`.
     """
-    return _default_pg if _default_pg is not None else init_process_group(backend, timeout=timeout)
+    pg = _groups._world.default_pg
+    return pg if pg is not None else init_process_group(backend, timeout=timeout)
 
 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:
-    global _default_pg
-    if _default_pg is not None:
-        _default_pg.shutdown()
-    _default_pg = None
+    """Shut ``group`` down; None (or the default group): every group, and the default one."""
+    _groups.destroy(group)
 
 
 def abort(exit_code: int = 1) -> None:
@@ -165,102 +208,98 @@ def abort(exit_code: int = 1) -> None:
     next collective, and this one in MPI's shutdown. Uncaught exceptions need nothing:
     the MPI plugin aborts the job for them. With one process this is ``SystemExit``.
     """
-    import sys
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if _default_pg is None:
+    _sys.stdout.flush()
+    _sys.stderr.flush()
+    pg = _groups._world.default_pg
+    if pg is None:
         raise SystemExit(exit_code)
-    _default_pg.abort(exit_code)
+    pg.abort(exit_code)
 
 
 def _group(group) -> ProcessGroup:
-    if group is not None:
-        return group
-    if _default_pg is None:
-        raise ValueError("Default process group has not been initialized, please make sure to "
-                         "call plugtorch.distributed.init() (or init_process_group()) first")
-    return _default_pg
+    """``group``, or the default group for None (DistributedDataParallel's lookup)."""
+    return group if group is not None else _groups.default_group()
 
 
 def get_rank(group: ProcessGroup | None = None) -> int:
-    return _group(group).rank()
+    """This process's rank in ``group`` (-1 outside it)."""
+    pg = _groups.default_group() if group is None else None if group == GroupMember.NON_GROUP_MEMBER else group
+    return -1 if pg is None else pg.rank()
 
 
 def get_world_size(group: ProcessGroup | None = None) -> int:
-    return _group(group).size()
+    """The number of ranks of ``group`` (-1 outside it)."""
+    pg = _groups.default_group() if group is None else None if group == GroupMember.NON_GROUP_MEMBER else group
+    return -1 if pg is None else pg.size()
 
 
 def get_backend(group: ProcessGroup | None = None) -> str:
-    return _group(group).backend_name
+    pg = _groups.resolve(group, "get_backend")
+    if pg is None:
+        raise ValueError("Invalid process group specified")
+    return pg.backend_name
 
 
-def _check_tensor(t, name: str, fn: str) -> None:
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{fn}: {name} must be a plugtorch.Tensor, got {type(t).__name__}")
+def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None, timeout=None):
+    """Wait until every rank of ``group`` has called it (``device_ids`` and ``timeout`` are accepted
+    for torch compatibility; the group's timeout bounds it)."""
+    pg = _groups.resolve(group, "barrier")
+    return None if pg is None else _finish(pg.barrier(), async_op)
 
 
-def _check_src(pg, src: int, fn: str) -> None:
-    if not 0 <= src < pg.size():
-        raise ValueError(f"{fn}: src={src} is not a rank of this group (size {pg.size()})")
-
-
-def _finish(work: Work, async_op: bool):
-    if async_op:
-        return work
-    work.wait()
-    return None
-
-
-def barrier(group: ProcessGroup | None = None, async_op: bool = False):
-    return _finish(_group(group).barrier(), async_op)
-
-
-def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
-               async_op: bool = False):
+def all_reduce(tensor, op=ReduceOp.SUM, group: ProcessGroup | None = None, async_op: bool = False):
     """Reduce ``tensor`` over all ranks, in place, with ``op``; every rank gets the result."""
     _check_tensor(tensor, "tensor", "all_reduce")
-    if not isinstance(op, ReduceOp):
-        raise TypeError(f"all_reduce: op must be a plugtorch.distributed.ReduceOp, got {op!r}")
-    if op is ReduceOp.AVG and not tensor.dtype.is_floating_point:
-        raise TypeError(f"all_reduce: ReduceOp.AVG needs a floating-point tensor, got {tensor.dtype.name}; "
-                        "use ReduceOp.SUM and divide")
-    return _finish(_group(group).allreduce(tensor, op), async_op)
+    pg = _groups.resolve(group, "all_reduce")
+    if pg is None:
+        return None
+    op, factor = _reduce_op(op, tensor.dtype, "all_reduce")
+    if factor is not None:
+        with _no_grad():  # the tensor is overwritten with the result anyway
+            tensor.copy_(_scaled(tensor, factor))
+    return _finish(pg.allreduce(tensor, op), async_op)
 
 
-def broadcast(tensor, src: int = 0, group: ProcessGroup | None = None, async_op: bool = False):
+def broadcast(tensor, src: int | None = None, group: ProcessGroup | None = None, async_op: bool = False,
+              group_src: int | None = None):
     """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank, in place."""
     _check_tensor(tensor, "tensor", "broadcast")
-    pg = _group(group)
-    _check_src(pg, src, "broadcast")
-    return _finish(pg.broadcast(tensor, src), async_op)
+    pg = _groups.resolve(group, "broadcast")
+    if pg is None:
+        return None
+    root = _groups.group_rank(pg, src, group_src, "broadcast", "src")
+    return _finish(pg.broadcast(tensor, root), async_op)
 
 
 def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None, async_op: bool = False):
     """Fill ``tensor_list[r]`` with rank r's ``tensor`` (all of one shape and dtype)."""
     _check_tensor(tensor, "tensor", "all_gather")
-    pg = _group(group)
-    if len(tensor_list) != pg.size():
-        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors, but the group has "
-                         f"{pg.size()} ranks; pass one tensor per rank")
+    pg = _groups.resolve(group, "all_gather")
+    if pg is None:
+        return None
+    _check_list_len(tensor_list, pg.size(), "tensor_list", "all_gather")
     for i, t in enumerate(tensor_list):
         _check_tensor(t, f"tensor_list[{i}]", "all_gather")
-        if t.shape != tensor.shape or t.dtype is not tensor.dtype:
-            raise ValueError(f"all_gather: tensor_list[{i}] is {t.dtype.name}{list(t.shape)} but tensor "
-                             f"is {tensor.dtype.name}{list(tensor.shape)}; they must match")
+        _check_like(t, tensor, "all_gather", f"tensor_list[{i}]")
     return _finish(pg.allgather(tensor_list, tensor), async_op)
 
 
 def all_gather_object(object_list: list, obj, group: ProcessGroup | None = None) -> None:
     """Fill ``object_list`` (one slot per rank) with every rank's picklable ``obj``."""
-    pg = _group(group)
+    pg = _groups.resolve(group, "all_gather_object")
+    if pg is None:
+        return
     if len(object_list) != pg.size():
         raise ValueError(f"all_gather_object: object_list has {len(object_list)} slots for a group "
                          f"of {pg.size()} ranks")
     object_list[:] = pg.allgather_object(obj)
 
 
-def broadcast_object_list(object_list: list, src: int = 0, group: ProcessGroup | None = None) -> None:
+def broadcast_object_list(object_list: list, src: int | None = None, group: ProcessGroup | None = None,
+                          device=None, group_src: int | None = None) -> None:
     """Replace ``object_list``'s items on every rank with those of rank ``src``."""
-    pg = _group(group)
-    _check_src(pg, src, "broadcast_object_list")
-    object_list[:] = pg.broadcast_object(list(object_list), src)
+    pg = _groups.resolve(group, "broadcast_object_list")
+    if pg is None:
+        return
+    root = _groups.group_rank(pg, src, group_src, "broadcast_object_list", "src")
+    object_list[:] = pg.broadcast_object(list(object_list), root)

@@ -1,0 +1,71 @@
+"""Argument checks shared by the collectives, with torch.distributed's errors."""
+from ..core.grad_mode import no_grad
+from ..core.tensor import Tensor
+from .process_group import BITWISE_OPS, PremulSum, ReduceOp, Work
+
+
+def check_tensor(t, name: str, fn: str) -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{fn}: Invalid function argument. Expected parameter `{name}` of type "
+                        f"plugtorch.Tensor but got {type(t)} instead.")
+
+
+def check_tensor_list(ts, name: str, fn: str) -> None:
+    if not isinstance(ts, list) or not all(isinstance(t, Tensor) for t in ts):
+        kinds = [type(t) for t in ts] if isinstance(ts, list) else type(ts)
+        raise TypeError(f"{fn}: Invalid function argument. Expected parameter `{name}` of type "
+                        f"List[plugtorch.Tensor] but got {kinds} instead.")
+
+
+def check_like(t, ref, fn: str, what: str, shape: bool = True) -> None:
+    """``t`` must have ``ref``'s dtype, device (and shape)."""
+    if t.dtype is not ref.dtype:
+        raise ValueError(f"{fn}: Invalid usage of tensors with different dtypes. Found {t.dtype.name} and "
+                         f"{ref.dtype.name} ({what}); pass tensors of one dtype")
+    if t.device != ref.device:
+        raise ValueError(f"{fn}: {what} is on {t.device} but the input is on {ref.device}; "
+                         "pass tensors on one device")
+    if shape and t.shape != ref.shape:
+        raise ValueError(f"{fn}: invalid tensor size: {what} is {t.dtype.name}{list(t.shape)}, expected "
+                         f"{ref.dtype.name}{list(ref.shape)}; they must match")
+
+
+def check_list_len(ts: list, size: int, name: str, fn: str) -> None:
+    if len(ts) != size:
+        raise ValueError(f"{fn}: {name} has {len(ts)} tensors, but the group has {size} ranks; "
+                         "pass one tensor per rank")
+
+
+def reduce_op(op, dtype, fn: str):
+    """(the ReduceOp the process group runs, the PREMUL_SUM factor or None)."""
+    if isinstance(op, PremulSum):
+        if not dtype.is_floating_point:
+            raise TypeError(f"{fn}: ReduceOp.PREMUL_SUM scales floating-point tensors, got {dtype.name}")
+        return ReduceOp.SUM, op.factor
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"{fn}: op must be a plugtorch.distributed.ReduceOp, got {op!r}")
+    if op is ReduceOp.PREMUL_SUM:
+        raise ValueError(f"{fn}: ReduceOp.PREMUL_SUM needs its factor: pass "
+                         "plugtorch.distributed._make_nccl_premul_sum(factor)")
+    if op in BITWISE_OPS and (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"{fn}: Cannot use ReduceOp.{op.name} with non-integral dtype ({dtype.name})")
+    if op is ReduceOp.AVG and not dtype.is_floating_point:
+        raise TypeError(f"{fn}: ReduceOp.AVG needs a floating-point tensor, got {dtype.name}; "
+                        "use ReduceOp.SUM and divide")
+    return op, None
+
+
+def scaled(t, factor):
+    """``t * factor`` in ``t``'s dtype, outside autograd (PREMUL_SUM's input)."""
+    with no_grad():
+        if isinstance(factor, Tensor):
+            factor = factor.reshape(()).to(t.device)
+        return (t * factor).to(t.dtype)
+
+
+def finish(work: Work, async_op: bool):
+    if async_op:
+        return work
+    work.wait()
+    return None
+
