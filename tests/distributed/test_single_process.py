@@ -36,7 +36,8 @@ def test_single_process_world(group):
         dist.init_process_group()
 
 
-@pytest.mark.parametrize("op", list(dist.ReduceOp))
+@pytest.mark.parametrize("op", [dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.PRODUCT,
+                                dist.ReduceOp.MIN, dist.ReduceOp.MAX])  # the float ones
 def test_all_reduce_is_identity(group, op):
     t = plugtorch.tensor([1.5, -2.0, 3.0])
     assert dist.all_reduce(t, op=op) is None
