@@ -23,6 +23,22 @@ def test_every_op_in_debug_mode():
 
 
 @needs_mpi
+def test_every_op_with_device_tensors_staged_through_host_memory():
+    """The CuPy backend's code path on the CPU (``cupy_emulated``): arrays that are not host
+    memory to MPI, so every op stages them, as with a CuPy backend and an MPI that is not
+    CUDA-aware."""
+    from plugtorch_backends.cupy_backend.probe import installed
+
+    from plugtorch.testing.cuda_cpu import compiler_missing
+    if not installed():
+        pytest.skip("CuPy is not installed; the emulated backend checks its calls against CuPy's API")
+    if compiler_missing():
+        pytest.skip(f"the emulated backend's kernels cannot run on the CPU: {compiler_missing()}")
+    env = _env(OPS_DEVICE="cupy_emulated", PLUGTORCH_PLUGINS="plugtorch_backends.cupy_backend.emulation")
+    check(launch(3, "all_ops.py", timeout=120, env=env), 3)
+
+
+@needs_mpi
 @pytest.mark.parametrize("op, what", [("reduce_scatter", "reduce_scatter(SUM, float32[4])"),
                                       ("recv", "recv(float32[3], src=1, tag=0)")])
 def test_the_watchdog_covers_new_ops_on_subgroups(op, what):

@@ -1,8 +1,11 @@
 """Every collective and point-to-point op on the default group and on subgroups, against
 NumPy, on any number of ranks (the test runs 2, 3 and 4). A failed check raises on that
-rank, which aborts the job.
+rank, which aborts the job. OPS_DEVICE=cupy_emulated (or cupy) puts every tensor on that
+backend, so that they go through MPI staged through host memory.
 """
 import datetime
+import functools
+import os
 import warnings
 
 import numpy as np
@@ -10,6 +13,10 @@ import numpy as np
 import plugtorch
 import plugtorch.distributed as dist
 
+DEVICE = os.environ.get("OPS_DEVICE", "numpy")
+zeros, full, ones, tensor = (functools.partial(f, device=DEVICE) for f in
+                             (plugtorch.zeros, plugtorch.full, plugtorch.ones, plugtorch.tensor))
+assert zeros(1).device.type == DEVICE, zeros(1).device
 dist.init()
 rank, world = dist.get_rank(), dist.get_world_size()
 R = range(world)
@@ -30,7 +37,7 @@ def data(r, n=6, dtype=np.float32):
 
 
 def T(a):
-    return plugtorch.from_numpy(np.array(a))  # a copy: collectives write in place
+    return plugtorch.from_numpy(np.array(a)).to(DEVICE)  # a copy: collectives write in place
 
 
 # -- reduce: every op, to every root, in both dtype families, sync and async -------------------
@@ -61,9 +68,9 @@ for op, ref in bitwise.items():
     if rank == world - 1:
         assert np.array_equal(t.numpy(), ref(ints, axis=0).astype(np.int32)), op
     raises(RuntimeError, f"Cannot use ReduceOp.{op.name} with non-integral dtype", dist.all_reduce,
-           plugtorch.ones(2), op=op)
+           ones(2), op=op)
 # PREMUL_SUM: each rank's input times the factor, summed (factor as a number and as a tensor)
-for factor in (0.5, plugtorch.tensor([3.0])):
+for factor in (0.5, tensor([3.0])):
     t = T(data(rank))
     dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
     f = 0.5 if isinstance(factor, float) else 3.0
@@ -71,67 +78,67 @@ for factor in (0.5, plugtorch.tensor([3.0])):
 t = T(data(rank))
 dist.all_reduce(t, op=dist.ReduceOp.PREMUL_SUM(2.0))
 np.testing.assert_allclose(t.numpy(), 2 * sum(data(r) for r in R), rtol=1e-6)
-raises(ValueError, "needs its factor", dist.all_reduce, plugtorch.ones(2), op=dist.ReduceOp.PREMUL_SUM)
+raises(ValueError, "needs its factor", dist.all_reduce, ones(2), op=dist.ReduceOp.PREMUL_SUM)
 
 # -- reduce_scatter (list and tensor), all_gather_into_tensor ---------------------------------
 inputs = [np.stack([data(r, 4) + 10 * j for j in R]) for r in R]       # rank r's blocks
-out = plugtorch.zeros(4)
+out = zeros(4)
 dist.reduce_scatter(out, [T(b) for b in inputs[rank]])
 np.testing.assert_allclose(out.numpy(), sum(inputs[r][rank] for r in R))
-out = plugtorch.zeros(2, 2)
+out = zeros(2, 2)
 w = dist.reduce_scatter_tensor(out, T(inputs[rank].reshape(world * 2, 2)), op=dist.ReduceOp.MAX, async_op=True)
 assert w.wait() and w.is_completed()
 np.testing.assert_allclose(out.numpy(), np.max([inputs[r][rank] for r in R], axis=0).reshape(2, 2))
-out = plugtorch.zeros(world, 3)
+out = zeros(world, 3)
 dist.all_gather_into_tensor(out, T(data(rank, 3)))
 np.testing.assert_array_equal(out.numpy(), np.stack([data(r, 3) for r in R]))
-out = plugtorch.zeros(world * 3, dtype=plugtorch.int64)          # concatenated, another dtype
+out = zeros(world * 3, dtype=plugtorch.int64)          # concatenated, another dtype
 fut = dist.all_gather_into_tensor(out, T(data(rank, 3, np.int64)), async_op=True).get_future()
 assert fut.wait()[0] is out
 np.testing.assert_array_equal(out.numpy(), np.concatenate([data(r, 3, np.int64) for r in R]))
 raises(ValueError, "world_size times input tensor size", dist.all_gather_into_tensor,
-       plugtorch.zeros(world * 3 + 1), plugtorch.zeros(3))
-raises(ValueError, "different dtypes", dist.all_gather_into_tensor, plugtorch.zeros(world * 3), plugtorch.zeros(3,
+       zeros(world * 3 + 1), zeros(3))
+raises(ValueError, "different dtypes", dist.all_gather_into_tensor, zeros(world * 3), zeros(3,
        dtype=plugtorch.int64))
-raises(ValueError, "output size times world size", dist.reduce_scatter_tensor, plugtorch.zeros(2),
-       plugtorch.zeros(2 * world + 1))
-raises(ValueError, "must be world size", dist.reduce_scatter, plugtorch.zeros(2), [plugtorch.zeros(2)] * (world + 1))
+raises(ValueError, "output size times world size", dist.reduce_scatter_tensor, zeros(2),
+       zeros(2 * world + 1))
+raises(ValueError, "must be world size", dist.reduce_scatter, zeros(2), [zeros(2)] * (world + 1))
 
 # -- all_to_all (uneven sizes: rank r sends r + j + 1 rows to rank j) and all_to_all_single ----
 def block(src, dst, dtype=np.float32):
     return (np.arange(src + dst + 1) + 100 * src + 10 * dst).astype(dtype)
 
 
-outs = [plugtorch.zeros(r + rank + 1) for r in R]
+outs = [zeros(r + rank + 1) for r in R]
 dist.all_to_all(outs, [T(block(rank, j)) for j in R])
 for r in R:
     np.testing.assert_array_equal(outs[r].numpy(), block(r, rank))
 in_splits = [rank + j + 1 for j in R]
 out_splits = [r + rank + 1 for r in R]
 src = np.concatenate([np.stack([block(rank, j), -block(rank, j)], 1) for j in R])       # 2 columns
-out = plugtorch.zeros(sum(out_splits), 2)
+out = zeros(sum(out_splits), 2)
 w = dist.all_to_all_single(out, T(src), out_splits, in_splits, async_op=True)
 w.wait()
 np.testing.assert_array_equal(out.numpy(), np.concatenate([np.stack([block(r, rank), -block(r, rank)], 1)
                                                            for r in R]))
-even = plugtorch.zeros(world * 2, dtype=plugtorch.int32)
+even = zeros(world * 2, dtype=plugtorch.int32)
 dist.all_to_all_single(even, T(np.repeat(np.arange(world, dtype=np.int32) + 10 * rank, 2)))
 np.testing.assert_array_equal(even.numpy(), np.repeat(np.arange(world) * 10 + rank, 2))
-raises(ValueError, "Split sizes doesn't match", dist.all_to_all_single, plugtorch.zeros(world),
-       plugtorch.zeros(world), [1] * world, [2] * world)
+raises(ValueError, "Split sizes doesn't match", dist.all_to_all_single, zeros(world),
+       zeros(world), [1] * world, [2] * world)
 raises(ValueError, "Number of tensor splits not equal to group size", dist.all_to_all_single,
-       plugtorch.zeros(world), plugtorch.zeros(world), [world], None)
-raises(ValueError, "different dtypes", dist.all_to_all, [plugtorch.zeros(1)] * world,
-       [plugtorch.zeros(1, dtype=plugtorch.int64)] * world)
+       zeros(world), zeros(world), [world], None)
+raises(ValueError, "different dtypes", dist.all_to_all, [zeros(1)] * world,
+       [zeros(1, dtype=plugtorch.int64)] * world)
 
 # -- gather / scatter to and from every root, objects ----------------------------------------
 for root in R:
-    gl = [plugtorch.zeros(2, 3) for _ in R] if rank == root else None
+    gl = [zeros(2, 3) for _ in R] if rank == root else None
     dist.gather(T(data(rank).reshape(2, 3)), gl, dst=root)
     if rank == root:
         for r in R:
             np.testing.assert_array_equal(gl[r].numpy(), data(r).reshape(2, 3))
-    t = plugtorch.zeros(3, dtype=plugtorch.int64)
+    t = zeros(3, dtype=plugtorch.int64)
     sl = [T(data(r, 3, np.int64) * 5) for r in R] if rank == root else None
     dist.scatter(t, sl, src=root, async_op=True).wait()
     np.testing.assert_array_equal(t.numpy(), data(rank, 3, np.int64) * 5)
@@ -142,43 +149,43 @@ for root in R:
     dist.scatter_object_list(got, [(r, [r] * r) for r in R] if rank == root else None, src=root)
     assert got[0] == (rank, [rank] * rank), got
 if rank == 0:
-    raises(ValueError, "must be specified on destination rank", dist.gather, plugtorch.zeros(1), None, dst=0)
-    raises(ValueError, "invalid tensor size", dist.scatter, plugtorch.zeros(2), [plugtorch.zeros(3)] * world,
+    raises(ValueError, "must be specified on destination rank", dist.gather, zeros(1), None, dst=0)
+    raises(ValueError, "invalid tensor size", dist.scatter, zeros(2), [zeros(3)] * world,
            src=0)
 else:
-    raises(ValueError, "must NOT be specified on non-destination", dist.gather, plugtorch.zeros(1),
-           [plugtorch.zeros(1)] * world, dst=0)
-raises(ValueError, "dst=", dist.reduce, plugtorch.zeros(1), dst=world)
+    raises(ValueError, "must NOT be specified on non-destination", dist.gather, zeros(1),
+           [zeros(1)] * world, dst=0)
+raises(ValueError, "dst=", dist.reduce, zeros(1), dst=world)
 
 # -- empty, 0-d and non-contiguous tensors ----------------------------------------------------
-e = plugtorch.zeros(0, 3)
+e = zeros(0, 3)
 dist.all_reduce(e)
 dist.reduce(e, dst=0)
 dist.broadcast(e, src=0)
-eo = plugtorch.zeros(0, 3)
+eo = zeros(0, 3)
 dist.all_gather_into_tensor(eo, e)
 dist.all_to_all_single(eo, e)
-gl = [plugtorch.zeros(0, 3) for _ in R] if rank == 0 else None
+gl = [zeros(0, 3) for _ in R] if rank == 0 else None
 dist.gather(e, gl, dst=0)
-s = plugtorch.tensor(float(rank + 1))
+s = tensor(float(rank + 1))
 dist.reduce(s, dst=0, op=dist.ReduceOp.PRODUCT)
 assert rank != 0 or s.item() == float(np.prod([r + 1 for r in R]))
-s = plugtorch.tensor(rank)
-gl = [plugtorch.tensor(0) for _ in R] if rank == world - 1 else None
+s = tensor(rank)
+gl = [tensor(0) for _ in R] if rank == world - 1 else None
 dist.gather(s, gl, dst=world - 1)
 assert gl is None or [g.item() for g in gl] == list(R)
-base = plugtorch.zeros(3, 2 * world)
+base = zeros(3, 2 * world)
 view = base.t()[::2]                     # non-contiguous, written back into base
 dist.scatter(view, [T(np.full((world, 3), r, np.float32)) for r in R] if rank == 0 else None, src=0)
 assert np.array_equal(base.numpy()[:, ::2], np.full((3, world), rank)) and not base.numpy()[:, 1::2].any()
 x = T(np.arange(12, dtype=np.float32).reshape(3, 4) + rank)
-out = plugtorch.zeros(world, 4, 3)
+out = zeros(world, 4, 3)
 dist.all_gather_into_tensor(out, x.t())  # a non-contiguous input
 np.testing.assert_array_equal(out.numpy(), np.stack([(np.arange(12).reshape(3, 4) + r).T for r in R]))
 
 # -- point to point: a ring, tags, recv from any rank, batch_isend_irecv -----------------------
 right, left = (rank + 1) % world, (rank - 1) % world
-t = plugtorch.zeros(4)
+t = zeros(4)
 reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, T(data(rank, 4)), right, tag=3),
                                dist.P2POp(dist.irecv, t, left, tag=3)])
 for w in reqs:
@@ -187,27 +194,27 @@ np.testing.assert_array_equal(t.numpy(), data(left, 4))
 if rank == 0:  # everyone sends to 0; 0 receives from any rank and learns who sent what
     seen = set()
     for _ in range(world - 1):
-        t = plugtorch.zeros(2, dtype=plugtorch.int64)
+        t = zeros(2, dtype=plugtorch.int64)
         sender = dist.recv(t, tag=7)
         assert t.tolist() == [sender, -sender] and sender not in seen, (sender, t.tolist())
         seen.add(sender)
     assert seen == set(range(1, world))
 else:
-    dist.send(plugtorch.tensor([rank, -rank]), dst=0, tag=7)
+    dist.send(tensor([rank, -rank]), dst=0, tag=7)
 # tags keep two messages between the same pair apart: received in the opposite order
 if rank == 0:
-    a, b = plugtorch.zeros(1), plugtorch.zeros(1)
+    a, b = zeros(1), zeros(1)
     wb = dist.irecv(b, src=world - 1, tag=2)
     assert dist.recv(a, src=world - 1, tag=1) == world - 1
     wb.wait()
     assert (a.item(), b.item()) == (1.0, 2.0)
 elif rank == world - 1:
-    w1 = dist.isend(plugtorch.tensor([1.0]), dst=0, tag=1)
-    w2 = dist.isend(plugtorch.tensor([2.0]), dst=0, tag=2)
+    w1 = dist.isend(tensor([1.0]), dst=0, tag=1)
+    w2 = dist.isend(tensor([2.0]), dst=0, tag=2)
     w2.wait()
     w1.wait()
-raises(ValueError, "destination rank should not be the same", dist.send, plugtorch.zeros(1), dst=rank)
-raises(ValueError, "Invalid ``op``", dist.P2POp, dist.all_reduce, plugtorch.zeros(1), 0)
+raises(ValueError, "destination rank should not be the same", dist.send, zeros(1), dst=rank)
+raises(ValueError, "Invalid ``op``", dist.P2POp, dist.all_reduce, zeros(1), 0)
 
 # -- groups ----------------------------------------------------------------------------------
 evens = dist.new_group([r for r in R if r % 2 == 0])
@@ -221,34 +228,34 @@ if rank % 2 == 0:
     t = T(data(rank))
     dist.all_reduce(t, group=evens)
     np.testing.assert_allclose(t.numpy(), sum(data(r) for r in R[::2]))
-    t = plugtorch.full((2,), float(rank))
+    t = full((2,), float(rank))
     last = R[::2][-1]
     dist.broadcast(t, src=last, group=evens)           # src is a global rank
     assert t.tolist() == [last] * 2
-    t = plugtorch.full((2,), float(rank))
+    t = full((2,), float(rank))
     dist.broadcast(t, group=evens, group_src=0)        # group_src a rank of the group
     assert t.tolist() == [0.0] * 2
     raises(ValueError, "not a rank of this group", dist.broadcast, t, src=1, group=evens)
-    out = plugtorch.zeros(len(R[::2]), 2)
-    dist.all_gather_into_tensor(out, plugtorch.full((2,), float(rank)), group=evens)
+    out = zeros(len(R[::2]), 2)
+    dist.all_gather_into_tensor(out, full((2,), float(rank)), group=evens)
     assert out[:, 0].tolist() == [float(r) for r in R[::2]]
     objs = [None] * len(R[::2]) if rank == 0 else None
     dist.gather_object(rank, objs, dst=0, group=evens)
     assert objs is None or objs == list(R[::2])
     if world > 2:  # point to point inside the group, by group ranks and by global ranks
         if rank == 0:
-            dist.send(plugtorch.tensor([5.0]), group_dst=1, group=evens)
-            t = plugtorch.zeros(1)
+            dist.send(tensor([5.0]), group_dst=1, group=evens)
+            t = zeros(1)
             assert dist.recv(t, group=evens) == 2 and t.item() == 6.0  # the global rank of the sender
         elif rank == 2:
-            t = plugtorch.zeros(1)
+            t = zeros(1)
             assert dist.recv(t, src=0, group=evens) == 0 and t.item() == 5.0
-            dist.send(plugtorch.tensor([6.0]), dst=0, group=evens)
+            dist.send(tensor([6.0]), dst=0, group=evens)
     dist.barrier(group=evens)
 else:  # torch's non-member behaviour: the group is NON_GROUP_MEMBER, calls warn and do nothing
     assert evens == dist.GroupMember.NON_GROUP_MEMBER
     assert dist.get_rank(evens) == -1 and dist.get_world_size(evens) == -1
-    t = plugtorch.ones(2)
+    t = ones(2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert dist.all_reduce(t, group=evens, async_op=True) is None
@@ -258,12 +265,12 @@ else:  # torch's non-member behaviour: the group is NON_GROUP_MEMBER, calls warn
     assert "does not belong to the given group" in str(caught[0].message)
 mine, subgroups = dist.new_subgroups(group_size=1)
 assert len(subgroups) == world and dist.get_process_group_ranks(mine) == [rank]
-t = plugtorch.full((1,), float(rank))
+t = full((1,), float(rank))
 dist.all_reduce(t, group=mine)
 assert t.item() == rank
 if world % 2 == 0:
     pair, pairs = dist.new_subgroups(group_size=2)
-    t = plugtorch.full((1,), float(rank))
+    t = full((1,), float(rank))
     dist.all_reduce(t, group=pair)
     assert t.item() == 2 * (rank // 2 * 2) + 1
     dist.destroy_process_group(pair)
@@ -272,12 +279,12 @@ if world == 4:
     raises(ValueError, "must be divisible", dist.new_subgroups, group_size=3)
 if rank < 2:  # only the members call it
     local = dist.new_group([0, 1], use_local_synchronization=True)
-    t = plugtorch.full((1,), float(rank + 1))
+    t = full((1,), float(rank + 1))
     dist.all_reduce(t, group=local)
     assert t.item() == 3.0 and dist.get_process_group_ranks(local) == [0, 1]
 reversed_group = dist.new_group(list(R)[::-1], sort_ranks=False)   # group rank 0 is the last rank
 assert dist.get_rank(reversed_group) == world - 1 - rank
-t = plugtorch.full((1,), float(rank))
+t = full((1,), float(rank))
 dist.broadcast(t, group=reversed_group, group_src=0)
 assert t.item() == world - 1
 
