@@ -8,6 +8,10 @@ only on the sizes, so they are computed on the host with NumPy — in float32 fo
 input, as torch's CPU kernels do, so the chosen neighbours agree to the last rounding —
 and applied as one ``index_select`` per tap: no host round-trip of tensor values, and
 the gradient is index_select's (each input position receives its weighted copies).
+
+uint8 images take torch's integer path: nearest modes gather as for floats; bilinear,
+bicubic and lanczos weights are held in fixed point, as torch's CPU kernels (and PIL) do,
+so that results agree pixel for pixel (``_resample_uint8``).
 """
 from __future__ import annotations
 
@@ -15,8 +19,10 @@ import math
 
 import numpy as np
 
+from ..dtypes import int32, uint8
 from ..optable import op, public
 from ..tensor import Tensor
+from . import elementwise as ew
 from .creation import tensor as _tensor
 from .index import index_select
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
@@ -210,6 +216,66 @@ def interpolate_filtered(input, *, output_size, align_corners, scales, mode):
     return _resample(input, taps)
 
 
+# -- uint8 images: torch's fixed-point separable resampling --------------------------------------
+
+def _fixed_point(idx, w, in_size):
+    """Taps as torch's uint8 kernels hold them: the weights of one source position summed
+    (clamped edge taps merge), then scaled by 2**precision and rounded half away from zero to
+    int16, precision as high as the largest weight allows. (indices, int weights, precision)."""
+    rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
+    dense = np.zeros((idx.shape[0], in_size))
+    np.add.at(dense, (rows, idx.reshape(-1)), w.reshape(-1).astype(np.float64))
+    w_max = dense.max()
+    precision = 0
+    while precision < 22 and int(0.5 + w_max * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    k = max(int(np.count_nonzero(dense, axis=1).max()), 1)
+    cols = np.argsort(dense == 0, axis=1, kind="stable")[:, :k]  # each row's taps first, in order
+    v = np.take_along_axis(dense, cols, 1) * (1 << precision)
+    return cols, np.trunc(v + np.where(v < 0, -0.5, 0.5)).astype(np.int32), precision
+
+
+def _resample_uint8(x, taps_of, output_size):
+    """``F.interpolate`` of a uint8 (N, C, H, W) image as torch computes it on the CPU: one pass
+    along W, then one along H (a dim whose size is kept is skipped), each a sum of int16
+    weights times pixels, rounded ((sum + 2**(p-1)) >> p) and clamped to 0..255, so that the
+    second pass reads uint8 pixels; ``taps_of(axis, in_size, out_size)`` gives float taps."""
+    dev = x._backend.name
+    for axis in (3, 2):
+        in_size, out_size = x.shape[axis], output_size[axis - 2]
+        if in_size == out_size:
+            continue
+        idx, weights = taps_of(axis, in_size, out_size)
+        cols, w, precision = _fixed_point(idx, weights, in_size)
+        shape = (-1,) + (1,) * (3 - axis)
+        wide = x.to(int32)
+        acc = None
+        for t in range(cols.shape[1]):
+            weight = _tensor(w[:, t], device=dev).reshape(shape)
+            term = index_select(wide, axis, _tensor(cols[:, t], device=dev)) * weight
+            acc = term if acc is None else acc + term
+        x = ew.clamp(ew.floor_divide(acc + (1 << (precision - 1)), 1 << precision), 0, 255).to(uint8)
+    return x
+
+
+def _interpolate_uint8(input, output_size, mode, align_corners, scales, antialias):
+    """torch's uint8 modes other than nearest: (N, C, H, W) bilinear, bicubic and lanczos."""
+    if input.ndim != 4 or mode not in ("bilinear", "bicubic", "lanczos"):
+        raise NotImplementedError(f"interpolate(): mode '{mode}' is not implemented for uint8 "
+                                  f"{input.ndim}D input (torch takes uint8 in the nearest modes and "
+                                  "in 4-D bilinear, bicubic and lanczos); convert it with .float()")
+    scales = _scales(scales, 2)
+
+    def taps_of(axis, in_size, out_size):
+        s = scales[axis - 2]
+        if antialias:
+            return _aa_taps(in_size, out_size, align_corners, s, np.float64, mode)
+        if mode == "bilinear":
+            return _linear_taps(in_size, out_size, align_corners, s, np.float64)
+        return _bicubic_taps(in_size, out_size, align_corners, s, np.float64)
+    return _resample_uint8(input, taps_of, output_size)
+
+
 # -- F.interpolate ---------------------------------------------------------------------------
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
@@ -276,7 +342,14 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if any(s <= 0 for s in input.shape[2:]) or any(o <= 0 for o in output_size):
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
                            f"{tuple(input.shape[2:])} and output {output_size}")
-    if not input.dtype.is_floating_point:
+    if mode == "lanczos":
+        if align_corners:
+            raise ValueError("Lanczos mode does not support align_corners=True")
+        if not antialias:
+            raise ValueError("Lanczos mode requires antialias=True")
+    if input.dtype is uint8 and mode not in ("nearest", "nearest-exact"):
+        return _interpolate_uint8(input, output_size, mode, align_corners, scales, antialias)
+    if not input.dtype.is_floating_point and input.dtype is not uint8:
         raise NotImplementedError(f"interpolate(): mode '{mode}' is not implemented for "
                                   f"{input.dtype.name} input; convert it with .float()")
     if mode in ("nearest", "nearest-exact"):
@@ -284,10 +357,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "area":
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[dim - 1](input, output_size)
     if mode == "lanczos":
-        if align_corners:
-            raise ValueError("Lanczos mode does not support align_corners=True")
-        if not antialias:
-            raise ValueError("Lanczos mode requires antialias=True")
         return interpolate_filtered(input, output_size, False, scales, "lanczos_aa")
     if mode == "bicubic":
         return interpolate_filtered(input, output_size, align_corners, scales,
