@@ -258,3 +258,56 @@ def test_scatter_number_value_is_cast(torch, dtype, value):
 def test_index_add_source_of_another_dtype_is_refused(torch):
     _same_error(lambda: plugtorch.zeros(3).index_add(0, plugtorch.tensor([0, 1]), plugtorch.ones(2).double()),
                 lambda: torch.zeros(3).index_add(0, torch.tensor([0, 1]), torch.ones(2).double()))
+
+
+# -- F.interpolate on uint8 images -----------------------------------------------------------------
+
+def _uint8_cases():
+    rng = np.random.default_rng(0)
+    cases = []
+    for mode in ("nearest", "nearest-exact", "bilinear", "bicubic", "lanczos"):
+        for k in range(8):
+            aa = mode == "lanczos" or (not mode.startswith("nearest") and k % 2 == 1)
+            ac = None if mode.startswith("nearest") else (k % 4 == 2 and mode != "lanczos")
+            channels = (1, 3, 4, 6)[k % 4]
+            h, w = (int(v) for v in rng.integers(1, 12, 2))
+            if k < 5:
+                size, scale = tuple(int(v) for v in rng.integers(1, 15, 2)), None
+                if channels > 4 and size[1] == 1:
+                    size = (size[0], 2)  # torch's generic uint8 kernel repeats row 0 into a width-1 output
+            else:
+                size, scale = None, (0.5, 1.5, 3.0)[k - 5]
+                h, w = max(h, 2), max(w, 2)
+            cases.append((mode, (2, channels, h, w), size, scale, ac, aa))
+    cases.append(("bilinear", (1, 3, 64, 80), (23, 17), None, None, True))  # a real downscale
+    cases.append(("bicubic", (1, 3, 32, 40), (70, 91), None, None, False))
+    return cases
+
+
+@pytest.mark.parametrize("mode, shape, size, scale, align_corners, antialias", _uint8_cases())
+def test_interpolate_uint8_as_torch(torch, mode, shape, size, scale, align_corners, antialias):
+    x = np.random.default_rng(sum(shape)).integers(0, 256, shape).astype(np.uint8)
+    kw = {"size": size, "scale_factor": scale, "mode": mode, "align_corners": align_corners,
+          "antialias": antialias}
+    theirs = torch.nn.functional.interpolate(torch.tensor(x), **kw)
+    ours = F.interpolate(plugtorch.tensor(x), **kw)
+    assert ours.dtype is plugtorch.uint8
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("shape, size, mode", [((2, 3, 7), (11,), "nearest"), ((2, 3, 7), (4,), "nearest-exact"),
+                                               ((1, 2, 3, 4, 5), (5, 2, 7), "nearest"),
+                                               ((1, 2, 3, 4, 5), (2, 6, 3), "nearest-exact")])
+def test_interpolate_uint8_nearest_any_rank(torch, shape, size, mode):
+    x = np.random.default_rng(0).integers(0, 256, shape).astype(np.uint8)
+    np.testing.assert_array_equal(F.interpolate(plugtorch.tensor(x), size=size, mode=mode).numpy(),
+                                  torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode).numpy())
+
+
+@pytest.mark.parametrize("shape, mode", [((1, 3, 7), "linear"), ((1, 1, 3, 4, 5), "trilinear"),
+                                         ((1, 3, 5, 7), "area")])
+def test_interpolate_uint8_modes_torch_lacks(torch, shape, mode):
+    x = np.zeros(shape, np.uint8)
+    size = (4,) * (len(shape) - 2)
+    _same_error(lambda: F.interpolate(plugtorch.tensor(x), size=size, mode=mode),
+                lambda: torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode), exact=False)
