@@ -1,106 +1,109 @@
-"""``plugtorch.save`` / ``plugtorch.load``: checkpoints without pickle, written atomically.
+"""``plugtorch.save`` / ``plugtorch.load``: PyTorch's checkpoint format, written atomically.
 
-A checkpoint is a zip archive (readable by ``numpy.load`` as an ``.npz``) holding
-``plugtorch.json`` — the object's structure as JSON, tensors replaced by
-references — and one ``tensors/<n>.npy`` per tensor, read back with
-``allow_pickle=False``. Loading therefore never runs code from the file, which
-is why only tensors, NumPy arrays, numbers, strings, bools, None, dtypes and
-dicts / lists / tuples of them can be saved.
+``save`` pickles any object (a tensor, a state dict, a whole ``nn.Module``, an optimizer) into
+``torch.save``'s zip format (:mod:`plugtorch.interop.torch_writer`): tensors are stored as torch
+stores them, so ``torch.load`` reads a file of tensors and containers, and plugtorch reads
+files written by either.
 
-``load`` also reads PyTorch's ``.pt`` files (``torch.save``'s zip format) with a
-restricted reader that accepts only what ``torch.load(weights_only=True)`` does and
-never imports torch (:mod:`plugtorch.interop.torch_checkpoint`); other pickles are
-refused with an explanation. For exchanging weights, ``plugtorch.save_file`` /
-``load_file`` speak safetensors (:mod:`plugtorch.interop.safetensors`).
+``load`` has torch 2.13's two readers. ``weights_only=True`` (the default) never runs code from
+the file: it accepts tensors, dtypes, ``Size``, devices, containers and primitive values, plus
+the globals the user allowed with :func:`add_safe_globals` / :class:`safe_globals`, and refuses
+anything else with an :class:`UnsafeCheckpointError` that says what to do
+(:mod:`plugtorch.interop.torch_checkpoint`). ``weights_only=False`` unpickles whatever the file
+holds, which can run arbitrary code: use it only for files you trust. There, torch's names map
+onto plugtorch's: ``torch.nn.modules.linear.Linear`` in a file written by ``torch.save(model)``
+is loaded as ``plugtorch.nn.modules.linear.Linear`` (plugtorch keeps torch's module layout) with
+the attributes torch pickled, and the user's own classes are imported as pickle imports them.
 
-Saving to a path writes a temporary file in the same directory, fsyncs it and
-renames it over the target: a crash mid-write leaves the previous checkpoint
-intact.
+Files written by earlier plugtorch versions (a zip holding ``plugtorch.json`` and ``.npy``
+tensors, never pickled) are still read. Bare pickles (``torch.save`` before PyTorch 1.6, or
+``pickle.dump``) are refused. For exchanging weights, ``plugtorch.save_file`` / ``load_file``
+speak safetensors (:mod:`plugtorch.interop.safetensors`).
+
+Saving to a path writes a temporary file in the same directory, fsyncs it and renames it over
+the target: a crash mid-write leaves the previous checkpoint intact.
 """
 from __future__ import annotations
 
 import io
 import json
 import os
+import pickle
 import zipfile
 from collections import OrderedDict
 
 import numpy as np
 
-from .core.dtypes import dtype as _dtype
+from .core.device import Device
 from .core.dtypes import dtype_from_name
 from .core.errors import BackendUnavailableError
 from .core.ops.creation import from_numpy
 from .core.tensor import Tensor
+from .interop import torch_pickle as _torch_pickle
 from .interop.torch_checkpoint import UnsafeCheckpointError, is_torch_zip, load_torch_zip
+from .interop.torch_writer import PROTOCOL as DEFAULT_PROTOCOL
+from .interop.torch_writer import write_torch_zip
 from .utils.atomic import atomic_write
 
+__all__ = ["DEFAULT_PROTOCOL", "UnsafeCheckpointError", "add_safe_globals", "clear_safe_globals",
+           "get_safe_globals", "load", "safe_globals", "save"]
+
+# what earlier plugtorch versions wrote, still read
 FORMAT = "plugtorch.save"
 VERSION = 1
 MANIFEST = "plugtorch.json"
 
 
-# -- encoding -------------------------------------------------------------------------------
+# -- safe globals: torch.serialization's registry for the weights_only reader --------------
 
-class _Encoder:
-    def __init__(self):
-        self.arrays: list[np.ndarray] = []
-        self._seen: dict[int, int] = {}  # id(tensor) -> array index: shared tensors stay shared
-
-    def encode(self, obj, where="obj"):
-        if obj is None or isinstance(obj, (bool, int, float, str)):
-            return obj
-        if isinstance(obj, Tensor):
-            return {"__tensor__": self._add(obj, obj.detach().numpy()), "dtype": obj.dtype.name,
-                    "device": obj.backend, "requires_grad": bool(obj.requires_grad)}
-        if isinstance(obj, np.ndarray):
-            if obj.dtype.kind in "OV":
-                raise TypeError(f"plugtorch.save: {where} is a NumPy array of dtype {obj.dtype}, "
-                                "which can only be stored by pickling; convert it to numbers first")
-            return {"__ndarray__": self._add(obj, obj)}
-        if isinstance(obj, np.generic):
-            return self.encode(obj.item(), where)
-        if isinstance(obj, _dtype):
-            return {"__dtype__": obj.name}
-        if isinstance(obj, dict):
-            return {"__dict__": [[self.encode(k, f"a key of {where}"), self.encode(v, f"{where}[{k!r}]")]
-                                 for k, v in obj.items()],
-                    "ordered": isinstance(obj, OrderedDict)}
-        if isinstance(obj, list):
-            return [self.encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-        if isinstance(obj, tuple):
-            return {"__tuple__": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
-        raise TypeError(
-            f"plugtorch.save cannot store {where} of type {type(obj).__module__}."
-            f"{type(obj).__qualname__}: checkpoints hold only tensors, NumPy arrays, numbers, "
-            "strings, bools, None, dtypes and dicts/lists/tuples of them (nothing is pickled, so "
-            "loading a file can never run code). Save its state_dict() or plain values instead.")
-
-    def _add(self, key_obj, array) -> int:
-        key = id(key_obj)
-        if key not in self._seen:
-            self._seen[key] = len(self.arrays)
-            self.arrays.append(array if array.flags.c_contiguous else array.copy())
-        return self._seen[key]
+def add_safe_globals(safe_globals: list) -> None:
+    """Allow these classes / functions (or ``(obj, "module.name")`` pairs) in ``weights_only`` loads."""
+    for entry in safe_globals:
+        if entry not in _torch_pickle._marked_safe_globals:
+            _torch_pickle._marked_safe_globals.append(entry)
 
 
-def _write(manifest: dict, arrays, fh) -> None:
-    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-        zf.writestr(MANIFEST, json.dumps(manifest))
-        for i, arr in enumerate(arrays):
-            with zf.open(f"tensors/{i}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, arr, allow_pickle=False)
+def get_safe_globals() -> list:
+    """The globals :func:`add_safe_globals` allowed."""
+    return list(_torch_pickle._marked_safe_globals)
 
 
-def save(obj, f) -> None:
-    """Save ``obj`` to the path (or writable binary file) ``f``; see the module docstring."""
-    enc = _Encoder()
-    manifest = {"format": FORMAT, "version": VERSION, "object": enc.encode(obj)}
+def clear_safe_globals() -> None:
+    """Forget every global :func:`add_safe_globals` allowed."""
+    _torch_pickle._marked_safe_globals.clear()
+
+
+class safe_globals:
+    """Within ``with safe_globals([...]):``, ``weights_only`` loads accept these globals too."""
+
+    def __init__(self, safe_globals: list):
+        self.safe_globals = safe_globals
+        self._before: list = []
+
+    def __enter__(self):
+        self._before = get_safe_globals()
+        add_safe_globals(self.safe_globals)
+
+    def __exit__(self, *exc):
+        _torch_pickle._marked_safe_globals[:] = self._before
+
+
+# -- saving ---------------------------------------------------------------------------------
+
+def save(obj, f, pickle_module=pickle, pickle_protocol=DEFAULT_PROTOCOL,
+         _use_new_zipfile_serialization=True, _disable_byteorder_record=False) -> None:
+    """Pickle ``obj`` to the path (or writable binary file) ``f`` in ``torch.save``'s zip format."""
+    if pickle_module is not pickle:
+        raise ValueError("plugtorch.save: only the standard pickle module is supported as "
+                         f"pickle_module (got {pickle_module!r})")
+    if not _use_new_zipfile_serialization:
+        raise ValueError("plugtorch.save writes only the zip format (torch.save since PyTorch 1.6); "
+                         "_use_new_zipfile_serialization=False is not supported")
     if not isinstance(f, (str, os.PathLike)):
-        _write(manifest, enc.arrays, f)
+        write_torch_zip(obj, f, pickle_protocol)
         return
     with atomic_write(f) as fh:
-        _write(manifest, enc.arrays, fh)
+        write_torch_zip(obj, fh, pickle_protocol)
 
 
 # -- decoding -------------------------------------------------------------------------------
@@ -186,23 +189,40 @@ def _hashable(key):
     return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
 
 
-def load(f, map_location=None, *, weights_only=True):
-    """Load an object saved by :func:`save` from a path or readable binary file.
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
+         **pickle_load_args):
+    """Load an object saved by :func:`save` or ``torch.save`` from a path or readable binary file.
 
-    ``map_location`` names the device (backend) to put tensors on; by default each
-    goes back where it was saved. A PyTorch ``.pt`` file (``torch.save``) is read
-    as ``torch.load(weights_only=True)`` would, without running any of its code; other
-    pickles are refused. ``weights_only`` is accepted for PyTorch compatibility:
-    nothing but weights is ever loaded.
+    ``map_location`` names the device (backend) to put tensors on; by default each goes back
+    where it was saved. ``weights_only`` (``None`` means True, as in torch 2.13) reads only
+    tensors, containers, primitive values and the globals allowed by :func:`add_safe_globals`,
+    never running code from the file; ``weights_only=False`` unpickles anything, for files you
+    trust. See the module docstring.
     """
+    if weights_only is None:
+        weights_only = True
+    if pickle_module is not None and pickle_module is not pickle:
+        raise ValueError("plugtorch.load: only the standard pickle module is supported as "
+                         f"pickle_module (got {pickle_module!r})")
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+    if mmap:
+        raise ValueError("plugtorch.load does not memory-map checkpoints (mmap=True); load without it")
+    if pickle_load_args:
+        raise TypeError(f"plugtorch.load got unexpected keyword arguments {sorted(pickle_load_args)}")
+    if isinstance(map_location, Device):
+        map_location = str(map_location)
+    elif map_location is not None and not isinstance(map_location, str):
+        raise TypeError("plugtorch.load: map_location must be a device name or a plugtorch.device "
+                        f"(got {type(map_location).__name__}); dicts and functions are not supported")
     name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<file>")
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return _load(fh, str(name), map_location)
-    return _load(f, str(name), map_location)
+            return _load(fh, str(name), map_location, bool(weights_only))
+    return _load(f, str(name), map_location, bool(weights_only))
 
 
-def _load(fh, name: str, map_location):
+def _load(fh, name: str, map_location, weights_only: bool):
     head = fh.read(4)
     fh.seek(-len(head), io.SEEK_CUR)
     if head[:1] == b"\x80" or head[:1] in (b"(", b"]", b"}"):
@@ -219,7 +239,7 @@ def _load(fh, name: str, map_location):
         names = set(zf.namelist())
         if MANIFEST not in names:
             if is_torch_zip(names):
-                return load_torch_zip(zf, name, map_location)
+                return load_torch_zip(zf, name, map_location, weights_only)
             raise ValueError(f"{name} is a zip archive but not a plugtorch checkpoint "
                              f"(no {MANIFEST} inside)")
         manifest = json.loads(zf.read(MANIFEST))

@@ -18,6 +18,7 @@ damaged or hostile archive is refused with what was wrong with it, never a bare 
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import pickle
 import warnings
@@ -27,17 +28,22 @@ import zlib
 import numpy as np
 
 from ..core.dtypes import dtype_from_name
+from ..core.errors import BackendUnavailableError
 from ..core.ops.creation import from_numpy
 from .pickle_scan import scan
 from .torch_pickle import (
     _DTYPE_ALIASES,
     _DTYPES,
+    ALLOWED,
     UnsafeCheckpointError,
     _DType,
+    _rebuild_tensor_v2,
     _show,
     _Storage,
+    _StorageType,
     _TensorRef,
     _Unpickler,
+    user_allowed_globals,
 )
 
 __all__ = ["UnsafeCheckpointError", "is_torch_zip", "load_torch_zip"]
@@ -69,6 +75,7 @@ class _Reader:
         self._storages: dict[str, _Storage] = {}
         self.widened = False
         self.stored_bytes = self.copied_bytes = 0
+        self.user_globals = user_allowed_globals()
 
     def read(self, record: str) -> bytes:
         """A record's bytes, or a refusal saying what is wrong with it (never a zipfile error)."""
@@ -102,9 +109,9 @@ class _Reader:
             if self.byteorder not in ("little", "big"):
                 raise _Damaged(f"unknown byte order {_show(self.byteorder)}")
 
-    def storage(self, key: str, dtype: str, numel: int) -> _Storage:
+    def storage(self, key: str, dtype: str, numel: int, location: str = "cpu") -> _Storage:
         if key not in self._storages:
-            self._storages[key] = _Storage(self, key, dtype, numel)
+            self._storages[key] = _Storage(self, key, dtype, numel, location)
         return self._storages[key]
 
     def storage_bytes(self, key: str, dtype: str, numel: int) -> np.ndarray:
@@ -128,16 +135,28 @@ class _Reader:
 
     def tensor(self, ref: _TensorRef):
         t = from_numpy(ref.array)
-        if self.map_location is not None and str(self.map_location) not in ("cpu", t.backend):
+        if self.map_location is None and ref.location != "cpu":
+            # as torch.load: back on the device it was saved from, unless map_location says
+            try:
+                return self._on(t, ref, ref.location)
+            except BackendUnavailableError as e:
+                raise BackendUnavailableError(
+                    f"{self.name}: a tensor was saved on '{ref.location}', which cannot be used "
+                    f"here ({e}). On a machine without it, load the file with "
+                    "plugtorch.load(..., map_location='cpu')") from None
+        return self._on(t, ref, self.map_location)
+
+    def _on(self, t, ref: _TensorRef, device):
+        if device is not None and str(device) not in ("cpu", t.backend):
             self.copied_bytes += ref.array.nbytes
             if self.copied_bytes > _DEVICE_COPY_FACTOR * self.stored_bytes + _DEVICE_COPY_SLACK:
                 raise UnsafeCheckpointError(
-                    f"moving its tensors to {self.map_location} would copy {self.copied_bytes} "
+                    f"moving its tensors to {device} would copy {self.copied_bytes} "
                     f"bytes or more out of {self.stored_bytes} bytes of storage: its tensors "
                     "overlap (stride 0, or many views of one storage), and each one moved is a "
                     "copy. Load it with map_location='cpu', where views stay views, and move "
                     "the tensors you need")
-            t = t.to(device=self.map_location)
+            t = t.to(device=device)
         if ref.parameter:
             from ..nn.parameter import Parameter
             return Parameter(t, requires_grad=ref.requires_grad)
@@ -150,7 +169,8 @@ _MUTABLE = (list, dict, collections.OrderedDict, set)
 
 
 def _finish(root, reader: _Reader):
-    """Replace placeholders with plugtorch objects; refuse anything a state dict cannot hold.
+    """Replace placeholders with plugtorch objects; refuse anything a state dict cannot hold
+    unless a global the user allowed (add_safe_globals) built it, or is it.
 
     No recursion through lists, dicts and sets: their nesting is not bounded (a pickle can fill
     a list after nesting it), so each gets an empty twin at once and is filled from a work list.
@@ -158,6 +178,8 @@ def _finish(root, reader: _Reader):
     """
     done: dict[int, object] = {}  # id(placeholder) -> what it became; ``root`` keeps ids unique
     to_fill: list = []
+    trusted = list(reader.user_globals.values())
+    trusted_types = tuple(g for g in trusted if isinstance(g, type))
 
     def single(obj):
         """What ``obj`` becomes, for anything but a tuple or frozenset."""
@@ -177,6 +199,11 @@ def _finish(root, reader: _Reader):
         elif type(obj) in _MUTABLE:
             out = type(obj)()
             to_fill.append((obj, out))
+        elif isinstance(obj, trusted_types) or any(obj is g for g in trusted):
+            out = obj  # the user's own object: tensors among its attributes are converted in place
+            attrs = getattr(obj, "__dict__", None)
+            if type(attrs) is dict and not isinstance(obj, type):
+                to_fill.append((dict(attrs), attrs))
         else:
             raise UnsafeCheckpointError(f"it holds a {type(obj).__name__}, which a weights-only "
                                         "checkpoint cannot contain")
@@ -214,11 +241,92 @@ def _finish(root, reader: _Reader):
     return out
 
 
-def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None):
+class _FullUnpickler(pickle.Unpickler):
+    """``weights_only=False``: any global, as ``torch.load`` would import it, with torch's names
+    mapped onto plugtorch's (see :func:`resolve_torch_global`) and tensors built at once."""
+
+    def __init__(self, fh, reader: _Reader):
+        super().__init__(fh)
+        self.reader = reader
+        self._restricted = _Unpickler(io.BytesIO(b""), reader)
+
+    def find_class(self, module, name):
+        key = (module, name)
+        if key in _TENSOR_BUILDERS:
+            return functools.partial(_TENSOR_BUILDERS[key], self.reader)
+        found = ALLOWED.get(key)
+        if isinstance(found, _DType):
+            return dtype_from_name(_DTYPE_ALIASES.get(found, str(found)))
+        if isinstance(found, _StorageType):  # what persistent_load expects
+            return found
+        if module == "torch" or module.startswith("torch."):
+            return resolve_torch_global(module, name)
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid):
+        return self._restricted.persistent_load(pid)
+
+
+def resolve_torch_global(module: str, name: str):
+    """``torch.<m>.<name>`` in a pickle -> ``plugtorch.<m>.<name>``: plugtorch keeps torch's
+    module layout for what it implements, so a model pickled by ``torch.save(model)`` loads as
+    plugtorch's classes of the same names. What plugtorch lacks is an error naming it."""
+    import importlib
+    ours = "plugtorch" + module[len("torch"):]
+    try:
+        obj = importlib.import_module(ours)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        raise pickle.UnpicklingError(
+            f"the file refers to {module}.{name}, and plugtorch has no {ours}.{name} to load it "
+            "as. plugtorch.load maps torch's classes onto plugtorch's of the same module and "
+            "name; load the file with torch and save its state_dict() instead") from None
+    return obj
+
+
+class _Builders:
+    """torch's tensor rebuild functions for the full unpickler: plugtorch tensors at once."""
+
+    @staticmethod
+    def tensor_v2(reader, *args):
+        return reader.tensor(_rebuild_tensor_v2(*args))
+
+    @staticmethod
+    def parameter(reader, data, requires_grad, backward_hooks=None, state=None):
+        from ..nn.parameter import Parameter
+        return Parameter(data, requires_grad=bool(requires_grad))
+
+    @staticmethod
+    def from_type_v2(reader, func, new_type, args, state):
+        t = func(*args)  # func is the bound _rebuild_tensor_v2 builder
+        from ..core.tensor import Tensor
+        from ..nn.parameter import Parameter
+        if new_type is Parameter:
+            t = Parameter(t, requires_grad=t.requires_grad)
+        elif new_type is not type(t) and isinstance(new_type, type) and issubclass(new_type, Tensor):
+            t = t._as_subclass(new_type)
+        if state:
+            for k, v in (state.items() if isinstance(state, dict) else ()):
+                setattr(t, k, v)
+        return t
+
+
+_TENSOR_BUILDERS = {
+    ("torch._utils", "_rebuild_tensor_v2"): _Builders.tensor_v2,
+    ("torch._utils", "_rebuild_parameter"): _Builders.parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _Builders.parameter,
+    ("torch._tensor", "_rebuild_from_type_v2"): _Builders.from_type_v2,
+}
+
+
+def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None, weights_only: bool = True):
     """The object in a ``torch.save`` zip archive, read without running any of its code.
 
     Whatever the archive holds, this returns or raises :class:`UnsafeCheckpointError`: a damaged
     or hostile file is refused with what was wrong, never a bare zipfile, pickle or memory error.
+    With ``weights_only=False`` the pickle is trusted and unpickled as ``torch.load`` would
+    (:class:`_FullUnpickler`); only a damaged archive is still an UnsafeCheckpointError.
     """
     names = zf.namelist()
     pkls = [n for n in names if n == "data.pkl" or n.endswith("/data.pkl")]
@@ -230,6 +338,13 @@ def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None):
         raise UnsafeCheckpointError(f"{name}: expected one data.pkl in the archive, found "
                                     f"{_show(pkls)}")
     reader = _Reader(zf, name, pkls[0], map_location)
+    if not weights_only:
+        try:
+            reader.read_byteorder()
+            return _FullUnpickler(io.BytesIO(reader.read(pkls[0])), reader).load()
+        except _Damaged as e:
+            raise UnsafeCheckpointError(f"{name}: not a readable PyTorch checkpoint: {e}. The file "
+                                        "is damaged, or was not written by torch.save") from None
     try:
         reader.read_byteorder()
         data = reader.read(pkls[0])
@@ -243,8 +358,9 @@ def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None):
         raise UnsafeCheckpointError(f"{name}: not a readable PyTorch checkpoint: {e}. The file is "
                                     "damaged, or was not written by torch.save") from None
     except UnsafeCheckpointError as e:
-        raise UnsafeCheckpointError(f"{name}: refused: {e}. If you trust the file, load it with "
-                                    "torch.load and re-save its state_dict().") from None
+        advice = "" if "weights_only=False" in str(e) else (
+            " If you trust the file, load it with torch.load and re-save its state_dict().")
+        raise UnsafeCheckpointError(f"{name}: refused: {e}.{advice}") from None
     except (pickle.UnpicklingError, EOFError, TypeError, ValueError, IndexError, KeyError,
             AttributeError) as e:
         raise UnsafeCheckpointError(f"{name}: not a readable PyTorch checkpoint "

@@ -25,9 +25,32 @@ _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage
 _DTYPES = {"float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 
 
-class UnsafeCheckpointError(RuntimeError):
+class UnsafeCheckpointError(RuntimeError, pickle.UnpicklingError):
     """A file plugtorch.load refuses: reading it would run code from it, or it is damaged, or
-    it states sizes that would make reading it take memory out of all proportion to its own."""
+    it states sizes that would make reading it take memory out of all proportion to its own.
+    It is a ``pickle.UnpicklingError`` too, which is what ``torch.load`` raises."""
+
+
+# -- globals the user trusts: torch.serialization.add_safe_globals' registry ----------------
+
+_marked_safe_globals: list = []
+
+
+def user_allowed_globals() -> dict:
+    """``"module.qualname"`` -> object, for what add_safe_globals allowed (torch's naming)."""
+    out = {}
+    for entry in _marked_safe_globals:
+        if isinstance(entry, tuple):
+            if len(entry) != 2:
+                raise ValueError("Expected tuple of length 2 (global, str of callable full path), "
+                                 f"but got tuple of length: {len(entry)}")
+            if type(entry[1]) is not str:
+                raise TypeError("Expected second item in tuple to be str of callable full path, "
+                                f"but got: {type(entry[1])}")
+            out[entry[1]] = entry[0]
+        else:
+            out[f"{entry.__module__}.{entry.__qualname__}"] = entry
+    return out
 
 
 # -- placeholders: what the pickle builds, checked and turned into tensors afterwards ------
@@ -35,10 +58,11 @@ class UnsafeCheckpointError(RuntimeError):
 class _Storage:
     """A storage the pickle referred to: its bytes, read from the archive on first use."""
 
-    __slots__ = ("reader", "key", "dtype", "numel", "_array")
+    __slots__ = ("reader", "key", "dtype", "numel", "location", "_array")
 
-    def __init__(self, reader, key: str, dtype: str, numel: int):
+    def __init__(self, reader, key: str, dtype: str, numel: int, location: str = "cpu"):
         self.reader, self.key, self.dtype, self.numel = reader, key, dtype, numel
+        self.location = location
         self._array: np.ndarray | None = None
 
     def array(self) -> np.ndarray:
@@ -51,10 +75,12 @@ class _Storage:
 
 
 class _TensorRef:
-    __slots__ = ("array", "requires_grad", "parameter")
+    __slots__ = ("array", "requires_grad", "parameter", "location")
 
-    def __init__(self, array: np.ndarray, requires_grad: bool, parameter: bool = False):
+    def __init__(self, array: np.ndarray, requires_grad: bool, parameter: bool = False,
+                 location: str = "cpu"):
         self.array, self.requires_grad, self.parameter = array, requires_grad, parameter
+        self.location = location
 
     def __setstate__(self, state):
         raise UnsafeCheckpointError("the pickle tries to set attributes on a tensor")
@@ -98,7 +124,8 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
         raise UnsafeCheckpointError(f"malformed tensor: size {size}, stride {stride}, offset {offset}")
     base = storage.array()
     if 0 in size:
-        return _TensorRef(np.empty(size, dtype=base.dtype), bool(requires_grad))
+        return _TensorRef(np.empty(size, dtype=base.dtype), bool(requires_grad),
+                          location=storage.location)
     # the furthest element must lie inside the storage: never read past it
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if last >= storage.numel:
@@ -110,13 +137,13 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     # turn four bytes into 16 GiB). Writes go to the storage; plugtorch, like torch, refuses
     # in-place writes to a tensor whose elements overlap.
     view = np.lib.stride_tricks.as_strided(base[offset:], size, [s * base.itemsize for s in stride])
-    return _TensorRef(view, bool(requires_grad))
+    return _TensorRef(view, bool(requires_grad), location=storage.location)
 
 
 def _rebuild_parameter(data, requires_grad, backward_hooks=None, state=None):
     if not isinstance(data, _TensorRef):
         raise UnsafeCheckpointError(f"malformed parameter: its data is a {type(data).__name__}")
-    return _TensorRef(data.array, bool(requires_grad), parameter=True)
+    return _TensorRef(data.array, bool(requires_grad), parameter=True, location=data.location)
 
 
 def _rebuild_from_type_v2(func, new_type, args, state):
@@ -195,17 +222,24 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
         found = ALLOWED.get((module, name))
         if found is None:
+            found = self.reader.user_globals.get(f"{module}.{name}")
+        if found is None:
             raise UnsafeCheckpointError(
                 f"its pickle asks for {module}.{name}, which is not a tensor, container, number or "
                 "string. plugtorch.load reads only what torch.load(weights_only=True) accepts and "
-                "looked nothing up, so no code from the file ran")
+                "looked nothing up, so no code from the file ran. This file can still be loaded, "
+                "but do so only if you trust its source: (1) plugtorch.load(..., "
+                "weights_only=False), which can run arbitrary code from it; or (2) allow that "
+                f"global with plugtorch.serialization.add_safe_globals([{module}.{name}]) or the "
+                f"plugtorch.serialization.safe_globals([{module}.{name}]) context manager")
         return found
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
             raise UnsafeCheckpointError(f"unknown persistent reference {_show(pid)}")
-        _, storage_type, key, _location, numel = pid
+        _, storage_type, key, location, numel = pid
         if not isinstance(storage_type, _StorageType) or not isinstance(key, str) or \
-                _int(numel, "a storage size") < 0:
+                _int(numel, "a storage size") < 0 or not isinstance(location, str) or \
+                len(location) > 64:
             raise UnsafeCheckpointError(f"malformed storage reference {_show(pid)}")
-        return self.reader.storage(key, _STORAGES[storage_type], numel)
+        return self.reader.storage(key, _STORAGES[storage_type], numel, location)

@@ -454,6 +454,19 @@ class Module(StateDictMixin):
                         module._buffers[k] = fn(b)
         return self
 
+    def __setstate__(self, state: dict) -> None:
+        # Unpickling (plugtorch.load(weights_only=False)), also a module torch pickled, whose
+        # tables are OrderedDicts: they become _Tables again, and what torch's lacks is added.
+        d = self.__dict__
+        d.update(state)
+        for name in ("_parameters", "_buffers", "_modules", "_forward_pre_hooks", "_forward_hooks"):
+            d[name] = _Table(d.get(name) or {})
+        for name in ("_non_persistent_buffers_set", "_forward_pre_hooks_with_kwargs",
+                     "_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
+            d[name] = set(d.get(name) or ())
+        d.setdefault("training", True)
+        module_changed()
+
     def apply(self, fn: Callable[[Module], object]) -> Self:
         """Call ``fn(module)`` on every sub-module (children first) and then on self."""
         for module in self.children():
