@@ -37,8 +37,15 @@ def sum_op(wire_dtype: str):
     return op
 
 
+# MPI has no arithmetic on C_BOOL; torch reduces bool tensors as logical or / and
+_BOOL_OPS = {ReduceOp.SUM: MPI.MAX, ReduceOp.MAX: MPI.MAX, ReduceOp.BOR: MPI.MAX, ReduceOp.PRODUCT: MPI.MIN,
+             ReduceOp.MIN: MPI.MIN, ReduceOp.BAND: MPI.MIN, ReduceOp.BXOR: MPI.BXOR}
+
+
 def reduction(array, op: ReduceOp):
     """(MPI buffer spec, MPI op) reducing ``array`` with ``op``."""
+    if getattr(array, "dtype", None) == np.bool_:
+        return array.view(np.uint8), _BOOL_OPS[op]
     if op in (ReduceOp.SUM, ReduceOp.AVG) and getattr(array, "dtype", None) == np.float16 \
             and isinstance(array, np.ndarray):
         # MPICH's own float16 sum is ~4x slower than a float32 one; ours runs at NumPy speed

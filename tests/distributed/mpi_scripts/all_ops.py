@@ -69,6 +69,16 @@ for op, ref in bitwise.items():
         assert np.array_equal(t.numpy(), ref(ints, axis=0).astype(np.int32)), op
     raises(RuntimeError, f"Cannot use ReduceOp.{op.name} with non-integral dtype", dist.all_reduce,
            ones(2), op=op)
+# bool tensors reduce as logical or (SUM, MAX, BOR) and and (PRODUCT, MIN, BAND), as torch's
+flags = np.array([[r == 0, True, False, r % 2 == 1] for r in R])
+for op, want in ((dist.ReduceOp.SUM, flags.any(0)), (dist.ReduceOp.BAND, flags.all(0)),
+                 (dist.ReduceOp.PRODUCT, flags.all(0)), (dist.ReduceOp.BXOR, np.logical_xor.reduce(flags, 0))):
+    t = T(flags[rank])
+    dist.all_reduce(t, op=op)
+    assert t.dtype is plugtorch.bool and np.array_equal(t.numpy(), want), (op, t.tolist(), want)
+    t = T(flags[rank])
+    dist.reduce(t, dst=0, op=op)
+    assert rank != 0 or np.array_equal(t.numpy(), want), (op, t.tolist())
 # PREMUL_SUM: each rank's input times the factor, summed (factor as a number and as a tensor)
 for factor in (0.5, tensor([3.0])):
     t = T(data(rank))
