@@ -26,7 +26,7 @@ from . import kit
 from .backends import SUFFIX, bare_backend, conformance_backends, remove_backend
 from .sample import Sample, samples_for
 
-__all__ = ["conformance_backend", "reference_torch", "test_op_has_samples", "test_forward",
+__all__ = ["conformance_backend", "reference_torch", "test_op_has_samples", "test_forward", "test_strides",
            "test_noncontiguous", "test_float32", "test_gradcheck", "test_gradgradcheck", "test_out_variants"]
 
 # gradgradcheck costs (inputs + outputs) double-backward passes per element; keep it to small samples
@@ -139,6 +139,19 @@ def test_forward(op, index, conformance_backend, reference_torch):
     opdef, sample = _sample(op, index)
     if not kit.check_forward(opdef, sample, conformance_backend, reference_torch):
         _no_reference()
+
+
+@pytest.mark.parametrize("op,index", _params(lambda s: s.raises is None))
+@_EXPECTED_WARNINGS
+def test_strides(op, index, conformance_backend, reference_torch):
+    opdef, sample = _sample(op, index)
+    if reference_torch is None:
+        pytest.skip("output strides are compared with torch's, and PyTorch is not installed")
+    rule, why = kit.layout_rule(op, sample)
+    if rule == "waived":
+        pytest.skip(f"'{op}': torch's output layout is not compared: {why}")
+    if not kit.check_strides(opdef, sample, conformance_backend, reference_torch, contiguity_only=rule == "contiguity"):
+        pytest.skip("no tensor output to compare with torch's (torch has no such op, or returns no tensor)")
 
 
 @pytest.mark.parametrize("op,index", _params(lambda s: s.raises is None and any(a.ndim >= 2 for a in s.arrays())))

@@ -37,9 +37,9 @@ from ._calling import (
 )
 from .sample import Sample, Waiver, samples_for
 
-__all__ = ["ConformanceError", "check_forward", "check_noncontiguous", "check_float32", "check_gradcheck",
-           "check_gradgradcheck", "check_out_variant", "check_coverage", "flat_outputs", "pt_inputs",
-           "torch_inputs"]
+__all__ = ["ConformanceError", "LAYOUT_WAIVERS", "CONTIGUITY_ONLY", "layout_rule", "check_forward",
+           "check_strides", "check_noncontiguous", "check_float32", "check_gradcheck", "check_gradgradcheck",
+           "check_out_variant", "check_coverage", "flat_outputs", "pt_inputs", "torch_inputs"]
 
 
 # The torch the samples are written against: pyproject.toml's dev extra pins it, and
@@ -120,6 +120,76 @@ def _check_inputs_unchanged(sample, inputs, what, t_inputs=None):
         if not np.array_equal(_host(after), before, equal_nan=before.dtype.kind == "f"):
             raise ConformanceError(f"{what}: the op modified its input {key[0]}"
                                    + (f"[{key[1]}]" if key[1] is not None else ""))
+
+
+def _layout(t) -> tuple | None:
+    """Strides of the dims longer than one (a size-0 or size-1 dim's stride never addresses an
+    element, and torch's choice for it is arbitrary); None for an empty tensor."""
+    if t.numel() == 0:
+        return None
+    return tuple(s for n, s in zip(t.shape, t.stride()) if n > 1)
+
+
+def _row_major(torch, v):
+    return v.contiguous() if isinstance(v, torch.Tensor) else v
+
+
+# Ops (or "op[sample label]") whose output layout is not compared with torch's, and why.
+LAYOUT_WAIVERS = {
+    "diagonal": "torch returns a view of the input (strides step along both dims); plugtorch's "
+                "diagonal is a gathered copy, contiguous",
+    "einsum[diagonal]": "torch returns a repeated index's diagonal ('ii->i') as a view of the input; "
+                        "plugtorch's einsum computes a contiguous copy",
+}
+
+# Ops whose torch strides are an implementation detail: only is_contiguous() is compared.
+CONTIGUITY_ONLY = {
+    "einsum": "torch permutes the output of the batched product it reduces to into the subscripts' "
+              "order (a non-contiguous view whose strides follow its contraction plan); which "
+              "permutation is not part of einsum's contract",
+}
+
+
+def layout_rule(op: str, sample: Sample) -> tuple[str, str]:
+    """How :func:`check_strides` treats ``op``'s ``sample``: ("waived", why), ("contiguity", why) or
+    ("strides", "")."""
+    for key in (f"{op}[{sample.label()}]", op):
+        if key in LAYOUT_WAIVERS:
+            return "waived", LAYOUT_WAIVERS[key]
+    if op in CONTIGUITY_ONLY:
+        return "contiguity", CONTIGUITY_ONLY[op]
+    return "strides", ""
+
+
+def check_strides(opdef, sample: Sample, backend: str, torch, contiguity_only: bool = False):
+    """Each tensor output has torch's memory layout for the same row-major inputs: its
+    ``stride()`` over the dims longer than one (``.view``, DLPack and ``.numpy()`` see the
+    layout, not only the values), or, with ``contiguity_only`` (for a plugin op whose torch
+    strides are an implementation detail), torch's ``is_contiguous()``. False where there is
+    nothing to compare (an invalid-input sample, no torch counterpart)."""
+    if sample.raises is not None:
+        return False
+    what = _where(opdef.name, sample, backend)
+    out = _caller(opdef, sample, False)(plugtorch, *pt_inputs(sample, backend))
+    # both sides from row-major inputs (torch.tensor keeps a transposed array's strides,
+    # plugtorch.tensor copies it row-major): the layouts compared are the ops', not the inputs'
+    t_inputs = [type(v)(_row_major(torch, a) for a in v) if isinstance(v, (list, tuple)) else _row_major(torch, v)
+                for v in torch_inputs(torch, sample)]
+    expected = _on_torch(torch, what, lambda: _caller(opdef, sample, True)(torch, *t_inputs))
+    if expected is NotImplemented:
+        return False
+    pairs = [(a, e) for a, e in zip(flat_outputs(out), flat_outputs(expected))
+             if isinstance(a, plugtorch.Tensor) and isinstance(e, torch.Tensor) and a.shape == tuple(e.shape)]
+    for k, (a, e) in enumerate(pairs):
+        if contiguity_only:
+            if a.is_contiguous() != e.is_contiguous():
+                raise ConformanceError(f"{what}: output {k} (shape {list(a.shape)}) has is_contiguous() "
+                                       f"{a.is_contiguous()}, torch's {e.is_contiguous()}")
+        elif _layout(a) != _layout(e):
+            raise ConformanceError(f"{what}: output {k} (shape {list(a.shape)}) has strides {a.stride()}, "
+                                   f"torch's {e.stride()}; an op returns torch's layout whatever its kernel "
+                                   "prefers inside (x.view(...) and DLPack users see it)")
+    return bool(pairs)
 
 
 def check_noncontiguous(opdef, sample: Sample, backend: str):

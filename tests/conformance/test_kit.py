@@ -246,3 +246,36 @@ def test_an_out_variant_that_accepts_a_buffer_too_small_is_caught(backend, monke
     with pytest.raises(ConformanceError, match=r"given a buffer of shape \(1, 3\) for a result of shape \(2, 3\): "
                                                r"expected ValueError"):
         kit.check_out_variant(opdef, sample, backend)
+
+
+def _channel_major(m, x, w):
+    """conv2d's values in the layout plugtorch's conv2d had: (C, N, H, W) memory seen as NCHW."""
+    return m.nn.functional.conv2d(x, w).transpose(0, 1).contiguous().transpose(0, 1)
+
+
+def _conv_sample(g, **kw):
+    return Sample((g.randn(2, 3, 5, 5), g.randn(4, 3, 3, 3)), grad=False, **kw)
+
+
+def test_an_output_laid_out_unlike_torchs_is_caught(backend):
+    # conv2d as it was: the right values, channel-major memory, so x.view(x.size(0), -1) failed
+    torch = pytest.importorskip("torch")
+    conv2d = plugtorch.get_registry().ops["conv2d"]
+    g = plugtorch.testing.SampleGen("conv2d")
+    with pytest.raises(ConformanceError, match=r"output 0 \(shape \[2, 4, 3, 3\]\) has strides "
+                                               r"\(9, 18, 3, 1\), torch's \(36, 9, 3, 1\)"):
+        kit.check_strides(conv2d, _conv_sample(g, call=_channel_major, torch_call=lambda m, x, w:
+                                               m.nn.functional.conv2d(x, w)), backend, torch)
+    with pytest.raises(ConformanceError, match=r"has is_contiguous\(\) False, torch's True"):
+        kit.check_strides(conv2d, _conv_sample(g, call=_channel_major, torch_call=lambda m, x, w:
+                                               m.nn.functional.conv2d(x, w)), backend, torch, contiguity_only=True)
+    assert kit.check_strides(conv2d, _conv_sample(g), backend, torch)  # conv2d itself: torch's layout
+
+
+def test_strides_are_compared_from_row_major_inputs_on_both_sides(backend):
+    # torch.tensor keeps a transposed array's strides and plugtorch.tensor does not: an
+    # elementwise op follows its input's layout on either side, so the inputs are made alike
+    torch = pytest.importorskip("torch")
+    neg = plugtorch.get_registry().ops["neg"]
+    a = np.arange(12.0).reshape(3, 4).T
+    assert kit.check_strides(neg, Sample((a,), grad=False), backend, torch)

@@ -353,7 +353,8 @@ def argwhere(input):
         shape = [1] * input.ndim
         shape[d] = size
         grids.append(arange(size, device=input._backend.name).reshape(shape).expand(input.shape)[nz])
-    return stack(grids, 1)
+    # torch writes the result one dim's indices after another: (n, ndim) with strides (1, n)
+    return stack(grids, 0).mT
 
 
 

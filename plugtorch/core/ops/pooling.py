@@ -202,7 +202,7 @@ def _max_pool_backward(grad_output, input, output, **geometry):
     span = [(o - 1) * si + di * (ki - 1) + 1 for o, si, di, ki in zip(out.shape[2:], s, d, k)]
     dx = fold(cols, tuple(out.shape[:2]) + tuple(span), k, s, d)
     widths = tuple(w for pi, size, t in reversed(list(zip(p, x.shape[2:], span))) for w in (-pi, pi + size - t))
-    return pad(dx, widths) if any(widths) else dx
+    return pad(dx, widths).contiguous() if any(widths) else dx   # (a cut is a view; torch's is contiguous)
 
 
 def _backward_op(name):
@@ -280,6 +280,9 @@ def _avg_pool(input, *, kernel_size, stride, padding, ceil_mode, count_include_p
     if count_include_pad:  # padding counts, the ceil_mode overhang does not
         mask = pad(mask, tuple(w for p in reversed(padding) for w in (p, p)), value=1.0)
         counts = _pool_windows(mask, 0.0, **{**geometry, "padding": (0,) * nd}).sum(dims)
+        # ceil_mode's rule drops a last window that starts in the right padding; over the padded
+        # mask (padding 0) that window starts inside, so keep the output's count of windows
+        counts = counts[(Ellipsis,) + tuple(slice(0, o) for o in total.shape[-nd:])]
     else:
         counts = _pool_windows(mask, 0.0, **geometry).sum(dims)
     return total / counts

@@ -65,7 +65,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     idx, d = _order(input, d, largest)
     if input.ndim == 0:
         return topk_result(input.clone(), idx)
-    idx = idx[(slice(None),) * d + (slice(0, k),)]
+    idx = idx[(slice(None),) * d + (slice(0, k),)].contiguous()   # a fresh tensor, as torch's
     return topk_result(gather(input, d, idx), idx)
 
 
@@ -78,7 +78,7 @@ def _select(input, position, dim, keepdim, result, op):
     if not 0 <= position < n:
         raise IndexError(f"{op}(): dimension {d} of size {n} has no entry at sorted position {position + 1}")
     idx, d = _order(input, d, False)
-    idx = idx[(slice(None),) * d + (slice(position, position + 1),)]
+    idx = idx[(slice(None),) * d + (slice(position, position + 1),)].contiguous()   # as torch's
     values = gather(input, d, idx)
     if not keepdim:
         values, idx = values.squeeze(d), idx.squeeze(d)

@@ -143,7 +143,8 @@ def im2col(input, *, kernel_size, dilation, padding, stride):
     x = pad(input, (pw, pw, ph, ph)) if ph or pw else input
     w = windows(x, kernel_size, stride, dilation)                  # (N, C, OH, OW, kh, kw)
     n, c, oh, ow, kh, kw = w.shape
-    return w.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    # (the reshape is a view of the windows where they allow it, overlapping; torch's result is a copy)
+    return w.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow).contiguous()
 
 
 public("nn.functional", name="unfold")(im2col)
@@ -196,7 +197,7 @@ def col2im(input, *, output_size, kernel_size, dilation, padding, stride):
     c = ckk // (kh * kw)
     cols = input.reshape(n, c, kh, kw, oh, ow).permute(0, 1, 4, 5, 2, 3)
     out = fold(cols, (n, c, h + 2 * ph, w + 2 * pw), kernel_size, stride, dilation)
-    return out[:, :, ph:ph + h, pw:pw + w] if ph or pw else out
+    return out[:, :, ph:ph + h, pw:pw + w].contiguous() if ph or pw else out   # contiguous, as torch's
 
 
 public("nn.functional", name="fold")(col2im)
