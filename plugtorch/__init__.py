@@ -31,6 +31,17 @@ from .core.dtypes import (
 from .core.errors import BackendMismatchError, BackendUnavailableError, MissingKernelError, PluginError
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.inference_mode import inference_mode, is_inference_mode_enabled
+from .core.legacy_types import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 from .core.plugin_report import plugins
 from .core.plugins import get_registry, list_plugins, register_plugin, unregister_plugin
 from .core.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
@@ -60,5 +71,6 @@ __all__ = [
     "seed", "set_rng_state", "Size", "Tensor", "autograd", "nn", "distributed", "optim", "utils",
     "load", "save", "load_file", "save_file", "library", "ops", "get_num_threads", "set_num_threads",
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
-    "compile",
+    "compile", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
+    "CharTensor", "ByteTensor", "BoolTensor",
 ] + _ops.__all__

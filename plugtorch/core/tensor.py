@@ -86,6 +86,37 @@ class Tensor(_BoundMethods):
     def backend(self) -> str:
         return self._backend.name
 
+    # torch's device predicates, answered from what the backend declares it computes on
+    # (Backend.accelerator): is_cuda is True on a CUDA backend (CuPy), never on the host.
+    @property
+    def is_cuda(self) -> bool:
+        return self._backend.accelerator == "cuda"
+
+    @property
+    def is_xpu(self) -> bool:
+        return self._backend.accelerator == "xpu"
+
+    @property
+    def is_mps(self) -> bool:
+        return self._backend.accelerator == "mps"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._backend.accelerator is None
+
+    # plugtorch has no meta, sparse or quantized tensors: every tensor holds dense values
+    @property
+    def is_meta(self) -> bool:
+        return False
+
+    @property
+    def is_sparse(self) -> bool:
+        return False
+
+    @property
+    def is_quantized(self) -> bool:
+        return False
+
     @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None

@@ -125,8 +125,12 @@ def type_(input, dtype=None, non_blocking=False, **kwargs):
     """No argument: the type name (``'plugtorch.FloatTensor'``); a dtype or a type name
     (``'torch.DoubleTensor'``, ``'plugtorch.IntTensor'``): the tensor cast to it."""
     if dtype is None:
-        return f"plugtorch.{_TYPE_OF[input.dtype.name]}Tensor"
-    if isinstance(dtype, str):
+        where = "plugtorch.cuda." if input.is_cuda else "plugtorch."  # torch: 'torch.cuda.FloatTensor'
+        return f"{where}{_TYPE_OF[input.dtype.name]}Tensor"
+    legacy = getattr(dtype, "dtype", None) if isinstance(dtype, type) else None
+    if isinstance(legacy, _dtype):
+        dtype = legacy  # a legacy type: x.type(plugtorch.DoubleTensor)
+    elif isinstance(dtype, str):
         name = dtype.rsplit(".", 1)[-1]
         kind = name[:-len("Tensor")] if name.endswith("Tensor") else None
         if kind not in _TYPE_NAMES:
