@@ -311,3 +311,104 @@ def test_interpolate_uint8_modes_torch_lacks(torch, shape, mode):
     size = (4,) * (len(shape) - 2)
     _same_error(lambda: F.interpolate(plugtorch.tensor(x), size=size, mode=mode),
                 lambda: torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode), exact=False)
+
+
+# -- legacy tensor types ----------------------------------------------------------------------------
+
+LEGACY = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
+          "ByteTensor", "BoolTensor"]
+
+
+@pytest.mark.parametrize("name", LEGACY)
+@pytest.mark.parametrize("args", [(2, 3), (4,), (), ([1, 0, 1],), ((1, 0),), ([[1, 2], [0, 1]],), ("Size",),
+                                  ("ndarray",), ("int64",)])
+def test_legacy_constructors(torch, name, args):
+    def call(lib):
+        made = [lib.Size([2, 3]) if a == "Size" else np.array([1.0, 0.0]) if a == "ndarray"
+                else np.int64(3) if a == "int64" else a for a in args]
+        return getattr(lib, name)(*made)
+    ours, theirs = call(plugtorch), call(torch)
+    assert list(ours.shape) == list(theirs.shape)
+    assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+    assert type(ours) is plugtorch.Tensor
+    if not (args and isinstance(args[0], int)) and args[:1] != ("Size",) and args[:1] != ("int64",):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())  # from data; sizes leave it unset
+
+
+@pytest.mark.parametrize("args, kwargs", [((2.5,), {}), (("a",), {}), ((True,), {}), (([1, 2], [3]), {}),
+                                          ((2, 3), {"dtype": "float64"}), (([1, 2],), {"requires_grad": True}),
+                                          (("long tensor",), {}), ((-1,), {})])
+def test_legacy_constructor_errors(torch, args, kwargs):
+    def call(lib):
+        made = [lib.tensor([1, 2]) if a == "long tensor" else a for a in args]
+        kw = {k: getattr(lib, v) if k == "dtype" else v for k, v in kwargs.items()}
+        return lambda: lib.FloatTensor(*made, **kw)
+    _same_error(call(plugtorch), call(torch), exact=False)
+
+
+def test_legacy_constructor_of_its_own_dtype_returns_the_tensor(torch):
+    x = plugtorch.tensor([1.0, 2.0])
+    assert plugtorch.FloatTensor(x) is x
+    assert torch.FloatTensor(torch.tensor([1.0, 2.0])).dtype is torch.float32
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8",
+                                   "bool"])
+def test_legacy_types_in_isinstance_and_type(torch, dtype):
+    ours = plugtorch.zeros(2, dtype=getattr(plugtorch, dtype), requires_grad=dtype == "float32")
+    theirs = torch.zeros(2, dtype=getattr(torch, dtype), requires_grad=dtype == "float32")
+    for name in LEGACY:
+        assert isinstance(ours, getattr(plugtorch, name)) == isinstance(theirs, getattr(torch, name)), name
+        assert ours.type(getattr(plugtorch, name)).dtype.name == str(theirs.type(getattr(torch, name)).dtype)[6:]
+    # the type names are plugtorch's own, as its dtypes' (plugtorch.float32): torch's with its module renamed
+    assert ours.type() == theirs.type().replace("torch.", "plugtorch.")
+    assert str(type(ours).__mro__[0]) == "<class 'plugtorch.core.tensor.Tensor'>"
+    assert isinstance(plugtorch.nn.Parameter(plugtorch.zeros(2)), plugtorch.FloatTensor)
+
+
+def test_legacy_types_are_no_tensor_subclasses(torch):
+    for name in LEGACY:
+        assert issubclass(getattr(plugtorch, name), plugtorch.Tensor) == issubclass(getattr(torch, name), torch.Tensor)
+        assert str(getattr(plugtorch, name)) == str(getattr(torch, name)).replace("torch.", "plugtorch.")
+        assert getattr(plugtorch, name).dtype.name == str(getattr(torch, name).dtype)[6:]
+        assert getattr(plugtorch, name).is_cuda is False
+    assert not isinstance(np.zeros(2, np.float32), plugtorch.FloatTensor)
+
+
+# -- device predicates -----------------------------------------------------------------------------
+
+PREDICATES = ["is_cuda", "is_xpu", "is_mps", "is_meta", "is_sparse", "is_quantized", "is_cpu"]
+
+
+def test_device_predicates_of_a_host_tensor(torch):
+    for name in PREDICATES:
+        assert getattr(plugtorch.zeros(2), name) is getattr(torch.zeros(2), name), name
+        assert isinstance(getattr(plugtorch.Tensor, name), property), name
+
+
+@pytest.mark.parametrize("kind", ["cuda", "xpu", "mps"])
+def test_device_predicates_follow_the_backends_accelerator(kind):
+    from plugtorch_backends.numpy_backend import make_backend
+
+    from plugtorch.core.hookspecs import CONTRACT_VERSION, hookimpl
+
+    backend = make_backend(name=f"fake_{kind}_gaps", aliases=(), host_memory=False)
+    backend.accelerator = kind
+
+    class Plugin:
+        PLUGTORCH_CONTRACT = CONTRACT_VERSION
+
+        @hookimpl
+        def plugtorch_register(self, registrar):
+            registrar.add_backend(backend)
+
+    name = plugtorch.register_plugin(Plugin(), name=f"fake-{kind}-gaps")
+    try:
+        x = plugtorch.zeros(2, device=backend.name)
+        assert [getattr(x, p) for p in PREDICATES] == [kind == "cuda", kind == "xpu", kind == "mps", False, False,
+                                                      False, False]
+        assert not isinstance(x, plugtorch.FloatTensor)  # torch: a CUDA tensor is a torch.cuda.FloatTensor
+        if kind == "cuda":
+            assert x.type() == "plugtorch.cuda.FloatTensor"  # torch: 'torch.cuda.FloatTensor'
+    finally:
+        plugtorch.unregister_plugin(name)
