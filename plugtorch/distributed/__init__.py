@@ -1,4 +1,4 @@
-"""torch.distributed for plugtorch: one process group, collectives on tensors.
+"""torch.distributed for plugtorch: process groups, collectives and point-to-point messages.
 
 ``init()`` reads the world this process was launched into: under ``mpiexec`` the
 process group comes from the MPI plugin (through the registry service
@@ -10,10 +10,10 @@ process or many.
 Set ``PLUGTORCH_DISTRIBUTED_DEBUG=1`` to check, before every collective, that all
 ranks call the same collective with the same shapes and dtypes (see ``debug``).
 
-Every collective and point-to-point op of torch.distributed is here, on the default
-group or on groups made by ``new_group``/``new_subgroups`` (``groups``), with torch's
-signatures: ``collectives`` and ``p2p`` hold the newer ones. The namespace exports the
-torch names only (``__all__``).
+Every collective and point-to-point op of torch.distributed is here, with torch's
+signatures, on the default group or on groups made by ``new_group``/``new_subgroups``
+(``groups``); the original four are below, the rest in ``collectives`` and ``p2p``.
+The namespace holds torch's names (``__all__``), no helper modules' imports.
 
 Every collective is bounded by the group's ``timeout`` (default 10 minutes,
 ``PLUGTORCH_DISTRIBUTED_TIMEOUT`` seconds): a rank that does not arrive makes the

@@ -14,8 +14,9 @@ NON_GROUP_MEMBER = -100
 
 
 class _State:
-    default_pg: ProcessGroup | None = None
-    subgroups: list[ProcessGroup] = []
+    def __init__(self) -> None:
+        self.default_pg: ProcessGroup | None = None
+        self.subgroups: list[ProcessGroup] = []  # made by new_group, shut down with the default one
 
 
 _world = _State()
