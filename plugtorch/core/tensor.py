@@ -253,6 +253,17 @@ class Tensor(_BoundMethods):
             return format(self.item(), spec)
         return repr(self)
 
+    # -- sharing between processes (plugtorch.multiprocessing) ----------------------
+    def share_memory_(self):
+        """Move this tensor's data to shared memory, in place; a no-op if it is there already."""
+        from ..multiprocessing.reductions import share_memory_
+        return share_memory_(self)
+
+    def is_shared(self) -> bool:
+        """Whether this tensor's data is in shared memory (``share_memory_``)."""
+        from ..multiprocessing.reductions import is_shared
+        return is_shared(self)
+
     # -- autograd -----------------------------------------------------------------
     def requires_grad_(self, requires_grad: bool = True):
         if not self.is_leaf:

@@ -454,6 +454,11 @@ class Module(StateDictMixin):
                         module._buffers[k] = fn(b)
         return self
 
+    def share_memory(self) -> Self:
+        """Move parameters, their gradients and buffers to shared memory in place
+        (``Tensor.share_memory_``), so processes given this module update one set of weights."""
+        return self._apply(lambda t: t.share_memory_())
+
     def __setstate__(self, state: dict) -> None:
         # Unpickling (plugtorch.load(weights_only=False)), also a module torch pickled, whose
         # tables are OrderedDicts: they become _Tables again, and what torch's lacks is added.
