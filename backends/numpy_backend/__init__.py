@@ -12,6 +12,7 @@ import numpy as np
 from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
 
 from . import allocator, native
+from .attention import ATTENTION_KERNELS
 from .fused import FUSED_KERNELS
 from .fused_optim import OPTIM_KERNELS
 from .rnn import RNN_KERNELS
@@ -109,6 +110,8 @@ _KERNEL_TESTS = {
     **dict.fromkeys(("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
                      "batch_norm_backward", "batch_norm_weight_grad"), "tests/ops/test_norm_kernels.py"),
     "index_select": "tests/ops/test_native_gather.py",
+    **dict.fromkeys(("scaled_dot_product_attention", "scaled_dot_product_attention_backward"),
+                    "tests/ops/test_attention_kernels.py"),
     **dict.fromkeys(("lstm_layer", "lstm_layer_backward"), "tests/ops/test_lstm_layer.py"),
     **dict.fromkeys(("max_pool2d", "max_pool2d_backward"), "tests/ops/test_fused_max_pool.py"),
     **dict.fromkeys(("relu", "threshold_backward", "tanh_backward", "sigmoid_backward"),
@@ -116,21 +119,24 @@ _KERNEL_TESTS = {
 }
 
 
+# the kernels written with NumPy, which serve wherever the C is missing or declines an input
+NUMPY_KERNELS = {**FUSED_KERNELS, **OPTIM_KERNELS, **RNN_KERNELS, **ATTENTION_KERNELS}
+
+
 def _kinds(op: str) -> tuple[str | None, ...]:
-    numpy_kernel = "NumPy" if op in FUSED_KERNELS or op in OPTIM_KERNELS or op in RNN_KERNELS else None
+    numpy_kernel = "NumPy" if op in NUMPY_KERNELS else None
     return ("C", numpy_kernel) if op in C_KERNEL_OPS else (numpy_kernel,)
 
 
 PLUGTORCH_KERNELS = {NAME: {op: (_kinds(op), _KERNEL_TESTS.get(op, ""))
-                            for op in sorted(C_KERNEL_OPS | FUSED_KERNELS.keys() | OPTIM_KERNELS.keys()
-                                                   | RNN_KERNELS.keys())}}
+                            for op in sorted(C_KERNEL_OPS | NUMPY_KERNELS.keys())}}
 
 
 @hookimpl
 def plugtorch_register(registrar):
     allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
     registrar.add_backend(make_backend())
-    kernels = {**FUSED_KERNELS, **OPTIM_KERNELS, **RNN_KERNELS, **native.kernels()}
+    kernels = {**NUMPY_KERNELS, **native.kernels()}
     native.share_blas_threads()  # NumPy's OpenBLAS and the native kernels on one pool of threads
     for op, fn in kernels.items():
         registrar.add_kernel(op, NAME, fn)

@@ -23,6 +23,7 @@ from ._args import broadcast_shapes
 from .activation import softmax
 from .creation import arange, rand
 from .reduce import amax
+from .shape import cat
 
 _NEG_INF = float("-inf")
 
@@ -42,20 +43,31 @@ def _weights(q, k, mask, scale, is_causal):
     return ew.where(dead, 0.0, softmax(ew.where(dead, 0.0, s), -1))
 
 
-def _sdpa_rule(ctx, g):
-    q, k, v, mask, drop = ctx.saved
-    scale, need = ctx.attrs["scale"], ctx.needs_input_grad
-    w = _weights(q, k, mask, scale, ctx.attrs["is_causal"])
+def _gradients(g, q, k, v, mask, drop, scale, is_causal):
+    """The gradients of q, k, v and of the scores (what a float mask's gradient is)."""
+    w = _weights(q, k, mask, scale, is_causal)
     wd = w if drop is None else w * drop
-    gv = wd.mT @ g if need[2] else None
+    gv = wd.mT @ g
     gw = g @ v.mT
     if drop is not None:
         gw = gw * drop
     gs = w * (gw - (gw * w).sum(-1, keepdim=True))
-    gq = (gs @ k) * scale if need[0] else None
-    gk = (gs.mT @ q) * scale if need[1] else None
-    gmask = gs if need[3] else None
-    return gq, gk, gv, gmask, None
+    return (gs @ k) * scale, (gs.mT @ q) * scale, gv, gs
+
+
+def _sdpa_rule(ctx, g):
+    q, k, v, mask, drop = ctx.saved
+    need = ctx.needs_input_grad
+    if need[3]:  # a float mask's gradient: the scores' gradient, which the fused op does not return
+        gq, gk, gv, gs = _gradients(g, q, k, v, mask, drop, **ctx.attrs)
+        return gq if need[0] else None, gk if need[1] else None, gv if need[2] else None, gs, None
+    flat = scaled_dot_product_attention_backward(g, q, k, v, mask, drop, **ctx.attrs)
+    grads, at = [], 0
+    for t, wanted in zip((q, k, v), need):
+        n = t.numel()
+        grads.append(flat[at:at + n].view(t.shape) if wanted else None)
+        at += n
+    return (*grads, None, None)
 
 
 def _check(query, key, value, attn_mask):
@@ -137,3 +149,31 @@ def scaled_dot_product_attention(query, key, value, attn_mask, dropout_mask, *, 
     """
     w = _weights(query, key, attn_mask, scale, is_causal)
     return (w if dropout_mask is None else w * dropout_mask) @ value
+
+
+def _sdpa_backward_args(grad, query, key, value, attn_mask=None, dropout_mask=None, *, scale, is_causal):
+    for what, t in (("grad", grad), ("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"scaled_dot_product_attention_backward(): argument '{what}' must be Tensor, not "
+                            f"{type(t).__name__}")
+    _check(query, key, value, attn_mask)
+    lead, L, S = tuple(query.shape[:-2]), query.shape[-2], key.shape[-2]
+    if not (tuple(key.shape[:-2]) == tuple(value.shape[:-2]) == lead
+            and tuple(grad.shape) == (*lead, L, value.shape[-1])
+            and all(m is None or tuple(m.shape) == (*lead, L, S) for m in (attn_mask, dropout_mask))):
+        raise RuntimeError(f"scaled_dot_product_attention_backward: expected query, key, value of one batch shape, "
+                           f"grad of the output's shape and masks of the weights' shape, got query "
+                           f"{list(query.shape)}, key {list(key.shape)}, value {list(value.shape)}, grad "
+                           f"{list(grad.shape)}")
+    return (grad, query, key, value, attn_mask, dropout_mask), {"scale": float(scale), "is_causal": bool(is_causal)}
+
+
+@op(bind=_sdpa_backward_args, dtypes="as scaled_dot_product_attention's")
+def scaled_dot_product_attention_backward(grad, query, key, value, attn_mask, dropout_mask, *, scale, is_causal):
+    """The gradients of scaled_dot_product_attention's query, key and value for the gradient
+    ``grad`` of its output, flattened and joined into one 1-D tensor in that order (ops return one
+    tensor; the forward's rule takes views of it). The operands are the forward's, as its bind
+    gave them to the kernel: one batch shape, masks of the weights' full shape.
+    """
+    gq, gk, gv, _ = _gradients(grad, query, key, value, attn_mask, dropout_mask, scale, is_causal)
+    return cat([gq.reshape(-1), gk.reshape(-1), gv.reshape(-1)])

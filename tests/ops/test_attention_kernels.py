@@ -1,0 +1,100 @@
+"""scaled_dot_product_attention and its backward op: the NumPy backend's kernels (the weights in
+one buffer, masked and normalised in place) against the ops' decompositions, for the layouts
+minGPT gives them (heads split by a transpose: non-contiguous), broadcast batch dims, every kind
+of mask, dropout masks and rows that see no key."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from plugtorch_backends.numpy_backend import attention
+
+import plugtorch
+from plugtorch.core.ops import attention as ops
+
+REG = plugtorch.get_registry().ops
+
+
+def _inputs(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    qkv = rng.standard_normal((2, 5, 3 * 8)).astype(dtype)  # (B, T, 3C), split into 2 heads of 4
+    q, k, v = (qkv[..., i * 8:(i + 1) * 8].reshape(2, 5, 2, 4).transpose(0, 2, 1, 3) for i in range(3))
+    return q, k, v
+
+
+def _masks(kind, dtype, rng):
+    shape = (2, 2, 5, 5)
+    if kind == "bool":
+        m = rng.random(shape) > 0.3
+        m[0, 1, 2] = False  # a row with no visible key
+        return m
+    if kind == "float":
+        m = rng.standard_normal(shape).astype(dtype)
+        m[1, 0, 3] = -np.inf
+        return m
+    return None
+
+
+CASES = [(None, False), (None, True), ("bool", False), ("float", False)]
+
+
+def _tol(dtype):
+    return dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("mask_kind", "causal"), CASES)
+@pytest.mark.parametrize("dropout", [False, True])
+def test_kernels_equal_the_decompositions(dtype, mask_kind, causal, dropout):
+    rng = np.random.default_rng(1)
+    q, k, v = _inputs(dtype)
+    mask = _masks(mask_kind, dtype, rng)
+    drop = (rng.random((2, 2, 5, 5)) > 0.2).astype(dtype) * dtype(1 / 0.8) if dropout else None
+    scale = 1 / math.sqrt(4)
+    t = [None if a is None else plugtorch.tensor(a) for a in (q, k, v, mask, drop)]
+
+    got = attention.scaled_dot_product_attention(q, k, v, mask, drop, scale=scale, is_causal=causal)
+    want = REG["scaled_dot_product_attention"].decompose(*t, scale=scale, is_causal=causal)
+    np.testing.assert_allclose(got, want.numpy(), **_tol(dtype))
+
+    grad = rng.standard_normal(got.shape).astype(dtype)
+    flat = attention.scaled_dot_product_attention_backward(grad, q, k, v, mask, drop, scale=scale, is_causal=causal)
+    want = REG["scaled_dot_product_attention_backward"].decompose(plugtorch.tensor(grad), *t, scale=scale,
+                                                                  is_causal=causal)
+    np.testing.assert_allclose(flat, want.numpy(), **_tol(dtype))
+    assert np.isfinite(flat).all()
+
+
+def test_broadcast_batch_dims_reach_the_kernels_as_zero_strides():
+    rng = np.random.default_rng(2)
+    q = plugtorch.tensor(rng.standard_normal((2, 1, 3, 4)), requires_grad=True)
+    k = plugtorch.tensor(rng.standard_normal((1, 2, 4, 4)), requires_grad=True)
+    v = plugtorch.tensor(rng.standard_normal((2, 4, 3)), requires_grad=True)
+    out = plugtorch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    out.sum().backward()
+    ref = [plugtorch.tensor(t.detach().numpy(), requires_grad=True) for t in (q, k, v)]
+    b = (2, 2)
+    want = REG["scaled_dot_product_attention"].decompose(
+        ref[0].expand(*b, 3, 4), ref[1].expand(*b, 4, 4), ref[2].expand(*b, 4, 3), None, None,
+        scale=0.5, is_causal=True)
+    want.sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+    for a, r in zip((q, k, v), ref):
+        np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_a_float_masks_gradient_still_flows():
+    q, k, v = (plugtorch.tensor(a) for a in _inputs(np.float64))
+    mask = plugtorch.tensor(np.random.default_rng(3).standard_normal((2, 2, 5, 5)), requires_grad=True)
+    out = plugtorch.nn.functional.scaled_dot_product_attention(q, k, v, mask)
+    (g,) = plugtorch.autograd.grad(out.sum(), mask)
+    w = REG["scaled_dot_product_attention"].decompose(q, k, v, mask, None, scale=0.5, is_causal=False)
+    (want,) = plugtorch.autograd.grad(w.sum(), mask)
+    np.testing.assert_allclose(g.numpy(), want.numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_the_backward_op_names_bad_shapes():
+    q, k, v = (plugtorch.tensor(a) for a in _inputs(np.float64))
+    with pytest.raises(RuntimeError, match="scaled_dot_product_attention_backward: expected query, key, value"):
+        ops.scaled_dot_product_attention_backward(q[..., :3], q, k, v, scale=0.5, is_causal=False)
