@@ -128,6 +128,82 @@ def index_put_zeros(g, *, shape, dtype, index):
     """The adjoint of getitem: zeros(shape) with ``g`` added at ``index``; repeats accumulate."""
 
 
+# -- index_put: torch's x.index_put_(indices, values, accumulate), and x[i] = v ---------------
+
+def _index_put_rule(ctx, g):
+    index, need = ctx.attrs["index"], ctx.needs_input_grad
+    gx = None
+    if need[0]:  # written positions take none of g, unless values were added to them
+        gx = g if ctx.attrs["accumulate"] else call_op("index_fill", (g,), {"index": index, "value": 0})
+    gv = getitem_native(g, index) if need[1] else None  # the engine sums it down to values' shape
+    return gx, gv
+
+
+def _lower_index_put(backend, x, values, *, index, accumulate):
+    p = backend.primitives
+    if accumulate:  # repeated positions sum their values, as np.add.at
+        return p["index_add"](x, index, values)
+    out = p["copy"](x)
+    p["setitem"](out, index, values)
+    return out
+
+
+def _index_put_args(input, indices, values, accumulate=False):
+    if not isinstance(indices, (tuple, list)) or not all(isinstance(i, Tensor) for i in indices):
+        got = type(indices).__name__ if not isinstance(indices, (tuple, list)) else \
+            "a sequence holding " + ", ".join(type(i).__name__ for i in indices)
+        raise TypeError(f"index_put(): argument 'indices' (position 1) must be tuple of Tensors, not {got}")
+    if not indices:
+        raise RuntimeError("index_put(): indices must hold at least one index tensor")
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    if values.dtype is not input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_TORCH_NAMES[input.dtype.name]} for the destination and "
+                           f"{_TORCH_NAMES[values.dtype.name]} for the source.")
+    index, _ = native_index(input, tuple(indices))
+    check_put_shape(input, index, values)
+    return (input, values), {"index": index, "accumulate": bool(accumulate)}
+
+
+@op(lower=_lower_index_put, bind=_index_put_args, derivative=_index_put_rule, exposed=_EVERYWHERE,
+    inplace=True)
+def index_put(input, values, *, index, accumulate):
+    """``input`` with ``values`` (broadcast) written at ``indices``, a tuple of index tensors as
+    ``input[indices]`` reads them; with ``accumulate``, added there instead, repeats summed.
+
+    A kernel receives ``index`` in the backend's form (what ``native_index`` makes of the
+    indices: native int arrays and bool masks), as the ``setitem`` primitive takes it.
+    """
+
+
+def put_native(x, index, values):
+    """``x`` with ``x[index] = values`` (out of place), ``index`` already in the backend's form:
+    ``x[key] = v`` on a tensor in the graph."""
+    return call_op("index_put", (x, values), {"index": index, "accumulate": False})
+
+
+def check_put_shape(x, index, values):
+    """torch's errors for ``x[index] = values``: an index out of range, or values that do not
+    broadcast to what ``x[index]`` selects."""
+    try:
+        target = tuple(x._backend.primitives["getitem"](x._data, index).shape)
+    except IndexError as e:
+        raise IndexError(f"x[index] = value on a tensor of shape {list(x.shape)}: {e}") from None
+    try:
+        fits = broadcast_shapes(tuple(values.shape), target) == target
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast "
+                           f"to indexing result of shape {list(target)}")
+
+
+# torch's scalar-type names, which its dtype errors use
+_TORCH_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long", "int32": "Int",
+                "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
 def _check_index_dtype(op, index):
     if not isinstance(index, Tensor) or index.dtype is not int64:
         raise RuntimeError(f"{op}(): Expected dtype int64 for index")

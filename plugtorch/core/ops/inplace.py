@@ -16,8 +16,9 @@ value of a tensor modified since raises torch's "modified by an inplace
 operation" error instead of computing a wrong gradient; and a tensor whose
 elements share memory (an ``expand()``ed view) is refused first, as torch refuses it.
 
-``Tensor.<op>_`` for every op declared ``inplace=True`` is ``inplace(op)``; the two ops
-declared here (``index_put``, ``index_fill``) are the out-of-place forms of ``x[i] = v``.
+``Tensor.<op>_`` for every op declared ``inplace=True`` is ``inplace(op)``. ``x[i] = v`` runs
+out of place as ``index_put`` (declared with the other index ops) for a tensor ``v`` and as
+``index_fill``, declared here, for a number.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import move
 from .creation import tensor
-from .index import getitem_native, native_index
+from .index import native_index, put_native
 from .shape import _strides, clone
 
 
@@ -315,31 +316,14 @@ def uniform_(input, *args, generator=None, **kwargs):
 
 # -- x[index] = value ----------------------------------------------------------------
 
-def _index_put_rule(ctx, g):
-    index = ctx.attrs["index"]
-    need = ctx.needs_input_grad
-    gx = index_fill(g, index, 0) if need[0] else None
-    gv = None
-    if need[1]:
-        gv = getitem_native(g, index)  # the engine sums it down to value's shape
-    return gx, gv
-
-
-def _lower_index_put(backend, x, value, *, index):
+def _lower_index_fill(backend, x, *, index, value):
     p = backend.primitives
     out = p["copy"](x)
     p["setitem"](out, index, value)
     return out
 
 
-@op(lower=_lower_index_put, bind=lambda input, index, value: ((input, value), {"index": index}),
-    derivative=_index_put_rule)
-def index_put(input, value, *, index):
-    """``input`` with ``input[index] = value`` (out of place); ``index`` is in the backend's form."""
-
-
-@op(lower=lambda backend, x, *, index, value: _lower_index_put(backend, x, value, index=index),
-    derivative=lambda ctx, g: index_fill(g, ctx.attrs["index"], 0))
+@op(lower=_lower_index_fill, derivative=lambda ctx, g: index_fill(g, ctx.attrs["index"], 0))
 def index_fill(input, index, value):
     """``input`` with ``input[index] = value`` for a Python number (out of place)."""
 
@@ -365,7 +349,7 @@ def setitem(x, key, value):
     old = _alias(x)
     _check_put_shapes(b, x._data, index, value)
     # a number goes through index_fill, its own op, so its kernels and overrides are what run
-    out = index_put(old, index, value) if isinstance(value, Tensor) else index_fill(old, index, value)
+    out = put_native(old, index, value) if isinstance(value, Tensor) else index_fill(old, index, value)
     x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
     x._vc[0] += 1
 

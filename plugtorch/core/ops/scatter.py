@@ -19,7 +19,7 @@ from ..optable import Done, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from .creation import arange, full, ones, zeros, zeros_like
-from .index import _check_gather, check_scatter_dtypes, gather, scatter_add
+from .index import _TORCH_NAMES, _check_gather, check_scatter_dtypes, gather, scatter_add
 from .shape import cat
 
 _EVERYWHERE = ("plugtorch", "Tensor")
@@ -204,14 +204,10 @@ def _shared_among_ties(out, input, index, src, dim, hit, include_self):
 
 # -- index_add ---------------------------------------------------------------------------------
 
-# torch's scalar-type names, which its index_add error uses
-_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long", "int32": "Int",
-                 "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
 def _index_add_args(input, dim, index, source, *, alpha=1):
     if isinstance(source, Tensor) and source.dtype is not input.dtype:
-        raise RuntimeError(f"index_add_(): self ({_SCALAR_NAMES[input.dtype.name]}) and source "
-                           f"({_SCALAR_NAMES[source.dtype.name]}) must have the same scalar type")
+        raise RuntimeError(f"index_add_(): self ({_TORCH_NAMES[input.dtype.name]}) and source "
+                           f"({_TORCH_NAMES[source.dtype.name]}) must have the same scalar type")
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.ndim > 1:
         raise RuntimeError("index_add(): index must be a 1-D integer tensor")
     d = _wrap_dim(dim, input.ndim) if input.ndim else 0
