@@ -42,7 +42,7 @@ from .core.dispatch import NO_ATTRS, call_op, record
 from .core.grad_mode import _state as _grad
 from .core.hookspecs import CONTRACT_VERSION, hookimpl
 from .core.opdef import OpDef
-from .core.optable import TABLE
+from .core.optable import INTERCEPT, TABLE
 from .core.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -226,6 +226,8 @@ class CustomOpDef:
         operands, attrs, values = self._split(args, kwargs)
         for n, o in zip(self._operands, operands):
             if o is not None and not isinstance(o, Tensor):
+                if INTERCEPT.on and (out := INTERCEPT.call(self, args, kwargs)) is not NotImplemented:
+                    return out  # an fx.Proxy argument: the call is recorded
                 raise TypeError(f"{self.name}(): argument '{n}' must be a Tensor, not {type(o).__name__}")
         for m in self._mutates:
             t = values[m]

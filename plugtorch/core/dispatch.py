@@ -15,7 +15,7 @@ from . import anomaly, native
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
-from .optable import TABLE
+from .optable import INTERCEPT, TABLE
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -229,6 +229,8 @@ def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
         else:
             arrays.append(o)
     if b is None:
+        if INTERCEPT.on and (out := INTERCEPT.call(d.function, operands, attrs)) is not NotImplemented:
+            return out  # an fx.Proxy operand: the call is recorded
         got = ", ".join(type(o).__name__ for o in operands) or "nothing"
         raise TypeError(f"{name}(): expected a Tensor argument, got {got}")
     try:
@@ -250,6 +252,8 @@ def call_op1(name: str, x, attrs: dict = NO_ATTRS):
     if d is None:
         raise _unknown_op(name)
     if not isinstance(x, Tensor):
+        if INTERCEPT.on and (out := INTERCEPT.call(d.function, (x,), attrs)) is not NotImplemented:
+            return out
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
     b = x._backend
     try:

@@ -20,12 +20,36 @@ from typing import Any
 
 from .opdef import PLACES, OpDef
 
-__all__ = ["TABLE", "CORE", "API", "INPLACE", "declare", "public", "op", "Done"]
+__all__ = ["TABLE", "CORE", "API", "INPLACE", "INTERCEPT", "declare", "public", "op", "Done"]
 
 TABLE: dict[str, OpDef] = {}
 CORE: list[OpDef] = []
 API: dict[str, dict[str, Callable]] = {place: {} for place in PLACES}
 INPLACE: dict[str, Callable] = {}  # Tensor.<name>_ -> the function it applies in place
+
+
+class _Intercept:
+    """How a public function hands a call with an ``fx.Proxy`` argument to ``plugtorch.fx``.
+
+    ``on`` counts the live proxies (``plugtorch.fx`` keeps it), so a public function tests one
+    attribute and nothing more unless a graph is being built. Then ``call(fn, args, kwargs)``
+    (or ``call_bound(fn, arguments)``, the arguments by parameter name) records ``fn`` called
+    with them and returns the result's Proxy, or ``NotImplemented`` when no argument is a Proxy.
+    """
+
+    __slots__ = ("on", "call", "call_bound")
+
+    def __init__(self) -> None:
+        self.on = 0
+        self.call: Callable = _not_implemented
+        self.call_bound: Callable = _not_implemented
+
+
+def _not_implemented(*args: Any) -> Any:
+    return NotImplemented
+
+
+INTERCEPT = _Intercept()
 
 
 def declare(opdef: OpDef) -> OpDef:
@@ -133,6 +157,7 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
     result has the real signature and costs one frame, like a hand-written function.
     """
     from .dispatch import NO_ATTRS, call_op, call_op1
+    name = opname if opname.isidentifier() else fn.__name__
     params = list(inspect.signature(fn).parameters.values())
     defaults: dict[str, object] = {}
     text: list[str] = []
@@ -170,6 +195,11 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
             text.append(p.name)
         passed.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
         (operands if i < n_operands and p.kind is not p.KEYWORD_ONLY else attrs).append(p.name)
+    # a Proxy argument records the call (plugtorch.fx) before a bind or a kernel sees it
+    intercept = ("    if _fx.on:\n"
+                 f"        _fx_out = _fx.call_bound({name}, locals())\n"
+                 "        if _fx_out is not NotImplemented:\n"
+                 "            return _fx_out\n")
     if bound:
         body = (f"    bound = _bind({', '.join(passed)})\n"
                 "    if type(bound) is _Done:\n"
@@ -188,10 +218,9 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
         else:
             operand_expr = f"tuple({operands[0]})" if variadic else "(" + "".join(f"{o}, " for o in operands) + ")"
             body = f"    return _call_op({opname!r}, {operand_expr}, {attr_expr})\n"
-    name = opname if opname.isidentifier() else fn.__name__
-    src = f"def {name}({', '.join(text)}):\n{body}"
-    namespace = {"_call_op": call_op, "_call_op1": call_op1, "_NO_ATTRS": NO_ATTRS, "_bind": fn, "_Done": Done,
-                 **defaults}
+    src = f"def {name}({', '.join(text)}):\n{intercept}{body}"
+    namespace = {"_fx": INTERCEPT, "_call_op": call_op, "_call_op1": call_op1, "_NO_ATTRS": NO_ATTRS, "_bind": fn,
+                 "_Done": Done, **defaults}
     exec(compile(src, f"<plugtorch op {opname}>", "exec"), namespace)
     front: Any = namespace[name]
     front.__doc__ = fn.__doc__

@@ -22,7 +22,7 @@ from ..dispatch import NO_ATTRS, call_op, record, record_one, record_pair, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..optable import TABLE, Done, op, public
+from ..optable import INTERCEPT, TABLE, Done, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import cast
@@ -59,6 +59,8 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
 
     def fn(input):
         if not isinstance(input, Tensor):
+            if INTERCEPT.on and (out := INTERCEPT.call(fn, (input,), NO_ATTRS)) is not NotImplemented:
+                return out  # an fx.Proxy: the call is recorded
             raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
         if not input.dtype.is_floating_point:
             if floating:
@@ -246,6 +248,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
         if not isinstance(input, Tensor):
             if isinstance(other, Tensor):
                 return fn(other._full_like_scalar(input), other)
+            if INTERCEPT.on and (out := INTERCEPT.call(front, (input, other), NO_ATTRS)) is not NotImplemented:
+                return out  # an fx.Proxy: the call is recorded
             raise TypeError(f"{name}(): expected at least one Tensor argument")
         if isinstance(other, Tensor):
             if input.dtype is not other.dtype or other._backend is not input._backend:
@@ -267,6 +271,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
                     record_pair(out, d, input, other)
             return out
         if type(other) not in _NUMBER:
+            if INTERCEPT.on and (out := INTERCEPT.call(front, (input, other), NO_ATTRS)) is not NotImplemented:
+                return out
             if hasattr(other, "__array__") or isinstance(other, (list, tuple)):
                 return fn(input, input._tensor_like(other))
             raise TypeError(f"{name}(): unsupported operand type {type(other).__name__} "
