@@ -41,7 +41,7 @@ def _conv_transpose_rule(nd):
         if need[0]:
             gx = call_op(f"conv{nd}d", (g, w, None), a)
             if tuple(gx.shape) != tuple(x.shape):  # output_padding >= stride: one window too many
-                gx = gx[(slice(None), slice(None)) + tuple(slice(0, s) for s in x.shape[2:])]
+                gx = gx[(slice(None), slice(None)) + tuple(slice(0, s) for s in x.shape[2:])].contiguous()
         if need[1]:
             gw = call_op(f"conv{nd}d_weight_grad", (x, g), {"weight_shape": tuple(w.shape), **a})
         if need[2]:
