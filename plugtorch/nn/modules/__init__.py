@@ -27,7 +27,7 @@ from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout1d, Dropout2d
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
 from .linear import Identity, Linear
@@ -113,6 +113,7 @@ __all__ = [
     "Dropout",
     "Dropout1d",
     "Dropout2d",
+    "Dropout3d",
     "ELU",
     "Embedding",
     "Flatten",
