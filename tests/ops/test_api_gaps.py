@@ -469,3 +469,57 @@ def test_index_put_in_place_and_through_plugtorch(torch):
 ])
 def test_index_put_errors_as_torch(torch, call):
     _same_error(lambda: call(plugtorch), lambda: call(torch), exact=False)
+
+
+# -- dropout2d / dropout3d on the ranks torch deprecates ---------------------------------------------
+
+def _varying_dims(y):
+    """The dims along which the dropout mask of an all-ones input changes."""
+    a = np.asarray(y.tolist())
+    return [d for d in range(a.ndim) if not (a == a.take([0], axis=d)).all()]
+
+
+@pytest.mark.parametrize("name, ndim", [("dropout2d", 2), ("dropout2d", 3), ("dropout2d", 4), ("dropout2d", 5),
+                                        ("dropout3d", 1), ("dropout3d", 2), ("dropout3d", 3), ("dropout3d", 4),
+                                        ("dropout3d", 5), ("dropout3d", 6), ("dropout1d", 2), ("dropout1d", 3)])
+def test_channel_dropout_ranks_as_torch(torch, name, ndim):
+    shape = (7,) * ndim  # p = 0.5 over 7 draws: a dim that varies looks constant with odds 2**-6
+    results = {}
+    for lib in (torch, plugtorch):
+        lib.manual_seed(0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = getattr(lib.nn.functional, name)(lib.ones(shape), 0.5, True)
+        results[lib.__name__] = (_varying_dims(y), sorted(set(np.asarray(y.tolist()).ravel().tolist())),
+                                 [(w.category, str(w.message)) for w in caught])
+    assert results["plugtorch"] == results["torch"]
+
+
+@pytest.mark.parametrize("name, module, ndim", [("dropout2d", "Dropout2d", 2), ("dropout2d", "Dropout2d", 3),
+                                                ("dropout3d", "Dropout3d", 3)])
+def test_channel_dropout_modules_warn_and_keep_eval_identity(torch, name, module, ndim):
+    for lib in (torch, plugtorch):
+        m = getattr(lib.nn, module)(0.5)
+        with pytest.warns(UserWarning, match=f"{name}: Received a {ndim}"):
+            m(lib.ones((4,) * ndim))
+        m.eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            x = lib.ones((4,) * ndim)
+            assert m(x).tolist() == x.tolist()
+
+
+def test_channel_dropout_in_place_and_gradient(torch):
+    x = plugtorch.ones(3, 4, 5, requires_grad=True)
+    with pytest.warns(UserWarning):
+        y = F.dropout3d(x * 1, 0.5, True)
+    y.sum().backward()
+    np.testing.assert_array_equal(_np(x.grad), _np(y))  # the gradient is the mask, scaled
+    z = plugtorch.ones(3, 4, 5)
+    with pytest.warns(UserWarning):
+        out = F.dropout2d(z, 0.5, True, inplace=True)
+    assert out is z and _varying_dims(z) in ([0, 1], [0], [1])
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="Feature dropout requires at least 2"):
+        F.dropout2d(plugtorch.ones(5), 0.5, True)
+    with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input"):
+        F.dropout1d(plugtorch.ones(5), 0.5, True)
