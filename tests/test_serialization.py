@@ -315,6 +315,10 @@ def test_numpy_arrays_need_weights_only_false_as_in_torch(tmp_path, torch):
         torch.load(tmp_path / "np.pt")
     out = plugtorch.load(tmp_path / "np.pt", weights_only=False)["a"]
     assert out.dtype == np.int16 and out.tolist() == [0, 1, 2]
+    # torch's recipe for allowing them works here too
+    from numpy._core.multiarray import _reconstruct
+    with safe_globals([_reconstruct, np.ndarray, np.dtype, type(np.dtype(np.int16))]):
+        assert plugtorch.load(tmp_path / "np.pt")["a"].tolist() == [0, 1, 2]
 
 
 def test_a_model_torch_pickled_loads_as_plugtorch_classes(tmp_path, torch):
