@@ -73,6 +73,17 @@ def test_it_reexports_multiprocessing():
         mp.set_sharing_strategy("file_system")
 
 
+def test_its_names_and_signatures_are_torch_multiprocessings(torch):
+    import inspect
+
+    import torch.multiprocessing as tmp
+    assert set(tmp.__all__) <= set(mp.__all__)
+    for name in ("spawn", "start_processes"):
+        assert inspect.signature(getattr(mp, name)) == inspect.signature(getattr(tmp, name))
+    assert (inspect.signature(mp.ProcessContext.join).parameters.keys()
+            == inspect.signature(tmp.ProcessContext.join).parameters.keys())
+
+
 def test_share_memory_is_in_place_and_keeps_values():
     t = plugtorch.arange(6.0).reshape(2, 3)
     view_before = t.detach()
@@ -144,6 +155,7 @@ def test_a_tensor_through_a_queue_is_the_same_memory(no_shm_leak):
 
 
 def test_hogwild_training_updates_the_shared_model(no_shm_leak):
+    plugtorch.manual_seed(0)  # the model's initial weights
     g = plugtorch.Generator().manual_seed(0)
     x = plugtorch.randn(64, 4, generator=g)
     y = x @ plugtorch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 1.0
