@@ -1,4 +1,4 @@
-"""Small torch API gaps that real scripts and external op suites hit (issue 30), each
+"""Small torch API gaps that real scripts and external op suites hit, each
 differential against torch: randint's overloads, F.pad's negative widths, scatter's dtype
 check, uint8 interpolation, the legacy tensor types, the device predicates, index_put and
 the deprecated input ranks of dropout2d/3d."""
