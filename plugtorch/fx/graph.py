@@ -282,7 +282,7 @@ class Graph:
         def attr_path(target: str) -> str:
             out = root_module
             for atom in target.split("."):
-                out = f"{out}.{atom}" if atom.isidentifier() else f"getattr({out}, {atom!r})"
+                out = f"{out}.{atom}" if atom.isidentifier() else f'getattr({out}, "{atom}")'
             return out
 
         # the node after which each value is last used: released there
@@ -358,7 +358,8 @@ class Graph:
         if isinstance(target, str):
             op = target[1:] if target.startswith("*") else target
             return snake_case(op.replace(".", "_"))
-        name = getattr(target, "__name__", None) or type(target).__name__
+        public = public_name(target)  # plugtorch.nn.functional.softmax, not its functional_softmax
+        name = public.rsplit(".", 1)[-1] if public else getattr(target, "__name__", None) or type(target).__name__
         return snake_case(name.split("::")[-1])
 
 
