@@ -8,14 +8,19 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .xp_table import numpy_erf
 
+# ufuncs given out=... return arrays, 0-d ones included (the contract's); typed Any, as NumPy's
+# stubs do not list the Ellipsis
+_AN_ARRAY: Any = ...
+
 
 def relu(x):
-    return np.maximum(x, 0, out=...)
+    return np.maximum(x, 0, out=_AN_ARRAY)
 
 
 def sigmoid(x):
