@@ -1,4 +1,4 @@
-"""What the ops return is laid out as torch's (issue 30): a CNN's activations are contiguous NCHW,
+"""What the ops return is laid out as torch's: a CNN's activations are contiguous NCHW,
 so ``x.view(x.size(0), -1)`` after a conv block works, and the gradients are contiguous; and
 pooling with ceil_mode drops a last window that would start in the right padding, as torch does.
 (The conformance kit's ``test_strides`` compares every op's strides with torch's.)"""
