@@ -11,11 +11,14 @@ conv1d is the 2-D op on a height-1 image (as torch does on CPU), so a backend's 
 kernel serves it.
 
 Each image's patches are one (C*prod(k), prod(out)) block and each product runs per image, so
-the forward and the input gradient come out (N, C, ...) as torch's do, with no transposing copy
-(and on MNIST's shapes faster than one product over the whole batch: conv2d 16->32, 3x3, batch
-64 forward 1.6 -> 1.0 ms, input gradient 1.45 -> 0.86 ms on one thread). The weight gradient's
-one-product forms (see ``geometry.weight_grad_product``) still take the patches channels first,
-batch second, and copy the output gradient to that order.
+the forward and the input gradient come out (N, C, ...) as torch's do, with no transposing copy,
+and on MNIST's shapes faster than one product over the whole batch (one thread, batch 64,
+16->32 3x3: the forward's product 1.6 -> 1.0 ms, the input gradient's 1.45 -> 0.86 ms; the
+NumPy backend's whole conv2d kernel 2.08 -> 1.57 ms, and 0.69 -> 0.36 ms for 1->16). The weight
+gradient's one-product forms (see ``geometry.weight_grad_product``) still take the patches
+channels first, batch second, and copy the output gradient to that order (0.15 ms of 1.8 for
+16->32). Where padding is cut from the input gradient, the cut is copied (torch's gradient is
+contiguous): 84 us of 1.8 ms for 16<-32 at 14x14.
 
 The weight gradient rebuilds the patches instead of keeping the forward's alive until
 backward (nine times the input's size for a 3x3 kernel). The two backward ops take the
