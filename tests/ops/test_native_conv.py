@@ -138,3 +138,23 @@ def test_dispatch_runs_the_kernels(numpy_kernel_calls):
     w = pt.randn(4, 3, 3, 3, requires_grad=True)
     pt.nn.functional.conv2d(x, w, padding=1).sum().backward()
     assert calls == ["conv2d", "conv2d_weight_grad"] and w.grad.shape == w.shape
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_the_results_are_contiguous_as_torchs(geometry):
+    # each image's patches multiplied on their own: (N, O, OH, OW) memory, no transposing copy
+    x, w, b = _data(geometry, np.float32)
+    y = KERNELS["conv2d"](x, w, b, **_attrs(geometry))
+    gw = KERNELS["conv2d_weight_grad"](np.ones_like(y), x, weight_shape=w.shape, **_attrs(geometry))
+    assert y.flags.c_contiguous and gw.flags.c_contiguous
+
+
+def test_an_extension_built_before_per_image_patches_gives_the_same_values(monkeypatch):
+    # an editable install's older build has im2col's (C*k, N*P) layout only: NumPy copies the
+    # per-image patches instead, the same values
+    from plugtorch_backends.numpy_backend.native import conv as native_conv
+    geometry = GEOMETRIES[1]
+    x, w, b = _data(geometry, np.float32)
+    want = KERNELS["conv2d"](x, w, b, **_attrs(geometry))
+    monkeypatch.setattr(native_conv, "_PER_IMAGE", 0)
+    np.testing.assert_array_equal(KERNELS["conv2d"](x, w, b, **_attrs(geometry)), want)
