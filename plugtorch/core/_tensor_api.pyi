@@ -744,6 +744,14 @@ class TensorMethods:
         """In-place version of ``index_add``."""
         ...
 
+    def index_put(self, indices: Tensor, values: Any, accumulate: _bool = ...) -> Tensor:
+        """``input`` with ``values`` (broadcast) written at ``indices``, a tuple of index tensors as"""
+        ...
+
+    def index_put_(self, indices: Tensor, values: Any, accumulate: _bool = ...) -> Tensor:
+        """In-place version of ``index_put``."""
+        ...
+
     def index_select(self, dim: _int, index: Tensor) -> Tensor:
         """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed."""
         ...
@@ -1077,6 +1085,10 @@ class TensorMethods:
 
     def scatter_add(self, dim: _int, index: Tensor, src: Tensor) -> Tensor:
         """``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate)."""
+        ...
+
+    def scatter_add_(self, dim: _int, index: Tensor, src: Tensor) -> Tensor:
+        """In-place version of ``scatter_add``."""
         ...
 
     def scatter_reduce(self, dim: _int, index: Tensor, src: Tensor, reduce: _str, *, include_self: _bool = ...) -> Tensor:
