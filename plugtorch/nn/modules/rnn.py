@@ -10,7 +10,8 @@ Each layer computes the input projection of the whole sequence as one matmul, th
 through time for the recurrent part only: an LSTM layer without projections as one op,
 ``lstm_layer`` (a backend may run its time loop as one call), the others step by step.
 ``generator`` (not in torch) seeds the initialisation and the dropout masks between layers.
-Packed sequences are not supported.
+A ``PackedSequence`` input steps every layer through time with the batch shrinking as the
+packed layout does (``_packed_direction``); its output is packed the same way.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from ...core.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence
 from .module import Module
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
@@ -159,6 +161,81 @@ class RNNBase(Module):
                                                                    device=x.device)
         return out, h, c
 
+    def _packed_direction(self, data, sizes, h0, c0, sfx, reverse):
+        """One layer in one direction over packed ``data``: packed outputs, last valid h and c per
+        sequence. Step t runs the first sizes[t] rows; a sequence's state stops at its last step."""
+        w_ih, b_ih, w_hh, b_hh, step = self._cell(sfx)
+        xw = F.linear(data, w_ih, b_ih)
+        starts = [0]
+        for bs in sizes[:-1]:
+            starts.append(starts[-1] + bs)
+        order = range(len(sizes) - 1, -1, -1) if reverse else range(len(sizes))
+        outs, done_h, done_c = [], [], []
+        h = h0[:sizes[-1]] if reverse else h0
+        c = None if c0 is None else (c0[:sizes[-1]] if reverse else c0)
+        for t in order:
+            bs = sizes[t]
+            if reverse and bs > h.shape[0]:    # sequences that start (from their end) here
+                h = plugtorch.cat([h, h0[h.shape[0]:bs]], 0)
+                c = None if c is None else plugtorch.cat([c, c0[c.shape[0]:bs]], 0)
+            elif not reverse and bs < h.shape[0]:  # sequences that ended at the step before
+                done_h.append(h[bs:])
+                h = h[:bs]
+                if c is not None:
+                    done_c.append(c[bs:])
+                    c = c[:bs]
+            h, c_new = step(xw[starts[t]:starts[t] + bs], h, c, w_hh, b_hh)
+            c = c_new if c_new is not None else c
+            outs.append(h)
+        if reverse:
+            outs.reverse()
+        h_n = plugtorch.cat([h, *done_h[::-1]], 0)
+        c_n = None if c is None else plugtorch.cat([c, *done_c[::-1]], 0)
+        return plugtorch.cat(outs, 0), h_n, c_n
+
+    def _forward_packed(self, input: PackedSequence, hx):
+        data, sizes = input.data, [int(v) for v in input.batch_sizes.tolist()]
+        if data.ndim != 2 or data.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{data.shape[-1]}")
+        directions = 2 if self.bidirectional else 1
+        layers, n = self.num_layers * directions, sizes[0]
+        out_size = self.proj_size or self.hidden_size
+        if hx is None:
+            h0 = plugtorch.zeros(layers, n, out_size, dtype=data.dtype, device=data.device)
+            c0 = plugtorch.zeros(layers, n, self.hidden_size, dtype=data.dtype, device=data.device) \
+                if self.mode == "LSTM" else None
+        else:
+            if self.mode == "LSTM" and not (isinstance(hx, tuple) and len(hx) == 2):
+                raise RuntimeError("LSTM: hx must be a tuple (h_0, c_0)")
+            h0, c0 = hx if self.mode == "LSTM" else (hx, None)
+            for what, s, size in (("hidden", h0, out_size), ("cell", c0, self.hidden_size)):
+                if s is not None and tuple(s.shape) != (layers, n, size):
+                    raise RuntimeError(f"Expected {what} size {(layers, n, size)}, got {list(s.shape)}")
+            if input.sorted_indices is not None:  # the caller's batch order -> the packed order
+                h0 = h0.index_select(1, input.sorted_indices)
+                c0 = c0.index_select(1, input.sorted_indices) if c0 is not None else None
+        x, hs, cs = data, [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(directions):
+                k = layer * directions + d
+                out, h, c = self._packed_direction(x, sizes, h0[k], c0[k] if c0 is not None else None,
+                                                   f"_l{layer}" + ("_reverse" if d else ""), reverse=d == 1)
+                outs.append(out)
+                hs.append(h)
+                cs.append(c)
+            x = outs[0] if directions == 1 else plugtorch.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True, generator=self.generator)
+        output = PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices)
+        h_n = plugtorch.stack(hs, 0)
+        c_n = plugtorch.stack(cs, 0) if self.mode == "LSTM" else None
+        if input.unsorted_indices is not None:  # back to the caller's batch order
+            h_n = h_n.index_select(1, input.unsorted_indices)
+            c_n = c_n.index_select(1, input.unsorted_indices) if c_n is not None else None
+        return output, ((h_n, c_n) if self.mode == "LSTM" else h_n)
+
     def _check(self, input, hx):
         is_batched = input.ndim == 3
         if input.ndim not in (2, 3):
@@ -175,7 +252,9 @@ class RNNBase(Module):
                                    f"be {'3-D' if is_batched else '2-D'} but got {s.ndim}-D tensor")
         return is_batched
 
-    def forward(self, input: Tensor, hx=None) -> tuple[Tensor, Any]:
+    def forward(self, input: Tensor | PackedSequence, hx=None) -> tuple[Any, Any]:
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         is_batched = self._check(input, hx)
         x = input if is_batched else input.unsqueeze(1)
         if is_batched and self.batch_first:
