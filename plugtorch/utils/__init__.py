@@ -1,4 +1,5 @@
-"""Utilities around the core: data loading (``plugtorch.utils.data``)."""
-from . import data
+"""Utilities around the core: data loading (``plugtorch.utils.data``), activation checkpointing
+(``plugtorch.utils.checkpoint``)."""
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
