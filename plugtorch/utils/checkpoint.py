@@ -70,6 +70,10 @@ class _Recompute(Function):
     @staticmethod
     def backward(ctx, *grads: Any) -> Any:
         state = ctx.state
+        if is_grad_enabled():  # the engine runs backward with grad on only for create_graph=True
+            raise RuntimeError("checkpoint: double backward (create_graph=True) through a checkpointed function "
+                               "is not supported; differentiate the function without checkpoint to take "
+                               "higher-order gradients")
         args = [s if s is not None else a for s, a in zip(ctx.saved_tensors, ctx.args)]
         detached = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args]
         here = plugtorch.get_rng_state() if state["preserve"] else None

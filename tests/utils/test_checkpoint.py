@@ -123,6 +123,9 @@ def test_errors_are_torchs():
         checkpoint(lin, x, use_reentrant=True, debug=True)
     with pytest.raises(ValueError, match="Unexpected keyword arguments: foo"):
         checkpoint_sequential([lin], 1, x, use_reentrant=False, foo=1)
+    y = checkpoint(lin, x, use_reentrant=False)
+    with pytest.raises(RuntimeError, match=r"checkpoint: double backward \(create_graph=True\)"):
+        plugtorch.autograd.grad(y.sum(), x, create_graph=True)
     calls = []
 
     def grows(a):
