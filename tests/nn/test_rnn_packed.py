@@ -138,3 +138,15 @@ def test_packed_hidden_state_of_wrong_size_is_refused():
     packed = R.pack_sequence([plugtorch.ones(3, 2), plugtorch.ones(1, 2)])
     with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"):
         nn.GRU(2, 4)(packed, plugtorch.zeros(1, 3, 4))
+
+
+@pytest.mark.parametrize("name", ["pack_padded_sequence", "pad_packed_sequence", "pad_sequence", "unpad_sequence",
+                                  "pack_sequence", "unpack_sequence", "invert_permutation"])
+def test_signatures_are_torchs(torch, name):
+    import inspect
+
+    def sig(fn):
+        return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()]
+
+    assert sig(getattr(R, name)) == sig(getattr(torch.nn.utils.rnn, name))
+    assert R.PackedSequence._fields == torch.nn.utils.rnn.PackedSequence._fields

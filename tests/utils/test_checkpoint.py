@@ -159,3 +159,16 @@ def test_checkpoint_sequential_frees_the_activations():
     held_ck, peak_ck = _held_after_forward(model, x, 4)
     assert held > 12 * 2**20  # about one activation per layer
     assert held_ck < 0.6 * held and peak_ck < 0.6 * peak
+
+
+def test_signatures_are_torchs(torch):
+    import inspect
+
+    import plugtorch.utils.checkpoint as ours
+
+    for name in ("checkpoint", "checkpoint_sequential"):
+        a = inspect.signature(getattr(ours, name)).parameters
+        b = inspect.signature(getattr(torch.utils.checkpoint, name)).parameters
+        assert list(a) == list(b), name
+        assert [p.default for p in a.values() if p.name != "context_fn"] == \
+            [p.default for p in b.values() if p.name != "context_fn"], name
