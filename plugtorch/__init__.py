@@ -74,3 +74,5 @@ __all__ = [
     "compile", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
     "CharTensor", "ByteTensor", "BoolTensor",
 ] + _ops.__all__
+
+from . import distributions  # noqa: E402, F401  (last: it builds on the dtypes and ops above)

@@ -1,0 +1,165 @@
+"""``kl_divergence`` and the ``register_kl`` registry, as ``torch.distributions.kl``.
+
+A pair is looked up by the most specific registered (type_p, type_q) that the arguments are
+instances of, as torch does; an unregistered pair raises NotImplementedError.
+"""
+from __future__ import annotations
+
+import math
+
+import plugtorch as pt
+
+from .continuous import Exponential, Laplace, Normal, Uniform
+from .discrete import Bernoulli, Categorical, OneHotCategorical
+from .distribution import Distribution
+from .transformed import Independent, TransformedDistribution, _sum_rightmost
+
+__all__ = ["register_kl", "kl_divergence"]
+
+_KL_REGISTRY: dict = {}
+_KL_MEMOIZE: dict = {}
+
+
+def register_kl(type_p, type_q):
+    if not (isinstance(type_p, type) and issubclass(type_p, Distribution)):
+        raise TypeError(f"Expected type_p to be a Distribution subclass but got {type_p}")
+    if not (isinstance(type_q, type) and issubclass(type_q, Distribution)):
+        raise TypeError(f"Expected type_q to be a Distribution subclass but got {type_q}")
+
+    def decorator(fun):
+        _KL_REGISTRY[type_p, type_q] = fun
+        _KL_MEMOIZE.clear()
+        return fun
+
+    return decorator
+
+
+class _Match:
+    def __init__(self, *types):
+        self.types = types
+
+    def __eq__(self, other):
+        return self.types == other.types
+
+    def __lt__(self, other):
+        return self != other and self.__le__(other)
+
+    def __le__(self, other):
+        for x, y in zip(self.types, other.types):
+            if not issubclass(x, y):
+                return False
+            if x is not y:
+                break
+        return True
+
+
+def _dispatch_kl(type_p, type_q):
+    matches = [(sp, sq) for sp, sq in _KL_REGISTRY if issubclass(type_p, sp) and issubclass(type_q, sq)]
+    if not matches:
+        return NotImplemented
+    left_p, left_q = min(_Match(*m) for m in matches).types
+    right_q, right_p = min(_Match(*reversed(m)) for m in matches).types
+    left_fun = _KL_REGISTRY[left_p, left_q]
+    right_fun = _KL_REGISTRY[right_p, right_q]
+    if left_fun is not right_fun:
+        import warnings
+        warnings.warn(f"Ambiguous kl_divergence({type_p.__name__}, {type_q.__name__}). "
+                      f"Please register_kl({left_p.__name__}, {right_q.__name__})", RuntimeWarning, stacklevel=2)
+    return left_fun
+
+
+def kl_divergence(p, q):
+    key = (type(p), type(q))
+    fun = _KL_MEMOIZE.get(key)
+    if fun is None:
+        fun = _KL_MEMOIZE[key] = _dispatch_kl(*key)
+    if fun is NotImplemented:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {p.__class__.__name__} "
+                                  f"and q type {q.__class__.__name__}")
+    return fun(p, q)
+
+
+def _infinite_like(t):
+    return pt.full_like(t, math.inf)
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p, q):
+    import plugtorch.nn.functional as F
+    t1 = p.probs * (F.softplus(-q.logits) - F.softplus(-p.logits))
+    t1 = pt.where(q.probs == 0, _infinite_like(t1), t1)
+    t1 = pt.where(p.probs == 0, pt.zeros_like(t1), t1)
+    t2 = (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits))
+    t2 = pt.where(q.probs == 1, _infinite_like(t2), t2)
+    t2 = pt.where(p.probs == 1, pt.zeros_like(t2), t2)
+    return t1 + t2
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = pt.where(q.probs.expand(t.shape) == 0, _infinite_like(t), t)
+    t = pt.where(p.probs.expand(t.shape) == 0, pt.zeros_like(t), t)
+    return t.sum(-1)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    rate_ratio = q.rate / p.rate
+    return rate_ratio - 1 - rate_ratio.log()
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    t1 = -scale_ratio.log()
+    t2 = loc_abs_diff / q.scale
+    t3 = scale_ratio * pt.exp(-loc_abs_diff / p.scale)
+    return t1 + t2 + t3 - 1
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    outside = (q.low > p.low) | (q.high < p.high)
+    return pt.where(outside, _infinite_like(result), result)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    if p.transforms != q.transforms:
+        raise NotImplementedError
+    if p.event_shape != q.event_shape:
+        raise NotImplementedError
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    loc_diff = p.loc - q.loc
+    scale_ratio = p.scale / q.scale
+    loc_diff_scale_ratio = loc_diff / p.scale
+    t1 = pt.log(scale_ratio)
+    t2 = math.sqrt(2 / math.pi) * p.scale * pt.exp(-0.5 * loc_diff_scale_ratio.pow(2))
+    t3 = loc_diff * pt.erf(math.sqrt(0.5) * loc_diff_scale_ratio)
+    return -t1 + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
