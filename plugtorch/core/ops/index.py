@@ -116,7 +116,7 @@ def _index_put_zeros_rule(ctx, g):
 def _lower_index_put_zeros(backend, g, *, shape, dtype, index):
     p = backend.primitives
     out = p["zeros"](shape, dtype)
-    if all(not hasattr(k, "dtype") for k in index):  # a basic index: no position twice, so a write
+    if all(type(k) in (slice, int) for k in index):  # slices and ints: no position twice, so a write
         p["setitem"](out, index, g)  # (index_add would copy the zeros and add into them: 3 passes)
         return out
     return p["index_add"](out, index, g)
