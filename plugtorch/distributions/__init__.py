@@ -9,6 +9,7 @@ from . import constraints, transforms
 from .continuous import Exponential, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, OneHotCategorical
 from .distribution import Distribution
+from .gamma import Beta, Dirichlet, Gamma
 from .kl import kl_divergence, register_kl
 from .transformed import Independent, LogNormal, TransformedDistribution
 from .transforms import AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform, Transform
@@ -17,5 +18,5 @@ __all__ = [
     "constraints", "transforms", "Distribution", "Normal", "Uniform", "Exponential", "Laplace", "Bernoulli",
     "Categorical", "OneHotCategorical", "Independent", "TransformedDistribution", "LogNormal", "kl_divergence",
     "register_kl", "Transform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
-    "ComposeTransform",
+    "ComposeTransform", "Gamma", "Beta", "Dirichlet",
 ]

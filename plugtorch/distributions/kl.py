@@ -9,9 +9,11 @@ import math
 
 import plugtorch as pt
 
+from ._special import digamma, lgamma
 from .continuous import Exponential, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, OneHotCategorical
 from .distribution import Distribution
+from .gamma import Beta, Dirichlet, Gamma
 from .transformed import Independent, TransformedDistribution, _sum_rightmost
 
 __all__ = ["register_kl", "kl_divergence"]
@@ -163,3 +165,35 @@ def _kl_normal_laplace(p, q):
     t2 = math.sqrt(2 / math.pi) * p.scale * pt.exp(-0.5 * loc_diff_scale_ratio.pow(2))
     t3 = loc_diff * pt.erf(math.sqrt(0.5) * loc_diff_scale_ratio)
     return -t1 + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    t1 = q.concentration * pt.log(p.rate / q.rate)
+    t2 = lgamma(q.concentration) - lgamma(p.concentration)
+    t3 = (p.concentration - q.concentration) * digamma(p.concentration)
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    sum_p = p.concentration1 + p.concentration0
+    sum_q = q.concentration1 + q.concentration0
+    t1 = lgamma(q.concentration1) + lgamma(q.concentration0) + lgamma(sum_p)
+    t2 = lgamma(p.concentration1) + lgamma(p.concentration0) + lgamma(sum_q)
+    t3 = (p.concentration1 - q.concentration1) * digamma(p.concentration1)
+    t4 = (p.concentration0 - q.concentration0) * digamma(p.concentration0)
+    t5 = (sum_q - sum_p) * digamma(sum_p)
+    return t1 - t2 + t3 + t4 + t5
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sum_p = p.concentration.sum(-1)
+    sum_q = q.concentration.sum(-1)
+    t1 = lgamma(sum_p) - lgamma(sum_q)
+    t2 = (lgamma(p.concentration) - lgamma(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)

@@ -24,7 +24,7 @@ def close(p, t, tol=1e-10):
     np.testing.assert_allclose(np.asarray(p.detach().numpy()), t.detach().numpy(), rtol=tol, atol=tol)
 
 
-def check_fn(make, params, fn, tol=1e-10):
+def check_fn(make, params, fn, tol=1e-9):
     """fn(dist) evaluated on both libraries; values and gradients w.r.t. every parameter match."""
     ps = [pair(v) for v in params]
     dp = make(D, *[p for p, _ in ps])
@@ -58,6 +58,10 @@ CASES = {
     "categorical_l": (lambda m, a: m.Categorical(logits=a), [np.log(SIMPLEX)], np.array([0, 2])),
     "onehot": (lambda m, a: m.OneHotCategorical(probs=a), [SIMPLEX], np.eye(4)[[2, 0]]),
     "independent": (lambda m, a, b: m.Independent(m.Normal(a, b), 1), [REAL, POS], RNG.normal(size=3)),
+    "gamma": (lambda m, a, b: m.Gamma(a, b), [POS * 2, POS], RNG.uniform(0.1, 3, 3)),
+    "gamma_small": (lambda m, a, b: m.Gamma(a, b), [POS / 4, POS], RNG.uniform(0.1, 3, 3)),
+    "beta": (lambda m, a, b: m.Beta(a, b), [POS * 2, POS[::-1].copy()], RNG.uniform(0.05, 0.95, 3)),
+    "dirichlet": (lambda m, a: m.Dirichlet(a), [RNG.uniform(0.3, 3, (2, 4))], RNG.dirichlet(np.ones(4), size=2)),
 }
 
 
@@ -115,6 +119,9 @@ KL_PAIRS = {
     "independent": (lambda m, a, b, c, d: (m.Independent(m.Normal(a, b), 1), m.Independent(m.Normal(c, d), 1)),
                     [REAL, POS, REAL[::-1], POS[::-1]]),
     "lognormal": (lambda m, a, b, c, d: (m.LogNormal(a, b), m.LogNormal(c, d)), [REAL, POS, REAL[::-1], POS[::-1]]),
+    "gamma": (lambda m, a, b, c, d: (m.Gamma(a, b), m.Gamma(c, d)), [POS, POS * 2, POS[::-1], POS]),
+    "beta": (lambda m, a, b, c, d: (m.Beta(a, b), m.Beta(c, d)), [POS, POS * 2, POS[::-1], POS]),
+    "dirichlet": (lambda m, a, b: (m.Dirichlet(a), m.Dirichlet(b)), [SIMPLEX * 3, SIMPLEX[::-1] + 0.5]),
 }
 
 
@@ -141,7 +148,8 @@ def test_kl_unknown_pair_and_register():
 
 
 @pytest.mark.parametrize("name", ["normal", "lognormal", "uniform", "exponential", "laplace", "bernoulli_p",
-                                  "categorical_p", "onehot", "independent"])
+                                  "categorical_p", "onehot", "independent", "gamma", "gamma_small",
+                                  "beta", "dirichlet"])
 def test_sample_shapes_and_statistics(name):
     make, params, _ = CASES[name]
     dp = make(D, *[pt.tensor(v, dtype=pt.float64) for v in params])
@@ -271,3 +279,12 @@ def test_constraints():
         assert repr(mk(c)) == repr(mk(TD.constraints))
     s = pt.tensor([[0.2, 0.8], [0.5, 0.6]])
     assert c.simplex.check(s).numpy().tolist() == TD.constraints.simplex.check(torch.tensor(s.numpy())).tolist()
+
+
+@pytest.mark.parametrize("make", [lambda: D.Gamma(2.0, 1.0), lambda: D.Beta(2.0, 1.0),
+                                  lambda: D.Dirichlet(pt.ones(3))])
+def test_gamma_family_is_not_reparameterised(make):
+    d = make()
+    assert not d.has_rsample
+    with pytest.raises(NotImplementedError):
+        d.rsample()
