@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import constraints, transforms
 from .continuous import Exponential, Laplace, Normal, Uniform
+from .counts import Binomial, Poisson
 from .discrete import Bernoulli, Categorical, OneHotCategorical
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
@@ -18,5 +19,5 @@ __all__ = [
     "constraints", "transforms", "Distribution", "Normal", "Uniform", "Exponential", "Laplace", "Bernoulli",
     "Categorical", "OneHotCategorical", "Independent", "TransformedDistribution", "LogNormal", "kl_divergence",
     "register_kl", "Transform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
-    "ComposeTransform", "Gamma", "Beta", "Dirichlet",
+    "ComposeTransform", "Gamma", "Beta", "Dirichlet", "Poisson", "Binomial",
 ]

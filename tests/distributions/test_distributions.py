@@ -59,6 +59,9 @@ CASES = {
     "onehot": (lambda m, a: m.OneHotCategorical(probs=a), [SIMPLEX], np.eye(4)[[2, 0]]),
     "independent": (lambda m, a, b: m.Independent(m.Normal(a, b), 1), [REAL, POS], RNG.normal(size=3)),
     "gamma": (lambda m, a, b: m.Gamma(a, b), [POS * 2, POS], RNG.uniform(0.1, 3, 3)),
+    "poisson": (lambda m, a: m.Poisson(a), [POS * 3], np.array([0.0, 2.0, 5.0])),
+    "binomial_p": (lambda m, a: m.Binomial(6, probs=a), [PROBS], np.array([0.0, 3.0, 6.0])),
+    "binomial_l": (lambda m, a: m.Binomial(4, logits=a), [REAL], np.array([1.0, 0.0, 4.0])),
     "gamma_small": (lambda m, a, b: m.Gamma(a, b), [POS / 4, POS], RNG.uniform(0.1, 3, 3)),
     "beta": (lambda m, a, b: m.Beta(a, b), [POS * 2, POS[::-1].copy()], RNG.uniform(0.05, 0.95, 3)),
     "dirichlet": (lambda m, a: m.Dirichlet(a), [RNG.uniform(0.3, 3, (2, 4))], RNG.dirichlet(np.ones(4), size=2)),
@@ -149,7 +152,7 @@ def test_kl_unknown_pair_and_register():
 
 @pytest.mark.parametrize("name", ["normal", "lognormal", "uniform", "exponential", "laplace", "bernoulli_p",
                                   "categorical_p", "onehot", "independent", "gamma", "gamma_small",
-                                  "beta", "dirichlet"])
+                                  "beta", "dirichlet", "poisson", "binomial_p"])
 def test_sample_shapes_and_statistics(name):
     make, params, _ = CASES[name]
     dp = make(D, *[pt.tensor(v, dtype=pt.float64) for v in params])
