@@ -12,6 +12,7 @@ from .discrete import Bernoulli, Categorical, OneHotCategorical
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
 from .kl import kl_divergence, register_kl
+from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import Independent, LogNormal, TransformedDistribution
 from .transforms import AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform, Transform
 
@@ -20,4 +21,5 @@ __all__ = [
     "Categorical", "OneHotCategorical", "Independent", "TransformedDistribution", "LogNormal", "kl_divergence",
     "register_kl", "Transform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
     "ComposeTransform", "Gamma", "Beta", "Dirichlet", "Poisson", "Binomial",
+    "RelaxedBernoulli", "RelaxedOneHotCategorical", "LogitRelaxedBernoulli", "ExpRelaxedCategorical",
 ]

@@ -59,6 +59,10 @@ CASES = {
     "onehot": (lambda m, a: m.OneHotCategorical(probs=a), [SIMPLEX], np.eye(4)[[2, 0]]),
     "independent": (lambda m, a, b: m.Independent(m.Normal(a, b), 1), [REAL, POS], RNG.normal(size=3)),
     "gamma": (lambda m, a, b: m.Gamma(a, b), [POS * 2, POS], RNG.uniform(0.1, 3, 3)),
+    "relaxed_bernoulli": (lambda m, t, a: m.RelaxedBernoulli(t, logits=a), [np.array(0.7), REAL],
+                          RNG.uniform(0.1, 0.9, 3)),
+    "relaxed_onehot": (lambda m, t, a: m.RelaxedOneHotCategorical(t, probs=a), [np.array(0.6), SIMPLEX],
+                       RNG.dirichlet(np.ones(4), size=2)),
     "poisson": (lambda m, a: m.Poisson(a), [POS * 3], np.array([0.0, 2.0, 5.0])),
     "binomial_p": (lambda m, a: m.Binomial(6, probs=a), [PROBS], np.array([0.0, 3.0, 6.0])),
     "binomial_l": (lambda m, a: m.Binomial(4, logits=a), [REAL], np.array([1.0, 0.0, 4.0])),
@@ -197,12 +201,14 @@ def test_normal_rsample_gradient_is_analytic():
 
 
 @pytest.mark.parametrize("make", [lambda p: D.Exponential(p), lambda p: D.Laplace(p, p), lambda p: D.Uniform(p, 2 * p),
-                                  lambda p: D.LogNormal(p, p), lambda p: D.Independent(D.Normal(p, p), 1)])
+                                  lambda p: D.LogNormal(p, p), lambda p: D.Independent(D.Normal(p, p), 1),
+                                  lambda p: D.RelaxedBernoulli(p[0], logits=p),
+                                  lambda p: D.RelaxedOneHotCategorical(p[1], logits=p)])
 def test_rsample_gradient_flows(make):
     p = pt.tensor([0.8, 1.3], dtype=pt.float64, requires_grad=True)
     d = make(p)
     assert d.has_rsample
-    d.rsample((3,)).sum().backward()
+    d.rsample((3,)).pow(2).sum().backward()  # squared: a simplex sample's plain sum is constant
     assert p.grad is not None and np.isfinite(p.grad.numpy()).all() and (p.grad.numpy() != 0).all()
 
 
