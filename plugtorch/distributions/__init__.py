@@ -12,6 +12,7 @@ from .discrete import Bernoulli, Categorical, OneHotCategorical
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
 from .kl import kl_divergence, register_kl
+from .multivariate_normal import MultivariateNormal
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import Independent, LogNormal, TransformedDistribution
 from .transforms import AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform, Transform
@@ -20,6 +21,6 @@ __all__ = [
     "constraints", "transforms", "Distribution", "Normal", "Uniform", "Exponential", "Laplace", "Bernoulli",
     "Categorical", "OneHotCategorical", "Independent", "TransformedDistribution", "LogNormal", "kl_divergence",
     "register_kl", "Transform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
-    "ComposeTransform", "Gamma", "Beta", "Dirichlet", "Poisson", "Binomial",
+    "ComposeTransform", "Gamma", "Beta", "Dirichlet", "Poisson", "Binomial", "MultivariateNormal",
     "RelaxedBernoulli", "RelaxedOneHotCategorical", "LogitRelaxedBernoulli", "ExpRelaxedCategorical",
 ]

@@ -9,7 +9,7 @@ __all__ = [
     "Constraint", "boolean", "real", "real_vector", "positive", "nonnegative", "unit_interval", "simplex",
     "nonnegative_integer", "positive_integer", "integer_interval", "interval", "half_open_interval",
     "greater_than", "greater_than_eq", "less_than", "independent", "one_hot", "dependent",
-    "is_dependent", "open_interval",
+    "is_dependent", "open_interval", "lower_cholesky", "positive_definite",
 ]
 
 
@@ -172,6 +172,30 @@ class _Simplex(Constraint):
         return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
 
 
+class _LowerCholesky(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        lower = (value.tril() == value).all(-1).all(-1)
+        diag = (value * _eye_like(value)).sum(-1)
+        return lower & (diag > 0).all(-1)
+
+
+class _PositiveDefinite(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        from ._linalg import cholesky, diagonal
+        symmetric = ((value - value.transpose(-1, -2)).abs() <= 1e-6 * (1 + value.abs())).all(-1).all(-1)
+        pivots = diagonal(cholesky(value))
+        return symmetric & (pivots > 0).all(-1)  # NaN pivots (not positive definite) compare False
+
+
+def _eye_like(value):
+    import plugtorch as pt
+    return pt.eye(value.shape[-1], dtype=value.dtype, device=value.device)
+
+
 dependent = _Dependent()
 independent = _IndependentConstraint
 boolean = _Boolean()
@@ -191,3 +215,5 @@ interval = _Interval
 half_open_interval = _HalfOpenInterval
 open_interval = _OpenInterval
 simplex = _Simplex()
+lower_cholesky = _LowerCholesky()
+positive_definite = _PositiveDefinite()

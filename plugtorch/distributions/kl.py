@@ -9,11 +9,13 @@ import math
 
 import plugtorch as pt
 
+from ._linalg import diagonal, solve_lower
 from ._special import digamma, lgamma
 from .continuous import Exponential, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, OneHotCategorical
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
+from .multivariate_normal import MultivariateNormal, _mahalanobis
 from .transformed import Independent, TransformedDistribution, _sum_rightmost
 
 __all__ = ["register_kl", "kl_divergence"]
@@ -197,3 +199,16 @@ def _kl_dirichlet_dirichlet(p, q):
     t3 = p.concentration - q.concentration
     t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
     return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_multivariatenormal_multivariatenormal(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes "
+                         "cannot be computed")
+    lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = diagonal(lq).log().sum(-1) - diagonal(lp).log().sum(-1)
+    shape = pt.Size(pt.broadcast_shapes(lp.shape, lq.shape))
+    term2 = solve_lower(lq.expand(shape), lp.expand(shape)).pow(2).sum((-2, -1))
+    term3 = _mahalanobis(lq, q.loc - p.loc)
+    return half_term1 + 0.5 * (term2 + term3 - p.event_shape[0])

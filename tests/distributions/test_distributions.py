@@ -44,6 +44,8 @@ POS = RNG.uniform(0.5, 2.0, 3)
 REAL = RNG.normal(size=3)
 PROBS = RNG.uniform(0.1, 0.9, 3)
 SIMPLEX = RNG.dirichlet(np.ones(4), size=2)
+_M = RNG.normal(size=(2, 3, 3))
+SPD = _M @ _M.transpose(0, 2, 1) + np.eye(3)
 
 # name: (constructor, parameters, a valid value per batch element)
 CASES = {
@@ -63,6 +65,10 @@ CASES = {
                           RNG.uniform(0.1, 0.9, 3)),
     "relaxed_onehot": (lambda m, t, a: m.RelaxedOneHotCategorical(t, probs=a), [np.array(0.6), SIMPLEX],
                        RNG.dirichlet(np.ones(4), size=2)),
+    "mvn_cov": (lambda m, a, c: m.MultivariateNormal(a, covariance_matrix=c), [REAL, SPD], RNG.normal(size=(2, 3))),
+    "mvn_prec": (lambda m, a, c: m.MultivariateNormal(a, precision_matrix=c), [REAL, SPD], RNG.normal(size=(2, 3))),
+    "mvn_tril": (lambda m, a, c: m.MultivariateNormal(a, scale_tril=c), [REAL, np.linalg.cholesky(SPD)],
+                 RNG.normal(size=(2, 3))),
     "poisson": (lambda m, a: m.Poisson(a), [POS * 3], np.array([0.0, 2.0, 5.0])),
     "binomial_p": (lambda m, a: m.Binomial(6, probs=a), [PROBS], np.array([0.0, 3.0, 6.0])),
     "binomial_l": (lambda m, a: m.Binomial(4, logits=a), [REAL], np.array([1.0, 0.0, 4.0])),
@@ -126,6 +132,8 @@ KL_PAIRS = {
     "independent": (lambda m, a, b, c, d: (m.Independent(m.Normal(a, b), 1), m.Independent(m.Normal(c, d), 1)),
                     [REAL, POS, REAL[::-1], POS[::-1]]),
     "lognormal": (lambda m, a, b, c, d: (m.LogNormal(a, b), m.LogNormal(c, d)), [REAL, POS, REAL[::-1], POS[::-1]]),
+    "mvn": (lambda m, a, b, c, d: (m.MultivariateNormal(a, covariance_matrix=b), m.MultivariateNormal(c, scale_tril=d)),
+            [REAL, SPD, REAL[::-1], np.linalg.cholesky(SPD[::-1])]),
     "gamma": (lambda m, a, b, c, d: (m.Gamma(a, b), m.Gamma(c, d)), [POS, POS * 2, POS[::-1], POS]),
     "beta": (lambda m, a, b, c, d: (m.Beta(a, b), m.Beta(c, d)), [POS, POS * 2, POS[::-1], POS]),
     "dirichlet": (lambda m, a, b: (m.Dirichlet(a), m.Dirichlet(b)), [SIMPLEX * 3, SIMPLEX[::-1] + 0.5]),
@@ -156,7 +164,7 @@ def test_kl_unknown_pair_and_register():
 
 @pytest.mark.parametrize("name", ["normal", "lognormal", "uniform", "exponential", "laplace", "bernoulli_p",
                                   "categorical_p", "onehot", "independent", "gamma", "gamma_small",
-                                  "beta", "dirichlet", "poisson", "binomial_p"])
+                                  "beta", "dirichlet", "poisson", "binomial_p", "mvn_cov"])
 def test_sample_shapes_and_statistics(name):
     make, params, _ = CASES[name]
     dp = make(D, *[pt.tensor(v, dtype=pt.float64) for v in params])
@@ -297,3 +305,16 @@ def test_gamma_family_is_not_reparameterised(make):
     assert not d.has_rsample
     with pytest.raises(NotImplementedError):
         d.rsample()
+
+
+def test_multivariate_normal_errors_and_rsample():
+    with pytest.raises(ValueError, match="Exactly one of covariance_matrix or precision_matrix or scale_tril"):
+        D.MultivariateNormal(pt.zeros(2))
+    bad = pt.tensor([[1.0, 2.0], [2.0, 1.0]])  # symmetric, not positive definite
+    with pytest.raises(ValueError, match="covariance_matrix.*PositiveDefinite"):
+        D.MultivariateNormal(pt.zeros(2), covariance_matrix=bad)
+    with pytest.raises(ValueError, match="scale_tril.*LowerCholesky"):
+        D.MultivariateNormal(pt.zeros(2), scale_tril=pt.tensor([[1.0, 1.0], [0.0, 1.0]]))
+    tril = pt.tensor([[1.0, 0.0], [0.5, 2.0]], dtype=pt.float64, requires_grad=True)
+    D.MultivariateNormal(pt.zeros(2, dtype=pt.float64), scale_tril=tril).rsample((4,)).pow(2).sum().backward()
+    assert tril.grad is not None and tril.grad.numpy()[1].all()
