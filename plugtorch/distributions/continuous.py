@@ -11,6 +11,7 @@ import numbers
 import plugtorch as pt
 
 from . import constraints
+from ._special import erfinv
 from .distribution import Distribution
 from .utils import broadcast_all, eps
 
@@ -76,6 +77,9 @@ class Normal(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         return 0.5 * (1 + pt.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def icdf(self, value):
+        return self.loc + self.scale * erfinv(2 * value - 1) * math.sqrt(2)
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + pt.log(self.scale)
