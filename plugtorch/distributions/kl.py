@@ -212,3 +212,66 @@ def _kl_multivariatenormal_multivariatenormal(p, q):
     term2 = solve_lower(lq.expand(shape), lp.expand(shape)).pow(2).sum((-2, -1))
     term3 = _mahalanobis(lq, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - p.event_shape[0])
+
+
+_EULER_GAMMA = 0.57721566490153286060
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    ratio = q.rate / p.rate
+    t1 = -q.concentration * pt.log(ratio)
+    return t1 + ratio + lgamma(q.concentration) + q.concentration * _EULER_GAMMA - (1 + _EULER_GAMMA)
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.concentration / p.rate
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p, q):
+    common = p.high - p.low
+    t1 = (math.sqrt(math.pi * 2) * q.scale / common).log()
+    t2 = common.pow(2) / 12
+    t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
+    return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p, q):
+    result = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate).log()
+    return pt.where(p.low < 0, _infinite_like(result), result)
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p, q):
+    var_normal = q.scale.pow(2)
+    rate_sqr = p.rate.pow(2)
+    t1 = 0.5 * pt.log(rate_sqr * var_normal * 2 * math.pi)
+    return t1 - 1 + (rate_sqr.reciprocal() - q.loc / p.rate + q.loc.pow(2) * 0.5) / var_normal
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p, q):
+    var_normal = q.scale.pow(2)
+    ratio = p.scale.pow(2) / var_normal
+    t1 = 0.5 * pt.log(2 * ratio / math.pi)
+    return -t1 + ratio + (0.5 * p.loc.pow(2) - p.loc * q.loc + 0.5 * q.loc.pow(2)) / var_normal - 1
+
+
+@register_kl(Gamma, Normal)
+def _kl_gamma_normal(p, q):
+    var_normal = q.scale.pow(2)
+    beta_sqr = p.rate.pow(2)
+    c = p.concentration
+    t1 = 0.5 * pt.log(beta_sqr * var_normal * 2 * math.pi) - c - lgamma(c)
+    t2 = 0.5 * (c.pow(2) + c) / beta_sqr
+    t3 = q.loc * c / p.rate
+    return t1 + (c - 1) * digamma(c) + (t2 - t3 + 0.5 * q.loc.pow(2)) / var_normal
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return pt.where((q.low > 0) | (q.high < 1), _infinite_like(result), result)
