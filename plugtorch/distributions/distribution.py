@@ -5,6 +5,7 @@ import warnings
 
 import plugtorch as pt
 
+from ..core.debug import checks_values
 from . import constraints
 from .utils import lazy_property
 
@@ -12,6 +13,10 @@ __all__ = ["Distribution"]
 
 
 def _all_true(valid) -> bool:
+    """Whether every check passed. Reading the answer syncs a device, so on device-memory backends
+    (and while plugtorch.compile captures) the checks run in debug mode only, like the ops' own."""
+    if not checks_values(valid):
+        return True
     return bool(valid.all().item())
 
 
