@@ -368,3 +368,31 @@ def test_gamma_cdf():
     ct.sum().backward()  # torch has no gradient w.r.t. the concentration here: compare rate and value
     close(rp.grad, rt.grad, 1e-10)
     close(vp.grad, vt.grad, 1e-10)
+
+
+@pytest.mark.parametrize("make,value", [
+    (lambda m: m.Gamma(m.tensor([2.0]), m.tensor([1.0])), [-1.0]),
+    (lambda m: m.Beta(m.tensor([2.0]), m.tensor([1.0])), [1.5]),
+    (lambda m: m.Poisson(m.tensor([2.0])), [2.5]),
+    (lambda m: m.Binomial(3, m.tensor([0.5])), [4.0]),
+    (lambda m: m.Exponential(m.tensor([1.0])), [-0.5]),
+    (lambda m: m.Dirichlet(m.tensor([1.0, 2.0])), [0.3, 0.3]),
+    (lambda m: m.Categorical(m.tensor([0.5, 0.5])), [2]),
+])
+def test_log_prob_outside_support_matches_torch(make, value):
+    vp = pt.tensor(value)
+    vt = torch.tensor(value)
+    mp, mt = _messages(lambda: make(D_mod(pt)).log_prob(vp), lambda: make(D_mod(torch)).log_prob(vt))
+    assert mp.split("of the distribution")[0] == mt.split("of the distribution")[0]
+
+
+def D_mod(m):
+    """The distributions namespace with the library's tensor constructors, so one lambda builds both."""
+    class _NS:
+        pass
+    ns = _NS()
+    lib = D if m is pt else TD
+    for name in ("Gamma", "Beta", "Poisson", "Binomial", "Exponential", "Dirichlet", "Categorical"):
+        setattr(ns, name, getattr(lib, name))
+    ns.tensor = m.tensor
+    return ns
