@@ -23,6 +23,7 @@ rank's BLAS threads are sized to its share of the node's cores (``plugtorch.thre
 import datetime as _datetime
 import os as _os
 import sys as _sys
+import warnings as _warnings
 
 from .. import threads as _threads
 from ..core.grad_mode import no_grad as _no_grad
@@ -124,7 +125,8 @@ def is_initialized() -> bool:
 
 
 def is_torchelastic_launched() -> bool:
-    """Whether torchrun (torchelastic) started this process; mpiexec is not torchelastic."""
+    """Whether torchrun (torchelastic) or ``python -m plugtorch.distributed.run`` started this
+    process; plain mpiexec is not torchelastic."""
     return _os.getenv("TORCHELASTIC_RUN_ID") is not None
 
 
@@ -158,9 +160,15 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
     if _groups._world.default_pg is not None:
         raise RuntimeError("trying to initialize the default process group twice; call "
                            "plugtorch.distributed.destroy_process_group() first")
+    backend = _torch_backend(backend)
     if backend not in (None, "mpi", "single"):
         raise ValueError(f"unknown distributed backend {backend!r}; plugtorch offers 'mpi' "
-                         "(the MPI plugin, under mpiexec) and 'single' (one process)")
+                         "(the MPI plugin, under mpiexec), 'single' (one process), and takes 'gloo' "
+                         "and 'nccl' as the MPI plugin's CPU collectives")
+    if init_method == "env://" and "WORLD_SIZE" in _os.environ:
+        # torchrun's contract: the launcher's RANK/WORLD_SIZE must be the world MPI started.
+        world_size = int(_os.environ["WORLD_SIZE"]) if world_size == -1 else world_size
+        rank = int(_os.environ.get("RANK", -1)) if rank == -1 else rank
     seconds = _timeout_seconds(timeout)
     pg = None
     if backend != "single":
@@ -184,6 +192,26 @@ def init_process_group(backend: str | None = None, init_method=None, timeout=Non
         pg = CheckedProcessGroup(pg)
     _groups._world.default_pg = pg
     return pg
+
+
+_warned_nccl = False
+
+
+def _torch_backend(backend: str | None) -> str | None:
+    """torch's backend names on plugtorch's: ``gloo`` is the default choice (MPI when launched
+    under it, else one process); ``nccl`` also, with a warning, as there is no CUDA here."""
+    global _warned_nccl
+    if backend is None:
+        return None
+    parts = {p.split(":")[-1].strip().lower() for p in backend.split(",")}  # "cpu:gloo,cuda:nccl"
+    if parts <= {"gloo", "nccl"}:
+        if "nccl" in parts and not _warned_nccl:
+            _warned_nccl = True
+            _warnings.warn(f"init_process_group(backend={backend!r}): NCCL needs CUDA devices and this "
+                           "plugtorch build has none; using the MPI plugin's CPU collectives (as 'gloo' "
+                           "would) instead", UserWarning, stacklevel=3)
+        return None
+    return backend.lower()
 
 
 def init(backend: str | None = None, timeout=None) -> ProcessGroup:
