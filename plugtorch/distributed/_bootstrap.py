@@ -59,7 +59,7 @@ def _run_target(argv: list[str]) -> None:
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = argv
-        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # python script.py's, not -m's cwd
         runpy.run_path(argv[0], run_name="__main__")
 
 
@@ -108,6 +108,11 @@ def _end_job_on_error_exit(code) -> None:
     mpi.COMM_WORLD.Abort(status)
 
 
+def _forward(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the worker has already ended
+        os.kill(pid, sig)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if not argv or argv == ["-m"]:
@@ -126,7 +131,7 @@ def main() -> None:
             raise
         return
     for sig in (signal.SIGTERM, signal.SIGINT):  # mpiexec's stop reaches the script
-        signal.signal(sig, lambda s, _f: os.kill(child, s))
+        signal.signal(sig, lambda s, _f: _forward(child, s))
     _, status = os.waitpid(child, 0)
     code = os.waitstatus_to_exitcode(status)
     _record(code, child)

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
-from mpi_harness import SCRIPTS, _env, needs_mpi, run
+from mpi_harness import SCRIPTS, _env, launch, needs_mpi, run
 
 import plugtorch.distributed as dist
 from plugtorch.distributed import run as launcher
@@ -28,10 +28,10 @@ def ok(result):
 
 @needs_mpi
 @pytest.mark.parametrize("nprocs", [2, 3])
-def test_workers_get_torchruns_environment(nprocs):
-    result = ok(torchrun("--nproc_per_node", nprocs, "--rdzv-id", "job7", "--max-restarts", 1,
-                         SCRIPTS / "run_env.py", "a", "--b"))
-    rows = sorted((json.loads(line) for line in result.stdout.splitlines()), key=lambda r: int(r["RANK"]))
+def test_workers_get_torchruns_environment(nprocs, tmp_path):
+    ok(torchrun("--nproc_per_node", nprocs, "--rdzv-id", "job7", "--max-restarts", 1,
+                SCRIPTS / "run_env.py", tmp_path, "a", "--b"))
+    rows = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(nprocs)]
     assert [r["RANK"] for r in rows] == [str(r) for r in range(nprocs)]
     for r, row in enumerate(rows):
         assert row == {"argv": ["a", "--b"], "main": "__main__", "launched": True, "RANK": str(r),
@@ -42,10 +42,10 @@ def test_workers_get_torchruns_environment(nprocs):
 
 
 @needs_mpi
-def test_module_target_and_standalone():
-    result = run([sys.executable, "-m", "plugtorch.distributed.run", "--standalone", "--nproc-per-node=2",
-                  "-m", "run_env", "x"], env=_env(PYTHONPATH=str(SCRIPTS)))
-    rows = [json.loads(line) for line in ok(result).stdout.splitlines()]
+def test_module_target_and_standalone(tmp_path):
+    ok(run([sys.executable, "-m", "plugtorch.distributed.run", "--standalone", "--nproc-per-node=2",
+            "-m", "run_env", tmp_path, "x"], env=_env(PYTHONPATH=str(SCRIPTS))))
+    rows = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(2)]
     assert len(rows) == 2 and all(r["argv"] == ["x"] and r["main"] == "__main__" for r in rows)
     assert {r["MASTER_ADDR"] for r in rows} == {"localhost"} and rows[0]["MASTER_PORT"] != "29500"
     assert len({r["TORCHELASTIC_RUN_ID"] for r in rows}) == 1 and rows[0]["TORCHELASTIC_RUN_ID"] != "none"
@@ -57,6 +57,8 @@ def test_env_init_and_all_reduce(name):
     result = ok(torchrun("--nproc-per-node", 2, SCRIPTS / "run_allreduce.py", name))
     assert result.stdout.count("all_reduce ok on rank") == 2
     assert result.stderr.count("NCCL needs CUDA devices") == (2 if name == "nccl" else 0)
+    plain = ok(launch(2, "run_allreduce.py", name))  # plain mpiexec: no RANK/WORLD_SIZE to check
+    assert plain.stdout.count("all_reduce ok on rank") == 2
 
 
 @needs_mpi

@@ -11,7 +11,8 @@ import plugtorch.distributed as dist
 backend = sys.argv[1]
 dist.init_process_group(backend, init_method="env://")
 rank, world = dist.get_rank(), dist.get_world_size()
-assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"]), (rank, world)
+if "RANK" in os.environ:  # under the launcher (plain mpiexec sets none)
+    assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"]), (rank, world)
 if len(sys.argv) > 2 and rank == int(sys.argv[2]):
     sys.exit(3)
 t = plugtorch.tensor([float(rank + 1), 1.0])
