@@ -119,3 +119,10 @@ def test_torch_backend_names_outside_a_launcher(monkeypatch):
         dist.destroy_process_group()
     with pytest.raises(ValueError, match="unknown distributed backend 'ucc'"):
         dist.init_process_group("ucc")
+
+
+@needs_mpi
+def test_a_stall_aborted_by_the_watchdog_is_restarted():
+    result = ok(torchrun("--nproc-per-node", 2, "--max-restarts", 1, SCRIPTS / "run_stall.py", timeout=30))
+    assert "did not complete within 2 s" in result.stderr and "restarting (1/1)" in result.stderr, result.stderr
+    assert result.stdout.count("all_reduce ok on rank") == 2
