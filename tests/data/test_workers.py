@@ -188,3 +188,35 @@ def test_argument_errors_match_torch(torch):
         with pytest.raises(ValueError) as ours:
             DataLoader(ds, **kw)
         assert str(ours.value) == str(theirs.value), kw
+
+
+_DYING_WITH_SHARED_BATCHES = """
+import os
+import plugtorch
+import plugtorch.multiprocessing  # its reducers: batches travel as shared memory the worker hands over
+from plugtorch.utils.data import DataLoader, Dataset
+
+class Dying(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        if i == 20:
+            os._exit(3)
+        return plugtorch.full((4,), float(i))
+
+try:
+    list(DataLoader(Dying(), batch_size=4, num_workers=2))
+except RuntimeError as e:
+    print("raised:", e)
+"""
+
+
+def test_a_dead_worker_is_reported_when_batches_travel_in_shared_memory():
+    # with plugtorch.multiprocessing imported, the parent fetches each batch's memory from the
+    # worker that made it; a worker dying in between is still the clear error, not a socket's
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _DYING_WITH_SHARED_BATCHES], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "raised: DataLoader worker (pid(s)" in r.stdout and "exited unexpectedly" in r.stdout, r.stdout

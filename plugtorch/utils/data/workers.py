@@ -24,6 +24,7 @@ import pickle
 import queue
 import random
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -294,12 +295,22 @@ class MultiProcessIter:
                 if timeout > 0 and waited >= timeout:
                     self.close()
                     raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
-                dead = [w.pid for w in self._workers if not w.is_alive()]
-                if dead:
-                    codes = [w.exitcode for w in self._workers if not w.is_alive()]
-                    self.close()
-                    raise RuntimeError(f"DataLoader worker (pid(s) {', '.join(map(str, dead))}) "
-                                       f"exited unexpectedly (exit codes {codes})") from None
+                self._raise_if_dead()
+            except (ConnectionError, EOFError) as exc:
+                # a batch's shared memory (plugtorch.multiprocessing's reducers) is fetched from the
+                # worker that made it: that worker died before handing it over
+                for _ in range(int(_STATUS_INTERVAL / 0.01)):
+                    self._raise_if_dead()
+                    time.sleep(0.01)
+                self.close()
+                raise RuntimeError(f"DataLoader: fetching a batch from its worker failed ({exc!r})") from exc
+
+    def _raise_if_dead(self) -> None:
+        dead = [w for w in self._workers if not w.is_alive()]
+        if dead:
+            self.close()
+            raise RuntimeError(f"DataLoader worker (pid(s) {', '.join(str(w.pid) for w in dead)}) "
+                               f"exited unexpectedly (exit codes {[w.exitcode for w in dead]})") from None
 
     def close(self) -> None:
         """Stop every worker and release the queues (idempotent; also run on garbage collection)."""
