@@ -6,6 +6,7 @@ model (attention written out, or through ``F.scaled_dot_product_attention``), a
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -147,13 +148,14 @@ def lstm(lib, batch=20, seq=35, vocab=2000, emb=128, hidden=256):
     return WordLM(), x, y, lambda logits, y: F.cross_entropy(logits.view(-1, vocab), y.view(-1))
 
 
-MODELS = {"resnet": resnet, "gpt": gpt, "gpt_sdpa": lambda lib: gpt(lib, sdpa=True), "encoder": encoder,
+MODELS = {"resnet": resnet, "gpt": gpt, "gpt_sdpa": functools.partial(gpt, sdpa=True), "encoder": encoder,
           "lstm": lstm}
 
 
-def train_step(lib, name: str):
-    """A zero_grad + forward + backward + AdamW step of model ``name``, and the model."""
-    model, x, y, loss_fn = MODELS[name](lib)
+def train_step(lib, name: str, **sizes):
+    """A zero_grad + forward + backward + AdamW step of model ``name`` (built with ``sizes``, its
+    builder's keywords, where the defaults are too large), the model and its batch."""
+    model, x, y, loss_fn = MODELS[name](lib, **sizes)
     opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
 
     def step(x, y):

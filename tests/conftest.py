@@ -86,3 +86,13 @@ def data_root() -> pathlib.Path:
             return root
     pytest.skip(f"MNIST files not found under {ROOT / 'data'} (a clone has them in data/mnist/); "
                 "set PLUGTORCH_DATA to a data root holding mnist/")
+
+
+@pytest.fixture(scope="session")
+def bench_models():
+    """``benchmarks/models.py``: the real models the benchmarks time, for the tests of them."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_models_defs", ROOT / "benchmarks" / "models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
