@@ -13,7 +13,7 @@ import plugtorch as pt
 from . import constraints
 from ._special import lgamma
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all, expand_probs_or_logits, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Poisson", "Binomial"]
 
@@ -96,12 +96,7 @@ class Binomial(Distribution):
         new = self._get_checked_instance(Binomial, _instance)
         batch_shape = pt.Size(batch_shape)
         new.total_count = self.total_count.expand(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        expand_probs_or_logits(self, new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new

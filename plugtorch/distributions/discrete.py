@@ -11,7 +11,7 @@ import plugtorch.nn.functional as F
 
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all, expand_probs_or_logits, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical"]
 
@@ -42,12 +42,7 @@ class Bernoulli(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Bernoulli, _instance)
         batch_shape = pt.Size(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        expand_probs_or_logits(self, new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -122,12 +117,7 @@ class Categorical(Distribution):
         new = self._get_checked_instance(Categorical, _instance)
         batch_shape = pt.Size(batch_shape)
         shape = batch_shape + pt.Size((self._num_events,))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(shape)
-            new._param = new.logits
+        expand_probs_or_logits(self, new, shape)
         new._num_events = self._num_events
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args

@@ -36,6 +36,16 @@ def clamp_probs(probs):
     return probs.clamp(min=e, max=1 - e)
 
 
+def expand_probs_or_logits(old, new, shape) -> None:
+    """``expand``'s copy of the parameters a probs/logits distribution holds: whichever of ``probs``
+    and ``logits`` ``old`` was given or has computed, expanded to ``shape``; ``new._param`` is the
+    last of them (the logits, where both are there)."""
+    for name in ("probs", "logits"):
+        if name in old.__dict__:
+            setattr(new, name, old.__dict__[name].expand(shape))
+            new._param = new.__dict__[name]
+
+
 def logits_to_probs(logits, is_binary=False):
     return pt.sigmoid(logits) if is_binary else pt.softmax(logits, -1)
 
