@@ -142,6 +142,25 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     return finish(pg.alltoall(list(outs), list(ins)), async_op)
 
 
+def _root_only(pg, root, items, name, role) -> bool:
+    """torch's rule for a list only the root passes (gather's, scatter's): required on the root,
+    refused elsewhere. Whether this rank is the root."""
+    if pg.rank() == root:
+        if not items:
+            raise ValueError(f"Argument ``{name}`` must be specified on {role} rank.")
+        return True
+    if items:
+        raise ValueError(f"Argument ``{name}`` must NOT be specified on non-{role} ranks.")
+    return False
+
+
+def _check_slots(pg, tensor, items, name, fn) -> None:
+    """The root's list holds one tensor per rank, each like ``tensor``."""
+    check_list_len(items, pg.size(), name, fn)
+    for i, t in enumerate(items):
+        check_like(t, tensor, fn, f"{name}[{i}]")
+
+
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
     """Rank ``dst``'s ``gather_list[r]`` gets rank r's ``tensor``."""
     fn = "gather"
@@ -152,15 +171,10 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     if pg is None:
         return None
     root = group_rank(pg, dst, group_dst, fn, "dst")
-    if pg.rank() == root:
-        if not gather_list:
-            raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
-        check_list_len(gather_list, pg.size(), "gather_list", fn)
-        for i, t in enumerate(gather_list):
-            check_like(t, tensor, fn, f"gather_list[{i}]")
-    elif gather_list:
-        raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-    return finish(pg.gather(tensor, gather_list if pg.rank() == root else None, root), async_op)
+    at_root = _root_only(pg, root, gather_list, "gather_list", "destination")
+    if at_root:
+        _check_slots(pg, tensor, gather_list, "gather_list", fn)
+    return finish(pg.gather(tensor, gather_list if at_root else None, root), async_op)
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
@@ -173,15 +187,10 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     if pg is None:
         return None
     root = group_rank(pg, src, group_src, fn, "src")
-    if pg.rank() == root:
-        if not scatter_list:
-            raise ValueError("Argument ``scatter_list`` must be specified on source rank.")
-        check_list_len(scatter_list, pg.size(), "scatter_list", fn)
-        for i, t in enumerate(scatter_list):
-            check_like(t, tensor, fn, f"scatter_list[{i}]")
-    elif scatter_list:
-        raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
-    return finish(pg.scatter(tensor, scatter_list if pg.rank() == root else None, root), async_op)
+    at_root = _root_only(pg, root, scatter_list, "scatter_list", "source")
+    if at_root:
+        _check_slots(pg, tensor, scatter_list, "scatter_list", fn)
+    return finish(pg.scatter(tensor, scatter_list if at_root else None, root), async_op)
 
 
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None) -> None:
@@ -190,14 +199,10 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     if pg is None:
         return
     root = group_rank(pg, dst, group_dst, "gather_object", "dst")
-    if pg.rank() == root:
-        if not object_gather_list:
-            raise ValueError("Argument ``object_gather_list`` must be specified on destination rank.")
-        if len(object_gather_list) != pg.size():
-            raise ValueError(f"gather_object: object_gather_list has {len(object_gather_list)} slots for a "
-                             f"group of {pg.size()} ranks")
-    elif object_gather_list:
-        raise ValueError("Argument ``object_gather_list`` must NOT be specified on non-destination ranks.")
+    if _root_only(pg, root, object_gather_list, "object_gather_list", "destination") \
+            and len(object_gather_list) != pg.size():
+        raise ValueError(f"gather_object: object_gather_list has {len(object_gather_list)} slots for a "
+                         f"group of {pg.size()} ranks")
     objects = pg.gather_object(obj, root)
     if objects is not None and object_gather_list is not None:
         object_gather_list[:] = objects
