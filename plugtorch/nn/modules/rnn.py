@@ -215,26 +215,33 @@ class RNNBase(Module):
             if input.sorted_indices is not None:  # the caller's batch order -> the packed order
                 h0 = h0.index_select(1, input.sorted_indices)
                 c0 = c0.index_select(1, input.sorted_indices) if c0 is not None else None
-        x, hs, cs = data, [], []
+        x, h_n, c_n = self._layers(data, h0, c0, lambda x, h, c, sfx, reverse:
+                                   self._packed_direction(x, sizes, h, c, sfx, reverse=reverse))
+        output = PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices)
+        if input.unsorted_indices is not None:  # back to the caller's batch order
+            h_n = h_n.index_select(1, input.unsorted_indices)
+            c_n = c_n.index_select(1, input.unsorted_indices) if c_n is not None else None
+        return output, ((h_n, c_n) if self.mode == "LSTM" else h_n)
+
+    def _layers(self, x, h0, c0, run_direction):
+        """Every layer and direction over x: ``run_direction(x, h, c, suffix, reverse)`` gives one
+        direction's (output, last h, last c); dropout between layers. The last layer's output, h_n
+        and c_n (None but for LSTM)."""
+        directions = 2 if self.bidirectional else 1
+        hs, cs = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(directions):
                 k = layer * directions + d
-                out, h, c = self._packed_direction(x, sizes, h0[k], c0[k] if c0 is not None else None,
-                                                   f"_l{layer}" + ("_reverse" if d else ""), reverse=d == 1)
+                out, h, c = run_direction(x, h0[k], c0[k] if c0 is not None else None,
+                                          f"_l{layer}" + ("_reverse" if d else ""), d == 1)
                 outs.append(out)
                 hs.append(h)
                 cs.append(c)
             x = outs[0] if directions == 1 else plugtorch.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True, generator=self.generator)
-        output = PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices)
-        h_n = plugtorch.stack(hs, 0)
-        c_n = plugtorch.stack(cs, 0) if self.mode == "LSTM" else None
-        if input.unsorted_indices is not None:  # back to the caller's batch order
-            h_n = h_n.index_select(1, input.unsorted_indices)
-            c_n = c_n.index_select(1, input.unsorted_indices) if c_n is not None else None
-        return output, ((h_n, c_n) if self.mode == "LSTM" else h_n)
+        return x, plugtorch.stack(hs, 0), plugtorch.stack(cs, 0) if self.mode == "LSTM" else None
 
     def _check(self, input, hx):
         is_batched = input.ndim == 3
@@ -275,22 +282,8 @@ class RNNBase(Module):
             h0 = plugtorch.zeros(layers, n, out_size, dtype=x.dtype, device=x.device)
             if self.mode == "LSTM":
                 c0 = plugtorch.zeros(layers, n, self.hidden_size, dtype=x.dtype, device=x.device)
-        hs, cs = [], []
-        for layer in range(self.num_layers):
-            outs = []
-            for d in range(directions):
-                k = layer * directions + d
-                out, h, c = self._run_direction(x, h0[k], c0[k] if c0 is not None else None,
-                                                f"_l{layer}" + ("_reverse" if d else ""), reverse=d == 1)
-                outs.append(out)
-                hs.append(h)
-                cs.append(c)
-            x = outs[0] if directions == 1 else plugtorch.cat(outs, -1)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True, generator=self.generator)
+        x, h_n, c_n = self._layers(x, h0, c0, self._run_direction)
         output = x.transpose(0, 1) if is_batched and self.batch_first else x
-        h_n = plugtorch.stack(hs, 0)
-        c_n = plugtorch.stack(cs, 0) if self.mode == "LSTM" else None
         if not is_batched:
             output, h_n = output.squeeze(1), h_n.squeeze(1)
             c_n = c_n.squeeze(1) if c_n is not None else None
