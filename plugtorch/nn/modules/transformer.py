@@ -43,6 +43,20 @@ def generate_square_subsequent_mask(sz: int, device=None, dtype=None):
     return plugtorch.zeros(sz, sz, dtype=dtype, device=device).masked_fill(ones.triu(1), float("-inf"))
 
 
+def _add_feed_forward_and_norms(layer, blocks, d_model, dim_feedforward, dropout, layer_norm_eps, bias, generator,
+                                kw) -> None:
+    """A layer's feed-forward (linear1, dropout, linear2), then the LayerNorm and Dropout of each of
+    its ``blocks`` residual blocks (norm1.., dropout1..): torch's names, in the order torch registers
+    them, which its state_dict keys follow."""
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, generator=generator, **kw)
+    layer.dropout = Dropout(dropout, generator=generator)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, generator=generator, **kw)
+    for i in range(1, blocks + 1):
+        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+    for i in range(1, blocks + 1):
+        setattr(layer, f"dropout{i}", Dropout(dropout, generator=generator))
+
+
 class TransformerEncoderLayer(Module):
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation=F.relu, layer_norm_eps: float = 1e-5, batch_first: bool = False,
@@ -51,14 +65,8 @@ class TransformerEncoderLayer(Module):
         kw = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             generator=generator, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, generator=generator, **kw)
-        self.dropout = Dropout(dropout, generator=generator)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, generator=generator, **kw)
+        _add_feed_forward_and_norms(self, 2, d_model, dim_feedforward, dropout, layer_norm_eps, bias, generator, kw)
         self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout, generator=generator)
-        self.dropout2 = Dropout(dropout, generator=generator)
         self.activation = _activation(activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
@@ -114,16 +122,8 @@ class TransformerDecoderLayer(Module):
                                             generator=generator, **kw)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first,
                                                  bias=bias, generator=generator, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, generator=generator, **kw)
-        self.dropout = Dropout(dropout, generator=generator)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, generator=generator, **kw)
+        _add_feed_forward_and_norms(self, 3, d_model, dim_feedforward, dropout, layer_norm_eps, bias, generator, kw)
         self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout, generator=generator)
-        self.dropout2 = Dropout(dropout, generator=generator)
-        self.dropout3 = Dropout(dropout, generator=generator)
         self.activation = _activation(activation)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
