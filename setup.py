@@ -41,13 +41,15 @@ def _libmvec() -> bool:
 mvec = _libmvec()
 native = Extension("plugtorch_backends.numpy_backend.native._kernels",
                    sources=["backends/numpy_backend/native/_kernels.c", "backends/numpy_backend/native/threadpool.c"],
-                   depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/threadpool.h"],
+                   depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/threadpool.h",
+                            "backends/numpy_backend/native/vector_math.h"],
                    extra_compile_args=flags, optional=True,
                    define_macros=[("PLUGTORCH_MVEC", "1")] if mvec else [], libraries=["mvec", "m"] if mvec else [])
 
 # The LSTM steps' gate arithmetic (native/rnn.c), a module of its own beside _kernels: optional too.
 rnn_c = Extension("plugtorch_backends.numpy_backend.native._rnn", sources=["backends/numpy_backend/native/rnn.c"],
-                  extra_compile_args=flags, optional=True, define_macros=native.define_macros,
+                  depends=["backends/numpy_backend/native/vector_math.h"], extra_compile_args=flags, optional=True,
+                  define_macros=native.define_macros,
                   libraries=native.libraries)
 
 # The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional

@@ -10,40 +10,9 @@
 #include <Python.h>
 #include <math.h>
 
-/* -- tanh over a block --------------------------------------------------------------------------- */
-
-/* float: glibc's vector tanhf (libmvec, four lanes a call, within 2 ulp) where setup.py found it
- * and defined PLUGTORCH_MVEC, every element through it (the tail padded) so that a value's result
- * does not depend on where it sits; the scalar function elsewhere, and for double. */
-#ifdef PLUGTORCH_MVEC
-#include <immintrin.h>
 #include <string.h>
-__m128 _ZGVbN4v_tanhf(__m128);
-static void tanh_block_f(float *x, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        _mm_storeu_ps(x + i, _ZGVbN4v_tanhf(_mm_loadu_ps(x + i)));
-    if (i < n) {
-        float lanes[4] = {0, 0, 0, 0};
-        memcpy(lanes, x + i, (size_t)(n - i) * sizeof(float));
-        _mm_storeu_ps(lanes, _ZGVbN4v_tanhf(_mm_loadu_ps(lanes)));
-        memcpy(x + i, lanes, (size_t)(n - i) * sizeof(float));
-    }
-}
-#else
-static void tanh_block_f(float *x, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        x[i] = tanhf(x[i]);
-}
-#endif
 
-static void tanh_block_d(double *x, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        x[i] = tanh(x[i]);
-}
+#include "vector_math.h"  /* tanh_block_f/_d: libmvec's tanhf where setup.py found it */
 
 /* -- the loops, once per element type ----------------------------------------------------------- */
 
@@ -61,7 +30,7 @@ static void tanh_block_d(double *x, Py_ssize_t n)
             const T *gr = gates + b * 4 * h;                                                            \
             for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
                 scratch[j] = (j >= 2 * h && j < 3 * h) ? gr[j] : (T)0.5 * gr[j];                        \
-            tanh_block_##SUF(scratch, 4 * h);                                                           \
+            tanh_block_##SUF(scratch, scratch, 4 * h);                                                  \
             T *hb = hs + b * h, *cb = cs + b * h;                                                       \
             for (Py_ssize_t j = 0; j < h; j++) {                                                        \
                 Py_ssize_t k = b * h + j;                                                               \
@@ -70,7 +39,7 @@ static void tanh_block_d(double *x, Py_ssize_t n)
                 T c = f * c_prev[k] + i * g;                                                            \
                 is[k] = i, fs[k] = f, gs[k] = g, os[k] = o, cb[j] = c, hb[j] = c;                       \
             }                                                                                           \
-            tanh_block_##SUF(hb, h);                                                                    \
+            tanh_block_##SUF(hb, hb, h);                                                                \
             for (Py_ssize_t j = 0; j < h; j++)                                                          \
                 hb[j] *= os[b * h + j];                                                                 \
         }                                                                                               \
@@ -90,7 +59,7 @@ static void tanh_block_d(double *x, Py_ssize_t n)
             T *orow = out + b * 4 * h;                                                                  \
             for (Py_ssize_t j = 0; j < h; j++)                                                          \
                 scratch[j] = cs[b * h + j];                                                             \
-            tanh_block_##SUF(scratch, h);                                                               \
+            tanh_block_##SUF(scratch, scratch, h);                                                      \
             for (Py_ssize_t j = 0; j < h; j++) {                                                        \
                 Py_ssize_t k = b * h + j;                                                               \
                 T i = is[k], f = fs[k], g = gs[k], o = os[k], tc = scratch[j];                          \
