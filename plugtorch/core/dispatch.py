@@ -1,8 +1,9 @@
 """Dispatch: read the op's current definition, run the backend's kernel or the decomposition,
 wrap the result, and record a graph node when a gradient is needed.
 
-This is the hot path of every op, so it is written for speed: no hook calls, one
-dict lookup for the definition and one for the kernel. Hot elementwise ops inline
+This is the hot path of every op, so it is written for speed: one test for dispatch modes
+(``optable.MODES``: the profiler, autocast, forward AD, vmap), one dict lookup for the
+definition and one for the kernel. Hot elementwise ops inline
 the same steps in their own functions (``ops/elementwise.py``); whichever path ran a
 kernel, the node it records runs ``OpDef.rule``.
 """
@@ -15,7 +16,7 @@ from . import anomaly, native
 from .errors import BackendMismatchError, MissingKernelError
 from .grad_mode import _state as _grad_state
 from .graph import AccumulateGrad, Node
-from .optable import INTERCEPT, TABLE
+from .optable import INTERCEPT, MODES, TABLE
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -214,6 +215,8 @@ def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
     else:  # an OpDef: its registered (current) definition, or itself before it is registered
         name = op.name
         d = TABLE.get(name, op)
+    if MODES.on:
+        return MODES.dispatch(d, operands, attrs)
     # one pass over the operands: their backend, their arrays, whether any needs a gradient
     tensor, b, grad = Tensor, None, False
     arrays = []
@@ -255,6 +258,8 @@ def call_op1(name: str, x, attrs: dict = NO_ATTRS):
         if INTERCEPT.on and (out := INTERCEPT.call(d.function, (x,), attrs)) is not NotImplemented:
             return out
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if MODES.on:
+        return MODES.dispatch(d, (x,), attrs)
     b = x._backend
     try:
         fn = b.kernels[name]

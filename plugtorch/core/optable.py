@@ -20,7 +20,8 @@ from typing import Any
 
 from .opdef import PLACES, OpDef
 
-__all__ = ["TABLE", "CORE", "API", "INPLACE", "INTERCEPT", "declare", "public", "op", "Done"]
+__all__ = ["TABLE", "CORE", "API", "INPLACE", "INTERCEPT", "MODES", "DispatchMode", "declare", "public", "op",
+           "Done"]
 
 TABLE: dict[str, OpDef] = {}
 CORE: list[OpDef] = []
@@ -50,6 +51,70 @@ def _not_implemented(*args: Any) -> Any:
 
 
 INTERCEPT = _Intercept()
+
+
+class DispatchMode:
+    """A mode that sees every op call on tensors while it is in force: the profiler, autocast,
+    forward-mode AD and ``vmap`` are modes. Subclasses override :meth:`dispatch`; entering the
+    mode (``with mode:``) puts it on :data:`MODES`' stack, leaving takes it off.
+
+    ``dispatch(opdef, operands, attrs)`` runs for each op call in the mode, the operands and
+    attrs as ``call_op`` takes them (tensors, numbers, ``None``; attrs by name). While it runs,
+    the mode is off, so the ``call_op(opdef, operands, attrs)`` it makes to compute the op goes
+    to the next mode down or, under none, to the kernel; ``with self:`` inside it puts the mode
+    back for code it should see again (a decomposition run op by op).
+    """
+
+    def dispatch(self, opdef: OpDef, operands: tuple, attrs: dict) -> Any:
+        from .dispatch import call_op
+        return call_op(opdef, operands, attrs)
+
+    def __enter__(self):
+        MODES.push(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        MODES.pop(self)
+
+
+class _Modes:
+    """The dispatch modes in force, innermost last.
+
+    ``on`` is the number of modes in force. Every path that runs a kernel for an op called on
+    tensors (``call_op``, ``call_op1``, the elementwise fronts, ``cast``, the in-place fast path)
+    tests it first and, when it is not zero, hands the call to :meth:`dispatch` instead; with
+    no mode, an op pays that one attribute test.
+    """
+
+    __slots__ = ("on", "stack")
+
+    def __init__(self) -> None:
+        self.on = 0
+        self.stack: list[DispatchMode] = []
+
+    def push(self, mode: DispatchMode) -> None:
+        self.stack.append(mode)
+        self.on = len(self.stack)
+
+    def pop(self, mode: DispatchMode) -> None:
+        if not self.stack or self.stack[-1] is not mode:
+            raise RuntimeError(f"dispatch modes left out of order: leaving {type(mode).__name__} while "
+                               f"{type(self.stack[-1]).__name__ if self.stack else 'none'} is innermost")
+        self.stack.pop()
+        self.on = len(self.stack)
+
+    def dispatch(self, opdef: OpDef, operands: tuple, attrs: dict) -> Any:
+        """The innermost mode's ``dispatch`` of the call, with that mode off while it runs."""
+        mode = self.stack.pop()
+        self.on = len(self.stack)
+        try:
+            return mode.dispatch(opdef, operands, attrs)
+        finally:
+            self.stack.append(mode)
+            self.on = len(self.stack)
+
+
+MODES = _Modes()
 
 
 def declare(opdef: OpDef) -> OpDef:

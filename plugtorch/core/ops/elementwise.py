@@ -22,7 +22,7 @@ from ..dispatch import NO_ATTRS, call_op, record, record_one, record_pair, wrap
 from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..optable import INTERCEPT, TABLE, Done, op, public
+from ..optable import INTERCEPT, MODES, TABLE, Done, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import cast
@@ -67,6 +67,8 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
                 input = cast(input, get_default_dtype())
             elif keep_ints:
                 return input.clone()  # integers are already whole: torch returns them unchanged
+        if MODES.on:
+            return call_op(name, (input,))
         b = input._backend
         try:
             kernel = b.kernels[name]
@@ -257,6 +259,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
             if floating and not input.dtype.is_floating_point:
                 input, other = as_float(input), as_float(other)
             b = input._backend
+            if MODES.on:
+                return call_op(name, (input, other))
             try:
                 kernel = b.kernels[name]
             except KeyError:
@@ -280,6 +284,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
         if input.dtype.category < 2 and (floating or _scalar_category(other) > input.dtype.category):
             input = as_float(input) if floating else _promote_scalar(input, other)
         b = input._backend
+        if MODES.on:
+            return call_op(name, (input, other))
         try:
             kernel = b.kernels[name]
         except KeyError:

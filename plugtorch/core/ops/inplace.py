@@ -25,7 +25,7 @@ from __future__ import annotations
 from ..dispatch import wrap
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
-from ..optable import TABLE, op, public
+from ..optable import MODES, TABLE, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
 from .conversion import move
@@ -138,7 +138,7 @@ def _into(x, op_name, args, kwargs, seen):
     that is not the op's exact result (then the general path runs: it computes out of place and
     copies back). Runs only without a graph to keep, so no node saved ``x``'s old value.
     Written for speed: optimizer updates and initialisation run it once per parameter."""
-    if not x.dtype.is_floating_point:
+    if not x.dtype.is_floating_point or MODES.on:
         return None
     b = x._backend
     kernel = b.kernels.get(op_name)
@@ -215,7 +215,7 @@ def inplace(fn, name):
             known = seen.get(b)
             if (known is not None and known[1] is not None and isinstance(other, Tensor) and other._backend is b
                     and other.dtype is x.dtype and x.dtype.is_floating_point
-                    and not ((x.requires_grad or other.requires_grad) and _grad.enabled)
+                    and not ((x.requires_grad or other.requires_grad) and _grad.enabled) and not MODES.on
                     and known[0] is b.kernels.get(op_name)):
                 try:
                     known[1](data, other._data, out=data)
