@@ -12,7 +12,7 @@ import builtins
 from functools import cache, lru_cache
 
 __all__ = [
-    "dtype", "float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8",
+    "dtype", "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
     "bool_", "get_default_dtype", "set_default_dtype", "promote_types", "result_type",
     "dtype_from_name", "ALL_DTYPES",
 ]
@@ -48,10 +48,11 @@ int16 = dtype("int16", 2, _INT, 2)
 int32 = dtype("int32", 4, _INT, 3)
 int64 = dtype("int64", 8, _INT, 4)
 float16 = dtype("float16", 2, _FLOAT, 0)
+bfloat16 = dtype("bfloat16", 2, _FLOAT, 0)
 float32 = dtype("float32", 4, _FLOAT, 1)
 float64 = dtype("float64", 8, _FLOAT, 2)
 
-ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64)
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32,
                  "half": float16, "short": int16, "char": int8, "byte": uint8})
@@ -89,7 +90,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
         other = b if a is uint8 else a
         # uint8 with a signed type needs the next signed type that holds 0..255.
         return int16 if other in (int8,) else other
-    return a if a._rank >= b._rank else b
+    if a._rank == b._rank:  # float16 and bfloat16
+        return float32
+    return a if a._rank > b._rank else b
 
 
 def _scalar_dtype(value) -> dtype:
