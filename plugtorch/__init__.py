@@ -14,6 +14,8 @@ from .core.device import Device as device
 from .core.device import backend, current_backend, get_backend, use
 from .core.dtypes import bool_ as bool
 from .core.dtypes import (
+    complex64,
+    complex128,
     dtype,
     float16,
     float32,
@@ -57,6 +59,8 @@ float = float32
 double = float64
 long = int64
 half = float16
+cfloat = complex64
+cdouble = complex128
 short = int16
 int = int32
 
@@ -72,7 +76,7 @@ __all__ = [
     "load", "save", "load_file", "save_file", "library", "ops", "get_num_threads", "set_num_threads",
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
     "compile", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
-    "CharTensor", "ByteTensor", "BoolTensor",
+    "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble",
 ] + _ops.__all__
 
 from . import distributions  # noqa: E402, F401  (last: it builds on the dtypes and ops above)

@@ -13,14 +13,29 @@ import math
 import numpy
 
 from . import special
+from .bfloat16 import BFLOAT16
 
 
 def make_dtype_maps(xp):
     from plugtorch.backend_api import dtype_from_name
-    names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
-    to_native = {dtype_from_name(n): xp.dtype(n) for n in names}
+    names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex64",
+             "complex128"]
+    to_native = _NativeDtypes({dtype_from_name(n): xp.dtype(n) for n in names})
+    if xp is numpy:  # ml_dtypes' bfloat16 (bfloat16.py); CuPy-like namespaces refuse it
+        to_native[dtype_from_name("bfloat16")] = BFLOAT16
     from_native = {v: k for k, v in to_native.items()}
     return to_native, from_native
+
+
+class _NativeDtypes(dict):
+    """plugtorch dtype -> native dtype; a dtype the backend lacks is refused by name."""
+
+    def __missing__(self, dtype):
+        if getattr(dtype, "name", None) == "bfloat16":
+            raise TypeError("plugtorch.bfloat16 is not supported by the CuPy backend: CuPy's bfloat16 "
+                            "(experimental, CuPy 14 with ml_dtypes) reaches neither cupyx nor this backend's "
+                            "CUDA kernels; use plugtorch.float16 (autocast's default on cuda) or float32")
+        raise TypeError(f"{dtype!r} is not supported by this backend")
 
 
 @functools.cache  # one import attempt, not one per call
@@ -180,7 +195,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     def from_host(obj, dtype):
         if isinstance(obj, xp.ndarray):
             return obj if dtype is None else obj.astype(to_native[dtype], copy=False)
-        host = numpy.asarray(obj, dtype=None if dtype is None else numpy.dtype(dtype.name))
+        host = numpy.asarray(obj, dtype=None if dtype is None else to_native[dtype])
         return from_host_array(host)
 
     def gather(x, axis, index):

@@ -23,7 +23,8 @@ from .tensor import Tensor
 __all__ = ["check_numpy", "from_dlpack"]
 
 _KDL_CPU, _KDL_CUDA_HOST = 1, 3  # DLPack device types whose memory the host can read
-_TORCH_ORDER = ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+_TORCH_ORDER = ("float64", "float32", "float16", "complex64", "complex128", "int64", "int32", "int16", "int8",
+                "uint8", "bool")
 _SUPPORTED = [n for n in _TORCH_ORDER if n in {d.name for d in ALL_DTYPES}]
 
 

@@ -111,6 +111,19 @@ class _Formatter:
         return (self.max_width - len(text)) * " " + text
 
 
+class _ComplexFormatter:
+    """torch's complex style: the real parts in one float format, the imaginary parts in another,
+    joined with their sign (``1.5000+2.0000e+00j``)."""
+
+    def __init__(self, values):
+        self.real, self.imag = _Formatter(values.real, True), _Formatter(values.imag, True)
+        self.max_width = self.real.max_width + self.imag.max_width + 1
+
+    def format(self, value) -> str:
+        imag = (self.imag.format(value.imag) + "j").lstrip()
+        return self.real.format(value.real) + ("" if imag[0] in "+-" else "+") + imag
+
+
 def _summarized(a):
     """The elements a summarised print shows (only their values matter: they pick the format)."""
     import numpy as np
@@ -155,7 +168,8 @@ def _nested(a, indent, summarize, fmt) -> str:
 
 def _body(host, floating, indent) -> str:
     summarize = host.size > OPTIONS.threshold
-    fmt = _Formatter(_summarized(host) if summarize else host.reshape(-1), floating)
+    shown = _summarized(host) if summarize else host.reshape(-1)
+    fmt = _ComplexFormatter(shown) if host.dtype.kind == "c" else _Formatter(shown, floating)
     return _nested(host, indent, summarize, fmt)
 
 
@@ -176,7 +190,7 @@ def tensor_repr(t) -> str:
     import numpy as np  # host-side formatting of a host copy, never of backend data
 
     from .device import default_backend
-    from .dtypes import bool_, get_default_dtype, int64
+    from .dtypes import bool_, get_default_dtype, int64, to_complex
 
     prefix = "tensor("
     indent = len(prefix)
@@ -194,7 +208,7 @@ def tensor_repr(t) -> str:
     else:
         if not OPTIONS.edgeitems:
             suffixes.append(f"size={tuple(host.shape)}")
-        if t.dtype not in (get_default_dtype(), int64, bool_):
+        if t.dtype not in (get_default_dtype(), to_complex(get_default_dtype()), int64, bool_):
             suffixes.append(f"dtype={t.dtype!r}")
         body = _body(host, t.dtype.is_floating_point, indent)
     if t.grad_fn is not None:

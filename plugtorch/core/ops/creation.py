@@ -6,7 +6,7 @@ import warnings
 
 from ..device import default_backend, get_backend
 from ..dispatch import wrap
-from ..dtypes import bool_, float64, get_default_dtype, int64
+from ..dtypes import bool_, complex128, float64, get_default_dtype, int64, to_complex
 from ..dtypes import dtype as _dtype
 from ..optable import public
 from ..plugins import get_registry
@@ -17,7 +17,8 @@ from ..tensor import Tensor
 def _backend_for(device, data=None):
     if device is not None:
         return get_backend(device)
-    if data is not None and not isinstance(data, (list, tuple, builtins.int, builtins.float, builtins.bool)):
+    if data is not None and not isinstance(data, (list, tuple, builtins.int, builtins.float, builtins.bool,
+                                                  builtins.complex)):
         for b in get_registry().backends.values():
             if b.is_native(data) and b.available:  # the cheap test first: availability may probe
                 return b
@@ -64,8 +65,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     arr = b.primitives["from_host"](data, dtype)
     arr = b.primitives["copy"](arr)
     t = wrap(arr, b)
-    if dtype is None and from_python and t.dtype is float64:
-        t = wrap(b.primitives["cast"](arr, get_default_dtype()), b)
+    if dtype is None and from_python and t.dtype in (float64, complex128):
+        # Python floats (complexes) take the default dtype (its complex twin), as in torch
+        t = wrap(b.primitives["cast"](arr, to_complex(get_default_dtype()) if t.dtype is complex128
+                                      else get_default_dtype()), b)
     return _finish(t, requires_grad)
 
 
@@ -96,8 +99,8 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     b = _backend_for(device, data)
     from_python = not hasattr(data, "dtype")
     t = wrap(b.primitives["from_host"](data, dtype), b)
-    if dtype is None and from_python and t.dtype is float64:
-        t = t.to(get_default_dtype())
+    if dtype is None and from_python and t.dtype in (float64, complex128):
+        t = t.to(to_complex(get_default_dtype()) if t.dtype is complex128 else get_default_dtype())
     return t
 
 
