@@ -13,6 +13,7 @@ from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
 
 from . import allocator, native
 from .attention import ATTENTION_KERNELS
+from .bfloat16 import through_float32
 from .fused import FUSED_KERNELS
 from .fused_optim import OPTIM_KERNELS
 from .rnn import RNN_KERNELS
@@ -139,4 +140,4 @@ def plugtorch_register(registrar):
     kernels = {**NUMPY_KERNELS, **native.kernels()}
     native.share_blas_threads()  # NumPy's OpenBLAS and the native kernels on one pool of threads
     for op, fn in kernels.items():
-        registrar.add_kernel(op, NAME, fn)
+        registrar.add_kernel(op, NAME, fn if op in OPTIM_KERNELS else through_float32(op, fn))

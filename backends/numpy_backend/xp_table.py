@@ -13,7 +13,7 @@ import math
 import numpy
 
 from . import special
-from .bfloat16 import BFLOAT16
+from .bfloat16 import ACCUMULATING, BFLOAT16, widened
 
 
 def make_dtype_maps(xp):
@@ -329,7 +329,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     table.update({name: (quiet if name in _QUIET else binary)(getattr(xp, ufunc))
                   for name, ufunc in BINARY_UFUNCS.items()})
     table["erf"] = erf or host_erf
-    return table | {
+    table = table | {
         "where": where,
         "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
         "argsort": argsort,
@@ -351,3 +351,6 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "from_host": from_host,
         "to_host": to_host,
     }
+    if xp is numpy:  # bfloat16 accumulates in float32, as torch's CPU kernels do
+        table.update({name: widened(name, table[name]) for name in ACCUMULATING})
+    return table
