@@ -11,6 +11,7 @@ Everything about an op is written here once, and everything else is derived from
 * its ``derivative`` rule, written with plugtorch ops (so it is differentiable
   itself), and what the rule reads (``save``: "inputs" for every operand, an operand's
   position for that one only, "output");
+* its forward derivative ``jvp`` (forward-mode AD), also written with plugtorch ops;
 * its dtype policy (``dtypes``), its docs and its conformance ``samples``.
 
 How an op is called (the calling convention every kernel, lowering and decomposition
@@ -23,6 +24,12 @@ A derivative rule is ``rule(ctx, grad) -> one gradient (or None) per operand``. 
 is the graph node: ``ctx.saved`` (the operands, if ``save`` has "inputs"),
 ``ctx.output`` (if ``save`` has "output"), ``ctx.attrs`` (a dict), and
 ``ctx.needs_input_grad``.
+
+A forward derivative is ``jvp(primals, tangents, output, attrs) -> the output's tangent`` (a
+tuple, one per output, for a ``multi_output`` op): ``primals`` are the operands, ``tangents``
+one per operand (None where it has none), ``output`` what the op returned. An op without one
+still has forward derivatives (``plugtorch.autograd.forward_ad``): through its decomposition, or
+its ``derivative`` transposed.
 """
 from __future__ import annotations
 
@@ -63,6 +70,7 @@ class OpDef:
     multi_output: bool = False
     no_kernel: str = ""
     module: str = ""
+    jvp: Callable | None = None
     # what dispatch reads on every node, worked out from the fields above (__post_init__): the
     # rule a node of this op runs when a kernel (or the primitive) computed it, what that rule
     # saves, and the class of its nodes (None where the call decides it: node_namer(meta, attrs))
@@ -128,6 +136,14 @@ class OpDef:
         if self.decompose is not None:
             return "composite" + (" + rule" if self.derivative is not None else "")
         return "kernel only"
+
+    def describe_jvp(self) -> str:
+        """Where the op's forward derivative comes from (for the catalog; see forward_ad)."""
+        if self.jvp is not None:
+            return "rule"
+        if self.derivative is None and self.decompose is not None:
+            return "via decomposition"
+        return "via vjp" if self.derivative is not None else "—"
 
 
 def decomposition_rule(decompose: Callable, variadic: bool = False) -> Callable:

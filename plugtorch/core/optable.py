@@ -69,6 +69,11 @@ class DispatchMode:
         from .dispatch import call_op
         return call_op(opdef, operands, attrs)
 
+    def rebind(self, target: Any, source: Any) -> None:
+        """An in-place op made ``target`` hold ``source``'s value (None: a constant, as ``zero_``
+        writes), or made ``target`` an alias of ``source``'s old value: a mode that keeps
+        something per tensor (forward AD's tangents) moves it here. Nothing by default."""
+
     def __enter__(self):
         MODES.push(self)
         return self
@@ -112,6 +117,11 @@ class _Modes:
         finally:
             self.stack.append(mode)
             self.on = len(self.stack)
+
+    def rebind(self, target: Any, source: Any) -> None:
+        """Tell every mode in force that ``target`` now holds ``source``'s value (``DispatchMode.rebind``)."""
+        for mode in list(self.stack):
+            mode.rebind(target, source)
 
 
 MODES = _Modes()
@@ -178,7 +188,8 @@ def op(name: str | None = None, *, bind: Callable | None = None, operands: int =
       after the kernel ran, or a bind's extra call would cost a view op a third of its time).
 
     ``fields`` are the rest of the :class:`OpDef`: ``derivative`` (``rule(ctx, grad)``),
-    ``save``, ``dtypes``, ``exposed``, ``aliases``, ``inplace``, ``variadic``, ``view``, ...
+    ``jvp`` (``jvp(primals, tangents, output, attrs)``, the forward derivative), ``save``,
+    ``dtypes``, ``exposed``, ``aliases``, ``inplace``, ``variadic``, ``view``, ...
     """
     def deco(fn):
         opname = name or fn.__name__

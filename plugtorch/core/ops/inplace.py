@@ -79,6 +79,8 @@ def _alias(x):
     a = wrap(x._data, x._backend)
     a.grad_fn, a.requires_grad, a._accum = x.grad_fn, x.requires_grad, x._accum
     a._vc = [x._vc[0]]
+    if MODES.on:  # a mode's per-tensor state (a forward-AD tangent) goes with the old value
+        MODES.rebind(a, x)
     return a
 
 
@@ -102,6 +104,8 @@ def _commit(x, result, op_name, tracking):
         x.requires_grad = result.requires_grad
     else:
         x._backend.primitives["setitem"](x._data, (Ellipsis,), result._data)
+    if MODES.on:  # x now holds result: so does its tangent under forward AD
+        MODES.rebind(x, result)
     x._vc[0] += 1
     return x
 
@@ -260,6 +264,8 @@ def _fill_in_place(x, value, op_name):
     x._backend.primitives["setitem"](x._data, (Ellipsis,), value)
     if _grad.enabled and x.grad_fn is not None:
         x.grad_fn, x.requires_grad = None, False  # a constant does not depend on anything
+    if MODES.on:
+        MODES.rebind(x, None)
     x._vc[0] += 1
     return x
 
@@ -342,7 +348,7 @@ def setitem(x, key, value):
     elif not isinstance(value, (int, float, bool)):
         value = tensor(value, dtype=x.dtype, device=b.name)
     tracking = _tracking(x, value)
-    if not tracking:
+    if not tracking and not MODES.on:
         _put(b, x._data, index, value._data if isinstance(value, Tensor) else value, value)
         x._vc[0] += 1
         return
@@ -350,7 +356,12 @@ def setitem(x, key, value):
     _check_put_shapes(b, x._data, index, value)
     # a number goes through index_fill, its own op, so its kernels and overrides are what run
     out = put_native(old, index, value) if isinstance(value, Tensor) else index_fill(old, index, value)
-    x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
+    if tracking:
+        x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
+    else:  # only a mode is in force (forward AD): the op ran out of place for it to see
+        b.primitives["setitem"](x._data, (Ellipsis,), out._data)
+    if MODES.on:
+        MODES.rebind(x, out)
     x._vc[0] += 1
 
 
