@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import api, printing  # noqa: F401  (printing declares set_printoptions & co.)
 from .dispatch import wrap
 from .dtypes import result_type
+from .ops import complex as complex_ops
 from .ops import creation, index, inplace, linalg, shape
 from .ops import elementwise as ew
 from .tensor import Tensor
@@ -39,6 +40,9 @@ OPERATORS = {
     "__irshift__": T.bitwise_right_shift_,
     "T": property(lambda self: shape.permute(self, tuple(range(self.ndim - 1, -1, -1)))),
     "mT": property(lambda self: shape.transpose(self, -2, -1)),
+    # views of a complex tensor's parts, written through by ``z.real = ...`` as in torch
+    "real": property(complex_ops.real, lambda self, value: complex_ops.real(self).copy_(value)),
+    "imag": property(complex_ops.imag, lambda self, value: complex_ops.imag(self).copy_(value)),
 }
 
 

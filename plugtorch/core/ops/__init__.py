@@ -7,6 +7,7 @@ from . import (  # noqa: F401
                activation,
                attention,
                classification,
+               complex,
                conv,
                conv_transpose,
                conversion,
@@ -53,5 +54,5 @@ SECTIONS = {
     "loss": "Losses", "distance": "Losses", "ctc": "Losses", "classification": "Losses",
     "normalization": "Normalization",
     "cumulative": "Reductions", "counting": "Reductions", "joins": "Shape and movement",
-    "optimizer_updates": "Optimizer updates",
+    "optimizer_updates": "Optimizer updates", "complex": "Complex numbers",
 }

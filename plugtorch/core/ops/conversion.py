@@ -13,6 +13,7 @@ from ..grad_mode import _state as _grad
 from ..optable import MODES, TABLE, op, public
 from ..tensor import Tensor
 from ._front import written_out
+from ._jvp import linear
 
 
 def _cast(input, dtype):
@@ -23,7 +24,8 @@ def _cast(input, dtype):
     if fn is None or MODES.on:
         return call_op("cast", (input,), {"dtype": dtype})
     out = wrap(fn(input._data, dtype=dtype), b)
-    if input.requires_grad and _grad.enabled and dtype.is_floating_point and TABLE["cast"].rule is not None:
+    if (input.requires_grad and _grad.enabled and (dtype.is_floating_point or dtype.is_complex)
+            and TABLE["cast"].rule is not None):
         record(out, TABLE["cast"], (input,), {"dtype": dtype})
     return out
 
@@ -31,8 +33,16 @@ def _cast(input, dtype):
 # Every dtype promotion runs cast: its public function is written out, the input-has-it shortcut
 # first and the kernel called inline, since a bind's call and call_op's pass over the operands
 # would double a 0.7 us cast.
-@op(primitive="cast", front=written_out(_cast), derivative=lambda ctx, g: cast(g, ctx.meta[0][1]),
-    doc="Convert to another dtype; the gradient is cast back.")
+def _cast_rule(ctx, g):
+    target = ctx.meta[0][1]
+    if g.dtype.is_complex and not target.is_complex:
+        from .complex import real  # a real input's gradient is the real part (torch's convention)
+        g = real(g)
+    return cast(g, target)
+
+
+@op(primitive="cast", front=written_out(_cast), derivative=_cast_rule,
+    doc="Convert to another dtype; the gradient is cast back.", jvp=linear("cast"))
 def cast(input, *, dtype):
     """``input`` converted to ``dtype`` (the input itself when it already has it)."""
 
@@ -111,12 +121,15 @@ def _caster(name):
     return method
 
 
-for _name in ("float", "double", "half", "long", "int", "short", "char", "byte", "bool"):
+for _name in ("float", "double", "half", "long", "int", "short", "char", "byte", "bool", "cfloat", "cdouble"):
     public("Tensor")(_caster(_name))
+public("Tensor")(_caster("bfloat16"))  # torch has no short name for it
 
 # torch's legacy tensor-type names: Tensor.type() answers them, Tensor.type(name) takes them
 _TYPE_NAMES = {"Float": "float32", "Double": "float64", "Half": "float16", "Long": "int64",
-               "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+               "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+               "ComplexFloat": "complex64", "ComplexDouble": "complex128"}
+_TYPE_NAMES["BFloat16"] = "bfloat16"
 _TYPE_OF = {v: k for k, v in _TYPE_NAMES.items()}
 
 
@@ -140,12 +153,6 @@ def type_(input, dtype=None, non_blocking=False, **kwargs):
     if not isinstance(dtype, _dtype):
         raise TypeError(f"type(): expected a dtype or a type name, got {dtype!r}")
     return cast(input, dtype)
-
-
-@public("Tensor")
-def is_complex(input) -> bool:
-    """False: plugtorch has no complex dtypes."""
-    return False
 
 
 @public("Tensor")

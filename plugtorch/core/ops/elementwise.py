@@ -19,16 +19,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ..dispatch import NO_ATTRS, call_op, record, record_one, record_pair, wrap
-from ..dtypes import _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type
+from ..dtypes import _COMPLEX, _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type, to_complex
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
 from ..optable import INTERCEPT, MODES, TABLE, Done, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
+from ._jvp import diagonal
 from .conversion import cast
 from .creation import zeros_like
 
-_NUMBER = (builtins.int, builtins.float, builtins.bool)
+_NUMBER = (builtins.int, builtins.float, builtins.bool, builtins.complex)
 _EVERYWHERE = ("plugtorch", "Tensor")
 
 
@@ -39,12 +40,15 @@ def _scalar_category(s) -> int:
         return _INT
     if type(s) is builtins.float:
         return _FLOAT
+    if type(s) is builtins.complex:
+        return _COMPLEX
     raise TypeError(f"expected a Tensor or a Python number, got {type(s).__name__}")
 
 
 def as_float(x: Tensor) -> Tensor:
-    """``x`` itself if floating, else cast to the default float dtype (torch's rule for exp, div...)."""
-    return x if x.dtype.is_floating_point else cast(x, get_default_dtype())
+    """``x`` itself if floating or complex, else cast to the default float dtype (torch's rule for
+    exp, div...)."""
+    return x if x.dtype.category >= _FLOAT else cast(x, get_default_dtype())
 
 
 # -- unary ------------------------------------------------------------------------
@@ -62,7 +66,7 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
             if INTERCEPT.on and (out := INTERCEPT.call(fn, (input,), NO_ATTRS)) is not NotImplemented:
                 return out  # an fx.Proxy: the call is recorded
             raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
-        if not input.dtype.is_floating_point:
+        if input.dtype.category < _FLOAT:
             if floating:
                 input = cast(input, get_default_dtype())
             elif keep_ints:
@@ -82,8 +86,10 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
         return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or f"Elementwise {name}."
+    # an elementwise op's Jacobian is diagonal: its forward derivative is its rule (_jvp.diagonal)
     return op(name, primitive=name, front=lambda _: fn, derivative=rule, save=save, dtypes=dtypes,
-              exposed=_EVERYWHERE, inplace=inplace, aliases=aliases)(_computed_by_primitive(fn))
+              exposed=_EVERYWHERE, inplace=inplace, aliases=aliases,
+              jvp=None if rule is None else diagonal(rule))(_computed_by_primitive(fn))
 
 
 def _computed_by_primitive(front):
@@ -103,8 +109,8 @@ def _zero_grad(ctx, g):
 
 
 neg = _unary("neg", lambda ctx, g: -g, dtypes=SAME)
-exp = _unary("exp", lambda ctx, g: g * ctx.output, "output")
-log = _unary("log", lambda ctx, g: g / ctx.saved[0], "inputs")
+exp = _unary("exp", lambda ctx, g: g * _conj(ctx.output), "output")
+log = _unary("log", lambda ctx, g: g / _conj(ctx.saved[0]), "inputs")
 log1p = _unary("log1p", lambda ctx, g: g / (ctx.saved[0] + 1), "inputs")
 expm1 = _unary("expm1", lambda ctx, g: g * (ctx.output + 1), "output")
 sqrt = _unary("sqrt", lambda ctx, g: g / (ctx.output * 2), "output")
@@ -192,19 +198,19 @@ def _square_rule(ctx, g):
     return g * ctx.saved[0] * 2
 
 
-@op(exposed=_EVERYWHERE, inplace=True, derivative=_reciprocal_rule, save="output")
+@op(exposed=_EVERYWHERE, inplace=True, derivative=_reciprocal_rule, save="output", jvp=diagonal(_reciprocal_rule))
 def reciprocal(input):
     """1 / x (integers promote to float)."""
     return _div(1.0, as_float(input))
 
 
-@op(exposed=_EVERYWHERE, derivative=_rsqrt_rule, save="output")
+@op(exposed=_EVERYWHERE, derivative=_rsqrt_rule, save="output", jvp=diagonal(_rsqrt_rule))
 def rsqrt(input):
     """1 / sqrt(x)."""
     return reciprocal(sqrt(input))
 
 
-@op(exposed=_EVERYWHERE, inplace=True, derivative=_square_rule, save="inputs")
+@op(exposed=_EVERYWHERE, inplace=True, derivative=_square_rule, save="inputs", jvp=diagonal(_square_rule))
 def square(input):
     """x * x."""
     return mul(input, input)
@@ -231,7 +237,9 @@ def _promote_pair(name, a, b):
 
 def _promote_scalar(a, s):
     cat = _scalar_category(s)
-    if cat > a.dtype.category:
+    if cat == _COMPLEX and a.dtype.category < _COMPLEX:
+        a = cast(a, to_complex(a.dtype if a.dtype.is_floating_point else get_default_dtype()))
+    elif cat > a.dtype.category:
         a = cast(a, get_default_dtype() if cat == _FLOAT else promote_types(a.dtype, int64))
     return a
 
@@ -256,7 +264,7 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
         if isinstance(other, Tensor):
             if input.dtype is not other.dtype or other._backend is not input._backend:
                 input, other = _promote_pair(name, input, other)
-            if floating and not input.dtype.is_floating_point:
+            if floating and input.dtype.category < _FLOAT:
                 input, other = as_float(input), as_float(other)
             b = input._backend
             if MODES.on:
@@ -281,7 +289,7 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
                 return fn(input, input._tensor_like(other))
             raise TypeError(f"{name}(): unsupported operand type {type(other).__name__} "
                             "(expected a Tensor or a Python number)")
-        if input.dtype.category < 2 and (floating or _scalar_category(other) > input.dtype.category):
+        if input.dtype.category < _COMPLEX and (floating or _scalar_category(other) > input.dtype.category):
             input = as_float(input) if floating else _promote_scalar(input, other)
         b = input._backend
         if MODES.on:
@@ -312,7 +320,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
         front = public(fn)
         front.__name__ = front.__qualname__ = name
     op(name, primitive=primitive or name, front=lambda _: front, derivative=rule, save=save, dtypes=dtypes,
-       exposed=_EVERYWHERE, aliases=aliases, inplace=inplace)(_computed_by_primitive(front))
+       exposed=_EVERYWHERE, aliases=aliases, inplace=inplace,
+       jvp=None if rule is None else diagonal(rule))(_computed_by_primitive(front))
     return (fn, front) if alpha or public else fn
 
 
@@ -328,10 +337,20 @@ _add, add = _binary("add", _add_rule, alpha="+", inplace=True)
 _sub, sub = _binary("sub", _sub_rule, alpha="-", inplace=True, aliases=("subtract",))
 
 
+def _conj(v):
+    """The conjugate of a complex tensor or number (torch's gradients of a product carry it), else ``v``."""
+    if isinstance(v, Tensor):
+        if not v.dtype.is_complex:
+            return v
+        from .complex import conj
+        return conj(v)
+    return v.conjugate() if type(v) is builtins.complex else v
+
+
 def _mul_rule(ctx, g):
     a, b = ctx.saved
     need = ctx.needs_input_grad
-    return (g * b if need[0] else None), (g * a if need[1] else None)
+    return (g * _conj(b) if need[0] else None), (g * _conj(a) if need[1] else None)
 
 
 mul = _binary("mul", _mul_rule, "inputs", aliases=("multiply",), inplace=True)
@@ -340,7 +359,7 @@ mul = _binary("mul", _mul_rule, "inputs", aliases=("multiply",), inplace=True)
 def _div_rule(ctx, g):
     a, b = ctx.saved
     need = ctx.needs_input_grad
-    return (g / b if need[0] else None), (-g * a / (b * b) if need[1] else None)
+    return (g / _conj(b) if need[0] else None), (-g * _conj(a / (b * b)) if need[1] else None)
 
 
 def _div_front(true_div):
@@ -626,7 +645,13 @@ def _where_args(condition, input=None, other=None):
     return (condition, input, other), NO_ATTRS
 
 
+def _where_jvp(primals, tangents, out, attrs):
+    _, ta, tb = tangents
+    return where(primals[0], 0.0 if ta is None else ta, 0.0 if tb is None else tb)
+
+
 @op(primitive="where", bind=_where_args, derivative=_where_rule, save=(0,), exposed=_EVERYWHERE, dtypes=PROMOTE,
+    jvp=_where_jvp,
     method=_where_method)
 def where(condition, input, other):
     """``input`` where ``condition`` holds, else ``other`` (either may be a Python number).
@@ -657,7 +682,8 @@ def _clamp_args(input, min=None, max=None):
     return (input, min, max), NO_ATTRS
 
 
-@op(bind=_clamp_args, derivative=_clamp_rule, save="inputs", exposed=_EVERYWHERE, aliases=("clip",), inplace=True)
+@op(bind=_clamp_args, derivative=_clamp_rule, save="inputs", exposed=_EVERYWHERE, aliases=("clip",), inplace=True,
+    jvp=diagonal(_clamp_rule))
 def clamp(input, min, max):
     """Clamp to [min, max] (numbers or tensors); the gradient passes where min <= input <= max;
     min > max gives max, as in torch."""

@@ -13,6 +13,7 @@ from ..optable import op, public
 from ..return_types import return_type
 from ..tensor import Tensor, _wrap_dim
 from ._args import alias, count, kept_shape, normalize_dims
+from ._jvp import linear
 from .elementwise import eq, gt, isinf, maximum, minimum, ne, where
 
 _EVERYWHERE = ("plugtorch", "Tensor")
@@ -36,11 +37,11 @@ def _sum_args(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims
     if axis is not None or keepdims is not None:  # (checked here: sum runs in every loss)
         dim, keepdim = _aliases("sum", dim, keepdim, axis, keepdims)
     if dtype is None:
-        dtype = input.dtype if input.dtype.is_floating_point else int64
+        dtype = input.dtype if input.dtype.is_floating_point or input.dtype.is_complex else int64
     return (input,), {"axes": normalize_dims(dim, input.ndim), "keepdims": keepdim, "dtype": dtype}
 
 
-@op(primitive="sum", bind=_sum_args, derivative=_expand_back, exposed=_EVERYWHERE,
+@op(primitive="sum", bind=_sum_args, derivative=_expand_back, exposed=_EVERYWHERE, jvp=linear("sum"),
     dtypes="bool and integers sum as int64 unless dtype is given")
 def sum(input, *, axes, keepdims, dtype):
     """Sum over dims (all when dim is None); ``axis``/``keepdims`` are NumPy-style aliases."""
@@ -51,7 +52,7 @@ def _mean_args(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdim
         dim, keepdim = _aliases("mean", dim, keepdim, axis, keepdims)
     if dtype is not None:
         input = input.to(dtype)
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
             f"complex dtype. Got: {input.dtype.name.capitalize()}"
@@ -63,7 +64,7 @@ def _mean_rule(ctx, g):
     return _expand_back(ctx, g) / count(ctx.meta[0][0], ctx.attrs["axes"])
 
 
-@op(bind=_mean_args, derivative=_mean_rule, exposed=_EVERYWHERE)
+@op(bind=_mean_args, derivative=_mean_rule, exposed=_EVERYWHERE, jvp=linear("mean"))
 def mean(input, *, axes, keepdims):
     """Mean over dims (floating input, or pass dtype)."""
     return sum(input, axes, keepdims) / count(input.shape, axes)
