@@ -48,6 +48,7 @@ from .collectives import (
     scatter,
     scatter_object_list,
 )
+from .device_mesh import DeviceMesh, init_device_mesh
 from .grad_bucket import GradBucket
 from .groups import (
     GroupMember,
@@ -70,6 +71,7 @@ __all__ = [
     "all_gather_into_tensor", "reduce", "reduce_scatter", "reduce_scatter_tensor", "all_to_all",
     "all_to_all_single", "gather", "scatter", "send", "recv", "isend", "irecv", "batch_isend_irecv",
     "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list", "abort",
+    "DeviceMesh", "init_device_mesh",
 ]
 
 SERVICE = "distributed.process_group"

@@ -42,7 +42,8 @@ def _first_mismatch(rank0: list, other: list, rank: int) -> str | None:
 
 
 def _broadcast_coalesced(tensors, pg, src: int = 0) -> None:
-    """Broadcast ``tensors`` from ``src`` with one collective per (dtype, device)."""
+    """Broadcast ``tensors`` from ``pg``'s rank ``src`` (a group rank, so a subgroup's first
+    rank is 0 whatever its global rank) with one collective per (dtype, device)."""
     from ...core.ops.shape import cat
     groups: dict = {}
     for t in tensors:
@@ -50,7 +51,7 @@ def _broadcast_coalesced(tensors, pg, src: int = 0) -> None:
     with no_grad():
         for group in groups.values():
             flat = cat([t.detach().reshape(-1) for t in group])
-            dist.broadcast(flat, src, group=pg)
+            dist.broadcast(flat, group=pg, group_src=src)
             off = 0
             for t in group:
                 n = t.numel()
