@@ -274,7 +274,7 @@ class Tensor(_BoundMethods):
                     "var_no_grad = var.detach()."
                 )
             return self
-        if requires_grad and not self.dtype.is_floating_point:
+        if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)
         return self
