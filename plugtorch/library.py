@@ -411,6 +411,11 @@ def _package_namespace() -> str:
     return re.sub(r"\W", "_", top) if top and top != "__main__" else "user"
 
 
+# namespaces of ``plugtorch.ops`` whose functions are no ops of the table: the profiler's ranges
+# (``ops.profiler._record_function_enter``), which take no tensor
+FUNCTIONS: dict[str, Any] = {}
+
+
 class _OpsNamespace:
     """``plugtorch.ops.<namespace>.<name>``: the registered ops, by their qualified names."""
 
@@ -421,7 +426,7 @@ class _OpsNamespace:
         if name.startswith("__"):
             raise AttributeError(name)
         if self._namespace is None:
-            return _OpsNamespace(name)
+            return FUNCTIONS.get(name) or _OpsNamespace(name)
         from .core.plugins import get_registry
         qualified = f"{self._namespace}::{name}"
         d = get_registry().ops.get(qualified)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Any
 
 from . import anomaly, debug, native
 from .dispatch import wrap
 from .grad_mode import _state as _grad_state
 from .graph import _FREED_MSG, AccumulateGrad, Node, OutputNode
+from .optable import MODES
 
 
 def _collect(roots, want_parents):
@@ -100,7 +102,9 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Any], retain_graph:
     prev_mode = _grad_state.enabled
     _grad_state.enabled = create_graph
     try:
-        if _native is not None and capture is None and accumulate and not walk.check_nan:
+        if MODES.on:  # once per pass: a mode that names the nodes it sees run (the profiler's ranges)
+            _loop_in_modes(walk)
+        elif _native is not None and capture is None and accumulate and not walk.check_nan:
             # the same steps as below, in C for built-in nodes and leaves (_native.c)
             _native.drain(ready, pending, deps, retain_graph, create_graph, walk.step)
         else:
@@ -111,6 +115,20 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Any], retain_graph:
     finally:
         _grad_state.enabled = prev_mode
     return walk.captured
+
+
+def _loop_in_modes(walk):
+    """The Python loop, each node run through the ``node_step(step, node, g)`` of the modes in force
+    that have one, which wrap it as they need: the innermost outermost, as it sees op calls first."""
+    step = walk.step
+    for mode in MODES.stack:
+        node_step = getattr(mode, "node_step", None)
+        if node_step is not None:
+            step = partial(node_step, step)
+    ready, pending = walk.ready, walk.pending
+    while ready:
+        node = ready.pop()
+        step(node, pending.pop(node, None))
 
 
 class _Walk:
@@ -235,7 +253,7 @@ def _sum(a, b, create_graph):
     """Two gradients for one input, which share its shape and dtype: without create_graph, the
     backend's add kernel on their arrays (what ``a + b`` runs, minus its promotion checks and
     the graph it records), as this runs once per extra use of every tensor."""
-    if not create_graph:
+    if not create_graph and not MODES.on:  # under a mode the add is an op call it sees
         backend = a._backend
         add = backend.kernels.get("add")
         if add is not None and b._backend is backend:
