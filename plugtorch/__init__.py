@@ -12,8 +12,8 @@ from .compiler import compile
 from .core.debug import debug_mode, is_debug, set_debug
 from .core.device import Device as device
 from .core.device import backend, current_backend, get_backend, use
-from .core.dtypes import bool_ as bool
 from .core.dtypes import (
+    bfloat16,
     complex64,
     complex128,
     dtype,
@@ -30,6 +30,7 @@ from .core.dtypes import (
     set_default_dtype,
     uint8,
 )
+from .core.dtypes import bool_ as bool
 from .core.errors import BackendMismatchError, BackendUnavailableError, MissingKernelError, PluginError
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.inference_mode import inference_mode, is_inference_mode_enabled
@@ -77,6 +78,6 @@ __all__ = [
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
     "compile", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
     "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble",
-] + _ops.__all__
+] + ["bfloat16"] + _ops.__all__
 
 from . import distributions  # noqa: E402, F401  (last: it builds on the dtypes and ops above)

@@ -144,6 +144,8 @@ class Tensor(_BoundMethods):
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
             )
+        if self.dtype.name == "bfloat16":  # as torch: NumPy has no bfloat16 (ml_dtypes' is not NumPy's)
+            raise TypeError("Got unsupported ScalarType BFloat16")
         return self._backend.primitives["to_host"](self._data)
 
     def item(self):
@@ -239,7 +241,7 @@ class Tensor(_BoundMethods):
     def __reduce_ex__(self, protocol):
         # Pickling (DataLoader workers, multiprocessing) carries the values through the host;
         # the autograd graph stays behind, as it cannot cross a process boundary.
-        return (_rebuild, (type(self), self.detach().numpy(), self.backend,
+        return (_rebuild, (type(self), self._backend.primitives["to_host"](self._data), self.backend,
                            bool(self.requires_grad and self.is_leaf)))
 
     def __repr__(self) -> str:

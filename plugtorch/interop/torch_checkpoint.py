@@ -10,9 +10,10 @@ into plugtorch objects. ``torch`` is not imported.
 Tensors come back as plugtorch tensors viewing their storage, as in PyTorch: tensors saved as
 views of one storage share its memory again, and a stride-0 view of four bytes stays four bytes
 however large its shape. Each storage is read once, so what a load allocates is bounded by the
-archive's records, never by what the pickle claims. bfloat16, which NumPy lacks, is widened
-exactly to float32. Before unpickling, :mod:`.pickle_scan` checks the pickle for lengths, memo
-indices and nesting that would make the unpickler itself allocate or recurse without bound. A
+archive's records, never by what the pickle claims. bfloat16 storages are read through their
+bits as ml_dtypes' bfloat16 (NumPy has none) and load as plugtorch.bfloat16. Before
+unpickling, :mod:`.pickle_scan` checks the pickle for lengths, memo indices and nesting
+that would make the unpickler itself allocate or recurse without bound. A
 damaged or hostile archive is refused with what was wrong with it, never a bare zipfile error.
 """
 from __future__ import annotations
@@ -21,13 +22,13 @@ import collections
 import functools
 import io
 import pickle
-import warnings
 import zipfile
 import zlib
 
+import ml_dtypes
 import numpy as np
 
-from ..core.dtypes import dtype_from_name
+from ..core.dtypes import bfloat16, dtype_from_name
 from ..core.errors import BackendUnavailableError
 from ..core.ops.creation import from_numpy
 from .pickle_scan import scan
@@ -59,6 +60,7 @@ _DEVICE_COPY_FACTOR, _DEVICE_COPY_SLACK = 4, 64 << 20
 # torch writes records stored and reads deflated ones too; other methods (bzip2, lzma) can
 # expand a few bytes into gigabytes, and torch cannot read them either.
 _METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FLAGS_REFUSED = 0x1 | 0x20 | 0x40  # encrypted, compressed patch data, strongly encrypted
 
 
@@ -73,7 +75,6 @@ class _Reader:
         self.archive_bytes = zf.fp.seek(0, io.SEEK_END) if zf.fp is not None else 0
         self.byteorder = "little"
         self._storages: dict[str, _Storage] = {}
-        self.widened = False
         self.stored_bytes = self.copied_bytes = 0
         self.user_globals = user_allowed_globals()
 
@@ -117,15 +118,13 @@ class _Reader:
     def storage_bytes(self, key: str, dtype: str, numel: int) -> np.ndarray:
         record = f"{self.prefix}data/{key}"
         raw = self.read(record)
-        itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+        itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize  # (np.dtype: no bfloat16)
         if len(raw) < numel * itemsize:
             raise _Damaged(f"storage {record} holds {len(raw)} bytes, fewer than its "
                            f"{numel} elements of {dtype} need")
         order = "<" if self.byteorder == "little" else ">"
-        if dtype == "bfloat16":  # the top half of a float32: widening is exact
-            self.widened = True
-            half = np.frombuffer(raw, dtype=order + "u2", count=numel).astype(np.uint32)
-            out = (half << 16).view(np.float32)
+        if dtype == "bfloat16":  # ml_dtypes' bfloat16, read through its bits
+            out = np.frombuffer(raw, dtype=order + "u2", count=numel).astype(np.uint16).view(ml_dtypes.bfloat16)
         elif dtype == "bool":
             out = np.frombuffer(raw, dtype=np.uint8, count=numel).astype(np.bool_)
         else:
@@ -134,7 +133,10 @@ class _Reader:
         return out
 
     def tensor(self, ref: _TensorRef):
-        t = from_numpy(ref.array)
+        if ref.array.dtype == _BFLOAT16:  # from_numpy takes NumPy's own dtypes (as torch's): its bits
+            t = from_numpy(ref.array.view(np.int16)).view(bfloat16)
+        else:
+            t = from_numpy(ref.array)
         if self.map_location is None and ref.location != "cpu":
             # as torch.load: back on the device it was saved from, unless map_location says
             try:
@@ -365,7 +367,4 @@ def load_torch_zip(zf: zipfile.ZipFile, name: str, map_location=None, weights_on
             AttributeError) as e:
         raise UnsafeCheckpointError(f"{name}: not a readable PyTorch checkpoint "
                                     f"({type(e).__name__}: {e})") from None
-    if reader.widened:
-        warnings.warn(f"{name}: bfloat16 tensors were widened to float32 (exactly; plugtorch has "
-                      "no bfloat16)", UserWarning, stacklevel=4)
     return out

@@ -23,9 +23,11 @@ import zipfile
 from collections import OrderedDict
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ..core.device import Device
+from ..core.dtypes import bfloat16, int16
 from ..core.dtypes import dtype as _dtype
 from ..core.tensor import Size, Tensor
 
@@ -33,6 +35,7 @@ __all__ = ["write_torch_zip"]
 
 PROTOCOL = 2  # torch.serialization.DEFAULT_PROTOCOL
 _STORAGE_OF = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
+               "bfloat16": "BFloat16Storage",
                "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
                "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage"}
 
@@ -121,7 +124,9 @@ class _Pickler(_PythonPickler):
         if t.dtype.name not in _STORAGE_OF:
             raise pickle.PicklingError(f"plugtorch.save: tensors of dtype {t.dtype} cannot be stored "
                                        "in torch's format")
-        array = t.detach().cpu().numpy()
+        host = t.detach().cpu()
+        # numpy() refuses bfloat16 (as torch's): its bits, viewed as ml_dtypes' bfloat16
+        array = host.view(int16).numpy().view(ml_dtypes.bfloat16) if t.dtype is bfloat16 else host.numpy()
         if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
             array = array.copy(order="C")
         storage = _StorageOut(str(len(self.storages)), array, _location(t))
