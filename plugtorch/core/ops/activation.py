@@ -15,6 +15,7 @@ from ..dispatch import NO_ATTRS, call_op
 from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
+from ._jvp import diagonal
 from .elementwise import as_float
 from .inplace import inplace as _inplace
 from .reduce import amax
@@ -43,7 +44,7 @@ def _relu_rule(ctx, g):
     return call_op("threshold_backward", (g, ctx.output), {"threshold": 0})
 
 
-@op(derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True)
+@op(derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True, jvp=diagonal(_relu_rule))
 def relu(input):
     """max(x, 0); the gradient at 0 is 0."""
     # 0 where x <= 0, so nan stays nan (as torch's relu and NumPy's maximum give it; a test of
@@ -137,7 +138,7 @@ def _sigmoid_rule(ctx, g):
 
 
 @op(bind=lambda input: ((as_float(input),), NO_ATTRS), derivative=_sigmoid_rule, save="output",
-    exposed=_EVERYWHERE + _F, inplace=True, dtypes="integers -> default float")
+    jvp=diagonal(_sigmoid_rule), exposed=_EVERYWHERE + _F, inplace=True, dtypes="integers -> default float")
 def sigmoid(input):
     """1 / (1 + exp(-x)), computed without overflow."""
     # Never exponentiate a large positive number: exp(-|x|) is in (0, 1].
@@ -182,7 +183,9 @@ def _softmax_rule(ctx, g):
     return y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True))
 
 
-@op(bind=_softmax_args("softmax"), derivative=_softmax_rule, save="output", exposed=_EVERYWHERE)
+# softmax's Jacobian diag(y) - y y^T is symmetric: its JVP is its rule applied to the tangent
+@op(bind=_softmax_args("softmax"), derivative=_softmax_rule, save="output", exposed=_EVERYWHERE,
+    jvp=diagonal(_softmax_rule))
 def softmax(input, *, dim):
     """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
     e = ew.exp(input - amax(input, dim, keepdim=True).detach())  # shift-invariant: no gradient
@@ -193,7 +196,13 @@ def _log_softmax_rule(ctx, g):
     return g - ew.exp(ctx.output) * g.sum(ctx.attrs["dim"], keepdim=True)
 
 
-@op(bind=_softmax_args("log_softmax"), derivative=_log_softmax_rule, save="output", exposed=_EVERYWHERE)
+def _log_softmax_jvp(primals, tangents, out, attrs):
+    t = tangents[0]
+    return t - (ew.exp(out) * t).sum(attrs["dim"], keepdim=True)
+
+
+@op(bind=_softmax_args("log_softmax"), derivative=_log_softmax_rule, save="output", exposed=_EVERYWHERE,
+    jvp=_log_softmax_jvp)
 def log_softmax(input, *, dim):
     """log(softmax(x)) along dim, computed stably (never log of softmax)."""
     z = input - amax(input, dim, keepdim=True).detach()
@@ -264,7 +273,7 @@ def _leaky_relu_args(input, negative_slope=0.01, inplace=False):
     return (_float_input("leaky_relu", input),), {"negative_slope": negative_slope}
 
 
-@op(bind=_leaky_relu_args, derivative=_leaky_relu_rule, save="inputs", exposed=_F)
+@op(bind=_leaky_relu_args, derivative=_leaky_relu_rule, save="inputs", exposed=_F, jvp=diagonal(_leaky_relu_rule))
 def leaky_relu(input, *, negative_slope):
     """x where x > 0, else negative_slope * x."""
     return ew.where(ew.gt(input, 0), input, input * negative_slope)
@@ -329,7 +338,7 @@ def _gelu_args(input, approximate="none"):
     return (_float_input("gelu", input),), {"approximate": approximate}
 
 
-@op(bind=_gelu_args, derivative=_gelu_rule, save="inputs", exposed=_F)
+@op(bind=_gelu_args, derivative=_gelu_rule, save="inputs", exposed=_F, jvp=diagonal(_gelu_rule))
 def gelu(input, *, approximate):
     """x * Phi(x) (approximate='none', via erf) or its tanh approximation (approximate='tanh')."""
     if approximate == "tanh":
@@ -350,7 +359,7 @@ def _silu_args(input, inplace=False):
     return (_float_input("silu", input),), NO_ATTRS
 
 
-@op(bind=_silu_args, derivative=_silu_rule, save="inputs", exposed=_F)
+@op(bind=_silu_args, derivative=_silu_rule, save="inputs", exposed=_F, jvp=diagonal(_silu_rule))
 def silu(input):
     """x * sigmoid(x) (swish)."""
     return input * sigmoid(input)
@@ -365,7 +374,7 @@ def _softplus_args(input, beta=1.0, threshold=20.0):
     return (_float_input("softplus", input),), {"beta": beta, "threshold": threshold}
 
 
-@op(bind=_softplus_args, derivative=_softplus_rule, save="inputs", exposed=_F)
+@op(bind=_softplus_args, derivative=_softplus_rule, save="inputs", exposed=_F, jvp=diagonal(_softplus_rule))
 def softplus(input, *, beta, threshold):
     """log(1 + exp(beta * x)) / beta; x itself where beta * x > threshold."""
     z = input * beta
@@ -385,7 +394,7 @@ def _elu_args(input, alpha=1.0, inplace=False):
     return (_float_input("elu", input),), {"alpha": alpha}
 
 
-@op(bind=_elu_args, derivative=_elu_rule, save="inputs", exposed=_F)
+@op(bind=_elu_args, derivative=_elu_rule, save="inputs", exposed=_F, jvp=diagonal(_elu_rule))
 def elu(input, *, alpha):
     """x where x > 0, else alpha * (exp(x) - 1)."""
     return ew.where(ew.gt(input, 0), input, ew.expm1(input) * alpha)

@@ -41,6 +41,7 @@ from ..dispatch import call_op
 from ..geometry import batch_chunks, weight_grad_product, window_count
 from ..optable import Done, op
 from ..tensor import Tensor
+from ._jvp import multilinear
 from .movement import pad
 from .shape import cat
 from .window import fold, windows
@@ -215,7 +216,7 @@ def _conv_args(name, nd):
 
 
 @op(bind=_conv_args("conv2d", 2), derivative=_conv_rule("conv2d_input_grad", "conv2d_weight_grad"),
-    save=(0, 1), exposed=_EXPOSED)
+    save=(0, 1), exposed=_EXPOSED, jvp=multilinear("conv2d", bias=2, channel_dim=1))
 def conv2d(input, weight, bias, *, stride, padding, dilation, groups):
     """2-D cross-correlation (stride, padding, dilation, groups), im2col + matmul.
 
@@ -227,7 +228,7 @@ def conv2d(input, weight, bias, *, stride, padding, dilation, groups):
 
 
 @op(bind=_conv_args("conv3d", 3), derivative=_conv_rule("conv3d_input_grad", "conv3d_weight_grad"),
-    save=(0, 1), exposed=_EXPOSED)
+    save=(0, 1), exposed=_EXPOSED, jvp=multilinear("conv3d", bias=2, channel_dim=1))
 def conv3d(input, weight, bias, *, stride, padding, dilation, groups):
     """3-D cross-correlation over (N, C, D, H, W), im2col + matmul.
 

@@ -10,6 +10,7 @@ from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes
 from ._front import written_out
+from ._jvp import linear
 from .creation import arange, tensor, zeros
 from .elementwise import where
 from .reduce import sum as reduce_sum
@@ -99,7 +100,7 @@ def _getitem(input, key):
 @op(primitive="getitem", front=written_out(_getitem),
     derivative=lambda ctx, g: index_put_zeros(g, ctx.meta[0][0], ctx.meta[0][1], ctx.attrs["index"]),
     no_kernel="returns a view for basic indices (slices, ints, None, ...), built from the getitem "
-              "primitive; register that primitive instead")
+              "primitive; register that primitive instead", jvp=linear("getitem"))
 def getitem(input, *, index):
     """``input[key]``: slices, ints, None, ..., int and bool tensors (NumPy semantics)."""
 
@@ -127,7 +128,8 @@ def _index_put_zeros_args(g, shape, dtype, index):
     return (g,), {"shape": tuple(shape), "dtype": dtype, "index": index}
 
 
-@op(lower=_lower_index_put_zeros, bind=_index_put_zeros_args, derivative=_index_put_zeros_rule)
+@op(lower=_lower_index_put_zeros, bind=_index_put_zeros_args, derivative=_index_put_zeros_rule,
+    jvp=linear("index_put_zeros"))
 def index_put_zeros(g, *, shape, dtype, index):
     """The adjoint of getitem: zeros(shape) with ``g`` added at ``index``; repeats accumulate."""
 
@@ -171,7 +173,7 @@ def _index_put_args(input, indices, values, accumulate=False):
 
 
 @op(lower=_lower_index_put, bind=_index_put_args, derivative=_index_put_rule, exposed=_EVERYWHERE,
-    inplace=True)
+    inplace=True, jvp=linear("index_put"))
 def index_put(input, values, *, index, accumulate):
     """``input`` with ``values`` (broadcast) written at ``indices``, a tuple of index tensors as
     ``input[indices]`` reads them; with ``accumulate``, added there instead, repeats summed.
@@ -266,7 +268,8 @@ def _gather_args(input, dim, index):
     return (input, index), {"dim": _check_gather("gather", input, dim, index)}
 
 
-@op(lower=_lower_gather, bind=_gather_args, derivative=_gather_rule, save=(1,), exposed=_EVERYWHERE)
+@op(lower=_lower_gather, bind=_gather_args, derivative=_gather_rule, save=(1,), exposed=_EVERYWHERE,
+    jvp=linear("gather"))
 def gather(input, index, *, dim):
     """Values along ``dim`` at ``index`` (take_along_axis); repeated indices accumulate gradients."""
 
@@ -336,7 +339,7 @@ def _index_select(input, dim, index):
 # reports an index out of range in its own words, which are torch's here, after the kernel ran,
 # where a bind, returning before, cannot.
 @op(lower=_lower_index_select, front=written_out(_index_select), derivative=_index_select_rule, save=(1,),
-    exposed=_EVERYWHERE)
+    exposed=_EVERYWHERE, jvp=linear("index_select"))
 def index_select(input, index, *, dim):
     """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed.
 

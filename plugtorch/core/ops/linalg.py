@@ -11,6 +11,7 @@ from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import broadcast_shapes
+from ._jvp import multilinear
 from .creation import arange, zeros
 from .reduce import amax, amin
 from .reduce import sum as _sum
@@ -89,13 +90,14 @@ def _batches_broadcast(sa, sb) -> bool:
     return all(x == y or x == 1 or y == 1 for x, y in zip(reversed(sa), reversed(sb)))
 
 
-@op(primitive="matmul", bind=_matmul_args, derivative=_matmul_rule, save="inputs", exposed=_EVERYWHERE)
+@op(primitive="matmul", bind=_matmul_args, derivative=_matmul_rule, save="inputs", exposed=_EVERYWHERE,
+    jvp=multilinear("matmul"))
 def matmul(input, other):
     """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims
     broadcast)."""
 
 
-@op(operands=2, exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE, jvp=multilinear("mm"))
 def mm(input, mat2):
     """Matrix product of two 2-D tensors."""
     if input.ndim != 2 or mat2.ndim != 2:
@@ -103,7 +105,7 @@ def mm(input, mat2):
     return matmul(input, mat2)
 
 
-@op(operands=2, exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE, jvp=multilinear("bmm"))
 def bmm(input, mat2):
     """Batched matrix product of two 3-D tensors with equal batch sizes."""
     a, b = input, mat2
@@ -233,6 +235,7 @@ def _linear_args(input, weight, bias=None):
 
 
 @op(bind=_linear_args, derivative=_linear_rule, save=(0, 1), exposed=("nn.functional",),
+    jvp=multilinear("linear", bias=2),
     dtypes="floating; input, weight and bias of one dtype (else matmul's and add's promotion)")
 def linear(input, weight, bias):
     """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features).

@@ -13,6 +13,7 @@ from ..optable import Done, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import shape_args
+from ._jvp import linear
 from .creation import arange, tensor, zeros_like
 from .index import index_select
 from .shape import cat, clone, permute
@@ -45,7 +46,7 @@ def _lower_flip(backend, x, *, dims):
 
 
 @op(lower=_lower_flip, bind=lambda input, dims: ((input,), {"dims": _dims(dims, input.ndim, "flip")}),
-    derivative=_flip_rule, exposed=_EVERYWHERE)
+    derivative=_flip_rule, exposed=_EVERYWHERE, jvp=linear("flip"))
 def flip(input, *, dims):
     """Reverse the order of elements along ``dims`` (a copy, as in torch)."""
 
@@ -123,7 +124,7 @@ def tile(input, dims):
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
-@op(view=True, exposed=_EVERYWHERE, aliases=("moveaxis",))
+@op(view=True, exposed=_EVERYWHERE, aliases=("moveaxis",), jvp=linear("movedim"))
 def movedim(input, source, destination):
     """Move dims ``source`` to positions ``destination``; the others keep their order."""
     n = input.ndim
@@ -278,7 +279,7 @@ def unbind(input, dim=0):
     return tuple(input[(slice(None),) * d + (i,)] for i in range(input.shape[d]))
 
 
-@op(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE, jvp=linear("narrow"))
 def narrow(input, dim, start, length):
     """The view of ``length`` entries from ``start`` along ``dim``."""
     if input.ndim == 0:
@@ -294,7 +295,7 @@ def narrow(input, dim, start, length):
     return _slice_along(input, d, start, start + length)
 
 
-@op(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE, jvp=linear("ravel"))
 def ravel(input):
     """The tensor as 1-D (a view when possible)."""
     return input.reshape(-1)
@@ -451,7 +452,8 @@ def _unfold_args(input, dimension, size, step):
     return (input,), {"dimension": d, "size": int(size), "step": int(step)}
 
 
-@op(lower=_lower_unfold, bind=_unfold_args, derivative=_unfold_rule, view=True, exposed=("Tensor",))
+@op(lower=_lower_unfold, bind=_unfold_args, derivative=_unfold_rule, view=True, exposed=("Tensor",),
+    jvp=linear("unfold"))
 def unfold(input, *, dimension, size, step):
     """A view of every ``size``-long slice along ``dimension`` taken each ``step``: that dim
     becomes the number of slices and a new last dim of ``size`` holds them. The view is

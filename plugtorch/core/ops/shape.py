@@ -16,6 +16,7 @@ from ..optable import Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes, shape_args
 from ._front import written_out
+from ._jvp import linear
 from .conversion import cast
 from .reduce import sum as reduce_sum
 
@@ -57,7 +58,7 @@ def _reshape(input, *shape):
 
 
 @op(primitive="reshape", front=written_out(_reshape), derivative=lambda ctx, g: reshape(g, ctx.meta[0][0]),
-    view=True, exposed=_EVERYWHERE)
+    view=True, exposed=_EVERYWHERE, jvp=linear("reshape"))
 def reshape(input, *, shape):
     """A tensor with the same data and a new shape (one dim may be -1)."""
 
@@ -76,7 +77,7 @@ def _view(input, *shape):
 
 
 @op(primitive="reshape", front=written_out(_view), derivative=lambda ctx, g: reshape(g, ctx.meta[0][0]),
-    view=True, exposed=("Tensor",))
+    view=True, exposed=("Tensor",), jvp=linear("view"))
 def view(input, *, shape):
     """The same memory seen with another shape (one dim may be -1), or, given a dtype, as
     another dtype. Never a copy: where the strides cannot express the new shape it raises
@@ -200,7 +201,8 @@ def _permute(input, *dims):
     return call_op1("permute", input, {"axes": dims})
 
 
-@op(primitive="permute", front=written_out(_permute), derivative=_permute_rule, view=True, exposed=_EVERYWHERE)
+@op(primitive="permute", front=written_out(_permute), derivative=_permute_rule, view=True, exposed=_EVERYWHERE,
+    jvp=linear("permute"))
 def permute(input, *, axes):
     """The dims of ``input`` reordered (a view)."""
 
@@ -231,7 +233,7 @@ def _expand(input, *sizes):
 
 
 @op(primitive="broadcast_to", front=written_out(_expand), derivative=lambda ctx, g: sum_to(g, ctx.meta[0][0]),
-    view=True, exposed=("Tensor",))
+    view=True, exposed=("Tensor",), jvp=linear("expand"))
 def expand(input, *, shape):
     """A broadcast view of ``input`` at a larger shape (-1 keeps a size)."""
 
@@ -289,7 +291,8 @@ def _transpose_rule(ctx, g):
     return transpose(g, ctx.attrs["dim0"], ctx.attrs["dim1"])
 
 
-@op(view=True, exposed=_EVERYWHERE, aliases=("swapaxes", "swapdims"), derivative=_transpose_rule)
+@op(view=True, exposed=_EVERYWHERE, aliases=("swapaxes", "swapdims"), derivative=_transpose_rule,
+    jvp=linear("transpose"))
 def transpose(input, dim0, dim1):
     """Swap two dims (a view)."""
     n = input.ndim
@@ -301,7 +304,7 @@ def transpose(input, dim0, dim1):
     return permute(input, dims)
 
 
-@op(view=True, exposed=_EVERYWHERE, derivative=lambda ctx, g: t(g))
+@op(view=True, exposed=_EVERYWHERE, derivative=lambda ctx, g: t(g), jvp=linear("t"))
 def t(input):
     """Transpose a tensor of at most 2 dims."""
     if input.ndim > 2:
@@ -309,7 +312,7 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
-@op(view=True, exposed=_EVERYWHERE, derivative=_as_input)
+@op(view=True, exposed=_EVERYWHERE, derivative=_as_input, jvp=linear("squeeze"))
 def squeeze(input, dim=None):
     """Remove size-1 dims (all, or those in dim)."""
     shape = input._data.shape
@@ -322,7 +325,7 @@ def squeeze(input, dim=None):
     return reshape(input, new)
 
 
-@op(view=True, exposed=_EVERYWHERE, derivative=_as_input)
+@op(view=True, exposed=_EVERYWHERE, derivative=_as_input, jvp=linear("unsqueeze"))
 def unsqueeze(input, dim):
     """Insert a size-1 dim at dim."""
     shape = input._data.shape
@@ -330,7 +333,7 @@ def unsqueeze(input, dim):
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
-@op(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE, jvp=linear("flatten"))
 def flatten(input, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim into one."""
     shape = input._data.shape
@@ -345,7 +348,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-@op(view=True, exposed=_EVERYWHERE)
+@op(view=True, exposed=_EVERYWHERE, jvp=linear("unflatten"))
 def unflatten(input, dim, sizes):
     """Split dim into the given sizes."""
     shape = input._data.shape
@@ -370,7 +373,7 @@ def unflatten(input, dim, sizes):
 
 # -- copies ----------------------------------------------------------------------------
 
-@op(primitive="copy", derivative=lambda ctx, g: g, exposed=_EVERYWHERE)
+@op(primitive="copy", derivative=lambda ctx, g: g, exposed=_EVERYWHERE, jvp=linear("clone"))
 def clone(input):
     """A copy that owns its memory."""
 
@@ -382,7 +385,8 @@ def _contiguous(input):
 
 # contiguous's public function is written out: it answers the input itself where the kernel
 # did (the memory is contiguous already), which a bind, returning before the kernel, cannot.
-@op(primitive="contiguous", front=written_out(_contiguous), derivative=lambda ctx, g: g, exposed=("Tensor",))
+@op(primitive="contiguous", front=written_out(_contiguous), derivative=lambda ctx, g: g, exposed=("Tensor",),
+    jvp=linear("contiguous"))
 def contiguous(input):
     """``input`` itself if its memory is already contiguous, else a contiguous copy."""
 
@@ -434,7 +438,7 @@ def _cat_args(tensors, dim=0):
 
 
 @op(lower=_lower_cat, bind=_cat_args, derivative=_cat_rule, variadic=True, exposed=("plugtorch",),
-    aliases=("concat", "concatenate"))
+    aliases=("concat", "concatenate"), jvp=linear("cat"))
 def cat(tensors, *, dim):
     """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
 
@@ -447,7 +451,7 @@ def _stack_rule(ctx, g):
     return tuple(g[(slice(None),) * d + (i,)] for i in range(len(ctx.meta)))
 
 
-@op(variadic=True, exposed=("plugtorch",), derivative=_stack_rule)
+@op(variadic=True, exposed=("plugtorch",), derivative=_stack_rule, jvp=linear("stack"))
 def stack(tensors, dim=0):
     """Join equally shaped tensors along a new dim."""
     tensors = list(tensors)

@@ -15,6 +15,7 @@ import math
 from ..dispatch import call_op
 from ..optable import Done, op, public
 from ..tensor import Tensor
+from ._jvp import linear
 from .movement import pad
 
 
@@ -39,7 +40,7 @@ def _windows_args(x, window, strides, dilation=(1, 1)):
     return (x,), {"window": window, "strides": strides, "dilation": dilation}
 
 
-@op(primitive="windows", bind=_windows_args, derivative=_windows_rule, view=True)
+@op(primitive="windows", bind=_windows_args, derivative=_windows_rule, view=True, jvp=linear("windows"))
 def windows(x, *, window, strides, dilation):
     """A view of shape (..., *n_windows, *window) over the last ``len(window)`` axes of ``x``."""
 
@@ -84,7 +85,7 @@ def _fold_args(cols, shape, window, strides, dilation=(1, 1)):
     return (cols,), {"shape": shape, "window": window, "strides": strides, "dilation": dilation}
 
 
-@op(lower=_lower_fold, bind=_fold_args, derivative=_fold_rule)
+@op(lower=_lower_fold, bind=_fold_args, derivative=_fold_rule, jvp=linear("fold"))
 def fold(cols, *, shape, window, strides, dilation):
     """The adjoint of ``windows``: sum each patch of ``cols`` back into an array of ``shape``."""
 
@@ -132,7 +133,7 @@ def _unfold_args(input, kernel_size, dilation=1, padding=0, stride=1):
     return (x,), geometry
 
 
-@op(bind=_unfold_args, derivative=_im2col_rule)
+@op(bind=_unfold_args, derivative=_im2col_rule, jvp=linear("im2col"))
 def im2col(input, *, kernel_size, dilation, padding, stride):
     """Sliding blocks of a (N, C, H, W) input as columns: (N, C * kh * kw, L) (torch's im2col).
 
@@ -183,7 +184,7 @@ def _fold_blocks_args(input, output_size, kernel_size, dilation=1, padding=0, st
     return (x,), attrs
 
 
-@op(bind=_fold_blocks_args, derivative=_col2im_rule)
+@op(bind=_fold_blocks_args, derivative=_col2im_rule, jvp=linear("col2im"))
 def col2im(input, *, output_size, kernel_size, dilation, padding, stride):
     """Sum (N, C * kh * kw, L) columns back into a (N, C, *output_size) image (torch's col2im);
     overlapping blocks add up.
