@@ -124,13 +124,11 @@ def _caster(name):
 for _name in ("float", "double", "half", "long", "int", "short", "char", "byte", "bool", "cfloat", "cdouble"):
     public("Tensor")(_caster(_name))
 public("Tensor")(_caster("bfloat16"))  # torch has no short name for it
-public("Tensor")(_caster("bfloat16"))  # torch has no short name for it
 
 # torch's legacy tensor-type names: Tensor.type() answers them, Tensor.type(name) takes them
 _TYPE_NAMES = {"Float": "float32", "Double": "float64", "Half": "float16", "Long": "int64",
                "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
                "ComplexFloat": "complex64", "ComplexDouble": "complex128"}
-_TYPE_NAMES["BFloat16"] = "bfloat16"
 _TYPE_NAMES["BFloat16"] = "bfloat16"
 _TYPE_OF = {v: k for k, v in _TYPE_NAMES.items()}
 
