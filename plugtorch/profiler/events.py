@@ -14,7 +14,9 @@ class FunctionEvent:
 
     def __init__(self, ev: Any, origin_ns: int) -> None:
         self.id = ev.id
-        self.name = self.key = ev.name
+        self.trace_name = ev.name
+        # the steps' ranges share one name, so that they add up in key_averages, as torch's do
+        self.name = self.key = "ProfilerStep*" if ev.name.startswith("ProfilerStep#") else ev.name
         self.thread = ev.tid
         self.is_user_annotation = ev.kind == "user_annotation"
         self.backend = ev.backend

@@ -30,7 +30,7 @@ def _trace_event(e: Any, origin_us: float, pid: int) -> dict:
         args["memory"] = e.self_cpu_memory_usage
     if e.device_time_total:
         args["device_dur"] = e.device_time_total
-    return {"ph": "X", "cat": "user_annotation" if e.is_user_annotation else "cpu_op", "name": e.name,
+    return {"ph": "X", "cat": "user_annotation" if e.is_user_annotation else "cpu_op", "name": e.trace_name,
             "pid": pid, "tid": e.thread, "ts": round(origin_us + e.start_us, 3),
             "dur": round(e.cpu_time_total, 3), "args": args}
 
