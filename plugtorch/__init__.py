@@ -81,3 +81,4 @@ __all__ = [
 ] + ["bfloat16"] + _ops.__all__
 
 from . import distributions  # noqa: E402, F401  (last: it builds on the dtypes and ops above)
+from . import func  # noqa: E402, F401  (the transforms build on autograd and the ops)

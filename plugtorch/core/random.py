@@ -18,6 +18,11 @@ _DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
 # replayed step draws from that Generator's current stream (manual_seed replaces it).
 ALL_GENERATORS: weakref.WeakSet[Generator] = weakref.WeakSet()
 
+# While plugtorch.func.vmap runs a function, its randomness= decides each draw: ``VMAP_DRAW[0]()``
+# runs before any generator draws (it raises under randomness='error'), and rand/randn hand their
+# draw to ``VMAP_DRAW[1]`` (one sample per example under randomness='different'). None: no vmap.
+VMAP_DRAW: list = [None, None]
+
 
 def _not_in_capture(what: str) -> None:
     """A generator made or reseeded inside a function plugtorch.compile captures: a replay would
@@ -54,6 +59,8 @@ class Generator:
 
     def native(self, backend):
         """This generator's native generator on ``backend``, created on first use."""
+        if VMAP_DRAW[0] is not None:
+            VMAP_DRAW[0]()
         g = self._native.get(backend.name)
         if g is None:
             g = self._native[backend.name] = backend.primitives["generator"](self._seed)

@@ -10,7 +10,7 @@ from ..dtypes import bool_, complex128, float64, get_default_dtype, int64, to_co
 from ..dtypes import dtype as _dtype
 from ..optable import public
 from ..plugins import get_registry
-from ..random import Generator, default_generator
+from ..random import VMAP_DRAW, Generator, default_generator
 from ..tensor import Tensor
 
 
@@ -249,6 +249,8 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
 # -- random -------------------------------------------------------------------------
 
 def _random(kind, size, generator, dtype, device, requires_grad, *args):
+    if VMAP_DRAW[1] is not None:  # under plugtorch.func.vmap: its randomness= decides
+        return VMAP_DRAW[1](_random, kind, size, generator, dtype, device, requires_grad, *args)
     _check_dtype(dtype)
     b = _backend_for(device)
     gen = (generator or default_generator).native(b)
