@@ -1,21 +1,24 @@
 """pytorch/examples' word_language_model (model.py's RNNModel, PositionalEncoding and
 TransformerModel, main.py's batching and training loop, commit 77f55b9) written once against a
 ``torch`` argument and run on plugtorch and on PyTorch from the same initial weights (PyTorch's,
-loaded with load_state_dict): the training losses of every step and the evaluation loss agree.
+loaded with load_state_dict): the training losses of every step and the evaluation loss agree;
+``--onnx-export``'s export_onnx writes the trained model with ``plugtorch.onnx.export``, and
+onnxruntime runs it.
 
-Left out of main.py: the argument parser and the corpus files (synthetic tokens instead), the
-ONNX export (``torch.onnx``), and reloading the best model with ``torch.load`` under
-``torch.serialization.safe_globals``.
+Left out of main.py: the argument parser and the corpus files (synthetic tokens instead), and
+reloading the best model with ``torch.load`` under ``torch.serialization.safe_globals``.
 """
 from __future__ import annotations
 
 import math
+import os
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import plugtorch
+import plugtorch.onnx  # main.py's `import torch.onnx`
 
 
 def word_language_model(torch):
@@ -201,8 +204,16 @@ def word_language_model(torch):
             losses.append(loss.item())
         return losses
 
+    def export_onnx(model, path, batch_size, seq_len, args):
+        print('The model is also exported in ONNX format at {}.'.format(  # noqa: UP032 (the example's spelling)
+            os.path.realpath(args.onnx_export)))
+        model.eval()
+        dummy_input = torch.LongTensor(seq_len * batch_size).zero_().view(-1, batch_size).to(device)
+        hidden = model.init_hidden(batch_size)
+        torch.onnx.export(model, (dummy_input, hidden), path)
+
     return SimpleNamespace(RNNModel=RNNModel, TransformerModel=TransformerModel, batchify=batchify,
-                           train=train, evaluate=evaluate)
+                           train=train, evaluate=evaluate, export_onnx=export_onnx)
 
 
 NTOKENS = 30
@@ -290,3 +301,36 @@ def test_transformer_model_is_an_nn_transformer():
     np.testing.assert_allclose(out.exp().sum(-1).detach().numpy(), 1.0, rtol=1e-5)
     with pytest.raises(ValueError, match="nhid must be equal to emsize"):
         ex.RNNModel("LSTM", NTOKENS, 16, 8, 1, tie_weights=True)
+
+
+@pytest.mark.parametrize("model", ["LSTM", "GRU", "RNN_TANH"])
+def test_onnx_export_runs_in_onnxruntime(torch, tmp_path, model):
+    """main.py's --onnx-export after training: the exported graph, run by onnxruntime on new tokens and
+    a new hidden state, gives the trained model's log-probabilities and hidden state (plugtorch's and,
+    from the same weights, PyTorch's)."""
+    pytest.importorskip("onnx", reason="the onnx package is not installed (pip install plugtorch[onnx])")
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed: nothing runs the export")
+    args = SimpleNamespace(**{**ARGS, "model": model, "epochs": 1, "onnx_export": str(tmp_path / "model.onnx")})
+    ours, _, _ = _run(plugtorch, args)
+    ex = word_language_model(plugtorch)
+    ex.export_onnx(ours, args.onnx_export, batch_size=1, seq_len=args.bptt, args=args)
+    session = ort.InferenceSession(args.onnx_export, providers=["CPUExecutionProvider"])
+
+    data = plugtorch.tensor(_corpus(args.bptt, 2)).view(-1, 1)
+    hidden = ours.init_hidden(1)
+    hidden = tuple(h + 0.1 for h in hidden) if model == "LSTM" else hidden + 0.1
+    flat = list(hidden) if model == "LSTM" else [hidden]
+    got = session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), [data, *flat])})
+    with plugtorch.no_grad():
+        out, h = ours(data, hidden)
+    want = [out] + (list(h) if model == "LSTM" else [h])
+    assert len(got) == len(want)
+    theirs = _build(torch, args)[1]
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    theirs.eval()
+    with torch.no_grad():
+        t_out, t_h = theirs(torch.tensor(data.numpy()), tuple(torch.tensor(t.numpy()) for t in flat)
+                            if model == "LSTM" else torch.tensor(hidden.numpy()))
+    for g, w, t in zip(got, want, [t_out] + (list(t_h) if model == "LSTM" else [t_h])):
+        np.testing.assert_allclose(g, w.numpy(), atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(g, t.numpy(), atol=1e-5, rtol=1e-5)
