@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from . import _ops, accelerator, autograd, backends, cuda, distributed, library, linalg, nn, optim, return_types, utils
 from ._ops import *  # noqa: F403  (every op and tensor function, from the op table)
+from .amp import (
+    autocast,
+    clear_autocast_cache,
+    get_autocast_dtype,
+    is_autocast_available,
+    is_autocast_cache_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_dtype,
+)
 from .compiler import compile
 from .core.debug import debug_mode, is_debug, set_debug
 from .core.device import Device as device
@@ -78,7 +88,9 @@ __all__ = [
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
     "compile", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
     "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble",
-] + ["bfloat16"] + _ops.__all__
+] + ["bfloat16", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_available",
+     "is_autocast_cache_enabled", "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype",
+     ] + _ops.__all__
 
 from . import distributions  # noqa: E402, F401  (last: it builds on the dtypes and ops above)
 from . import func  # noqa: E402, F401  (the transforms build on autograd and the ops)

@@ -61,3 +61,10 @@ def empty_cache() -> None:
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return False
+
+
+def __getattr__(name: str):
+    if name == "amp":  # torch.cuda.amp: autocast("cuda") and GradScaler("cuda"), loaded on first use
+        from .amp import cuda_amp
+        return cuda_amp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
