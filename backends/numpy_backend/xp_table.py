@@ -283,6 +283,19 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         def min_(x, axes, keepdims):
             return nd(xp.min(x, axis=axes, keepdims=keepdims))
 
+    fft_kinds = {"c2c": "fftn", "ic2c": "ifftn", "r2c": "rfftn"}
+    real_of = {xp.dtype("complex64"): xp.dtype("float32"), xp.dtype("complex128"): xp.dtype("float64")}
+    complex_of = {xp.dtype("float32"): xp.dtype("complex64"), xp.dtype("float64"): xp.dtype("complex128")}
+
+    def fft(x, axes, kind, norm, last_size):
+        # the libraries compute float32 in float64 or return complex128 (NumPy before 2): the dtype
+        # is set back to the input's precision afterwards
+        if kind == "c2r":
+            sizes = [x.shape[a] for a in axes[:-1]] + [last_size]
+            return xp.fft.irfftn(x, s=sizes, axes=axes, norm=norm).astype(real_of[x.dtype], copy=False)
+        out = getattr(xp.fft, fft_kinds[kind])(x, axes=axes, norm=norm)
+        return out.astype(complex_of.get(x.dtype, x.dtype), copy=False)
+
     def argmax(x, axis, keepdims):
         return nd(xp.argmax(x, axis=axis, keepdims=keepdims)).astype(xp.int64, copy=False)
 
@@ -334,7 +347,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
         "argsort": argsort,
         "cumsum": cumsum,
-        "matmul": matmul,
+        "matmul": matmul, "fft": ignoring_fp_errors(fft) if ufunc_out else fft,  # inf in: nan out, quietly
         "reshape": lambda x, shape: x.reshape(shape),
         "permute": lambda x, axes: x.transpose(axes),
         "broadcast_to": numpy_broadcast_to if xp is numpy else xp.broadcast_to,

@@ -85,6 +85,13 @@ PRIMITIVES: dict[str, str] = {
     "cumsum": "cumsum(x, axis, dtype)",
     # linear algebra
     "matmul": "matmul(x, y): x and y have ndim >= 2 and broadcastable batch dims",
+    # discrete Fourier transforms: no composition from the others is O(n log n)
+    "fft": ("fft(x, axes, kind, norm, last_size): numpy.fft's n-dimensional transforms over axes (distinct "
+            "non-negative ints, each of size >= 1): kind 'c2c' is fftn of complex x, 'ic2c' ifftn, 'r2c' rfftn "
+            "of real x (the last of axes keeps size // 2 + 1), 'c2r' irfftn of complex x (the last of axes "
+            "becomes last_size, x holding last_size // 2 + 1 there; last_size is None for the other kinds); "
+            "norm 'backward', 'ortho' or 'forward' as numpy's. The result is complex64 for float32 or "
+            "complex64 x and complex128 for float64 or complex128 x ('c2r': float32 and float64)"),
     # movement and indexing
     "reshape": "reshape(x, shape): shape fully known (no -1)",
     "permute": "permute(x, axes)",

@@ -22,7 +22,7 @@ import numpy
 from . import indexing, philox, special
 
 # plugtorch dtype name -> the namespace's dtype attribute. The standard has no float16.
-DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64")
+DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64", "complex64", "complex128")
 
 
 def make_dtype_maps(xp):
@@ -46,6 +46,13 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
             with numpy.errstate(all="ignore"):
                 return fn(*args, **kwargs)
         return call
+
+    def fft(x, axes, kind, norm, last_size):
+        # the standard's fft extension: its n-dimensional transforms keep the input's precision
+        if kind == "c2r":
+            sizes = [x.shape[a] for a in axes[:-1]] + [last_size]
+            return xp.fft.irfftn(x, s=sizes, axes=axes, norm=norm)
+        return getattr(xp.fft, {"c2c": "fftn", "ic2c": "ifftn", "r2c": "rfftn"}[kind])(x, axes=axes, norm=norm)
 
     def boolean(x):
         # the standard's logical functions take bool only; the contract's take any dtype
@@ -188,7 +195,7 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
         "argmax": lambda x, axis, keepdims: xp.argmax(numeric(x), axis=axis, keepdims=keepdims),
         "argmin": lambda x, axis, keepdims: xp.argmin(numeric(x), axis=axis, keepdims=keepdims),
         "argsort": argsort, "cumsum": cumsum,
-        "matmul": xp.matmul,
+        "matmul": xp.matmul, "fft": fft,
         "reshape": lambda x, shape: xp.reshape(x, tuple(shape)),
         "permute": lambda x, axes: xp.permute_dims(x, tuple(axes)),
         "broadcast_to": lambda x, shape: xp.broadcast_to(x, tuple(shape)),

@@ -18,6 +18,7 @@ from . import (  # noqa: F401
                distance,
                einsum,
                elementwise,
+               fft,
                index,
                inplace,
                joins,
@@ -54,5 +55,5 @@ SECTIONS = {
     "loss": "Losses", "distance": "Losses", "ctc": "Losses", "classification": "Losses",
     "normalization": "Normalization",
     "cumulative": "Reductions", "counting": "Reductions", "joins": "Shape and movement",
-    "optimizer_updates": "Optimizer updates", "complex": "Complex numbers",
+    "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
 }
