@@ -6,7 +6,21 @@ for what a backend implements.
 """
 from __future__ import annotations
 
-from . import _ops, accelerator, autograd, backends, cuda, distributed, library, linalg, nn, optim, return_types, utils
+from . import (
+    _ops,
+    accelerator,
+    autograd,
+    backends,
+    cuda,
+    distributed,
+    fft,
+    library,
+    linalg,
+    nn,
+    optim,
+    return_types,
+    utils,
+)
 from ._ops import *  # noqa: F403  (every op and tensor function, from the op table)
 from .amp import (
     autocast,
@@ -87,7 +101,7 @@ __all__ = [
     "load", "save", "load_file", "save_file", "library", "ops", "get_num_threads", "set_num_threads",
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
     "compile", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
-    "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble",
+    "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble", "fft",
 ] + ["bfloat16", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_available",
      "is_autocast_cache_enabled", "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype",
      ] + _ops.__all__
