@@ -58,5 +58,9 @@ def hook_runs_in_capture() -> None:
 
 def checks_values(tensor) -> bool:
     """Whether a check that reads ``tensor``'s values on the host should run now: not while
-    plugtorch.compile captures (a replay could not repeat the read), except in debug mode."""
+    plugtorch.compile captures (a replay could not repeat the read), except in debug mode; never on a
+    tensor under plugtorch.func.vmap, which shows one example whose values cannot be read (its
+    checks are the kernel's, as on a device backend)."""
+    if getattr(type(tensor), "vmap_batched", False):
+        return False
     return _debug or (tensor._backend.host_memory and not capture.active)

@@ -53,6 +53,10 @@ class Logical:
         return n
 
     @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
     def strides(self) -> tuple:
         # a contiguous layout of the logical shape: code that checks for overlapping memory before
         # writing in place reads it (the write itself goes through __setitem__)
@@ -82,6 +86,7 @@ class BatchedTensor(Tensor):
     """A tensor under ``vmap``: one example's view of a batch (see the module docstring)."""
 
     __slots__ = ()
+    vmap_batched = True  # value checks (core.debug.checks_values) skip it: its values cannot be read
 
     # -- host reads: never one element of the batch ---------------------------------------
     def item(self):

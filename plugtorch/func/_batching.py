@@ -91,12 +91,33 @@ _ELEMENTWISE = (
     "logical_not bitwise_not cast clone contiguous add sub mul div pow maximum minimum atan2 copysign fmod "
     "remainder floor_divide hypot logaddexp logaddexp2 eq ne lt le gt ge logical_and logical_or logical_xor "
     "bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift where clamp lerp addcmul addcdiv "
-    "masked_fill isclose sigmoid_backward tanh_backward gelu_backward threshold_backward").split()
+    "isclose sigmoid_backward tanh_backward gelu_backward threshold_backward").split()
+
+
+# derivatives whose kernels take operands of one shape, without broadcasting
+_SAME_SHAPE = frozenset({"sigmoid_backward", "tanh_backward", "gelu_backward", "threshold_backward"})
+
+
+@_rule("masked_fill")
+def _masked_fill(name):
+    def rule(operands, bdims, attrs):
+        x, mask, value = operands
+        if not hasattr(value, "shape") or bdims[2] is None:
+            return _elementwise(name)(operands, bdims, attrs)
+        # a fill value per example: where() takes it as a tensor that broadcasts
+        rank = max(_rank(o, b) for o, b in zip(operands, bdims))
+        return call_op("where", (_align(mask, bdims[1], rank), _align(value.to(x.dtype), 0, rank),
+                                 _align(x, bdims[0], rank))), 0
+    return rule
 
 
 @_rule(*_ELEMENTWISE)
 def _elementwise(name):
     def rule(operands, bdims, attrs):
+        if name in _SAME_SHAPE:
+            size = _size(operands, bdims)
+            return call_op(name, tuple(_batch(o, b, size) if hasattr(o, "shape") else o
+                                       for o, b in zip(operands, bdims)), attrs), 0
         rank = max(_rank(o, b) for o, b in _tensors(operands, bdims))
         return call_op(name, tuple(_align(o, b, rank) if hasattr(o, "shape") else o
                                    for o, b in zip(operands, bdims)), attrs), 0
