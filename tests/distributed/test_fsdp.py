@@ -1,0 +1,164 @@
+"""plugtorch.distributed.fsdp.fully_shard: training under mpiexec equals one process, and the API's
+errors and helpers in one process (a world of one: every collective is a copy).
+
+The mpiexec jobs run ``mpi_scripts/fsdp_train.py`` on 2, 3 (uneven shards: padding) and 4
+ranks, for an MLP and a 2-block minGPT with each block fully_shard'ed, then the root.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from mpi_harness import check, launch, needs_mpi
+
+import plugtorch
+import plugtorch.distributed as dist
+from plugtorch import nn
+from plugtorch.distributed.fsdp import (
+    CPUOffloadPolicy,
+    FSDPModule,
+    MixedPrecisionPolicy,
+    full_state_dict,
+    full_tensor,
+    fully_shard,
+    load_full_state_dict,
+)
+
+
+@needs_mpi
+@pytest.mark.parametrize("nprocs", [2, 4])
+@pytest.mark.parametrize("model", ["mlp", "gpt"])
+def test_training_matches_one_process(model, nprocs):
+    check(launch(nprocs, "fsdp_train.py", model, timeout=90), nprocs)
+
+
+@needs_mpi
+@pytest.mark.parametrize("model, variants", [("mlp", ["default", "keep", "accumulate"]),
+                                             ("gpt", ["default", "accumulate"])])
+def test_uneven_shards_keep_and_accumulate_match_one_process(model, variants):
+    """3 ranks pad every shard; also reshard_after_forward=False and set_requires_gradient_sync."""
+    check(launch(3, "fsdp_train.py", model, *variants, timeout=120), 3 * len(variants))
+
+
+@pytest.fixture
+def world():
+    dist.init()
+    return dist.get_world_size()
+
+
+def _mlp(seed=0):
+    plugtorch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3))
+
+
+def _torch_twin(model):
+    twin = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3))
+    with torch.no_grad():
+        for (_, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
+            q.copy_(torch.from_numpy(p.detach().numpy().copy()))
+    return twin
+
+
+def test_one_rank_trains_as_torch(world):
+    model = _mlp()
+    twin = _torch_twin(model)
+    fully_shard(model[0])
+    fully_shard(model)
+    assert isinstance(model, FSDPModule) and type(model).__name__ == "FSDPSequential"
+    opt = plugtorch.optim.AdamW(model.parameters(), lr=0.05)
+    topt = torch.optim.AdamW(twin.parameters(), lr=0.05)
+    x = np.random.default_rng(0).standard_normal((8, 5)).astype(np.float32)
+    for _ in range(5):
+        opt.zero_grad()
+        model(plugtorch.tensor(x)).pow(2).mean().backward()
+        opt.step()
+        topt.zero_grad()
+        twin(torch.tensor(x)).pow(2).mean().backward()
+        topt.step()
+    full = full_state_dict(model)
+    for k, v in twin.state_dict().items():
+        np.testing.assert_allclose(full[k].numpy(), v.numpy(), atol=1e-6)
+
+
+def test_parameters_are_flat_shards_and_unshard_restores_shapes(world):
+    model = fully_shard(_mlp())
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    assert shapes == {"0.weight": (35,), "0.bias": (7,), "2.weight": (21,), "2.bias": (3,)}
+    model.unshard()
+    assert tuple(model[0].weight.shape) == (7, 5)
+    model.reshard()
+    assert tuple(model[0].weight.shape) == (35,)
+    handle = model.unshard(async_op=True)
+    handle.wait()
+    assert tuple(model[2].weight.shape) == (3, 7)
+    model.reshard()
+
+
+def test_full_state_dict_round_trip(world):
+    src = _mlp(1)
+    expected = {k: v.clone() for k, v in src.state_dict().items()}
+    fully_shard(src)
+    assert full_tensor(src[0].weight).shape == (7, 5)
+    dst = fully_shard(_mlp(2))
+    load_full_state_dict(dst, full_state_dict(src))
+    for k, v in full_state_dict(dst).items():
+        assert (v - expected[k]).abs().max().item() == 0.0
+    with pytest.raises(RuntimeError, match="size mismatch for 0.weight"):
+        load_full_state_dict(dst, {**expected, "0.weight": plugtorch.zeros(2, 2)})
+    with pytest.raises(RuntimeError, match=r"missing keys \['2.bias'\]"):
+        load_full_state_dict(dst, {k: v for k, v in expected.items() if k != "2.bias"})
+    with pytest.raises(ValueError, match="not a parameter sharded by fully_shard"):
+        full_tensor(plugtorch.zeros(3))
+
+
+def test_gradient_accumulation_without_sync(world):
+    model = fully_shard(_mlp())
+    x = plugtorch.randn(4, 5)
+    model.set_requires_gradient_sync(False)
+    model(x).sum().backward()
+    assert all(p.grad is None for p in model.parameters())
+    model.set_requires_gradient_sync(True)
+    model(x).sum().backward()
+    ref = _mlp()
+    ref(x).sum().backward()
+    ref(x).sum().backward()
+    assert (model[0].weight.grad - ref[0].weight.grad.reshape(-1)).abs().max().item() < 1e-6
+
+
+def test_errors_name_the_problem(world):
+    model = fully_shard(_mlp())
+    with pytest.raises(ValueError, match="already fully_shard'ed"):
+        fully_shard(model)
+    with pytest.raises(TypeError, match="expects a plugtorch.nn.Module"):
+        fully_shard(torch.nn.Linear(2, 2))
+    with pytest.raises(NotImplementedError, match="MixedPrecisionPolicy\\(param_dtype=plugtorch.bfloat16\\)"):
+        fully_shard(_mlp(), mp_policy=MixedPrecisionPolicy(param_dtype=plugtorch.bfloat16))
+    with pytest.raises(NotImplementedError, match="reshard_after_forward=2"):
+        fully_shard(_mlp(), reshard_after_forward=2)
+    with pytest.raises(ValueError, match="mesh must be a DeviceMesh"):
+        fully_shard(_mlp(), mesh="world")
+    fully_shard(_mlp(), mp_policy=MixedPrecisionPolicy(param_dtype=plugtorch.float32),
+                offload_policy=CPUOffloadPolicy())
+    with pytest.raises(ValueError, match="expects FSDPModules"):
+        model.set_modules_to_forward_prefetch([nn.Linear(2, 2)])
+
+
+def test_unused_parameter_is_reported_at_the_next_forward(world):
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.a(x)
+
+    model = fully_shard(TwoHeads())
+    model(plugtorch.randn(2, 3)).sum().backward()
+    with pytest.raises(RuntimeError, match=r"produced no gradient for \[.b.weight., .b.bias.\]"):
+        model(plugtorch.randn(2, 3))
+
+
+def test_ignored_params_stay_whole(world):
+    model = _mlp()
+    fully_shard(model, ignored_params={model[2].bias})
+    assert tuple(model[2].bias.shape) == (3,) and tuple(model[2].weight.shape) == (21,)
