@@ -286,3 +286,21 @@ def test_the_autograd_profiler_prints_its_events_in_order():
     with pytest.raises(RuntimeError, match="not reentrant"), prof:
         pass
     assert MODES.on == 0
+
+
+def test_gradients_are_the_same_under_the_profiler():
+    def grads():
+        pt.manual_seed(0)
+        w = pt.randn(3, 3, requires_grad=True)
+        x = pt.randn(2, 3)
+        y = (x @ w).tanh()
+        (gw,) = pt.autograd.grad(y.sum() + (y * y).sum(), w, create_graph=True)  # y used twice: summed grads
+        (ggw,) = pt.autograd.grad(gw.sum(), w)
+        return gw.detach(), ggw
+    plain = grads()
+    with profile() as prof:
+        profiled = grads()
+    assert all(a.tolist() == b.tolist() for a, b in zip(plain, profiled))
+    names = {e.name for e in prof.events()}
+    assert {"autograd::engine::evaluate_function: TanhBackward0", "TanhBackward0", "matmul"} <= names
+    assert MODES.on == 0
