@@ -151,12 +151,19 @@ class Converter:
             self.op_name = type(m).__name__
             return convert_module(self, m, args, kwargs)
         self.op_name = _op_name(node)
-        if not any(isinstance(v, V) for v in flat((args, kwargs))) and not self.varies():
-            return self.ex  # computed from constants only: folded, as torch folds it
+        if not self.varies() and (_is_size(self.ex) or not any(isinstance(v, V) for v in flat((args, kwargs)))):
+            return self.ex  # computed from constants, or a size no dynamic axis changes: folded, as torch does
         fn = CONVERTERS.get(self.op_name)
         if fn is None:
             raise ExportError(f"plugtorch.onnx.export: no ONNX mapping for op '{self.op_name}' (node {self.node_name})")
         return fn(self, args, kwargs)
+
+
+def _is_size(ex: Any) -> bool:
+    """A number or a shape: a value that is a constant unless a dynamic axis changes it."""
+    if isinstance(ex, (tuple, list)):
+        return all(_is_size(e) for e in ex)
+    return isinstance(ex, (int, float, bool))
 
 
 def _same(a: Any, b: Any) -> bool:

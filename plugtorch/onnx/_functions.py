@@ -2,8 +2,8 @@
 
 A converter is ``fn(cx, args, kwargs)``: the node's arguments with traced values as :class:`V`,
 and ``cx`` the export in progress (``cx.b`` the graph builder, ``cx.ex`` the node's value on the
-example inputs, ``cx.dynamic`` whether sizes must stay symbolic). Function and method forms
-share a converter where torch's positions agree (``x.view(...)``, ``x.add(y)``).
+example inputs, ``cx.dynamic_dims(v)`` the dims of ``v`` that ``dynamic_axes`` changes). Function
+and method forms share a converter where torch's positions agree (``x.view(...)``, ``x.add(y)``).
 """
 from __future__ import annotations
 
@@ -66,6 +66,12 @@ for _name, _onnx in _UNARY.items():
 @converts("rsqrt")
 def _rsqrt(cx: Any, args: tuple, kwargs: dict) -> V:
     return cx.b.op("Reciprocal", [cx.b.op("Sqrt", [args[0]], cx.ex)], cx.ex)
+
+
+@converts("log1p")
+def _log1p(cx: Any, args: tuple, kwargs: dict) -> V:
+    x = args[0]
+    return cx.b.op("Log", [cx.b.op("Add", [x, cx.b.const(1.0, x.dtype)], x.ex)], cx.ex)
 
 
 @converts("silu")
@@ -434,7 +440,9 @@ def _reshape(cx: Any, args: tuple, kwargs: dict) -> V:
     x, shape = args[0], _dims(args, kwargs, 1, "shape")
     if len(shape) == 1 and isinstance(shape[0], V) and shape[0].ndim == 1:
         return cx.b.op("Reshape", [x, shape[0]], cx.ex)
-    return cx.b.op("Reshape", [x, cx.b.ints(shape)], cx.ex)
+    # a 0 in ONNX's shape copies the input's dim unless allowzero says it is a size
+    allowzero = 1 if any(not isinstance(d, V) and d == 0 for d in shape) else None
+    return cx.b.op("Reshape", [x, cx.b.ints(shape)], cx.ex, allowzero=allowzero)
 
 
 @converts("flatten")
