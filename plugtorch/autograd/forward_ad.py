@@ -122,6 +122,8 @@ def _fit(t: Tensor | None, o: Tensor, name: str) -> Tensor:
     """``t`` as the tangent of ``o``: zeros for None, broadcast to its shape, in its dtype."""
     if t is None:
         return o.new_zeros(o.shape)
+    if t._backend is not o._backend:  # a tensor moved to another backend (Tensor.to): so is its tangent
+        t = t.to(o.device)
     if tuple(t.shape) != tuple(o.shape):
         try:
             t = t.expand(o.shape)

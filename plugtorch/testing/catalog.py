@@ -105,6 +105,9 @@ def markdown() -> str:
         "*Computes as*: the backend **primitive** it maps to, a lowering onto primitives, or a "
         "**composite** of other ops (autograd differentiates it), where **+ rule** means the op "
         "carries its own derivative (one graph node; a backend kernel for it stays differentiable). "
+        "*jvp*: where its forward-mode derivative (`plugtorch.autograd.forward_ad`) comes from: its own "
+        "**rule**, its decomposition run on dual tensors (**via decomposition**), or its reverse rule "
+        "transposed (**via vjp**); **—** for an op with no derivative. "
         "*Kernels*: what each backend provides for the op itself, which dispatch prefers to its "
         "declaration, as the backend declares it (`PLUGTORCH_KERNELS`), whether or not it can run "
         "on the machine that generated this page: **C** (the NumPy backend's optional extension), "
@@ -126,9 +129,9 @@ def markdown() -> str:
         if not ops:
             continue
         lines += [f"## {title}", "",
-                  "| op | exposed as | computes as | gradient | dtypes | kernels | tested by | samples "
+                  "| op | exposed as | computes as | gradient | jvp | dtypes | kernels | tested by | samples "
                   "| description |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for op in ops:
             kernels, tests = _implementations(op, reg, declared)
             if op.kernel_refusal:
@@ -136,7 +139,8 @@ def markdown() -> str:
             samples = [s for s in samples_for(op) if isinstance(s, Sample)]
             doc = " ".join(op.summary().split()).replace("|", "\\|")
             lines.append(f"| `{op.name}` | {_exposed(op)} | {op.describe_kind()} | "
-                         f"{_differentiable(op, samples)} | {op.dtypes or '-'} | {kernels or '-'} | "
+                         f"{_differentiable(op, samples)} | {op.describe_jvp()} | {op.dtypes or '-'} | "
+                         f"{kernels or '-'} | "
                          f"{', '.join([KIT] + [_link(t) for t in tests])} | {len(samples)} | {doc} |")
         lines.append("")
     lines += ["## Backend primitives (the plugin contract)", "",

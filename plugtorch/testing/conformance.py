@@ -27,7 +27,8 @@ from .backends import SUFFIX, bare_backend, conformance_backends, remove_backend
 from .sample import Sample, samples_for
 
 __all__ = ["conformance_backend", "reference_torch", "test_op_has_samples", "test_forward", "test_strides",
-           "test_noncontiguous", "test_float32", "test_gradcheck", "test_gradgradcheck", "test_out_variants"]
+           "test_noncontiguous", "test_float32", "test_gradcheck", "test_gradgradcheck", "test_jvp",
+           "test_out_variants"]
 
 # gradgradcheck costs (inputs + outputs) double-backward passes per element; keep it to small samples
 GRADGRAD_MAX_NUMEL = 24
@@ -173,6 +174,15 @@ def test_float32(op, index, conformance_backend, reference_torch):
 def test_gradcheck(op, index, conformance_backend, reference_torch):
     opdef, sample = _sample(op, index)
     kit.check_gradcheck(opdef, sample, conformance_backend, reference_torch)
+
+
+# forward-mode AD on each differentiable op's first float64 sample: how its tangents are computed
+# (its jvp, its decomposition, its rule transposed) is per op, not per sample
+@pytest.mark.parametrize("op,index", _params(lambda s: s.grad and s.raises is None and _floating(s), first_only=True))
+@_EXPECTED_WARNINGS
+def test_jvp(op, index, conformance_backend):
+    opdef, sample = _sample(op, index)
+    kit.check_jvp(opdef, sample, conformance_backend)
 
 
 def _gradgrad_ok(s):

@@ -39,7 +39,7 @@ from .sample import Sample, Waiver, samples_for
 
 __all__ = ["ConformanceError", "LAYOUT_WAIVERS", "CONTIGUITY_ONLY", "layout_rule", "check_forward",
            "check_strides", "check_noncontiguous", "check_float32", "check_gradcheck", "check_gradgradcheck",
-           "check_out_variant", "check_coverage", "flat_outputs", "pt_inputs", "torch_inputs"]
+           "check_out_variant", "check_coverage", "check_jvp", "flat_outputs", "pt_inputs", "torch_inputs"]
 
 
 # The torch the samples are written against: pyproject.toml's dev extra pins it, and
@@ -297,6 +297,55 @@ def check_gradgradcheck(opdef, sample: Sample, backend: str):
     gos = tuple(plugtorch.tensor(rng.standard_normal(tuple(o.shape)), device=backend).requires_grad_()
                 for o in outs)
     plugtorch.autograd.gradgradcheck(fn, diff, gos, eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+def check_jvp(opdef, sample: Sample, backend: str) -> str:
+    """Forward-mode AD (``autograd.forward_ad``) in float64: the output tangents ``J t`` for random
+    tangents ``t`` against central finite differences (where the sample allows them), and the
+    transpose identity ``<J t, u> == <t, J^T u>`` against the reverse-mode gradient for random
+    cotangents ``u``. Says which were compared."""
+    from plugtorch.autograd import forward_ad as fwad
+    what = _where(opdef.name, sample, backend) + " forward-mode AD"
+    inputs = pt_inputs(sample, backend)
+    fn, diff = _diff_fn(opdef, sample, backend, inputs)
+    rng = np.random.default_rng(zlib.crc32(opdef.name.encode()) + 2)
+    tangents = [plugtorch.tensor(rng.standard_normal(tuple(d.shape)), device=backend) for d in diff]
+    with fwad.dual_level():
+        try:
+            outs = fn(*[fwad.make_dual(d, t) for d, t in zip(diff, tangents)])
+            jts = [fwad.unpack_dual(o).tangent for o in outs]
+        except Exception as e:
+            raise ConformanceError(f"{what}: {type(e).__name__}: {e}") from e
+    primal = fn(*diff)
+    if not primal:
+        return "no floating output"
+    jts = [np.zeros(tuple(o.shape)) if t is None else _host(t) for o, t in zip(primal, jts)]
+    done = []
+    if sample.numerical:
+        eps = 1e-6
+        plus = fn(*[d + eps * t for d, t in zip(diff, tangents)])
+        minus = fn(*[d - eps * t for d, t in zip(diff, tangents)])
+        for k, (p, m, jt) in enumerate(zip(plus, minus, jts)):
+            fd = (_host(p) - _host(m)) / (2 * eps)
+            if fd.shape != jt.shape or not np.allclose(jt, fd, atol=1e-5, rtol=1e-3, equal_nan=True):
+                raise ConformanceError(f"{what}: the tangent of output {k} differs from finite differences\n"
+                                       f"jvp:\n{jt}\nfinite differences:\n{fd}")
+        done.append("finite differences")
+    leaves = [d.detach().requires_grad_() for d in diff]
+    outs = fn(*leaves)
+    live = [k for k, o in enumerate(outs) if o.requires_grad]
+    if live:
+        cots = [rng.standard_normal(tuple(o.shape)) for o in outs]
+        vjps = plugtorch.autograd.grad([outs[k] for k in live], leaves,
+                                       [plugtorch.tensor(cots[k], device=backend) for k in live], allow_unused=True)
+        forward = sum(float(np.sum(jts[k] * cots[k])) for k in live)
+        backward = sum(float(np.sum(_host(t) * _host(g))) for t, g in zip(tangents, vjps) if g is not None)
+        if not np.isclose(forward, backward, atol=1e-7, rtol=1e-6):
+            raise ConformanceError(f"{what}: <J t, u> = {forward} but <t, J^T u> = {backward} (the reverse-mode "
+                                   "gradient): the jvp and the derivative rule disagree")
+        done.append("vjp")
+    return "jvp vs " + " and ".join(done) if done else "jvp"
+
 
 
 def check_out_variant(opdef, sample: Sample, backend: str) -> bool:

@@ -61,6 +61,8 @@ def _move(input, backend):
     out = wrap(lower(src, input._data, source=src, target=backend), backend)
     if input.requires_grad and _grad.enabled:
         record(out, TABLE["move"], (input,), {"source": src, "target": backend})
+    if MODES.on:  # no call_op ran (it wraps results on the operand's backend): modes hear of the copy
+        MODES.rebind(out, input)
     return out
 
 
@@ -69,7 +71,7 @@ def _move(input, backend):
 @op(lower=_lower_move, front=written_out(_move), derivative=lambda ctx, g: move(g, ctx.attrs["source"]),
     no_kernel="joins two backends, so no one backend's kernel can serve it; it is built "
     "from their to_host and from_host primitives",
-    doc="Copy to another backend through host memory; the gradient moves back.")
+    doc="Copy to another backend through host memory; the gradient moves back.", jvp=linear("move"))
 def move(input, *, source, target):
     """Copy ``input`` to another backend (a ``Backend`` object), through host memory."""
 
