@@ -79,7 +79,9 @@ class Logical:
         raise RuntimeError(DATA_DEPENDENT)
 
     def __getattr__(self, name: str):
-        raise RuntimeError(f"{DATA_DEPENDENT} (a batched tensor's values were read through '{name}')")
+        raise RuntimeError(f"{DATA_DEPENDENT} (a batched tensor's values were read through '{name}'; a tensor "
+                           "that escaped its vmapped function, through a closure or a global, cannot be used "
+                           "outside it either: return it instead)")
 
 
 class BatchedTensor(Tensor):

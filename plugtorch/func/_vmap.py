@@ -26,6 +26,7 @@ __all__ = ["vmap", "VmapLevel", "active_levels"]
 
 _COUNTER = itertools.count(1)
 _ACTIVE: list[VmapLevel] = []  # the vmap levels in force, outermost first
+_LIVE: set[int] = set()  # their levels
 LOOPED: set[str] = set()  # ops that ran per example for want of a batching rule (a warning each, once)
 
 
@@ -53,7 +54,7 @@ class VmapLevel(DispatchMode):
                     bdims.append(0)
                     batched = True
                     continue
-                if lg.level > level:
+                if lg.level > level or lg.level not in _LIVE:
                     raise RuntimeError(
                         f"vmap: {opdef.name}(): a tensor batched by a vmap that has already returned was used "
                         "(it escaped the vmapped function, through a closure or a global); return it from "
@@ -257,11 +258,13 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
     args = unflatten(batched, spec)
     from . import _random
     _ACTIVE.append(mode)
+    _LIVE.add(level)
     try:
         with mode, _random.under(_ACTIVE):
             out = func(*args, **kwargs)
     finally:
         _ACTIVE.remove(mode)
+        _LIVE.discard(level)
     outs, ospec = flatten(out)
     per_leaf = _out_dims_per_leaf(func, out_dims, out)
     name = _name(func)
