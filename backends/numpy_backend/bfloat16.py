@@ -66,6 +66,19 @@ def widened(name: str, fn: Callable) -> Callable:
     return reduce
 
 
+def keeps_bfloat16(fn: Callable) -> Callable:
+    """The binary ufunc primitive ``fn`` giving bfloat16 for a bfloat16 array and a Python float:
+    ml_dtypes' bfloat16 takes no part in NumPy's weak-scalar rule, so NumPy computes such a pair
+    in float32 and returns float32. Torch computes in float32 too (its opmath type) and rounds the
+    result to bfloat16; so does this."""
+    def call(x, y):
+        out = fn(x, y)
+        if out.dtype is _F32 and x.dtype is BFLOAT16:
+            return out.astype(BFLOAT16)
+        return out
+    return call
+
+
 def through_float32(name: str, kernel: Callable) -> Callable:
     """``kernel`` (arrays positionally, attrs by keyword) run in float32 when its first operand is
     bfloat16 (the one a kernel's dtype follows): its bfloat16 operands widened (exactly), its

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 
 from ..dispatch import wrap
-from ..dtypes import int64
+from ..dtypes import float32, int64
 from ..optable import op, public
 from ..return_types import return_type
 from ..tensor import Tensor, _wrap_dim
@@ -67,6 +67,9 @@ def _mean_rule(ctx, g):
 @op(bind=_mean_args, derivative=_mean_rule, exposed=_EVERYWHERE, jvp=linear("mean"))
 def mean(input, *, axes, keepdims):
     """Mean over dims (floating input, or pass dtype)."""
+    if input.dtype.is_floating_point and input.dtype.itemsize == 2:
+        # float16/bfloat16: summed and divided in float32, rounded once, as torch's
+        return (sum(input, axes, keepdims, dtype=float32) / count(input.shape, axes)).to(input.dtype)
     return sum(input, axes, keepdims) / count(input.shape, axes)
 
 
