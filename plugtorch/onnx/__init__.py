@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import inspect
 import os
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -88,6 +89,8 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
         from onnx import helper
     except ImportError as e:
         raise ImportError("plugtorch.onnx.export needs the onnx package: pip install plugtorch[onnx]") from e
+    from plugtorch.fx.proxy import TraceError
+
     from ._export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Converter, LeafTracer, Recorder, flat
 
     opset = DEFAULT_OPSET if opset_version is None else int(opset_version)
@@ -122,7 +125,12 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
     _EXPORTING = True
     try:
         placeholders, values_in, grown = _bind(model, args, call_kwargs, dynamic_axes, input_names)
-        gm = plugtorch.fx.GraphModule(model, LeafTracer().trace(model, placeholders.concrete), type(model).__name__)
+        try:
+            graph = LeafTracer().trace(model, placeholders.concrete)
+        except TraceError as e:
+            raise ExportError(f"plugtorch.onnx.export traces {type(model).__name__}.forward with plugtorch.fx, which "
+                              f"could not trace it: {e}") from e
+        gm = plugtorch.fx.GraphModule(model, graph, type(model).__name__)
         with plugtorch.no_grad():
             values = Recorder(gm).values(values_in)
             values2 = Recorder(gm).values(grown) if grown is not None else None
@@ -136,6 +144,10 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
         model.train(was_training)
     graph = _graph(cx, [v for i in inputs for v in flat(i[0])], list(flat(result)), values2 is not None,
                    output_names, dynamic_axes or {}, keep_initializers_as_inputs, type(model).__name__, helper)
+    names = {v.name for v in graph.input} | {v.name for v in graph.output}
+    for key in dynamic_axes or {}:
+        if key not in names:
+            warnings.warn(f"Provided key {key} for dynamic axes is not a valid input/output name", stacklevel=2)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="plugtorch",
                               producer_version=plugtorch.__version__)
     proto.ir_version = min(onnx.IR_VERSION, 10)  # what current onnxruntime releases read

@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 import plugtorch
 
 from ._builder import INT64_MAX, ExportError, V
@@ -185,9 +187,17 @@ def _masked_fill(cx: Any, args: tuple, kwargs: dict) -> V:
 
 
 # -- no-ops and casts in an eval-mode graph -------------------------------------------------------
-@converts("dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d",
-          "contiguous", "clone", "detach")
+@converts("contiguous", "clone", "detach")
 def _identity(cx: Any, args: tuple, kwargs: dict) -> V:
+    return args[0]
+
+
+@converts("dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d")
+def _dropout(cx: Any, args: tuple, kwargs: dict) -> V:
+    p = arg(args, kwargs, 1, "p", 0.5)
+    if arg(args, kwargs, 2, "training", kwargs.get("train", True)) and p:
+        raise _unmapped(cx, "with training=True (random in every mode): pass training=self.training, as "
+                        "nn.Dropout does")
     return args[0]
 
 
@@ -317,9 +327,7 @@ def _layer_norm(cx: Any, args: tuple, kwargs: dict) -> V:
     axes = list(range(-len(shape), 0))
     b = cx.b
     if b.opset >= 17:
-        w = w if w is not None else b.const([[1.0] * shape[-1]] if len(shape) == 1 else 1.0, x.dtype)
-        if len(shape) > 1 and w.ndim == 0:
-            w = b.const(plugtorch.ones(shape).numpy().tolist(), x.dtype)
+        w = w if w is not None else b.const(np.ones(shape).tolist(), x.dtype)  # Scale is not optional
         return b.op("LayerNormalization", [x, w, bias], cx.ex, axis=-len(shape), epsilon=float(eps))
     mean = reduce(cx, "ReduceMean", x, axes, True, x.ex)
     d = b.op("Sub", [x, mean], x.ex)

@@ -40,10 +40,10 @@ _AS_FUNCTION: dict[type, tuple[str, Callable[[Any], dict]]] = {
     nn.LogSoftmax: ("log_softmax", lambda m: {"dim": m.dim}),
     nn.Flatten: ("flatten", lambda m: {"start_dim": m.start_dim, "end_dim": m.end_dim}),
     nn.Identity: ("clone", lambda m: {}),
-    nn.Dropout: ("dropout", lambda m: {}),
-    nn.Dropout1d: ("dropout", lambda m: {}),
-    nn.Dropout2d: ("dropout", lambda m: {}),
-    nn.Dropout3d: ("dropout", lambda m: {}),
+    nn.Dropout: ("dropout", lambda m: {"training": False}),
+    nn.Dropout1d: ("dropout", lambda m: {"training": False}),
+    nn.Dropout2d: ("dropout", lambda m: {"training": False}),
+    nn.Dropout3d: ("dropout", lambda m: {"training": False}),
 }
 
 

@@ -145,6 +145,8 @@ def test_without_dynamic_axes_sizes_are_constants():
     (lambda x, y, z: F.max_pool2d(x, 2, return_indices=True)[0], [_r(1, 1, 4, 4)], None,
      r"op 'max_pool2d' with return_indices=True"),
     (lambda x, y, z: F.adaptive_avg_pool2d(x, 3), [_r(1, 1, 4, 4)], None, r"op 'adaptive_avg_pool2d' to output size"),
+    (lambda x, y, z: F.dropout(x, 0.5), [X], None, r"op 'dropout' with training=True"),
+    (lambda x, y, z: x if x.sum() > 0 else y, [X, Y], None, r"Fn.forward with plugtorch.fx, which could not trace it"),
 ])
 def test_what_has_no_onnx_form_is_an_error(fn, inputs, dynamic, match):
     with pytest.raises(RuntimeError, match=match):
@@ -156,3 +158,9 @@ def test_a_layer_without_mapping_is_named():
     model = nn.Sequential(nn.Linear(4, 4), nn.TransformerEncoderLayer(4, 2, 8))
     with pytest.raises(RuntimeError, match=r"op 'TransformerEncoderLayer' \(no ONNX mapping for this layer\)"):
         plugtorch.onnx.export(model, (_r(2, 3, 4),), io.BytesIO())
+
+
+def test_dynamic_axes_naming_nothing_warns_as_torch():
+    with pytest.warns(UserWarning, match="Provided key z for dynamic axes is not a valid input/output name"):
+        plugtorch.onnx.export(Fn(lambda x, y, z: x + 1), (X,), io.BytesIO(), input_names=["x"],
+                              dynamic_axes={"x": [0], "z": [0]})
