@@ -13,7 +13,9 @@ import math
 import numpy
 
 from . import special
-from .bfloat16 import ACCUMULATING, BFLOAT16, widened
+from .bfloat16 import ACCUMULATING, BFLOAT16, keeps_bfloat16, widened
+
+_F32 = numpy.dtype(numpy.float32)
 
 
 def make_dtype_maps(xp):
@@ -184,7 +186,16 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         return ignoring_fp_errors(fn, out=...)
 
     def binary(fn):
-        return (lambda x, y: fn(x, y, out=...)) if ufunc_out else fn
+        if not ufunc_out:
+            return fn
+        if xp is not numpy:
+            return lambda x, y: fn(x, y, out=...)
+
+        def call(x, y):
+            out = fn(x, y, out=...)
+            # a bfloat16 array with a Python float computes in float32: rounded back (keeps_bfloat16)
+            return out.astype(BFLOAT16) if out.dtype is _F32 and x.dtype is BFLOAT16 else out
+        return call
 
     def unary(fn):
         return (lambda x: fn(x, out=...)) if ufunc_out else fn
@@ -366,4 +377,5 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     }
     if xp is numpy:  # bfloat16 accumulates in float32, as torch's CPU kernels do
         table.update({name: widened(name, table[name]) for name in ACCUMULATING})
+        table.update({name: keeps_bfloat16(table[name]) for name in BINARY_UFUNCS if name in _QUIET})
     return table
