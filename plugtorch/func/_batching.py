@@ -282,9 +282,9 @@ def _flatten(name):
     return rule
 
 
-@_rule("tril", "triu")
+@_rule("tril", "triu", "one_hot")
 def _trailing(name):
-    """Ops on the example's trailing dims only: the batch dim in front is one more leading dim."""
+    """Ops on the example's trailing dims, or on each element: the batch dim is one more leading dim."""
     def rule(operands, bdims, attrs):
         return call_op(name, operands, attrs), 0
     return rule
