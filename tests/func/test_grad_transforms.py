@@ -131,7 +131,7 @@ def make_mlps():
     ref = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).double()
     net = net.double()
     with torch.no_grad():
-        for (name, p), (_, q) in zip(net.named_parameters(), ref.named_parameters()):
+        for p, q in zip(net.parameters(), ref.parameters()):
             q.copy_(torch.tensor(p.detach().numpy()))
     return net, ref
 
