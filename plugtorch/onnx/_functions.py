@@ -70,6 +70,13 @@ def _rsqrt(cx: Any, args: tuple, kwargs: dict) -> V:
     return cx.b.op("Reciprocal", [cx.b.op("Sqrt", [args[0]], cx.ex)], cx.ex)
 
 
+@converts("invert", "bitwise_not")
+def _invert(cx: Any, args: tuple, kwargs: dict) -> V:
+    if args[0].dtype != plugtorch.bool:
+        raise _unmapped(cx, f"on {args[0].dtype} (only bool, which is Not)")
+    return cx.b.op("Not", [args[0]], cx.ex)
+
+
 @converts("log1p")
 def _log1p(cx: Any, args: tuple, kwargs: dict) -> V:
     x = args[0]

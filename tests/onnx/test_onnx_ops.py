@@ -41,12 +41,15 @@ def _check(model, inputs, **kw):
 def _compare(sess, model, inputs):
     got = sess.run(None, {i.name: t.numpy() for i, t in zip(sess.get_inputs(), inputs)})
     with plugtorch.no_grad():
-        want = model(*inputs)
-    want = list(want) if isinstance(want, tuple) else [want]
+        want = _flat(model(*inputs))
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.dtype == w.numpy().dtype
         np.testing.assert_allclose(g, w.numpy(), atol=1e-5, rtol=1e-5)
+
+
+def _flat(value):
+    return [t for v in value for t in _flat(v)] if isinstance(value, (tuple, list)) else [value]
 
 
 X, Y = _r(2, 3, 4), _r(2, 3, 4, seed=1)
@@ -57,6 +60,10 @@ CASES = {
     "unary": (lambda x, y, z: plugtorch.sqrt(x.abs()) - plugtorch.erf(x) + (-x).exp() + x.abs().log1p().neg(), [X]),
     "activations": (lambda x, y, z: F.gelu(x, approximate="tanh") + F.leaky_relu(x, 0.2) + F.silu(x)
                     + plugtorch.sigmoid(x) * plugtorch.tanh(x) + x.relu(), [X]),
+    "more_unary": (lambda x, y, z: plugtorch.rsqrt(x.abs() + 1) + x.sin() * x.cos() + x.floor() - x.ceil()
+                   + (x.abs() + 1).reciprocal() + plugtorch.maximum(x, y) - plugtorch.minimum(x, y)
+                   + (~(x > 0)).float(), [X, Y]),
+    "unbind_T": (lambda x, y, z: (plugtorch.unbind(x, 1), x[0].T), [X]),
     "where": (lambda x, y, z: plugtorch.where(x > 0, x, y) + plugtorch.where(x > y, x, 0.0), [X, Y]),
     "masked_fill": (lambda x, y, z: x.masked_fill(y <= 0, -1.0).masked_fill(x == y, 2.0), [X, Y]),
     "compare": (lambda x, y, z: (x >= y).float() + (x != y).float() + (x < 0.5).float(), [X, Y]),
