@@ -16,8 +16,10 @@ from itertools import chain
 from typing import Any, TypeVar, cast
 
 from ..compiler import capturing, guard, not_capturable
+from ..core import profiling
 from ..core.grad_mode import enable_grad, no_grad
 from ..core.tensor import Tensor
+from ..profiler.ranges import record_function
 
 # What an optimizer takes as ``params``: tensors, parameter groups, or (name, tensor) pairs.
 ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]] | Iterable[tuple[str, Tensor]]
@@ -50,6 +52,9 @@ def _marks_stepped(step: _StepT) -> _StepT:
                 not_capturable(f"{type(self).__name__}.step computes its update from Python state (step counts, "
                                "learning rate) that a replay would not see; Adam, AdamW and SGD can be captured")
             guard(self._captured_state, identity=True)
+        if profiling.ACTIVE:  # a profile records: the step is a range named as torch's
+            with record_function(f"Optimizer.step#{type(self).__name__}.step"):
+                return step(self, *args, **kwargs)
         return step(self, *args, **kwargs)
     return cast(_StepT, wrapper)  # wraps() keeps step's signature, which the checker cannot follow
 
