@@ -131,10 +131,9 @@ def save(state_dict: dict[str, Any], *, checkpoint_id=None, storage_writer=None,
         _check_cover(key, entry)
     if rank == 0:
         writer.commit(metadata)
+        writer.clean(token)
     if pg is not None:
         dist.barrier(group=pg)  # no rank returns before the checkpoint is committed
-    if rank == 0:
-        writer.clean(token)
     return metadata
 
 
@@ -174,7 +173,8 @@ def load(state_dict: dict[str, Any], *, checkpoint_id=None, storage_reader=None,
     stateful = {k: v.state_dict() for k, v in state_dict.items() if _is_stateful(v)}
     flat: dict[str, Any] = {}
     where: dict[str, tuple] = {}
-    _flatten({k: stateful.get(k, v) for k, v in state_dict.items()}, "", flat, where)
+    view = {k: stateful.get(k, v) for k, v in state_dict.items()}
+    _flatten(view, "", flat, where)
     with no_grad():
         for key, v in flat.items():
             if isinstance(v, (Tensor, Shard)):
@@ -184,8 +184,11 @@ def load(state_dict: dict[str, Any], *, checkpoint_id=None, storage_reader=None,
                 container[index] = metadata.objects[key]
             else:
                 raise RuntimeError(f"Missing key in checkpoint state_dict: {key}.")
-    for k, sd in stateful.items():
-        state_dict[k].load_state_dict(sd)
+    for k, v in view.items():
+        if k in stateful:
+            state_dict[k].load_state_dict(v)
+        else:
+            state_dict[k] = v  # a top-level value replaced in the view
 
 
 def _load_tensor(reader, metadata: Metadata, key: str, v) -> None:

@@ -168,7 +168,8 @@ class FileSystemWriter:
     def clean(self, token: str) -> None:
         """Remove data files of other saves (earlier ones, or saves that died before their commit)."""
         for name in os.listdir(self.path):
-            if name.endswith(".distcp") and not name.endswith(f"_{token}.distcp"):
+            stale_data = name.endswith(".distcp") and not name.endswith(f"_{token}.distcp")
+            if stale_data or (name.startswith(f".{METADATA}.") and name.endswith(".tmp")):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.path, name))
 

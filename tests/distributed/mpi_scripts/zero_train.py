@@ -3,10 +3,9 @@
 Every rank also trains a plain AdamW reference on the whole batch (cheap at this size), so
 each rank checks itself: parameters after 20 steps, the sharding of optimizer state, the
 consolidated state dict, load_state_dict into a fresh optimizer, and add_param_group.
-Usage: zero_train.py [bucket]   (bucket: parameters_as_bucket_view=True)
+The 20-step comparison runs with and without parameters_as_bucket_view.
 """
 import copy
-import sys
 
 import numpy as np
 
@@ -16,7 +15,6 @@ from plugtorch import nn
 from plugtorch.distributed.optim import ZeroRedundancyOptimizer
 from plugtorch.nn.parallel import DistributedDataParallel
 
-bucket = sys.argv[1:] == ["bucket"]
 dist.init()
 rank, world = dist.get_rank(), dist.get_world_size()
 rng = np.random.default_rng(0)
@@ -24,13 +22,16 @@ X = plugtorch.from_numpy(rng.standard_normal((24, 6)))
 Y = plugtorch.from_numpy(rng.standard_normal((24, 3)))
 local = slice(rank * 24 // world, (rank + 1) * 24 // world)
 
-plugtorch.manual_seed(0)
-model = nn.Sequential(nn.Linear(6, 10), nn.Tanh(), nn.Linear(10, 7), nn.Tanh(), nn.Linear(7, 3)).double()
-ref = copy.deepcopy(model)
 HP = dict(lr=0.02, betas=(0.8, 0.99), weight_decay=0.1)
-ref_opt = plugtorch.optim.AdamW(ref.parameters(), **HP)
-ddp = DistributedDataParallel(model)
-zero = ZeroRedundancyOptimizer(model.parameters(), plugtorch.optim.AdamW, parameters_as_bucket_view=bucket, **HP)
+
+
+def setup(bucket):
+    plugtorch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 10), nn.Tanh(), nn.Linear(10, 7), nn.Tanh(), nn.Linear(7, 3)).double()
+    ref = copy.deepcopy(model)
+    zero = ZeroRedundancyOptimizer(model.parameters(), plugtorch.optim.AdamW, parameters_as_bucket_view=bucket,
+                                   **HP)
+    return model, DistributedDataParallel(model), zero, ref, plugtorch.optim.AdamW(ref.parameters(), **HP)
 
 
 def train(steps, *pairs):
@@ -47,6 +48,10 @@ def assert_same(a, b, what, tol=1e-6):
         assert err < tol, f"{what}: {name} differs by {err} on rank {rank} of {world}"
 
 
+model, ddp, zero, ref, ref_opt = setup(bucket=True)
+train(20, (ddp, zero, local), (ref, ref_opt, slice(None)))
+assert_same(model, ref, "after 20 steps with parameters_as_bucket_view")
+model, ddp, zero, ref, ref_opt = setup(bucket=False)
 train(20, (ddp, zero, local), (ref, ref_opt, slice(None)))
 assert_same(model, ref, "after 20 steps")
 
