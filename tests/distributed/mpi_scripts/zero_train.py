@@ -12,6 +12,7 @@ import numpy as np
 import plugtorch
 import plugtorch.distributed as dist
 from plugtorch import nn
+from plugtorch.distributed.algorithms.join import Join
 from plugtorch.distributed.optim import ZeroRedundancyOptimizer
 from plugtorch.nn.parallel import DistributedDataParallel
 
@@ -111,4 +112,12 @@ ref_net_opt.add_param_group({"params": list(ref_net[2].parameters()), "lr": 0.01
 train(4, (ddp3, zero3, local), (ref_net, ref_net_opt, slice(None)))
 assert_same(net, ref_net, "after add_param_group")
 assert [g["lr"] for g in zero3.param_groups] == [0.05, 0.01]
+# uneven inputs: under Join a rank out of batches still steps (and broadcasts) its partition
+model, ddp, zero, ref, ref_opt = setup(bucket=False)
+with Join([ddp, zero]):
+    train(2 + rank, (ddp, zero, local))
+final = [None] * world
+dist.all_gather_object(final, [p.tolist() for p in model.parameters()])
+assert all(f == final[0] for f in final), "ranks disagree after training under Join"
+assert final[0] != [p.tolist() for p in ref.parameters()], "nothing was trained"
 print(f"zero ok on rank {rank}", flush=True)
