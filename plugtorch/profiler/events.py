@@ -6,7 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["FunctionEvent", "FunctionEventAvg", "EventList"]
+__all__ = ["FunctionEvent", "FunctionEventAvg", "EventList", "Interval"]
+
+
+class Interval:
+    """torch's ``time_range``: ``start`` and ``end`` in microseconds."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = start
+        self.end = end
+
+    def elapsed_us(self) -> float:
+        return self.end - self.start
 
 
 class FunctionEvent:
@@ -34,8 +47,8 @@ class FunctionEvent:
         self.flops = 0  # floating-point operations, counted under with_flops for the matmul family
 
     @property
-    def time_range(self) -> tuple[float, float]:
-        return self.start_us, self.end_us
+    def time_range(self) -> Interval:
+        return Interval(self.start_us, self.end_us)
 
     @property
     def cpu_time_total(self) -> float:

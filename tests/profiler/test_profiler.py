@@ -274,6 +274,41 @@ def test_cuda_activity_times_device_kernels():
     assert "Self CUDA" in prof.key_averages().table()
 
 
+class _FakeCudaEvents:
+    """A CuPy-like ``cuda`` namespace whose events read the host clock: the device-timing path
+    run on the NumPy backend, for machines without a GPU."""
+
+    class Event:
+        def record(self):
+            import time
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+    @staticmethod
+    def get_elapsed_time(start, end):
+        return (end.t - start.t) * 1e3  # ms, as cupy.cuda.get_elapsed_time
+
+
+def test_cuda_activity_times_each_kernel_between_two_events(monkeypatch):
+    backend = pt.get_registry().backends["numpy"]
+    fake = type("xp", (), {"cuda": _FakeCudaEvents})
+    monkeypatch.setattr(backend, "accelerator", "cuda")
+    monkeypatch.setattr(backend, "array_module", fake)
+    x = pt.ones(64, 64)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof, record_function("r"):
+        x @ x
+    r, mm = prof.events()
+    assert r.device_time_total == 0 and 0 < mm.device_time_total <= mm.cpu_time_total
+    table = prof.key_averages().table()
+    assert "Self CUDA" in table and "Self CUDA time total" in table
+    monkeypatch.undo()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        x @ x
+    assert prof.events()[0].device_time_total == 0
+
+
 def test_the_autograd_profiler_prints_its_events_in_order():
     x = pt.ones(2)
     with pt.autograd.profiler.profile(record_shapes=True) as prof, pt.profiler.record_function("r"):
@@ -282,6 +317,8 @@ def test_the_autograd_profiler_prints_its_events_in_order():
     rows = [line.split()[0] for line in text.splitlines()[3:-2]]
     assert rows == ["r", "exp", "neg"]
     assert prof.function_events[1].input_shapes == [[2]]
+    span = prof.function_events[0].time_range
+    assert span.elapsed_us() == pytest.approx(span.end - span.start) and span.start <= prof.function_events[1].start_us
     assert prof.self_cpu_time_total == pytest.approx(prof.total_average().self_cpu_time_total)
     with pytest.raises(RuntimeError, match="not reentrant"), prof:
         pass
