@@ -214,26 +214,33 @@ class autocast(DispatchMode):
         return in_region
 
     def dispatch(self, opdef, operands: tuple, attrs: dict) -> Any:
-        state = _STATE[self.device]
-        policy = _POLICY[self.device].get(opdef.name) if state.enabled else None
-        if policy is None or not self._on_device(operands):
+        cast = self.cast_operands(opdef.name, operands)
+        if cast is None:
             return call_op(opdef, operands, attrs)
+        if attrs.get("dtype") in (float16, bfloat16) and _POLICY[self.device][opdef.name] is _FP32:
+            attrs = {**attrs, "dtype": float32}  # a reduction's result dtype, bound from its input's
+        return call_op(opdef, cast, attrs)
+
+    def cast_operands(self, name: str, operands: tuple) -> tuple | None:
+        """``operands`` cast by op ``name``'s policy, or None where the region leaves them alone
+        (off, an op without a policy, tensors on another device type, nothing to promote)."""
+        state = _STATE[self.device]
+        policy = _POLICY[self.device].get(name) if state.enabled else None
+        if policy is None or not self._on_device(operands):
+            return None
         if policy is _LOWER:
             target = state.dtype
         elif policy is _FP32:
             target = float32
-            if attrs.get("dtype") in (float16, bfloat16):  # a reduction's result dtype, bound from its input's
-                attrs = {**attrs, "dtype": float32}
         else:
             widest = None
             for o in operands:
                 if _eligible(o):
                     widest = o.dtype if widest is None else promote_types(widest, o.dtype)
             if widest is None:
-                return call_op(opdef, operands, attrs)
+                return None
             target = widest
-        cast_operands = tuple(_cast(o, target) if _eligible(o) else o for o in operands)
-        return call_op(opdef, cast_operands, attrs)
+        return tuple(_cast(o, target) if _eligible(o) else o for o in operands)
 
     def _on_device(self, operands: tuple) -> bool:
         for o in operands:

@@ -74,6 +74,13 @@ class DispatchMode:
         writes), or made ``target`` an alias of ``source``'s old value: a mode that keeps
         something per tensor (forward AD's tangents) moves it here. Nothing by default."""
 
+    def cast_operands(self, name: str, operands: tuple) -> tuple | None:
+        """The operands of op ``name`` cast as this mode will run it, or None (the default) for a
+        mode that leaves dtypes alone. A bind that would refuse operands of mixed dtypes (a matrix
+        product, a convolution) asks the modes first (``MODES.cast_operands``): under autocast the
+        float32 weight meeting a bfloat16 activation is cast, as in torch, not an error."""
+        return None
+
     def __enter__(self):
         MODES.push(self)
         return self
@@ -107,6 +114,15 @@ class _Modes:
                                f"{type(self.stack[-1]).__name__ if self.stack else 'none'} is innermost")
         self.stack.pop()
         self.on = len(self.stack)
+
+    def cast_operands(self, name: str, operands: tuple) -> tuple | None:
+        """The operands as the innermost mode that casts them would (``DispatchMode.cast_operands``),
+        or None when no mode in force casts."""
+        for mode in reversed(self.stack):
+            cast = mode.cast_operands(name, operands)
+            if cast is not None:
+                return cast
+        return None
 
     def dispatch(self, opdef: OpDef, operands: tuple, attrs: dict) -> Any:
         """The innermost mode's ``dispatch`` of the call, with that mode off while it runs."""

@@ -39,7 +39,7 @@ import math
 
 from ..dispatch import call_op
 from ..geometry import batch_chunks, weight_grad_product, window_count
-from ..optable import Done, op
+from ..optable import MODES, Done, op
 from ..tensor import Tensor
 from ._jvp import multilinear
 from .movement import pad
@@ -170,6 +170,8 @@ def check_conv_args(name, input, weight, bias, nd):
                         f"and {type(weight).__name__}")
     if bias is not None and not isinstance(bias, Tensor):
         raise TypeError(f"{name}(): bias must be a Tensor or None, got {type(bias).__name__}")
+    if MODES.on and input.dtype is not weight.dtype:  # autocast casts them, as torch's, before this check
+        input, weight, bias = MODES.cast_operands(name, (input, weight, bias)) or (input, weight, bias)
     x, unbatched = batched(name, input, nd + 2)
     if weight.ndim != nd + 2:
         dims = ", ".join(["kD", "kH", "kW"][3 - nd:])

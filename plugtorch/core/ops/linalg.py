@@ -7,7 +7,7 @@ import warnings
 from ..dispatch import NO_ATTRS
 from ..dtypes import result_type
 from ..errors import BackendMismatchError
-from ..optable import Done, op, public
+from ..optable import MODES, Done, op, public
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import broadcast_shapes
@@ -48,9 +48,12 @@ def _matmul_args(input, other):
     if b._backend is not a._backend:
         raise BackendMismatchError("matmul", a._backend.name, b._backend.name)
     if a.dtype is not b.dtype:
-        raise RuntimeError(
-            f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}"
-        )
+        cast = MODES.cast_operands("matmul", (a, b)) if MODES.on else None  # autocast's
+        if cast is None or cast[0].dtype is not cast[1].dtype:
+            raise RuntimeError(
+                f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}"
+            )
+        a, b = cast
     sa, sb = a._data.shape, b._data.shape
     na, nb = len(sa), len(sb)
     if na >= 2 and nb >= 2:  # the primitive's case: matrices, with broadcastable batch dims
@@ -216,6 +219,8 @@ def _linear_rule(ctx, g):
 def _linear_args(input, weight, bias=None):
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
         raise TypeError("linear(): input and weight must be Tensors")
+    if MODES.on and input.dtype is not weight.dtype:  # autocast casts a float32 weight, not _affine
+        input, weight, bias = MODES.cast_operands("linear", (input, weight, bias)) or (input, weight, bias)
     si, sw = input._data.shape, weight._data.shape
     if not si or si[-1] != sw[-1]:
         raise RuntimeError(

@@ -111,6 +111,10 @@ def _layer_norm_rule(ctx, g):
 
 def _layer_norm_args(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     _check_float("layer_norm", input)
+    if input.dtype.itemsize == 2 and any(isinstance(p, Tensor) and p.dtype.name == "float32" for p in (weight, bias)):
+        # torch's mixed types: a 16-bit input with float32 params is normalised in float32 and
+        # returned in its own dtype (what autocast's bfloat16 activations meet on the CPU)
+        return Done(layer_norm(input.float(), normalized_shape, weight, bias, eps).to(input.dtype))
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if not shape:
         raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
