@@ -33,6 +33,15 @@ def _make_grads(outputs, grad_outputs):
     return grads
 
 
+def _refuse_batched(api, tensors):
+    """Under plugtorch.func.vmap the graph is recorded on the whole batch, so a batched tensor's
+    gradient here would mix the examples: the transforms differentiate inside vmap instead."""
+    for t in tensors:
+        if getattr(type(t), "vmap_batched", False):
+            raise RuntimeError(f"{api}: got a tensor batched by plugtorch.func.vmap; differentiate inside vmap "
+                               "with plugtorch.func.grad or plugtorch.func.vjp (vmap(grad(f))) instead")
+
+
 def _roots(outputs):
     roots = []
     for i, out in enumerate(outputs):
@@ -48,6 +57,7 @@ def _roots(outputs):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (torch.autograd.backward)."""
     outputs = _as_tuple(tensors)
+    _refuse_batched("backward", outputs)
     if grad_tensors is None:
         grad_tensors = [None] * len(outputs)
     grads = _make_grads(outputs, _as_tuple(grad_tensors) if isinstance(grad_tensors, Tensor) else grad_tensors)
@@ -73,6 +83,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     outputs = _as_tuple(outputs)
     single = isinstance(inputs, Tensor)
     inputs = _as_tuple(inputs)
+    _refuse_batched("autograd.grad", outputs + inputs)
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     grads = _make_grads(outputs, _as_tuple(grad_outputs))

@@ -235,3 +235,17 @@ def test_errors_as_torch():
         F.grad(lambda a: a.sum(), has_aux=True)(x)
     with pytest.raises(ValueError, match="jacrev: `chunk_size` should be greater than 0."):
         F.jacrev(lambda a: a, chunk_size=0)
+
+
+def test_autograd_on_batched_tensors_inside_vmap_is_refused():
+    def backward_inside(x):
+        x = x.detach().requires_grad_()
+        (x * x).sum().backward()
+        return x
+
+    def grad_inside(x):
+        x = x.detach().requires_grad_()
+        return pt.autograd.grad((x * x).sum(), x)[0]
+    for fn in (backward_inside, grad_inside):
+        with pytest.raises(RuntimeError, match="differentiate inside vmap with plugtorch.func.grad"):
+            F.vmap(fn)(pt.randn(3, 2))
