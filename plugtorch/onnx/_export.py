@@ -16,6 +16,7 @@ import plugtorch
 from plugtorch.fx import GraphModule, Interpreter, Node, Tracer
 from plugtorch.nn import GRU, LSTM, RNN, Module, ModuleDict, ModuleList, Sequential
 
+from . import _shapes  # noqa: F401  (registers the converters of shapes and indexing)
 from ._builder import Builder, ExportError, V, numpy_dtype
 from ._functions import CONVERTERS
 from ._modules import convert_module

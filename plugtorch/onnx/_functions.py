@@ -15,7 +15,7 @@ import numpy as np
 
 import plugtorch
 
-from ._builder import INT64_MAX, ExportError, V
+from ._builder import ExportError, V
 
 CONVERTERS: dict[str, Callable[..., Any]] = {}
 
@@ -35,7 +35,7 @@ def arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> An
     return kwargs.get(name, default)
 
 
-def _dims(args: tuple, kwargs: dict, start: int, name: str) -> list[Any]:
+def dims_arg(args: tuple, kwargs: dict, start: int, name: str) -> list[Any]:
     """``*dims`` or one sequence of them (``view(2, 3)``, ``view((2, 3))``, ``permute(dims=...)``)."""
     rest = list(args[start:]) or kwargs.get(name, [])
     if len(rest) == 1 and isinstance(rest[0], (tuple, list)):
@@ -45,7 +45,7 @@ def _dims(args: tuple, kwargs: dict, start: int, name: str) -> list[Any]:
     return list(rest)
 
 
-def _unmapped(cx: Any, what: str) -> ExportError:
+def unmapped(cx: Any, what: str) -> ExportError:
     return ExportError(f"plugtorch.onnx.export: no ONNX mapping for op '{cx.op_name}' {what} (node {cx.node_name})")
 
 
@@ -73,7 +73,7 @@ def _rsqrt(cx: Any, args: tuple, kwargs: dict) -> V:
 @converts("invert", "bitwise_not")
 def _invert(cx: Any, args: tuple, kwargs: dict) -> V:
     if args[0].dtype != plugtorch.bool:
-        raise _unmapped(cx, f"on {args[0].dtype} (only bool, which is Not)")
+        raise unmapped(cx, f"on {args[0].dtype} (only bool, which is Not)")
     return cx.b.op("Not", [args[0]], cx.ex)
 
 
@@ -109,7 +109,7 @@ def _gelu(cx: Any, args: tuple, kwargs: dict) -> V:
     return b.op("Mul", [b.op("Mul", [x, b.const(0.5, dt)], x.ex), b.op("Add", [t, b.const(1.0, dt)], x.ex)], cx.ex)
 
 
-def _operand(cx: Any, v: Any, dtype: Any) -> V:
+def operand(cx: Any, v: Any, dtype: Any) -> V:
     """A binary op's operand as an ONNX value of ``dtype``: numbers become constants."""
     if isinstance(v, V):
         return cx.b.cast(v, dtype)
@@ -117,7 +117,7 @@ def _operand(cx: Any, v: Any, dtype: Any) -> V:
         return cx.tensor_constant(v, dtype)
     if isinstance(v, (bool, int, float)):
         return cx.b.const(v, dtype)
-    raise _unmapped(cx, f"with an operand of type {type(v).__name__}")
+    raise unmapped(cx, f"with an operand of type {type(v).__name__}")
 
 
 def _result_dtype(cx: Any) -> Any:
@@ -139,16 +139,16 @@ def _binary(onnx_op: str, swap: bool = False) -> Callable:
             return cx.ex  # sizes without dynamic axes: plain Python arithmetic, already done
         dtype = _result_dtype(cx)
         if cx.op_name == "floordiv" and dtype.is_floating_point:
-            raise _unmapped(cx, "on floating values")
+            raise unmapped(cx, "on floating values")
         if cx.op_name == "div" and kwargs.get("rounding_mode") is not None:
-            raise _unmapped(cx, f"with rounding_mode={kwargs['rounding_mode']!r}")
+            raise unmapped(cx, f"with rounding_mode={kwargs['rounding_mode']!r}")
         if onnx_op == "Pow" and isinstance(c, (int, float)) and isinstance(a, V):
             return cx.b.op("Pow", [cx.b.cast(a, dtype), cx.b.const(c, dtype)], cx.ex)
         alpha = kwargs.get("alpha", 1)
-        c_v = _operand(cx, c, dtype)
+        c_v = operand(cx, c, dtype)
         if alpha != 1:
             c_v = cx.b.op("Mul", [c_v, cx.b.const(alpha, dtype)], c_v.ex)
-        return cx.b.op(onnx_op, [_operand(cx, a, dtype), c_v], cx.ex)
+        return cx.b.op(onnx_op, [operand(cx, a, dtype), c_v], cx.ex)
     return convert
 
 
@@ -169,7 +169,7 @@ def _compare(onnx_op: str, negate: bool) -> Callable:
         floats = [v.dtype for v in tensors if v.dtype.is_floating_point]
         dtype = floats[0] if floats else (plugtorch.float32 if any(isinstance(v, float) for v in (a, c))
                                           else tensors[0].dtype)
-        out = cx.b.op(onnx_op, [_operand(cx, a, dtype), _operand(cx, c, dtype)], cx.ex)
+        out = cx.b.op(onnx_op, [operand(cx, a, dtype), operand(cx, c, dtype)], cx.ex)
         return cx.b.op("Not", [out], cx.ex) if negate else out
     return convert
 
@@ -182,15 +182,15 @@ for _name, (_onnx, _neg) in _COMPARE.items():
 def _where(cx: Any, args: tuple, kwargs: dict) -> V:
     cond, x, y = args[0], arg(args, kwargs, 1, "input"), arg(args, kwargs, 2, "other")
     if x is None:
-        raise _unmapped(cx, "with one argument (the nonzero form)")
+        raise unmapped(cx, "with one argument (the nonzero form)")
     dtype = cx.ex.dtype
-    return cx.b.op("Where", [cx.b.cast(cond, plugtorch.bool), _operand(cx, x, dtype), _operand(cx, y, dtype)], cx.ex)
+    return cx.b.op("Where", [cx.b.cast(cond, plugtorch.bool), operand(cx, x, dtype), operand(cx, y, dtype)], cx.ex)
 
 
 @converts("masked_fill")
 def _masked_fill(cx: Any, args: tuple, kwargs: dict) -> V:
     x, mask, value = args[0], arg(args, kwargs, 1, "mask"), arg(args, kwargs, 2, "value")
-    return cx.b.op("Where", [cx.b.cast(mask, plugtorch.bool), _operand(cx, value, x.dtype), x], cx.ex)
+    return cx.b.op("Where", [cx.b.cast(mask, plugtorch.bool), operand(cx, value, x.dtype), x], cx.ex)
 
 
 # -- no-ops and casts in an eval-mode graph -------------------------------------------------------
@@ -203,7 +203,7 @@ def _identity(cx: Any, args: tuple, kwargs: dict) -> V:
 def _dropout(cx: Any, args: tuple, kwargs: dict) -> V:
     p = arg(args, kwargs, 1, "p", 0.5)
     if arg(args, kwargs, 2, "training", kwargs.get("train", True)) and p:
-        raise _unmapped(cx, "with training=True (random in every mode): pass training=self.training, as "
+        raise unmapped(cx, "with training=True (random in every mode): pass training=self.training, as "
                         "nn.Dropout does")
     return args[0]
 
@@ -230,28 +230,29 @@ def _linear(cx: Any, args: tuple, kwargs: dict) -> V:
 @converts("addmm")
 def _addmm(cx: Any, args: tuple, kwargs: dict) -> V:
     bias, m1, m2 = args[0], arg(args, kwargs, 1, "mat1"), arg(args, kwargs, 2, "mat2")
-    return cx.b.op("Gemm", [m1, m2, _operand(cx, bias, cx.ex.dtype)], cx.ex,
+    return cx.b.op("Gemm", [m1, m2, operand(cx, bias, cx.ex.dtype)], cx.ex,
                    alpha=float(kwargs.get("alpha", 1)), beta=float(kwargs.get("beta", 1)))
 
 
-def _tuple(v: Any, n: int) -> list[int]:
+def int_list(v: Any, n: int) -> list[int]:
+    """``v`` as ``n`` ints where torch takes one int for all dims (``stride=2``), else its ints."""
     return [int(i) for i in v] if isinstance(v, (tuple, list)) else [int(v)] * n
 
 
 def conv(cx: Any, x: V, w: V, bias: V | None, stride: Any, padding: Any, dilation: Any, groups: int) -> V:
     n = w.ndim - 2
-    dil = _tuple(dilation, n)
+    dil = int_list(dilation, n)
     if isinstance(padding, str):
         if padding == "valid":
             pads = [0] * n
         else:  # "same" (stride 1): torch puts the odd one out at the end
             total = [d * (k - 1) for d, k in zip(dil, w.shape[2:])]
             pads = [t // 2 for t in total] + [t - t // 2 for t in total]
-            return cx.b.op("Conv", [x, w, bias], cx.ex, strides=_tuple(stride, n), pads=pads, dilations=dil,
+            return cx.b.op("Conv", [x, w, bias], cx.ex, strides=int_list(stride, n), pads=pads, dilations=dil,
                            group=int(groups))
     else:
-        pads = _tuple(padding, n)
-    return cx.b.op("Conv", [x, w, bias], cx.ex, strides=_tuple(stride, n), pads=pads + pads, dilations=dil,
+        pads = int_list(padding, n)
+    return cx.b.op("Conv", [x, w, bias], cx.ex, strides=int_list(stride, n), pads=pads + pads, dilations=dil,
                    group=int(groups))
 
 
@@ -266,10 +267,10 @@ def _conv(cx: Any, args: tuple, kwargs: dict) -> V:
 # -- pooling ---------------------------------------------------------------------------------------
 def _pool_args(x: V, kwargs: dict, args: tuple) -> tuple[list[int], list[int], list[int]]:
     n = x.ndim - 2
-    k = _tuple(arg(args, kwargs, 1, "kernel_size"), n)
+    k = int_list(arg(args, kwargs, 1, "kernel_size"), n)
     s = arg(args, kwargs, 2, "stride")
-    s = k if s is None or s == [] or s == () else _tuple(s, n)
-    p = _tuple(arg(args, kwargs, 3, "padding", 0), n)
+    s = k if s is None or s == [] or s == () else int_list(s, n)
+    p = int_list(arg(args, kwargs, 3, "padding", 0), n)
     return k, s, p + p
 
 
@@ -277,9 +278,9 @@ def _pool_args(x: V, kwargs: dict, args: tuple) -> tuple[list[int], list[int], l
 def _max_pool(cx: Any, args: tuple, kwargs: dict) -> V:
     x = args[0]
     if arg(args, kwargs, 6, "return_indices", False):
-        raise _unmapped(cx, "with return_indices=True")
+        raise unmapped(cx, "with return_indices=True")
     k, s, p = _pool_args(x, kwargs, args)
-    d = _tuple(arg(args, kwargs, 4, "dilation", 1), x.ndim - 2)
+    d = int_list(arg(args, kwargs, 4, "dilation", 1), x.ndim - 2)
     return cx.b.op("MaxPool", [x], cx.ex, kernel_shape=k, strides=s, pads=p, dilations=d,
                    ceil_mode=int(bool(arg(args, kwargs, 5, "ceil_mode", False))))
 
@@ -288,7 +289,7 @@ def _max_pool(cx: Any, args: tuple, kwargs: dict) -> V:
 def _avg_pool(cx: Any, args: tuple, kwargs: dict) -> V:
     x = args[0]
     if arg(args, kwargs, 6, "divisor_override") is not None:
-        raise _unmapped(cx, "with divisor_override")
+        raise unmapped(cx, "with divisor_override")
     k, s, p = _pool_args(x, kwargs, args)
     return cx.b.op("AveragePool", [x], cx.ex, kernel_shape=k, strides=s, pads=p,
                    ceil_mode=int(bool(arg(args, kwargs, 4, "ceil_mode", False))),
@@ -300,13 +301,13 @@ def _adaptive_avg_pool(cx: Any, args: tuple, kwargs: dict) -> V:
     x = args[0]
     n = x.ndim - 2
     out = arg(args, kwargs, 1, "output_size")
-    out = [x.shape[2 + i] if o is None else int(o) for i, o in enumerate(_tuple(out, n) if not isinstance(
+    out = [x.shape[2 + i] if o is None else int(o) for i, o in enumerate(int_list(out, n) if not isinstance(
         out, (tuple, list)) else out)]
     if all(o == 1 for o in out):
         return cx.b.op("GlobalAveragePool", [x], cx.ex)
     size = x.shape[2:]
     if cx.dynamic_dims(x) & set(range(2, x.ndim)) or any(i % o for i, o in zip(size, out)):
-        raise _unmapped(cx, f"to output size {tuple(out)} from {tuple(size)}: only 1x1 outputs or sizes that divide "
+        raise unmapped(cx, f"to output size {tuple(out)} from {tuple(size)}: only 1x1 outputs or sizes that divide "
                         "the input (without dynamic_axes) have an ONNX pooling")
     k = [i // o for i, o in zip(size, out)]
     return cx.b.op("AveragePool", [x], cx.ex, kernel_shape=k, strides=k)
@@ -318,7 +319,7 @@ def _batch_norm(cx: Any, args: tuple, kwargs: dict) -> V:
     names = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
     x, mean, var, w, bias, training, _, eps = [arg(args, kwargs, i, n) for i, n in enumerate(names)]
     if training or mean is None:
-        raise _unmapped(cx, "in training mode (batch statistics): export the model in eval mode")
+        raise unmapped(cx, "in training mode (batch statistics): export the model in eval mode")
     c = x.shape[1]
     w = w if w is not None else cx.b.const([1.0] * c, x.dtype)
     bias = bias if bias is not None else cx.b.const([0.0] * c, x.dtype)
@@ -330,7 +331,7 @@ def _batch_norm(cx: Any, args: tuple, kwargs: dict) -> V:
 def _layer_norm(cx: Any, args: tuple, kwargs: dict) -> V:
     x, shape = args[0], arg(args, kwargs, 1, "normalized_shape")
     w, bias, eps = arg(args, kwargs, 2, "weight"), arg(args, kwargs, 3, "bias"), arg(args, kwargs, 4, "eps", 1e-5)
-    shape = _tuple(shape, 1)
+    shape = int_list(shape, 1)
     axes = list(range(-len(shape), 0))
     b = cx.b
     if b.opset >= 17:
@@ -349,7 +350,7 @@ def _softmax(onnx_op: str) -> Callable:
     def convert(cx: Any, args: tuple, kwargs: dict) -> V:
         x, dim = args[0], arg(args, kwargs, 1, "dim")
         if dim is None:
-            raise _unmapped(cx, "without dim")
+            raise unmapped(cx, "without dim")
         x = cx.b.cast(x, cx.ex.dtype)  # dtype= casts first
         return cx.b.op(onnx_op, [x], cx.ex, axis=int(dim))
     return convert
@@ -375,7 +376,7 @@ def _reduction(onnx_op: str) -> Callable:
         dim = arg(args, kwargs, 1, "dim", kwargs.get("axis"))
         keepdim = arg(args, kwargs, 2, "keepdim", kwargs.get("keepdims", False))
         x = cx.b.cast(x, cx.ex.dtype)
-        axes = None if dim is None or dim == () or dim == [] else _tuple(dim, 1)
+        axes = None if dim is None or dim == () or dim == [] else int_list(dim, 1)
         return reduce(cx, onnx_op, x, axes, bool(keepdim), cx.ex)
     return convert
 
@@ -389,7 +390,7 @@ converts("sum")(_reduction("ReduceSum"))
 def _embedding(cx: Any, args: tuple, kwargs: dict) -> V:
     x, w = args[0], arg(args, kwargs, 1, "weight")
     if arg(args, kwargs, 3, "max_norm") is not None:
-        raise _unmapped(cx, "with max_norm (it renormalizes the weight in place)")
+        raise unmapped(cx, "with max_norm (it renormalizes the weight in place)")
     return cx.b.op("Gather", [w, x], cx.ex, axis=0)
 
 
@@ -399,7 +400,7 @@ def _sdpa(cx: Any, args: tuple, kwargs: dict) -> V:
     mask, causal = arg(args, kwargs, 3, "attn_mask"), arg(args, kwargs, 5, "is_causal", False)
     scale, gqa = arg(args, kwargs, 6, "scale"), arg(args, kwargs, 7, "enable_gqa", False)
     if gqa:
-        raise _unmapped(cx, "with enable_gqa=True")
+        raise unmapped(cx, "with enable_gqa=True")
     b, dt = cx.b, q.dtype
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     perm = list(range(k.ndim))
@@ -410,7 +411,7 @@ def _sdpa(cx: Any, args: tuple, kwargs: dict) -> V:
     if causal:
         L, S = q.shape[-2], k.shape[-2]
         if cx.dynamic_dims(q) & {q.ndim - 2} or cx.dynamic_dims(k) & {k.ndim - 2}:
-            raise _unmapped(cx, "with is_causal=True and dynamic_axes on the sequence lengths")
+            raise unmapped(cx, "with is_causal=True and dynamic_axes on the sequence lengths")
         bias = plugtorch.zeros(L, S).masked_fill(plugtorch.ones(L, S).tril().logical_not(), float("-inf"))
         scores = b.op("Add", [scores, b.const(bias.numpy().tolist(), dt)], scores_ex)
     if mask is not None:
@@ -418,168 +419,3 @@ def _sdpa(cx: Any, args: tuple, kwargs: dict) -> V:
             mask = b.op("Where", [mask, b.const(0.0, dt), b.const(float("-inf"), dt)], mask.ex.to(dt))
         scores = b.op("Add", [scores, mask], scores_ex)
     return b.op("MatMul", [b.op("Softmax", [scores], scores_ex, axis=-1), v], cx.ex)
-
-
-# -- shapes and movement ---------------------------------------------------------------------------
-@converts("size")
-def _size(cx: Any, args: tuple, kwargs: dict) -> Any:
-    x, dim = args[0], arg(args, kwargs, 1, "dim")
-    if not cx.varies():  # a size no dynamic axis changes is a constant, as torch folds it
-        return cx.ex
-    shape = cx.b.op("Shape", [x], tuple(x.shape), "shape")
-    if dim is None:
-        return shape
-    d = dim % x.ndim
-    return cx.b.op("Gather", [shape, cx.b.const(d, plugtorch.int64)], x.shape[d], "size", axis=0)
-
-
-@converts("getattr")
-def _getattr(cx: Any, args: tuple, kwargs: dict) -> Any:
-    x, name = args
-    if name == "shape" and isinstance(x, V):
-        return _size(cx, (x,), {})
-    if name in ("ndim", "dtype", "device", "is_cuda", "requires_grad") or not isinstance(x, V):
-        return cx.ex
-    if name == "T" and x.ndim == 2:
-        return cx.b.op("Transpose", [x], cx.ex, perm=[1, 0])
-    raise _unmapped(cx, f"reading attribute {name!r}")
-
-
-@converts("dim", "ndimension")
-def _dim(cx: Any, args: tuple, kwargs: dict) -> Any:
-    return cx.ex
-
-
-@converts("view", "reshape")
-def _reshape(cx: Any, args: tuple, kwargs: dict) -> V:
-    x, shape = args[0], _dims(args, kwargs, 1, "shape")
-    if len(shape) == 1 and isinstance(shape[0], V) and shape[0].ndim == 1:
-        return cx.b.op("Reshape", [x, shape[0]], cx.ex)
-    # a 0 in ONNX's shape copies the input's dim unless allowzero says it is a size
-    allowzero = 1 if any(not isinstance(d, V) and d == 0 for d in shape) else None
-    return cx.b.op("Reshape", [x, cx.b.ints(shape)], cx.ex, allowzero=allowzero)
-
-
-@converts("flatten")
-def _flatten(cx: Any, args: tuple, kwargs: dict) -> V:
-    x = args[0]
-    start = arg(args, kwargs, 1, "start_dim", 0) % max(x.ndim, 1)
-    end = arg(args, kwargs, 2, "end_dim", -1) % max(x.ndim, 1)
-    # 0 copies the input's dim, so the leading dims stay symbolic; the trailing ones are the example's
-    if cx.dynamic_dims(x) & set(range(end + 1, x.ndim)):
-        raise _unmapped(cx, "keeping a dim that dynamic_axes makes symbolic after the flattened ones")
-    shape = [0] * start + [-1] + list(x.shape[end + 1:])
-    return cx.b.op("Reshape", [x, cx.b.ints(shape)], cx.ex)
-
-
-@converts("transpose", "swapaxes")
-def _transpose(cx: Any, args: tuple, kwargs: dict) -> V:
-    x = args[0]
-    d0, d1 = arg(args, kwargs, 1, "dim0") % x.ndim, arg(args, kwargs, 2, "dim1") % x.ndim
-    perm = list(range(x.ndim))
-    perm[d0], perm[d1] = perm[d1], perm[d0]
-    return cx.b.op("Transpose", [x], cx.ex, perm=perm)
-
-
-@converts("t")
-def _t(cx: Any, args: tuple, kwargs: dict) -> V:
-    x = args[0]
-    return x if x.ndim < 2 else cx.b.op("Transpose", [x], cx.ex, perm=[1, 0])
-
-
-@converts("permute")
-def _permute(cx: Any, args: tuple, kwargs: dict) -> V:
-    x = args[0]
-    return cx.b.op("Transpose", [x], cx.ex, perm=[int(d) % x.ndim for d in _dims(args, kwargs, 1, "dims")])
-
-
-@converts("unsqueeze")
-def _unsqueeze(cx: Any, args: tuple, kwargs: dict) -> V:
-    return cx.b.op("Unsqueeze", [args[0], cx.b.const([int(arg(args, kwargs, 1, "dim"))], plugtorch.int64)], cx.ex)
-
-
-@converts("squeeze")
-def _squeeze(cx: Any, args: tuple, kwargs: dict) -> V:
-    x, dim = args[0], arg(args, kwargs, 1, "dim")
-    dims = list(range(x.ndim)) if dim is None else _tuple(dim, 1)
-    dims = [d % x.ndim for d in dims if x.shape[d] == 1]
-    return cx.b.squeeze(x, dims, cx.ex) if dims else x
-
-
-@converts("cat", "concat", "concatenate")
-def _cat(cx: Any, args: tuple, kwargs: dict) -> V:
-    tensors, dim = arg(args, kwargs, 0, "tensors"), arg(args, kwargs, 1, "dim", 0)
-    tensors = [t for t in tensors if not (isinstance(t, V) and t.shape == (0,))]  # torch skips 1-D empties
-    return cx.b.op("Concat", [_operand(cx, t, cx.ex.dtype) for t in tensors], cx.ex, axis=int(dim))
-
-
-@converts("stack")
-def _stack(cx: Any, args: tuple, kwargs: dict) -> V:
-    tensors, dim = arg(args, kwargs, 0, "tensors"), int(arg(args, kwargs, 1, "dim", 0))
-    return cx.b.op("Concat", [cx.b.unsqueeze(t, [dim]) for t in tensors], cx.ex, axis=dim)
-
-
-@converts("split", "chunk", "tensor_split", "unbind")
-def _split(cx: Any, args: tuple, kwargs: dict) -> tuple:
-    x = args[0]
-    dim = arg(args, kwargs, 1 if cx.op_name == "unbind" else 2, "dim", 0) % x.ndim
-    pieces = list(cx.ex)
-    sizes = [int(p.shape[dim]) if cx.op_name != "unbind" else 1 for p in pieces]
-    if dim in cx.dynamic_dims(x):
-        raise _unmapped(cx, f"along dim {dim}, which dynamic_axes makes symbolic")
-    outs = cx.b.op_n("Split", [x, cx.b.const(sizes, plugtorch.int64)],
-                     [p.unsqueeze(dim) if cx.op_name == "unbind" else p for p in pieces], cx.op_name, axis=dim)
-    if cx.op_name == "unbind":
-        outs = [cx.b.squeeze(o, [dim], p) for o, p in zip(outs, pieces)]
-    return tuple(outs)
-
-
-@converts("getitem")
-def _getitem(cx: Any, args: tuple, kwargs: dict) -> Any:
-    x, index = args
-    if not isinstance(x, V):
-        return x[index]  # a tuple of values (split's pieces, an RNN's outputs)
-    b = cx.b
-    if x.ndim == 1 and not isinstance(x.ex, plugtorch.Tensor) and isinstance(index, int):  # x.shape[i]
-        return b.op("Gather", [x, b.const(index % x.shape[0], plugtorch.int64)], cx.ex, "size", axis=0)
-    index = index if isinstance(index, tuple) else (index,)
-    if any(isinstance(i, (V, plugtorch.Tensor, list)) for i in index):
-        raise _unmapped(cx, "with a tensor or list index (advanced indexing)")
-    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
-    expanded: list[Any] = []
-    for i in index:
-        expanded += [slice(None)] * (x.ndim - n_real) if i is Ellipsis else [i]
-    starts, ends, axes, steps, squeeze, unsqueeze = [], [], [], [], [], []
-    dim = out_dim = 0
-    for i in expanded:
-        if i is None:
-            unsqueeze.append(out_dim)  # Unsqueeze's axes count the dims of its output
-            out_dim += 1
-            continue
-        if isinstance(i, int):
-            starts.append(i)
-            ends.append(i + 1 if i != -1 else INT64_MAX)
-            axes.append(dim)
-            steps.append(1)
-            squeeze.append(dim)
-        elif isinstance(i, slice):
-            out_dim += 1
-            if i != slice(None):
-                if i.step is not None and not isinstance(i.step, V) and i.step <= 0:
-                    raise _unmapped(cx, "with a slice step that is not positive")
-                starts.append(0 if i.start is None else i.start)
-                ends.append(INT64_MAX if i.stop is None else i.stop)
-                axes.append(dim)
-                steps.append(1 if i.step is None else i.step)
-        else:
-            raise _unmapped(cx, f"with an index of type {type(i).__name__}")
-        dim += 1
-    out = x
-    if axes:
-        sliced_ex = cx.ex  # the intermediate's exact shape does not matter to what follows
-        out = b.op("Slice", [x, b.ints(starts), b.ints(ends), b.ints(axes), b.ints(steps)], sliced_ex)
-    if squeeze:
-        out = b.squeeze(out, squeeze, cx.ex)
-    if unsqueeze:
-        out = b.op("Unsqueeze", [out, b.const(unsqueeze, plugtorch.int64)], cx.ex)
-    return out
