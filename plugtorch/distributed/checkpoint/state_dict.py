@@ -103,7 +103,7 @@ def get_model_state_dict(model, *, submodules=None, options: StateDictOptions | 
             if not p.requires_grad:
                 sd.pop(name, None)
     if submodules:
-        prefixes = [n + "." for n, m in inner.named_modules() if m in submodules]
+        prefixes = [n + "." if n else "" for n, m in inner.named_modules() if m in submodules]
         sd = {(k if opts.keep_submodule_prefixes else k[len(p):]): v
               for k, v in sd.items() for p in prefixes if k.startswith(p)}
     sd = _finish(sd, opts)
