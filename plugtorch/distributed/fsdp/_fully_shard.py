@@ -158,6 +158,12 @@ class FSDPState:
         root.pending.remove(self)
         if group.reduce is not None:
             root.reducing.append(self)
+            # Each reduction in flight holds a module's full gradients: finish the older ones
+            # while the newest travels (one overlaps the next module's backward, as torch's does).
+            while len(root.reducing) > 1:
+                older = root.reducing.pop(0).group
+                assert older is not None, "only modules with parameters reduce"
+                older.finish_reduce()
         if not root.pending:
             for s in root.reducing:
                 assert s.group is not None, "only modules with parameters reduce"

@@ -105,8 +105,10 @@ class FSDPParamGroup:
         with no_grad():
             rows = out.view(self.world, self.block)
             for fp in self.params:
+                # a view of the gathered buffer where one parameter fills it (no copy), else a copy
+                # (so the buffer is freed once every parameter has its own)
                 full = rows[:, fp.offset:fp.offset + fp.shard_size].reshape(-1)[:fp.numel]
-                fp.unsharded.data = full.reshape(fp.shape).clone() if self.world > 1 else full.view(fp.shape)
+                fp.unsharded.data = full.reshape(fp.shape)
                 fp.use(fp.unsharded)
         self.unsharded = True
 
@@ -152,7 +154,9 @@ class FSDPParamGroup:
                 if pad:
                     g = cat([g, zeros(pad, dtype=g.dtype, device=g.device)], dim=0)
                 blocks.append(g.view(self.world, fp.shard_size))
-            flat = cat(blocks, dim=1).reshape(-1)
+            # one parameter's padded gradient is already the layout to scatter: no copy
+            flat = blocks[0].reshape(-1) if len(blocks) == 1 else cat(blocks, dim=1).reshape(-1)
+            del blocks
             out = empty(self.block, dtype=flat.dtype, device=flat.device)
         for fp in trained:
             fp.unsharded.grad = None
@@ -170,5 +174,5 @@ class FSDPParamGroup:
             for fp in self.params:
                 if not fp.sharded.requires_grad:
                     continue
-                g = out[fp.offset:fp.offset + fp.shard_size].clone()
+                g = out[fp.offset:fp.offset + fp.shard_size]  # views: together they are all of out
                 fp.sharded.grad = g if fp.sharded.grad is None else fp.sharded.grad + g
