@@ -109,7 +109,9 @@ class _DualLevel(DispatchMode):
                 return
             except (RuntimeError, ValueError):  # an expanded (overlapping) tangent: replaced instead
                 pass
-        self.set(target, new if new is not old else new.clone())
+        # its own copy: an alias made for a graph (inplace._alias) keeps the old tangent while the
+        # tensor's is written over
+        self.set(target, new.clone() if source is not None and new is self.get(source) else new)
 
 
 def _tensors(out) -> list:
