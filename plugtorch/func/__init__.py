@@ -3,8 +3,9 @@
 ``vmap`` maps a function written for one example over a batch; ``grad``, ``grad_and_value``,
 ``vjp`` and ``jacrev`` differentiate functions in reverse mode, ``jvp``, ``jacfwd`` and
 ``hessian`` in forward mode; ``functional_call`` runs a module with parameters and buffers
-given for the call, and ``stack_module_state`` stacks those of several modules for ``vmap``. The transforms compose: ``vmap(grad(f))`` gives per-example
-gradients, ``grad(grad(f))`` and ``jacrev(jacrev(f))`` second derivatives (docs/func.md).
+given for the call, and ``stack_module_state`` stacks those of several modules for ``vmap``.
+The transforms compose: ``vmap(grad(f))`` gives per-example gradients, ``grad(grad(f))`` and
+``jacrev(jacrev(f))`` second derivatives (docs/func.md).
 """
 from __future__ import annotations
 

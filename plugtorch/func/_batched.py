@@ -145,6 +145,26 @@ class BatchedTensor(Tensor):
         lg = self._data
         return wrap(lg.inner.detach(), lg.level)
 
+    def __setitem__(self, index, value) -> None:
+        # written one level down, the batch dim kept whole: x[i] = v of every example at once
+        lg = self._data
+        items = index if isinstance(index, tuple) else (index,)
+        if any(type(i) is BatchedTensor and i._data.level == lg.level for i in items):
+            raise RuntimeError("vmap: an assignment indexed by a tensor that differs per example is not supported; "
+                               "use where(), scatter() or index_put() instead")
+        if type(value) is BatchedTensor and value._data.level == lg.level:
+            rank = self[index].dim()  # the example's rank of the written part
+            inner_value = value._data.inner
+            missing = rank - (inner_value.dim() - 1)
+            if missing > 0:
+                inner_value = inner_value.reshape((inner_value.shape[0],) + (1,) * missing
+                                                  + tuple(inner_value.shape[1:]))
+            value = inner_value
+        inner = lg.inner
+        inner[(slice(None),) + items] = value
+        self._data = Logical(inner, lg.level)
+        self.grad_fn, self.requires_grad = inner.grad_fn, inner.requires_grad
+
     def requires_grad_(self, requires_grad: bool = True):
         inner = self._data.inner
         inner.requires_grad_(requires_grad)

@@ -224,9 +224,8 @@ def _vmap_call(func, in_dims, out_dims, randomness, chunk_size, args, kwargs):
 
 def _concat_chunks(func, chunks, out_dims):
     from .._ops import cat
-    first, ospec = flatten(chunks[0])
-    per_leaf = _broadcast(func, out_dims, chunks[0], first, "out_dims", out_dims) if not isinstance(
-        out_dims, tuple) or isinstance(chunks[0], tuple) else _out_dims_per_leaf(func, out_dims, chunks[0])
+    ospec = flatten(chunks[0])[1]
+    per_leaf = _out_dims_per_leaf(func, out_dims, chunks[0])
     flat = [flatten(c)[0] for c in chunks]
     joined = [cat([f[i] for f in flat], d) if d is not None else flat[0][i] for i, d in enumerate(per_leaf)]
     return unflatten(joined, ospec)

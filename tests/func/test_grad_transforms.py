@@ -249,3 +249,40 @@ def test_autograd_on_batched_tensors_inside_vmap_is_refused():
     for fn in (backward_inside, grad_inside):
         with pytest.raises(RuntimeError, match="differentiate inside vmap with plugtorch.func.grad"):
             F.vmap(fn)(pt.randn(3, 2))
+
+
+def test_nested_vmaps_around_the_reverse_transforms():
+    x, w = arr(2, 3, 4), arr(4)
+
+    def f(m):
+        return lambda w, x: (m.sin(x * w) * w).sum()
+    for argnums in (0, 1):  # the unmapped weight, and the doubly mapped input
+        got = F.vmap(F.vmap(F.grad(f(pt), argnums), in_dims=(None, 0)), in_dims=(None, 0))(pt.tensor(w), pt.tensor(x))
+        want = tf.vmap(tf.vmap(tf.grad(f(torch), argnums), in_dims=(None, 0)), in_dims=(None, 0))(
+            torch.tensor(w), torch.tensor(x))
+        close(got, want)
+    close(F.grad(lambda w: F.vmap(f(pt), in_dims=(None, 0))(w, pt.tensor(x[0])).sum())(pt.tensor(w)),
+          tf.grad(lambda w: tf.vmap(f(torch), in_dims=(None, 0))(w, torch.tensor(x[0])).sum())(torch.tensor(w)))
+    close(F.vmap(F.vmap(F.jacrev(lambda v: pt.sin(v) * v.sum())))(pt.tensor(x)),
+          tf.vmap(tf.vmap(tf.jacrev(lambda v: torch.sin(v) * v.sum())))(torch.tensor(x)))
+
+    def h(m):
+        return lambda v: m.cumsum(v, 0) * 2
+    _, fn = F.vjp(h(pt), pt.tensor(w))
+    _, tfn = tf.vjp(h(torch), torch.tensor(w))
+    close(F.vmap(F.vmap(fn))(pt.tensor(x)), tf.vmap(tf.vmap(tfn))(torch.tensor(x)))
+    close(F.vmap(lambda v, c: F.vjp(h(pt), v)[1](c))(pt.tensor(x[0]), pt.tensor(x[1])),
+          tf.vmap(lambda v, c: tf.vjp(h(torch), v)[1](c))(torch.tensor(x[0]), torch.tensor(x[1])))
+
+
+def test_gradients_through_an_assignment_under_vmap():
+    x, v = arr(3, 4, 2), arr(3, 2)
+
+    def loss(m):
+        def f(a, b):
+            y = a * 2.0
+            y[0] = b * 3
+            return (y ** 2).sum()
+        return f
+    close(F.vmap(F.grad(loss(pt), argnums=(0, 1)))(pt.tensor(x), pt.tensor(v)),
+          tf.vmap(tf.grad(loss(torch), argnums=(0, 1)))(torch.tensor(x), torch.tensor(v)))

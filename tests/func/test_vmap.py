@@ -222,3 +222,26 @@ def test_randomness():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pt.rand(2)  # outside vmap, draws are untouched
+
+
+def test_assignments_into_a_batched_tensor():
+    x, v = arr(3, 4, 2), arr(3, 2)
+
+    def f(m):
+        def g(a, b):
+            y = a * 1.0
+            y[1] = b
+            y[2:, 0] = 7.0
+            y[..., 1] = b[0]
+            return y
+        return g
+    close(F.vmap(f(pt))(pt.tensor(x), pt.tensor(v)), tf.vmap(f(torch))(torch.tensor(x), torch.tensor(v)))
+    close(F.vmap(f(pt), in_dims=(0, None))(pt.tensor(x), pt.tensor(v[0])),
+          tf.vmap(f(torch), in_dims=(0, None))(torch.tensor(x), torch.tensor(v[0])))
+
+
+def test_chunks_with_several_outputs():
+    a = arr(5, 2)
+    p, t = both(a)
+    close(F.vmap(lambda x: (x * 2, x.sum()), out_dims=(1, 0), chunk_size=2)(p),
+          tf.vmap(lambda x: (x * 2, x.sum()), out_dims=(1, 0), chunk_size=2)(t))
