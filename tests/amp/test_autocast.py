@@ -13,6 +13,16 @@ from plugtorch.core.optable import MODES, DispatchMode
 BF16_TOL = dict(rtol=2 ** -6, atol=2 ** -6)  # a few bfloat16 roundings of values near 1
 
 
+@pytest.fixture
+def torch(torch):
+    """torch on one thread: its threads and ours contend on a small machine (40 training steps
+    took 15 s instead of 0.3)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield torch
+    torch.set_num_threads(threads)
+
+
 def _np(t):
     return t.detach().float().numpy()
 
@@ -137,9 +147,9 @@ def test_decorator_and_amp_spelling():
 
 
 def test_an_unsupported_dtype_warns_and_disables_as_torch(torch):
-    with pytest.warns(UserWarning, match="CPU Autocast only supports dtype of"):
-        with plugtorch.autocast("cpu", dtype=plugtorch.float64):
-            assert not plugtorch.is_autocast_enabled("cpu")
+    with pytest.warns(UserWarning, match="CPU Autocast only supports dtype of"), \
+            plugtorch.autocast("cpu", dtype=plugtorch.float64):
+        assert not plugtorch.is_autocast_enabled("cpu")
     with pytest.raises(RuntimeError, match="unsupported autocast device_type 'xyz'"):
         plugtorch.autocast("xyz")
 
@@ -154,9 +164,9 @@ def test_cuda_autocast_leaves_host_tensors_alone():
 
 
 def test_cuda_autocast_refuses_bfloat16_which_the_cupy_backend_lacks():
-    with pytest.warns(UserWarning, match="CUDA Autocast only supports dtype of plugtorch.float16"):
-        with plugtorch.autocast("cuda", dtype=plugtorch.bfloat16):
-            assert not plugtorch.is_autocast_enabled("cuda")
+    with pytest.warns(UserWarning, match="CUDA Autocast only supports dtype of plugtorch.float16"), \
+            plugtorch.autocast("cuda", dtype=plugtorch.bfloat16):
+        assert not plugtorch.is_autocast_enabled("cuda")
 
 
 class _Casts(DispatchMode):
