@@ -133,7 +133,12 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
         gm = plugtorch.fx.GraphModule(model, graph, type(model).__name__)
         with plugtorch.no_grad():
             values = Recorder(gm).values(values_in)
-            values2 = Recorder(gm).values(grown) if grown is not None else None
+            try:
+                values2 = Recorder(gm).values(grown) if grown is not None else None
+            except Exception as e:
+                raise ExportError("plugtorch.onnx.export: running the model on inputs one longer along each of "
+                                  "dynamic_axes failed (axes that must agree, such as the batch of an input and "
+                                  f"of its hidden state, must all be dynamic): {e}") from e
         cx = Converter(gm, opset, export_params)
         inputs = _graph_inputs(placeholders.names, values_in, input_names)
         for reserved in [v.name for i in inputs for v in flat(i[0]) if isinstance(v, V)] + list(output_names or []):

@@ -139,9 +139,9 @@ class Converter:
                 return _map(node.args[0], lambda n: self.env[n])
             else:
                 self.env[node] = self._convert(node)
-                for v, v2 in zip(flat(self.env[node]), flat(self.ex2)):
-                    if isinstance(v, V):
-                        self.varying[v.name] = v2
+            for v, v2 in zip(flat(self.env[node]), flat(self.ex2)):
+                if isinstance(v, V):
+                    self.varying[v.name] = v2
         return None
 
     def _convert(self, node: Node) -> Any:

@@ -139,6 +139,12 @@ def test_sizes_under_dynamic_axes_stay_symbolic():
                                                                               "z_dynamic_axes_2", 4]}
 
 
+def test_splitting_an_input_along_a_fixed_axis_under_dynamic_axes():
+    model = Fn(lambda x, y, z: x.chunk(2, dim=2)[1] + plugtorch.flatten(x, 1, 2)[:, None, :2])
+    sess = _check(model, [X], input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    _compare(sess, model, [_r(5, 3, 4)])
+
+
 def test_without_dynamic_axes_sizes_are_constants():
     graph = onnx.load_from_string(_export_bytes(PositionalEncoding().eval())).graph
     assert "Shape" not in {n.op_type for n in graph.node}
@@ -171,3 +177,9 @@ def test_dynamic_axes_naming_nothing_warns_as_torch():
     with pytest.warns(UserWarning, match="Provided key z for dynamic axes is not a valid input/output name"):
         plugtorch.onnx.export(Fn(lambda x, y, z: x + 1), (X,), io.BytesIO(), input_names=["x"],
                               dynamic_axes={"x": [0], "z": [0]})
+
+
+def test_dynamic_axes_that_must_agree_but_do_not_is_an_error():
+    with pytest.raises(RuntimeError, match=r"one longer along each of dynamic_axes failed \(axes that must agree"):
+        plugtorch.onnx.export(Fn(lambda x, y, z: x + y), (X, Y), io.BytesIO(), input_names=["x", "y"],
+                              dynamic_axes={"x": [0]})
