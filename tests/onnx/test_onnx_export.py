@@ -269,3 +269,29 @@ def test_without_the_onnx_package_export_says_what_to_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "onnx", None)  # import onnx now raises ImportError
     with pytest.raises(ImportError, match=r"pip install plugtorch\[onnx\]"):
         plugtorch.onnx.export(MLP(), (plugtorch.randn(2, 6),), io.BytesIO())
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_batch_first_bidirectional_without_state(mode):
+    rnn = getattr(nn, mode)(3, 5, 2, batch_first=True, bidirectional=True)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = rnn
+
+        def forward(self, x):
+            y, h = self.rnn(x)
+            return y, h
+
+    model = M().eval()
+    _, sess = _export(model, (plugtorch.randn(2, 4, 3),), input_names=["x"], dynamic_axes={"x": {0: "b", 1: "t"}})
+    for shape in [(2, 4, 3), (3, 6, 3)]:  # batch and length symbolic
+        x = plugtorch.randn(*shape)
+        got = _run(sess, x.numpy())
+        with plugtorch.no_grad():
+            y, h = model(x)
+        want = [y, *h] if mode == "LSTM" else [y, h]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), atol=1e-5, rtol=1e-5)
