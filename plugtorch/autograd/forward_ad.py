@@ -73,6 +73,8 @@ class _DualLevel(DispatchMode):
             with self:  # the ops it is built from carry the tangents
                 return opdef.decompose(*((list(operands),) if opdef.variadic else operands), **attrs)
         out = call_op(opdef, operands, attrs)
+        if any(o.dtype.is_complex for o in _tensors(out)):
+            raise _no_complex(f"op '{opdef.name}' gave a complex result from a dual tensor")
         if not any(o.dtype.is_floating_point for o in _tensors(out)):
             return out  # integer and bool results have no tangent
         if opdef.jvp is not None:
@@ -112,6 +114,13 @@ class _DualLevel(DispatchMode):
         # its own copy: an alias made for a graph (inplace._alias) keeps the old tangent while the
         # tensor's is written over
         self.set(target, new.clone() if source is not None and new is self.get(source) else new)
+
+
+def _no_complex(what: str) -> NotImplementedError:
+    # the reverse rules of complex ops follow torch's conjugate convention, which the transposed
+    # and diagonal forms here do not undo: refused rather than wrong
+    return NotImplementedError(f"forward-mode AD of complex tensors is not supported: {what}; differentiate "
+                               "the real and imaginary parts (view_as_real) as real tensors instead")
 
 
 def _tensors(out) -> list:
@@ -219,6 +228,8 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> T
     if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
         raise TypeError(f"make_dual(): expected two Tensors, got {type(tensor).__name__} and "
                         f"{type(tangent).__name__}")
+    if tensor.dtype.is_complex or tangent.dtype.is_complex:
+        raise _no_complex(f"make_dual() of a {tensor.dtype} primal with a {tangent.dtype} tangent")
     if not tensor.dtype.is_floating_point:
         raise ValueError(f"Expected primal to be floating point or complex, but got: {tensor.dtype}")
     if not tangent.dtype.is_floating_point:

@@ -259,3 +259,13 @@ def test_tangents_are_finite_differences_of_a_composite():
     eps = 1e-6
     fd = (f(pt.tensor(x + eps * t)) - f(pt.tensor(x - eps * t))).item() / (2 * eps)
     assert abs(jt - fd) < 1e-6 * max(1.0, abs(fd))
+
+
+def test_complex_tensors_are_refused_naming_the_op():
+    x = pt.randn(3, 2, dtype=pt.float64)
+    with fw.dual_level():
+        d = fw.make_dual(x, pt.ones(3, 2, dtype=pt.float64))
+        with pytest.raises(NotImplementedError, match="complex tensors is not supported: op 'view_as_complex'"):
+            pt.view_as_complex(d)
+        with pytest.raises(NotImplementedError, match=r"make_dual\(\) of a plugtorch.complex128 primal"):
+            fw.make_dual(pt.view_as_complex(x), pt.view_as_complex(x))
