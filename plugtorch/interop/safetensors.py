@@ -5,8 +5,8 @@
 ``model.load_state_dict(load_file(path))`` loads one that PyTorch wrote with
 ``safetensors.torch.save_file``: the names match because plugtorch's modules name their
 parameters and buffers as torch's do. The format is a JSON header and raw bytes, so
-loading never runs code. bfloat16 entries (NumPy has no bfloat16) are widened exactly
-to float32.
+loading never runs code. bfloat16 tensors are written and read as bfloat16 (``BF16``), through
+their bits: NumPy has no bfloat16, and the NumPy API reads none.
 
 ``safetensors`` is an optional dependency: ``pip install 'plugtorch[safetensors]'``.
 """
@@ -15,15 +15,18 @@ from __future__ import annotations
 import json
 import os
 import struct
-import warnings
 
+import ml_dtypes
 import numpy as np
 
+from ..core.dtypes import bfloat16, int16
 from ..core.ops.creation import from_numpy
 from ..core.tensor import Tensor
 from ..utils.atomic import atomic_write
 
 __all__ = ["save_file", "load_file", "save", "load"]
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # what the NumPy API writes as BF16
 
 
 def _numpy_api(who: str):
@@ -47,7 +50,10 @@ def _arrays(tensors, who: str) -> dict[str, np.ndarray]:
         if not isinstance(t, Tensor):
             raise TypeError(f"plugtorch.{who}: {name!r} is a {type(t).__name__}, not a Tensor; "
                             "safetensors files hold tensors only (put other values in metadata)")
-        out[name] = np.require(t.detach().numpy(), requirements="C")  # 0-d stays 0-d
+        t = t.detach()
+        # numpy() refuses bfloat16 (as torch's): its bits, viewed as ml_dtypes' bfloat16
+        host = t.view(int16).numpy().view(_BFLOAT16) if t.dtype is bfloat16 else t.numpy()
+        out[name] = np.require(host, requirements="C")  # 0-d stays 0-d
     return out
 
 
@@ -73,7 +79,8 @@ def save_file(tensors: dict, filename, metadata: dict[str, str] | None = None) -
 def _to_tensors(arrays: dict, device) -> dict[str, Tensor]:
     out = {}
     for name, arr in arrays.items():
-        t = from_numpy(arr if arr.flags.writeable else arr.copy())
+        arr = arr if arr.flags.writeable else arr.copy()
+        t = from_numpy(arr.view(np.int16)).view(bfloat16) if arr.dtype == _BFLOAT16 else from_numpy(arr)
         out[name] = t if str(device) in ("cpu", t.backend) else t.to(device=device)
     return out
 
@@ -83,10 +90,10 @@ def load(data: bytes, device="cpu") -> dict[str, Tensor]:
     api = _numpy_api("load")
     try:
         arrays = api.load(data)
-    except TypeError as e:
-        if "bfloat16" not in str(e):
+    except (TypeError, KeyError) as e:  # the NumPy API reads no BF16 entry
+        if "bfloat16" not in str(e) and "BF16" not in str(e):
             raise
-        arrays = _widened(data, "<bytes>")
+        arrays = _read(data, "<bytes>")
     return _to_tensors(arrays, device)
 
 
@@ -96,11 +103,11 @@ def load_file(filename, device="cpu") -> dict[str, Tensor]:
     path = os.fspath(filename)
     try:
         arrays = api.load_file(path)
-    except TypeError as e:
-        if "bfloat16" not in str(e):
+    except (TypeError, KeyError) as e:
+        if "bfloat16" not in str(e) and "BF16" not in str(e):
             raise
         with open(path, "rb") as fh:
-            arrays = _widened(fh.read(), path)
+            arrays = _read(fh.read(), path)
     return _to_tensors(arrays, device)
 
 
@@ -108,10 +115,10 @@ _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
            "I8": "i1", "U8": "u1", "BOOL": "?"}
 
 
-def _widened(data: bytes, origin: str) -> dict[str, np.ndarray]:
+def _read(data: bytes, origin: str) -> dict[str, np.ndarray]:
     """Read a file holding bfloat16 entries, which the NumPy API refuses: the format is a
     little-endian u64 header size, a JSON header of name -> dtype/shape/data_offsets, then
-    the bytes; a bfloat16 is the top half of a float32, so widening is exact."""
+    the bytes; bfloat16 ones are read as their bits, viewed as ml_dtypes' bfloat16."""
     (size,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8:8 + size])
     body = memoryview(data)[8 + size:]
@@ -122,7 +129,7 @@ def _widened(data: bytes, origin: str) -> dict[str, np.ndarray]:
         begin, end = info["data_offsets"]
         raw = body[begin:end]
         if info["dtype"] == "BF16":
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+            arr = np.frombuffer(raw, dtype="<u2").astype(np.uint16).view(_BFLOAT16)
         elif info["dtype"] in _DTYPES:
             stored = np.dtype(_DTYPES[info["dtype"]])
             arr = np.frombuffer(raw, dtype=stored).astype(stored.newbyteorder("="))
@@ -130,6 +137,4 @@ def _widened(data: bytes, origin: str) -> dict[str, np.ndarray]:
             raise TypeError(f"{origin}: tensor {name!r} has dtype {info['dtype']}, which plugtorch "
                             "cannot hold")
         out[name] = arr.reshape(info["shape"])
-    warnings.warn(f"{origin}: bfloat16 tensors were widened to float32 (exactly; plugtorch has no "
-                  "bfloat16)", UserWarning, stacklevel=3)
     return out

@@ -74,15 +74,17 @@ def test_round_trip_keeps_dtypes_shapes_and_values(tmp_path):
         assert f.metadata() == {"note": "hi"}
 
 
-def test_bfloat16_from_torch_is_widened_exactly(torch, tmp_path):
-    from safetensors.torch import save_file
+def test_bfloat16_from_torch_loads_as_bfloat16_and_back(torch, tmp_path):
+    from safetensors.torch import load_file, save_file
     w = torch.tensor([1.5, -2.25, 3e-3], dtype=torch.bfloat16)
     save_file({"w": w, "b": torch.ones(2)}, str(tmp_path / "bf.safetensors"))
-    with pytest.warns(UserWarning, match="widened to float32"):
-        out = plugtorch.load_file(tmp_path / "bf.safetensors")
-    assert out["w"].dtype is plugtorch.float32
-    np.testing.assert_array_equal(out["w"].numpy(), w.float().numpy())
+    out = plugtorch.load_file(tmp_path / "bf.safetensors")
+    assert out["w"].dtype is plugtorch.bfloat16
+    np.testing.assert_array_equal(out["w"].float().numpy(), w.float().numpy())
     np.testing.assert_array_equal(out["b"].numpy(), [1.0, 1.0])
+    plugtorch.save_file(out, tmp_path / "ours.safetensors")
+    back = load_file(str(tmp_path / "ours.safetensors"))
+    assert back["w"].dtype is torch.bfloat16 and torch.equal(back["w"], w)
 
 
 def test_non_tensors_are_refused_with_the_name():
