@@ -14,7 +14,7 @@ import numpy as np
 
 import plugtorch
 
-__all__ = ["V", "Builder", "onnx_dtype", "ExportError"]
+__all__ = ["V", "Builder", "onnx_dtype", "numpy_dtype", "scalar_dtype", "ExportError"]
 
 INT64_MAX = np.iinfo(np.int64).max
 
@@ -31,7 +31,7 @@ class V:
 
     @property
     def dtype(self) -> Any:
-        return self.ex.dtype if isinstance(self.ex, plugtorch.Tensor) else plugtorch.int64
+        return self.ex.dtype if isinstance(self.ex, plugtorch.Tensor) else scalar_dtype(self.ex)
 
     @property
     def ndim(self) -> int:
@@ -44,6 +44,13 @@ class V:
         if isinstance(self.ex, plugtorch.Tensor):
             return tuple(self.ex.shape)
         return (len(self.ex),) if isinstance(self.ex, tuple) else ()
+
+
+def scalar_dtype(value: Any) -> Any:
+    """The dtype a traced Python number (a size, or arithmetic on one) has in the ONNX graph."""
+    if isinstance(value, bool):
+        return plugtorch.bool
+    return plugtorch.float32 if isinstance(value, float) else plugtorch.int64
 
 
 _NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "int64": np.int64,

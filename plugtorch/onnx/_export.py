@@ -152,12 +152,18 @@ class Converter:
             self.op_name = type(m).__name__
             return convert_module(self, m, args, kwargs)
         self.op_name = _op_name(node)
-        if not self.varies() and (_is_size(self.ex) or not any(isinstance(v, V) for v in flat((args, kwargs)))):
-            return self.ex  # computed from constants, or a size no dynamic axis changes: folded, as torch does
+        # folded, as torch folds them: what is computed from constants only, and reads of sizes that no
+        # dynamic axis changes (a dynamic axis always differs between the runs; arithmetic on sizes may not)
+        if not self.varies() and (not any(isinstance(v, V) for v in flat((args, kwargs)))
+                                  or (self.op_name in _SIZE_READS and _is_size(self.ex))):
+            return self.ex
         fn = CONVERTERS.get(self.op_name)
         if fn is None:
             raise ExportError(f"plugtorch.onnx.export: no ONNX mapping for op '{self.op_name}' (node {self.node_name})")
         return fn(self, args, kwargs)
+
+
+_SIZE_READS = {"size", "getattr", "getitem", "dim", "ndimension"}
 
 
 def _is_size(ex: Any) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 
 import plugtorch
 
-from ._builder import ExportError, V
+from ._builder import ExportError, V, scalar_dtype
 
 CONVERTERS: dict[str, Callable[..., Any]] = {}
 
@@ -122,7 +122,7 @@ def operand(cx: Any, v: Any, dtype: Any) -> V:
 
 def _result_dtype(cx: Any) -> Any:
     ex = cx.ex
-    return ex.dtype if isinstance(ex, plugtorch.Tensor) else plugtorch.int64
+    return ex.dtype if isinstance(ex, plugtorch.Tensor) else scalar_dtype(ex)
 
 
 _BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "truediv": "Div", "div": "Div", "pow": "Pow",

@@ -145,6 +145,13 @@ def test_splitting_an_input_along_a_fixed_axis_under_dynamic_axes():
     _compare(sess, model, [_r(5, 3, 4)])
 
 
+def test_arithmetic_on_symbolic_sizes():
+    model = Fn(lambda x, y, z: x / x.size(-1) ** 0.5 + x.size(0) * 2 - (x.shape[-1] // 2))
+    sess = _check(model, [X], input_names=["x"], dynamic_axes={"x": [0, 2]})
+    for shape in [(2, 3, 4), (3, 3, 9)]:
+        _compare(sess, model, [_r(*shape)])
+
+
 def test_without_dynamic_axes_sizes_are_constants():
     graph = onnx.load_from_string(_export_bytes(PositionalEncoding().eval())).graph
     assert "Shape" not in {n.op_type for n in graph.node}
