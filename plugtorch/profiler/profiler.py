@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import os
-import socket
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -92,6 +91,7 @@ def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, use
             except Exception as e:
                 raise RuntimeError("Can't create directory: " + dir_name) from e
         if not worker_name:
+            import socket
             worker_name = f"{socket.gethostname()}_{os.getpid()}"
         file_name = f"{worker_name}.{time.time_ns()}.pt.trace.json" + (".gz" if use_gzip else "")
         prof.export_chrome_trace(os.path.join(dir_name, file_name))
