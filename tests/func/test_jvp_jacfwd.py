@@ -130,3 +130,13 @@ def test_hessian_against_torch_and_finite_differences():
     down = g(pt.tensor(x - eps * e, requires_grad=True))
     fd = ((up - down) / (2 * eps)).numpy()
     np.testing.assert_allclose(got[0][0].numpy()[:, :, 1, 0], fd, rtol=1e-5, atol=1e-6)
+
+
+def test_hessian_through_activations_and_layer_norm_against_torch():
+    # forward over reverse: the backward ops (tanh_backward, threshold_backward, ...) run on dual tensors
+    x, w = randn(2, 3), randn(3, 3)
+
+    def f(m, fn):
+        return lambda x: fn.layer_norm(fn.gelu(x @ m.tensor(w)) + m.tanh(x) * m.sigmoid(x) + fn.relu(x),
+                                       (3,)).pow(3).sum()
+    close(hessian(f(pt, F))(pt.tensor(x)), tfunc.hessian(f(torch, torch.nn.functional))(torch.tensor(x)), 1e-9)

@@ -72,7 +72,9 @@ def _threshold_backward_args(grad_output, input, threshold):
     return (grad_output, input), {"threshold": threshold}
 
 
-@op(bind=_threshold_backward_args, derivative=_threshold_backward_rule, save=(1,))
+# the backward ops are elementwise too: hessian's forward-over-reverse passes run them on dual tensors
+@op(bind=_threshold_backward_args, derivative=_threshold_backward_rule, save=(1,),
+    jvp=diagonal(_threshold_backward_rule))
 def threshold_backward(grad_output, input, *, threshold):
     """relu's (and threshold's) gradient: 0 where input <= threshold, else grad_output (a NaN
     input passes it on, as torch's does).
@@ -109,7 +111,8 @@ def _tanh_backward_rule(ctx, gg):
             (gg * g * y * -2 if need[1] else None))
 
 
-@op(bind=_output_backward_args("tanh_backward"), derivative=_tanh_backward_rule, save="inputs")
+@op(bind=_output_backward_args("tanh_backward"), derivative=_tanh_backward_rule, save="inputs",
+    jvp=diagonal(_tanh_backward_rule))
 def tanh_backward(grad_output, output):
     """tanh's gradient from its output y: grad_output * (1 - y * y), torch's aten::tanh_backward.
 
@@ -126,7 +129,8 @@ def _sigmoid_backward_rule(ctx, gg):
             (gg * g * (1 - y * 2) if need[1] else None))
 
 
-@op(bind=_output_backward_args("sigmoid_backward"), derivative=_sigmoid_backward_rule, save="inputs")
+@op(bind=_output_backward_args("sigmoid_backward"), derivative=_sigmoid_backward_rule, save="inputs",
+    jvp=diagonal(_sigmoid_backward_rule))
 def sigmoid_backward(grad_output, output):
     """sigmoid's gradient from its output y: grad_output * (1 - y) * y, torch's
     aten::sigmoid_backward (one op, as tanh_backward)."""
@@ -317,7 +321,8 @@ def _gelu_backward_args(grad_output, input, approximate="none"):
     return (grad_output, input), {"approximate": approximate}
 
 
-@op(bind=_gelu_backward_args, derivative=_gelu_backward_rule, save="inputs")
+@op(bind=_gelu_backward_args, derivative=_gelu_backward_rule, save="inputs",
+    jvp=diagonal(_gelu_backward_rule))
 def gelu_backward(grad_output, input, *, approximate):
     """gelu's gradient: grad_output * gelu'(input), torch's aten::gelu_backward — one op, so a
     backend computes it in one pass (the decomposition is a dozen elementwise ops)."""

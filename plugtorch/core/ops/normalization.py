@@ -129,7 +129,28 @@ def _layer_norm_args(input, normalized_shape, weight=None, bias=None, eps=1e-05)
     return _params("layer_norm", input, weight=weight, bias=bias), {"normalized_shape": shape, "eps": float(eps)}
 
 
-@op(bind=_layer_norm_args, derivative=_layer_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED)
+def _layer_norm_jvp(primals, tangents, out, attrs):
+    x, w, _ = primals
+    tx, tw, tb = tangents
+    axes = _trailing(x.ndim, len(attrs["normalized_shape"]))
+    xc, var, _ = _centred(x, axes)
+    rstd = ew.rsqrt(var + attrs["eps"])
+    terms = []
+    if tx is not None:  # the standardisation's Jacobian is symmetric: its JVP is its gradient's formula
+        t = _standardized_grad(tx, xc, rstd, axes)
+        terms.append(t if w is None else t * w)
+    if tw is not None:
+        terms.append(xc * rstd * tw)
+    if tb is not None:
+        terms.append(tb)
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
+
+
+@op(bind=_layer_norm_args, derivative=_layer_norm_rule, save=(0, 1), exposed=_F, dtypes=_PROMOTED,
+    jvp=_layer_norm_jvp)
 def layer_norm(input, weight, bias, *, normalized_shape, eps):
     """Normalise over the trailing ``normalized_shape`` dims (biased variance), then scale and shift.
 
