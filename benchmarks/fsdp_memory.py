@@ -60,6 +60,7 @@ def worker(args) -> None:
         cap = _status("VmSize") * 1024 + args.cap_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
     result = {"mode": args.mode, "rank": rank, "world": world}
+    phase = "building the model"
     try:
         model, x, y, loss_fn = models.gpt(plugtorch, batch=args.batch, block=args.block, vocab=args.vocab,
                                           d=args.d, heads=args.heads, layers=args.layers)
@@ -80,7 +81,8 @@ def worker(args) -> None:
         result["build_peak_mib"] = _status("VmHWM") / 1024
         _reset_peak()
         times = []
-        for _ in range(args.steps + 1):
+        for step in range(args.steps + 1):
+            phase = f"training step {step}"
             t0 = time.perf_counter()
             opt.zero_grad()
             loss = loss_fn(net(x), y)
@@ -92,7 +94,7 @@ def worker(args) -> None:
         result["step_s"] = statistics.median(times[1:]) if len(times) > 1 else times[0]
         result["loss"] = loss.item()
     except MemoryError:
-        result["error"] = "MemoryError"
+        result["error"] = f"MemoryError while {phase}"
     print("RESULT " + json.dumps(result), flush=True)
     if "error" in result and world > 1:
         dist.abort(3)  # the others would wait in their next collective
@@ -142,6 +144,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     if args.cap_mb:
         capped = extra + [f"--cap-mb={args.cap_mb}", "--steps=1"]
+        print(_row("1 process, no sharding, no cap", launch(args, "single", 0, extra[:-1] + ["--steps=1"])),
+              flush=True)
         print(_row(f"1 process, no sharding, cap {args.cap_mb} MiB", launch(args, "single", 0, capped)), flush=True)
         print(_row(f"FSDP, {args.ranks} ranks, cap {args.cap_mb} MiB", launch(args, "fsdp", args.ranks, capped)),
               flush=True)
