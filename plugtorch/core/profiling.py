@@ -19,6 +19,7 @@ from typing import Any
 
 from . import dispatch
 from .dispatch import _decomposed, call_op
+from .graph import OutputNode
 from .optable import DispatchMode
 
 __all__ = ["Event", "ProfilingMode", "ACTIVE", "begin_range", "end_range"]
@@ -122,8 +123,8 @@ class ProfilingMode(DispatchMode):
 
     def node_step(self, step, node, g) -> None:
         """The engine runs backward node ``node`` by ``step(node, g)`` here, in torch's ranges."""
-        if g is None:  # nothing flows through it: torch runs no function for it either
-            step(node, g)
+        if g is None or type(node) is OutputNode:  # nothing flows through it, or it only files g for
+            step(node, g)                              # its node (a multi-output Function's), run after
             return
         name = node.name()
         outer = self.begin("autograd::engine::evaluate_function: " + name)

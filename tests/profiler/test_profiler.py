@@ -341,3 +341,22 @@ def test_gradients_are_the_same_under_the_profiler():
     names = {e.name for e in prof.events()}
     assert {"autograd::engine::evaluate_function: TanhBackward0", "TanhBackward0", "matmul"} <= names
     assert MODES.on == 0
+
+
+def test_a_multi_output_function_is_one_backward_range(torch):
+    def names(lib):
+        class Two(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2, x * 3
+
+            @staticmethod
+            def backward(ctx, a, b):
+                return a * 2 + b * 3
+        x = lib.ones(3, requires_grad=True)
+        with lib.profiler.profile(activities=[lib.profiler.ProfilerActivity.CPU]) as prof:
+            a, b = Two.apply(x)
+            (a.sum() + b.sum()).backward()
+        return [e.name for e in prof.events() if "TwoBackward" in e.name], x.grad.tolist()
+    assert names(pt) == names(torch) == (["autograd::engine::evaluate_function: TwoBackward", "TwoBackward"],
+                                         [5.0, 5.0, 5.0])
