@@ -135,7 +135,7 @@ def test_errors_name_the_problem(world):
         fully_shard(_mlp(), mp_policy=MixedPrecisionPolicy(param_dtype=plugtorch.bfloat16))
     with pytest.raises(NotImplementedError, match="reshard_after_forward=2"):
         fully_shard(_mlp(), reshard_after_forward=2)
-    with pytest.raises(ValueError, match="mesh must be a DeviceMesh"):
+    with pytest.raises(ValueError, match="mesh must be a plugtorch.distributed.DeviceMesh"):
         fully_shard(_mlp(), mesh="world")
     fully_shard(_mlp(), mp_policy=MixedPrecisionPolicy(param_dtype=plugtorch.float32),
                 offload_policy=CPUOffloadPolicy())
@@ -156,6 +156,15 @@ def test_unused_parameter_is_reported_at_the_next_forward(world):
     model(plugtorch.randn(2, 3)).sum().backward()
     with pytest.raises(RuntimeError, match=r"produced no gradient for \[.b.weight., .b.bias.\]"):
         model(plugtorch.randn(2, 3))
+
+
+def test_mesh_is_a_one_dimensional_device_mesh(world):
+    from plugtorch.distributed.device_mesh import init_device_mesh
+    model = fully_shard(_mlp(), mesh=init_device_mesh("cpu", (world,)))
+    model(plugtorch.randn(2, 5)).sum().backward()
+    assert model[0].weight.grad is not None
+    with pytest.raises(NotImplementedError, match="only a 1-D mesh is supported"):
+        fully_shard(_mlp(), mesh=init_device_mesh("cpu", (world, 1), mesh_dim_names=("dp", "x")))
 
 
 def test_ignored_params_stay_whole(world):

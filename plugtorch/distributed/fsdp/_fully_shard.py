@@ -250,16 +250,20 @@ def _state_of(module, fn: str) -> FSDPState:
 
 
 def _process_group(mesh):
+    """The group to shard over: the world, or a 1-D ``DeviceMesh``'s group."""
     if mesh is None:
         return dist._group(None)
-    get_group = getattr(mesh, "get_group", None)
-    if get_group is None:
-        raise ValueError(f"fully_shard: mesh must be a DeviceMesh (or None for the whole world), got "
-                         f"{type(mesh).__name__}")
-    if getattr(mesh, "ndim", 1) != 1:
-        raise NotImplementedError("fully_shard: only a 1-D mesh is supported (plain FSDP); HSDP's 2-D "
-                                  "mesh (replicate, shard) is not")
-    return get_group()
+    from ..device_mesh import DeviceMesh
+    if not isinstance(mesh, DeviceMesh):
+        raise ValueError(f"fully_shard: mesh must be a plugtorch.distributed.DeviceMesh (or None for the whole "
+                         f"world), got {type(mesh).__name__}")
+    if mesh.ndim != 1:
+        raise NotImplementedError(f"fully_shard: only a 1-D mesh is supported (plain FSDP), got a {mesh.ndim}-D "
+                                  "mesh; HSDP's 2-D (replicate, shard) mesh is not; pass mesh[name] for one dim")
+    if mesh.get_coordinate() is None:
+        raise ValueError(f"fully_shard: this rank ({dist.get_rank()}) is not in the mesh {mesh}; every rank "
+                         "that runs the module must be")
+    return mesh.get_group()
 
 
 _CLASSES: dict[type, type] = {}
