@@ -16,11 +16,10 @@ from typing import Any
 
 import plugtorch
 
-from ._builder import ExportError, V, onnx_dtype
+from ._builder import OnnxExporterError, V, onnx_dtype
 
 __all__ = ["export", "is_in_onnx_export", "TrainingMode", "OperatorExportTypes", "ONNXProgram", "OnnxExporterError"]
 
-OnnxExporterError = ExportError
 
 
 class TrainingMode(enum.IntEnum):
@@ -128,17 +127,17 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
         try:
             graph = LeafTracer().trace(model, placeholders.concrete)
         except TraceError as e:
-            raise ExportError(f"plugtorch.onnx.export traces {type(model).__name__}.forward with plugtorch.fx, which "
-                              f"could not trace it: {e}") from e
+            raise OnnxExporterError(f"plugtorch.onnx.export traces {type(model).__name__}.forward with "
+                                    f"plugtorch.fx, which could not trace it: {e}") from e
         gm = plugtorch.fx.GraphModule(model, graph, type(model).__name__)
         with plugtorch.no_grad():
             values = Recorder(gm).values(values_in)
             try:
                 values2 = Recorder(gm).values(grown) if grown is not None else None
             except Exception as e:
-                raise ExportError("plugtorch.onnx.export: running the model on inputs one longer along each of "
-                                  "dynamic_axes failed (axes that must agree, such as the batch of an input and "
-                                  f"of its hidden state, must all be dynamic): {e}") from e
+                raise OnnxExporterError("plugtorch.onnx.export: running the model on inputs one longer along each "
+                                        "of dynamic_axes failed (axes that must agree, such as the batch of an input "
+                                        f"and of its hidden state, must all be dynamic): {e}") from e
         cx = Converter(gm, opset, export_params)
         inputs = _graph_inputs(placeholders.names, values_in, input_names)
         for reserved in [v.name for i in inputs for v in flat(i[0]) if isinstance(v, V)] + list(output_names or []):
@@ -261,8 +260,8 @@ def _graph(cx: Any, inputs: list[Any], outputs: list[Any], dynamic: bool, output
     out_info, seen = [], set()
     for i, v in enumerate(outputs):
         if not isinstance(v, V):
-            raise ExportError(f"plugtorch.onnx.export: output {i} is a {type(v).__name__}, not a tensor computed "
-                              "from the inputs")
+            raise OnnxExporterError(f"plugtorch.onnx.export: output {i} is a {type(v).__name__}, not a tensor "
+                                    "computed from the inputs")
         varying = cx.dynamic_dims(v) if dynamic and v.name in cx.varying else set()
         want = given[i] if i < len(given) else v.name
         if want != v.name or v.name in input_names or v.name in seen:  # an Identity gives it its own name

@@ -14,13 +14,14 @@ import numpy as np
 
 import plugtorch
 
-__all__ = ["V", "Builder", "onnx_dtype", "numpy_dtype", "scalar_dtype", "ExportError"]
+__all__ = ["V", "Builder", "onnx_dtype", "numpy_dtype", "scalar_dtype", "OnnxExporterError"]
 
 INT64_MAX = np.iinfo(np.int64).max
 
 
-class ExportError(RuntimeError):
+class OnnxExporterError(RuntimeError):
     """A model (or an argument of export) that plugtorch.onnx.export cannot write as ONNX."""
+    __module__ = "plugtorch.onnx"
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,14 +67,14 @@ def onnx_dtype(dtype: Any) -> int:
             "int16": TensorProto.INT16, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
             "bool": TensorProto.BOOL}.get(name)
     if code is None:
-        raise ExportError(f"plugtorch.onnx.export: dtype {dtype} has no ONNX element type")
+        raise OnnxExporterError(f"plugtorch.onnx.export: dtype {dtype} has no ONNX element type")
     return code
 
 
 def numpy_dtype(dtype: Any) -> Any:
     name = str(dtype).rpartition(".")[2]
     if name not in _NUMPY:
-        raise ExportError(f"plugtorch.onnx.export: a constant of dtype {dtype} cannot be written")
+        raise OnnxExporterError(f"plugtorch.onnx.export: a constant of dtype {dtype} cannot be written")
     return _NUMPY[name]
 
 

@@ -17,7 +17,7 @@ from plugtorch.fx import GraphModule, Interpreter, Node, Tracer
 from plugtorch.nn import GRU, LSTM, RNN, Module, ModuleDict, ModuleList, Sequential
 
 from . import _shapes  # noqa: F401  (registers the converters of shapes and indexing)
-from ._builder import Builder, ExportError, V, numpy_dtype
+from ._builder import Builder, OnnxExporterError, V, numpy_dtype
 from ._functions import CONVERTERS
 from ._modules import convert_module
 
@@ -89,9 +89,9 @@ class Converter:
         self.op_name = self.node_name = ""
 
     # -- what converters call --------------------------------------------------------------------
-    def unmapped(self, what: str) -> ExportError:
-        return ExportError(f"plugtorch.onnx.export: no ONNX mapping for op '{self.op_name}' {what} "
-                           f"(node {self.node_name})")
+    def unmapped(self, what: str) -> OnnxExporterError:
+        return OnnxExporterError(f"plugtorch.onnx.export: no ONNX mapping for op '{self.op_name}' {what} "
+                                 f"(node {self.node_name})")
 
     def varies(self) -> bool:
         return self.dynamic and not _same(self.ex, self.ex2)
@@ -159,7 +159,8 @@ class Converter:
             return self.ex
         fn = CONVERTERS.get(self.op_name)
         if fn is None:
-            raise ExportError(f"plugtorch.onnx.export: no ONNX mapping for op '{self.op_name}' (node {self.node_name})")
+            raise OnnxExporterError(f"plugtorch.onnx.export: no ONNX mapping for op '{self.op_name}' "
+                                    f"(node {self.node_name})")
         return fn(self, args, kwargs)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 import plugtorch
 
-from ._builder import ExportError, V, scalar_dtype
+from ._builder import OnnxExporterError, V, scalar_dtype
 
 CONVERTERS: dict[str, Callable[..., Any]] = {}
 
@@ -45,8 +45,8 @@ def dims_arg(args: tuple, kwargs: dict, start: int, name: str) -> list[Any]:
     return list(rest)
 
 
-def unmapped(cx: Any, what: str) -> ExportError:
-    return ExportError(f"plugtorch.onnx.export: no ONNX mapping for op '{cx.op_name}' {what} (node {cx.node_name})")
+def unmapped(cx: Any, what: str) -> OnnxExporterError:
+    return cx.unmapped(what)
 
 
 # -- elementwise ---------------------------------------------------------------------------------
@@ -155,8 +155,6 @@ def _binary(onnx_op: str, swap: bool = False) -> Callable:
 for _name, _onnx in _BINARY.items():
     converts(_name)(_binary(_onnx))
 converts("rsub")(_binary("Sub", swap=True))
-for _name, _onnx in {"radd": "Add", "rmul": "Mul", "rtruediv": "Div", "rpow": "Pow"}.items():
-    converts(_name)(_binary(_onnx, swap=True))
 
 _COMPARE = {"eq": ("Equal", False), "ne": ("Equal", True), "lt": ("Less", False), "gt": ("Greater", False),
             "le": ("LessOrEqual", False), "ge": ("GreaterOrEqual", False)}
