@@ -19,6 +19,7 @@ from . import (
     nn,
     optim,
     return_types,
+    sparse,
     utils,
 )
 from ._ops import *  # noqa: F403  (every op and tensor function, from the op table)
@@ -76,6 +77,7 @@ from .core.tensor import Size, Tensor
 from .interop.safetensors import load_file, save_file
 from .library import ops
 from .serialization import load, save
+from .sparse import layout, sparse_coo, sparse_coo_tensor, spmm, strided
 from .threads import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"
@@ -104,6 +106,7 @@ __all__ = [
     "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble", "fft",
 ] + ["bfloat16", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_available",
      "is_autocast_cache_enabled", "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype",
+     "sparse", "layout", "sparse_coo", "sparse_coo_tensor", "spmm", "strided",
      ] + _ops.__all__
 
 from . import distributions  # noqa: E402, F401  (last: it builds on the dtypes and ops above)

@@ -45,6 +45,9 @@ def _matmul_rule(ctx, g):
 
 def _matmul_args(input, other):
     a, b = input, other
+    if a.is_sparse or b.is_sparse:  # a sparse COO operand (mm's decomposition comes here too)
+        from ...sparse import _matmul as sparse_matmul
+        return Done(sparse_matmul(a, b))
     if b._backend is not a._backend:
         raise BackendMismatchError("matmul", a._backend.name, b._backend.name)
     if a.dtype is not b.dtype:
