@@ -295,11 +295,21 @@ def _getitem(name):
     def rule(operands, bdims, attrs):
         index = attrs["index"]
         items = index if isinstance(index, tuple) else (index,)
-        basic = all(i is None or i is Ellipsis or type(i) in (int, slice) for i in items)
-        if len(operands) != 1 or not basic:
+        if len(operands) != 1 or not _keeps_advanced_in_place(items):
             return _loop_rule(name)(operands, bdims, attrs)
         return call_op(name, operands, {**attrs, "index": (slice(None),) + items}), 0
     return rule
+
+
+def _keeps_advanced_in_place(items) -> bool:
+    """Whether a slice put before ``items`` leaves their result's dims where they were, after the
+    batch dim: always for basic items; with index arrays (NumPy semantics: ints among them count
+    as arrays), when those are adjacent, so their dims stay in place instead of moving first."""
+    advanced = [k for k, i in enumerate(items) if hasattr(i, "shape")]
+    if not advanced:
+        return all(i is None or i is Ellipsis or type(i) in (int, slice) for i in items)
+    joined = [k for k, i in enumerate(items) if hasattr(i, "shape") or type(i) is int]
+    return joined == list(range(joined[0], joined[-1] + 1))
 
 
 # -- linear algebra and layers -------------------------------------------------------------

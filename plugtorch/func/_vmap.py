@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.dispatch import call_op
+from ..core.ops import index as _index
 from ..core.optable import DispatchMode
 from ..core.tensor import Tensor
 from . import _batching
@@ -88,17 +89,22 @@ def loop(opdef, operands, bdims, attrs, size):
         results.append(call_op(opdef, args, attrs))
     first = results[0]
     if isinstance(first, Tensor):
-        return _stack(results), 0
+        return _stack(name, results), 0
     if isinstance(first, (tuple, list)):
         parts = [[r[j] for r in results] for j in range(len(first))]
-        stacked = [_stack(p) if isinstance(p[0], Tensor) else _same(name, p) for p in parts]
+        stacked = [_stack(name, p) if isinstance(p[0], Tensor) else _same(name, p) for p in parts]
         bd = tuple(0 if isinstance(p[0], Tensor) else None for p in parts)
         return _rebuild(first, stacked), bd
     return _same(name, results), None
 
 
-def _stack(tensors):
+def _stack(name, tensors):
     from .._ops import stack
+    shape = tuple(tensors[0].shape)
+    if any(tuple(t.shape) != shape for t in tensors[1:]):
+        raise RuntimeError(f"vmap: We do not support batching operators that can output dynamic shape. Attempted "
+                           f"to vmap over {name}: its result's shape differs between examples ({list(shape)} and "
+                           "others); compute it outside vmap, or with a shape every example shares")
     return stack(tensors, 0)
 
 
@@ -258,12 +264,15 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
     from . import _random
     _ACTIVE.append(mode)
     _LIVE.add(level)
+    hooked = _index.VMAP_INDEX[0]
+    _index.VMAP_INDEX[0] = per_example_index
     try:
         with mode, _random.under(_ACTIVE):
             out = func(*args, **kwargs)
     finally:
         _ACTIVE.remove(mode)
         _LIVE.discard(level)
+        _index.VMAP_INDEX[0] = hooked
     outs, ospec = flatten(out)
     per_leaf = _out_dims_per_leaf(func, out_dims, out)
     name = _name(func)
@@ -283,6 +292,23 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
             inner = o.unsqueeze(0).expand((size,) + tuple(o.shape))
         results.append(inner.movedim(0, d) if d != 0 else inner)
     return unflatten(results, ospec)
+
+
+def per_example_index(x, key):
+    """``x[key]`` where an index tensor in ``key`` differs per example: no native index holds it,
+    so each example indexes its own slice and the results are stacked (NotImplemented where no
+    index tensor is batched: the op's own rule serves)."""
+    items = key if isinstance(key, tuple) else (key,)
+    index_levels = [lvl for i in items if (lvl := level_of(i)) is not None]
+    if not index_levels:
+        return NotImplemented
+    level = max(index_levels + ([lvl] if (lvl := level_of(x)) is not None else []))
+    size = next(t._data.inner.shape[0] for t in (x, *items) if level_of(t) == level)
+
+    def pick(t, i):
+        return t._data.inner[i] if level_of(t) == level else t
+    rows = [pick(x, i)[tuple(pick(k, i) for k in items)] for i in range(size)]
+    return wrap(_stack("indexing (x[index])", rows), level)
 
 
 def is_batched(t: Any) -> bool:

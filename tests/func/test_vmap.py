@@ -245,3 +245,19 @@ def test_chunks_with_several_outputs():
     p, t = both(a)
     close(F.vmap(lambda x: (x * 2, x.sum()), out_dims=(1, 0), chunk_size=2)(p),
           tf.vmap(lambda x: (x * 2, x.sum()), out_dims=(1, 0), chunk_size=2)(t))
+
+
+def test_indexing_with_tensors_shared_and_per_example():
+    x, idx, table = arr(3, 5, 4), rng.integers(0, 5, (3, 2)), arr(5, 2)
+    (px, tx) = both(x)
+    pi, ti = pt.tensor(idx), torch.tensor(idx)
+
+    def shared(m):
+        return lambda a: (a[m.tensor([0, 2])], a[:, m.tensor([1, 3])], a[..., m.tensor([True, False, True, True])])
+    close(F.vmap(shared(pt))(px), tf.vmap(shared(torch))(tx))
+    with pytest.raises(RuntimeError, match="vmap: We do not support batching operators that can output dynamic"):
+        F.vmap(lambda a: a[a[:, 0] > 0])(pt.tensor([[[1.0], [2.0]], [[1.0], [-2.0]]]))  # two rows, then one
+    close(F.vmap(lambda a, j: a[j])(px, pi), tf.vmap(lambda a, j: a[j])(tx, ti))
+    close(F.vmap(lambda a, j: a[j, 1])(px, pi), tf.vmap(lambda a, j: a[j, 1])(tx, ti))
+    close(F.vmap(lambda j: pt.nn.functional.embedding(j, pt.tensor(table)))(pi),
+          tf.vmap(lambda j: torch.nn.functional.embedding(j, torch.tensor(table)))(ti))

@@ -83,7 +83,15 @@ def _check_ints(x, index, spans):
         dim += span
 
 
+# While plugtorch.func.vmap runs a function: ``x[key]`` with an index tensor that differs per
+# example, which no native index can hold, is answered by ``VMAP_INDEX[0](x, key)`` (else it
+# returns NotImplemented). None: no vmap.
+VMAP_INDEX: list = [None]
+
+
 def _getitem(input, key):
+    if VMAP_INDEX[0] is not None and (out := VMAP_INDEX[0](input, key)) is not NotImplemented:
+        return out
     index, basic = native_index(input, key)
     try:
         out = call_op("getitem", (input,), {"index": index})
