@@ -46,5 +46,10 @@ def write_chrome_trace(events: Any, path: str, origin_ns: int | None = None) -> 
               "args": {"name": f"thread {tid} ({names.get(tid, 'python')})"}} for tid in tids]
     trace = {"schemaVersion": 1, "displayTimeUnit": "ms", "traceName": path,
              "traceEvents": meta + [_trace_event(e, origin_us, pid) for e in events]}
-    with open(path, "w") as f:
-        json.dump(trace, f)
+    if path.endswith(".gz"):  # as torch's: a .gz path is written compressed
+        import gzip
+        with gzip.open(path, "wt") as gz:
+            json.dump(trace, gz)
+    else:
+        with open(path, "w") as f:
+            json.dump(trace, f)

@@ -2,6 +2,7 @@
 ``aten::linear`` is plugtorch's ``linear``), ranges nested the same, the same steps recorded."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -208,6 +209,12 @@ def test_tensorboard_trace_handler_writes_torchs_file_name(tmp_path):
     assert re.fullmatch(r"w0\.\d+\.pt\.trace\.json", name)
     names = [e["name"] for e in json.loads((tmp_path / "tb" / name).read_text())["traceEvents"]]
     assert "ProfilerStep#1" in names and "neg" in names
+    with profile(on_trace_ready=tensorboard_trace_handler(str(tmp_path / "gz"), use_gzip=True)):
+        x.neg()
+    (name,) = os.listdir(tmp_path / "gz")
+    assert name.endswith(".pt.trace.json.gz")
+    with gzip.open(tmp_path / "gz" / name, "rt") as f:
+        assert [e["name"] for e in json.load(f)["traceEvents"] if e["ph"] == "X"] == ["neg"]
 
 
 def test_no_mode_is_left_in_force_after_the_block_even_after_an_error():
