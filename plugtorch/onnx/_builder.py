@@ -87,6 +87,7 @@ class Builder:
         self.initializers: list[Any] = []
         self._used: set[str] = set()
         self._consts: dict[tuple, V] = {}
+        self.scope = ""  # the traced node being converted: its name names the ONNX nodes and values
 
     def fresh(self, base: str) -> str:
         """A name not used yet in this graph, ``base`` itself where it is free."""
@@ -105,13 +106,14 @@ class Builder:
              **attrs: Any) -> list[V]:
         """Add one node with ``len(exs)`` outputs."""
         from onnx import helper
-        base = base or op_type.lower()
+        base = base or self.scope or op_type.lower()
         outs = [V(self.fresh(base if len(exs) == 1 else f"{base}_{i}"), ex) for i, ex in enumerate(exs)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
         while inputs and inputs[-1] is None:  # optional inputs left out at the end are not written
             inputs = inputs[:-1]
+        name = self.fresh(f"/{self.scope or base}/{op_type}")
         self.nodes.append(helper.make_node(op_type, ["" if v is None else v.name for v in inputs],
-                                           [v.name for v in outs], name=self.fresh(f"/{base}/{op_type}"), **attrs))
+                                           [v.name for v in outs], name=name, **attrs))
         return outs
 
     def initializer(self, name: str, array: np.ndarray, ex: Any) -> V:

@@ -131,6 +131,7 @@ class Converter:
             self.ex = values.get(node)
             self.ex2 = values2.get(node) if values2 is not None else None
             self.node_name = node.format_node() or node.name
+            self.b.scope = node.name
             if node.op == "placeholder":
                 self.env[node] = _take(next(it, None), self.ex)
             elif node.op == "get_attr":

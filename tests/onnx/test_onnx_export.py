@@ -229,6 +229,10 @@ def test_arguments_torch_refuses_or_we_do_not_support():
     x = plugtorch.randn(2, 6)
     with pytest.raises(ValueError, match="training mode is not supported"):
         plugtorch.onnx.export(m, (x,), io.BytesIO(), training=plugtorch.onnx.TrainingMode.TRAINING)
+    with pytest.raises(ValueError, match="training mode is not supported"):
+        plugtorch.onnx.export(m, (x,), io.BytesIO(), training=plugtorch.onnx.TrainingMode.PRESERVE)
+    m.eval()
+    plugtorch.onnx.export(m, (x,), io.BytesIO(), training=plugtorch.onnx.TrainingMode.PRESERVE)
     with pytest.raises(ValueError, match="opset_version 11 is not supported; use 13 to 20"):
         plugtorch.onnx.export(m, (x,), io.BytesIO(), opset_version=11)
     with pytest.raises(ValueError, match="dynamic_shapes= is not supported"):
@@ -249,6 +253,8 @@ def test_export_params_names_and_return(tmp_path):
     assert not proto.graph.initializer
     assert [i.name for i in proto.graph.input] == ["inp", *names]
     assert [o.name for o in proto.graph.output] == ["out"]
+    assert [(n.op_type, n.name, list(n.output)) for n in proto.graph.node][:2] == [
+        ("Gemm", "/fc1/Gemm", ["fc1"]), ("Relu", "/relu/Relu", ["relu"])]
     proto, _ = _export(m, (x,), keep_initializers_as_inputs=True)
     assert len(proto.graph.input) == 5 and len(proto.graph.initializer) == 4
 
