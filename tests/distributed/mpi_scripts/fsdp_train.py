@@ -127,6 +127,16 @@ def check(variant):
     blocks[0].register_forward_pre_hook(
         lambda m, a: seen_prefetch.append(blocks[1]._fsdp_state.group.gather is not None))
 
+    # ... and backward: when block 1's output gradient arrives (this tensor hook runs after
+    # fully_shard's), block 0's all-gather is posted, block 0 being next in backward.
+    seen_backward_prefetch = []
+
+    def watch(module, args, output):
+        if output.requires_grad:  # not in the no_grad forward at the end
+            output.register_hook(
+                lambda g: seen_backward_prefetch.append(blocks[0]._fsdp_state.group.gather is not None))
+    blocks[1].register_forward_hook(watch)
+
     opt = adamw(model)
     for _ in range(STEPS):
         opt.zero_grad()
@@ -138,6 +148,9 @@ def check(variant):
                 assert p.grad is None, "a frozen parameter gets no gradient"
         opt.step()
     assert seen_prefetch[0] is False and all(seen_prefetch[1:]), seen_prefetch
+    # with reshard_after_forward=False block 0 stays gathered: nothing to prefetch
+    assert len(seen_backward_prefetch) >= STEPS and all(seen_backward_prefetch) == (variant != "keep"), \
+        seen_backward_prefetch
 
     refs = [single_process("accumulate" if variant == "accumulate" else "default") if rank == 0 else None]
     dist.broadcast_object_list(refs, src=0)
