@@ -282,7 +282,7 @@ def _flatten(name):
     return rule
 
 
-@_rule("tril", "triu", "one_hot")
+@_rule("tril", "triu", "one_hot", "pixel_shuffle", "pixel_unshuffle")
 def _trailing(name):
     """Ops on the example's trailing dims, or on each element: the batch dim is one more leading dim."""
     def rule(operands, bdims, attrs):
@@ -419,6 +419,52 @@ def _layer_norm(name):
         if b is not None and bb is not None:
             out = out + _align(b, 0, rank)
         return out, 0
+    return rule
+
+
+def _fold_n(name, full_rank: Callable, always: bool = False):
+    """An op on (N, C, *spatial) input, each image on its own: the batch folds into N (or, for
+    an example without its N dim, is the N dim). The other operands must be shared."""
+    def rule(operands, bdims, attrs):
+        if any(b is not None for b in bdims[1:]) or (name == "batch_norm" and attrs["training"]):
+            return _loop_rule(name)(operands, bdims, attrs)  # batch statistics are the example's own
+        x = operands[0]
+        if not always and x.dim() - 1 != full_rank(attrs):
+            return call_op(name, operands, attrs), 0
+        size, n = x.shape[0], x.shape[1]
+        out = call_op(name, (x.reshape((size * n,) + tuple(x.shape[2:])),) + tuple(operands[1:]), attrs)
+        return out.reshape((size, n) + tuple(out.shape[1:])), 0
+    return rule
+
+
+for _name in ("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+              "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"):
+    RULES[_name] = _fold_n(_name, lambda attrs, spatial=int(_name[-2]): spatial + 2)
+for _name in ("interpolate_nearest", "interpolate_linear"):
+    RULES[_name] = _fold_n(_name, lambda attrs: len(attrs["output_size"]) + 2)
+RULES["mode_pad"] = _fold_n("mode_pad", lambda attrs: len(attrs["widths"]) + 2)
+RULES["batch_norm"] = _fold_n("batch_norm", len, always=True)
+RULES["group_norm"] = _fold_n("group_norm", len, always=True)
+
+
+@_rule("pad")
+def _pad(name):
+    def rule(operands, bdims, attrs):
+        x = operands[0]
+        widths = tuple(attrs["widths"])
+        if len(widths) == x.dim() - 1:  # a pair per dim of the example: none for the batch dim
+            widths = ((0, 0),) + widths
+        return call_op(name, operands, {**attrs, "widths": widths}), 0
+    return rule
+
+
+@_rule("scaled_dot_product_attention")
+def _attention(name):
+    def rule(operands, bdims, attrs):
+        size = _size(operands, bdims)
+        ops = [_batch(o, b, size) if hasattr(o, "shape") else o for o, b in zip(operands, bdims)]
+        rank = max(o.dim() - 1 for o in ops if hasattr(o, "shape"))
+        return call_op(name, tuple(_align(o, 0, rank) if hasattr(o, "shape") else o for o in ops), attrs), 0
     return rule
 
 
