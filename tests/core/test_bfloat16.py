@@ -123,7 +123,7 @@ def test_torch_saved_bfloat16_state_dict_loads_and_ours_loads_in_torch(torch, tm
     loaded = plugtorch.load(tmp_path / "t.pt")
     assert loaded["weight"].dtype is plugtorch.bfloat16
     assert np.array_equal(_bits(loaded["weight"]), _bits(model.weight.detach()))
-    ours = plugtorch.nn.Linear(5, 3).to(plugtorch.bfloat16)
+    ours = plugtorch.nn.Linear(5, 3).bfloat16()
     assert ours.weight.dtype is plugtorch.bfloat16
     ours.load_state_dict(loaded)
     state = {"weight": ours.weight.detach().t(), "bias": ours.bias.detach()}  # a strided view too

@@ -529,6 +529,10 @@ class Module(StateDictMixin):
         from ...core.dtypes import float16
         return self.to(float16)
 
+    def bfloat16(self) -> Self:
+        from ...core.dtypes import bfloat16
+        return self.to(bfloat16)
+
     # -- printing ------------------------------------------------------------------------
     def _get_name(self) -> str:
         return type(self).__name__
