@@ -22,13 +22,14 @@ stay in step.
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections import namedtuple
 from typing import Any
 
 from ..core.dispatch import call_op
 from ..core.grad_mode import enable_grad, no_grad
-from ..core.optable import DispatchMode
+from ..core.optable import MODES, DispatchMode
 from ..core.tensor import Tensor
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual"]
@@ -92,6 +93,38 @@ class _DualLevel(DispatchMode):
                     t = t.clone()  # an output's tangent is its own: in-place ops write into it
                 self.set(o, _fit(t, o, opdef.name))
         return out
+
+    @contextlib.contextmanager
+    def suspended(self):
+        """The level off while the block runs (a custom Function's forward: its jvp gives the
+        tangents); left on when modes entered after it are still in force."""
+        if not MODES.stack or MODES.stack[-1] is not self:
+            yield
+            return
+        MODES.pop(self)
+        try:
+            yield
+        finally:
+            MODES.push(self)
+
+    def function_tangents(self, cls, ctx, inputs, result) -> None:
+        """Give a custom Function's outputs the tangents its ``jvp(ctx, *input tangents)`` returns."""
+        from .function import Function
+        if cls.jvp is Function.jvp:
+            Function.jvp(ctx)  # torch's NotImplementedError
+        outs = list(result) if isinstance(result, tuple) else [result]
+        saved, released = ctx.saved, ctx.released
+        ctx.saved, ctx.released = ctx._for_forward, False  # ctx.saved_tensors in jvp: what save_for_forward kept
+        try:
+            tangents = cls.jvp(ctx, *[self.get(x) if isinstance(x, Tensor) else None for x in inputs])
+        finally:
+            ctx.saved, ctx.released, ctx._for_forward = saved, released, ()
+        parts = tangents if isinstance(tangents, tuple) else (tangents,)
+        if len(parts) != len(outs):
+            raise RuntimeError(f"{cls.__name__}.jvp returned {len(parts)} tangents for {len(outs)} outputs")
+        for o, t in zip(outs, parts):
+            if isinstance(o, Tensor) and o.dtype.is_floating_point:
+                self.set(o, _fit(t, o, cls.__name__))
 
     def rebind(self, target, source):
         new = None if source is None else self.get(source)

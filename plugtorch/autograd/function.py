@@ -12,6 +12,7 @@ of per-output gradients.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import warnings
@@ -23,7 +24,9 @@ from ..core.dispatch import edge
 from ..core.grad_mode import _state as _grad_state
 from ..core.grad_mode import no_grad
 from ..core.graph import Node, OutputNode
+from ..core.optable import MODES
 from ..core.tensor import Tensor
+from . import forward_ad
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -33,7 +36,7 @@ class FunctionCtx(Node):
 
     # "__dict__" lets a Function keep anything on ctx (ctx.scale = ...), as in torch.
     __slots__ = ("n_outputs", "_to_save", "_dirty", "_non_differentiable", "_materialize",
-                 "_outputs", "_single", "__dict__")
+                 "_outputs", "_single", "_for_forward", "__dict__")
     n_outputs: int
     _to_save: tuple[Tensor | None, ...]
     _dirty: tuple[Tensor, ...]
@@ -62,6 +65,7 @@ class FunctionCtx(Node):
         self._materialize = True
         self._outputs = ()   # per forward output: (shape, dtype, backend) of a tensor, else None
         self._single = None  # index of the one differentiable output, when there is one
+        self._for_forward: tuple = ()
 
     def saved_name(self, i: int) -> str:
         return f"saved tensor {i}"
@@ -75,6 +79,10 @@ class FunctionCtx(Node):
                 raise TypeError(f"save_for_backward can only save variables, but argument {i} is of "
                                 f"type {type(t).__name__}")
         self._to_save = tensors
+
+    def save_for_forward(self, *tensors: Tensor | None) -> None:
+        """Keep ``tensors`` for ``jvp`` (forward-mode AD), where ``ctx.saved_tensors`` returns them."""
+        self._for_forward = tensors
 
     def mark_dirty(self, *tensors: Tensor) -> None:
         """Say that forward modified these inputs in place (and returns them)."""
@@ -212,6 +220,11 @@ class Function:
 
     vjp = backward  # torch's alias: a Function may write either
 
+    @staticmethod
+    def jvp(ctx: Any, *grad_inputs: Any) -> Any:
+        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it "
+                                  "with forward mode AD.")
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         setup = cls.setup_context is not Function.setup_context
@@ -221,14 +234,22 @@ class Function:
             args, kwargs = bound.args, bound.kwargs
         inputs = args + tuple(kwargs.values()) if kwargs else args
         ctx = cls._backward_cls(inputs)
-        with no_grad():
+        # under forward-mode AD, a dual input's tangent reaches the outputs through the Function's
+        # jvp, as in torch, not through the ops its forward happens to run (with the level off)
+        level = forward_ad._current if MODES.on else None
+        if level is not None and all(level.get(x) is None for x in inputs):
+            level = None
+        with no_grad(), (level.suspended() if level is not None else contextlib.nullcontext()):
             if setup:
                 out = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, out)
             else:
                 out = cls.forward(ctx, *args, **kwargs)
         recording = _grad_state.enabled and any(n is not None for n in ctx.next)
-        return ctx._wrap_outputs(inputs, out, recording)
+        result = ctx._wrap_outputs(inputs, out, recording)
+        if level is not None:
+            level.function_tangents(cls, ctx, inputs, result)
+        return result
 
 
 Function._backward_cls = type("FunctionBackward", (FunctionCtx,), {"__slots__": (), "_forward_cls": Function})

@@ -269,3 +269,41 @@ def test_complex_tensors_are_refused_naming_the_op():
             pt.view_as_complex(d)
         with pytest.raises(NotImplementedError, match=r"make_dual\(\) of a plugtorch.complex128 primal"):
             fw.make_dual(pt.view_as_complex(x), pt.view_as_complex(x))
+
+
+def _cube(m):
+    class Cube(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.save_for_backward(x)
+            ctx.save_for_forward(x)
+            ctx.k = k
+            return x ** 3 * k, x.detach() * 0  # the second output: no path from x in its ops
+
+        @staticmethod
+        def backward(ctx, g, _):
+            (x,) = ctx.saved_tensors
+            return 3 * ctx.k * x ** 2 * g, None
+
+    class CubeJvp(Cube):
+        @staticmethod
+        def jvp(ctx, t, _):
+            (x,) = ctx.saved_tensors
+            return 3 * ctx.k * x ** 2 * t, t * 2  # a jvp may say anything: it is what the outputs get
+    return Cube, CubeJvp
+
+
+def test_a_custom_function_gives_tangents_through_its_jvp_as_torch():
+    x, t = randn(3), randn(3)
+    results = []
+    for m, fwad in ((pt, fw), (torch, tfw)):
+        cube, cube_jvp = _cube(m)
+        with fwad.dual_level():
+            d = fwad.make_dual(m.tensor(x), m.tensor(t))
+            with pytest.raises(NotImplementedError) as missing:
+                cube.apply(d, 2.0)
+            results.append((str(missing.value), [fwad.unpack_dual(o) for o in cube_jvp.apply(d, 2.0)]))
+    (got_msg, got), (want_msg, want) = results
+    assert got_msg == want_msg
+    for g, w in zip(got, want):
+        assert_same(g, w)
