@@ -447,6 +447,38 @@ RULES["batch_norm"] = _fold_n("batch_norm", len, always=True)
 RULES["group_norm"] = _fold_n("group_norm", len, always=True)
 
 
+def _fold_all(name):
+    """A derivative of a pooling op: every operand is (N, C, *spatial), folded alike."""
+    def rule(operands, bdims, attrs):
+        size = _size(operands, bdims)
+        ops = [_batch(o, b, size) for o, b in zip(operands, bdims)]
+        n = ops[0].shape[1]
+        out = call_op(name, tuple(o.reshape((size * n,) + tuple(o.shape[2:])) for o in ops), attrs)
+        return out.reshape((size, n) + tuple(out.shape[1:])), 0
+    return rule
+
+
+for _name in ("max_pool2d_backward", "max_pool3d_backward"):
+    RULES[_name] = _fold_all(_name)
+
+
+@_rule("conv2d_input_grad", "conv3d_input_grad")
+def _conv_input_grad(name):
+    """The input's gradient of a convolution whose weight is shared: the batch folds into N."""
+    def rule(operands, bdims, attrs):
+        g, w = operands
+        if bdims[1] is not None:
+            return _loop_rule(name)(operands, bdims, attrs)
+        shape = tuple(attrs["input_shape"])
+        if g.dim() - 1 == len(shape) - 1:  # the example has no N dim: the batch is N
+            return call_op(name, operands, {**attrs, "input_shape": (g.shape[0],) + shape}), 0
+        size, n = g.shape[0], g.shape[1]
+        out = call_op(name, (g.reshape((size * n,) + tuple(g.shape[2:])), w),
+                      {**attrs, "input_shape": (size * n,) + shape[1:]})
+        return out.reshape((size, n) + tuple(out.shape[1:])), 0
+    return rule
+
+
 @_rule("pad")
 def _pad(name):
     def rule(operands, bdims, attrs):

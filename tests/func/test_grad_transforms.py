@@ -286,3 +286,13 @@ def test_gradients_through_an_assignment_under_vmap():
         return f
     close(F.vmap(F.grad(loss(pt), argnums=(0, 1)))(pt.tensor(x), pt.tensor(v)),
           tf.vmap(tf.grad(loss(torch), argnums=(0, 1)))(torch.tensor(x), torch.tensor(v)))
+
+
+def test_jacrev_of_a_small_conv_net():
+    x, w, b = arr(2, 2, 4, 4), arr(3, 2, 3, 3), arr(3)
+
+    def net(m):
+        nnf = m.nn.functional
+        return lambda x, w: nnf.max_pool2d(nnf.relu(nnf.conv2d(x, w, m.tensor(b), padding=1)), 2).sum((2, 3))
+    P, T = (pt.tensor(x), pt.tensor(w)), (torch.tensor(x), torch.tensor(w))
+    close(F.jacrev(net(pt), argnums=(0, 1))(*P), tf.jacrev(net(torch), argnums=(0, 1))(*T))
