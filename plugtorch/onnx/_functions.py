@@ -93,6 +93,35 @@ def _leaky_relu(cx: Any, args: tuple, kwargs: dict) -> V:
     return cx.b.op("LeakyRelu", [args[0]], cx.ex, alpha=float(arg(args, kwargs, 1, "negative_slope", 0.01)))
 
 
+def _clip(cx: Any, x: V, lo: Any, hi: Any) -> V:
+    dt, x = cx.ex.dtype, cx.b.cast(x, cx.ex.dtype)
+    if isinstance(lo, V) or isinstance(hi, V):  # Clip's bounds are scalars; tensor bounds broadcast
+        x = x if lo is None else cx.b.op("Max", [x, operand(cx, lo, dt)], cx.ex)
+        return x if hi is None else cx.b.op("Min", [x, operand(cx, hi, dt)], cx.ex)
+    bounds = [None if v is None else operand(cx, v, dt) for v in (lo, hi)]
+    return cx.b.op("Clip", [x, *bounds], cx.ex)
+
+
+@converts("clamp", "clip")
+def _clamp(cx: Any, args: tuple, kwargs: dict) -> V:
+    return _clip(cx, args[0], arg(args, kwargs, 1, "min"), arg(args, kwargs, 2, "max"))
+
+
+@converts("hardtanh")
+def _hardtanh(cx: Any, args: tuple, kwargs: dict) -> V:
+    return _clip(cx, args[0], float(arg(args, kwargs, 1, "min_val", -1.0)), float(arg(args, kwargs, 2, "max_val", 1.0)))
+
+
+@converts("relu6")
+def _relu6(cx: Any, args: tuple, kwargs: dict) -> V:
+    return _clip(cx, args[0], 0.0, 6.0)
+
+
+@converts("elu")
+def _elu(cx: Any, args: tuple, kwargs: dict) -> V:
+    return cx.b.op("Elu", [args[0]], cx.ex, alpha=float(arg(args, kwargs, 1, "alpha", 1.0)))
+
+
 @converts("gelu")
 def _gelu(cx: Any, args: tuple, kwargs: dict) -> V:
     x, approximate = args[0], arg(args, kwargs, 1, "approximate", "none")

@@ -86,6 +86,13 @@ def _permute(cx: Any, args: tuple, kwargs: dict) -> V:
     return cx.b.op("Transpose", [x], cx.ex, perm=[int(d) % x.ndim for d in dims_arg(args, kwargs, 1, "dims")])
 
 
+@converts("expand")
+def _expand(cx: Any, args: tuple, kwargs: dict) -> V:
+    # Expand broadcasts both ways, so torch's -1 ("keep this dim") is a 1, symbolic dims included
+    sizes = [1 if not isinstance(d, V) and d == -1 else d for d in dims_arg(args, kwargs, 1, "size")]
+    return cx.b.op("Expand", [args[0], cx.b.ints(sizes)], cx.ex)
+
+
 @converts("unsqueeze")
 def _unsqueeze(cx: Any, args: tuple, kwargs: dict) -> V:
     return cx.b.op("Unsqueeze", [args[0], cx.b.const([int(arg(args, kwargs, 1, "dim"))], plugtorch.int64)], cx.ex)

@@ -64,6 +64,9 @@ CASES = {
                    + (x.abs() + 1).reciprocal() + plugtorch.maximum(x, y) - plugtorch.minimum(x, y)
                    + (~(x > 0)).float(), [X, Y]),
     "unbind_T": (lambda x, y, z: (plugtorch.unbind(x, 1), x[0].T), [X]),
+    "clamp": (lambda x, y, z: x.clamp(-0.5, 0.5) + plugtorch.clamp(x, min=0.1) + x.clamp(max=y) + F.relu6(x * 4)
+              + F.hardtanh(x, -0.3, 0.2) + F.elu(x, 0.5), [X, Y]),
+    "expand": (lambda x, y, z: x[:, :1].expand(-1, 3, -1) + x[:1].expand(x.size(0), 3, 4), [X]),
     "where": (lambda x, y, z: plugtorch.where(x > 0, x, y) + plugtorch.where(x > y, x, 0.0), [X, Y]),
     "masked_fill": (lambda x, y, z: x.masked_fill(y <= 0, -1.0).masked_fill(x == y, 2.0), [X, Y]),
     "compare": (lambda x, y, z: (x >= y).float() + (x != y).float() + (x < 0.5).float(), [X, Y]),
@@ -102,6 +105,15 @@ def test_op(name):
     fn, inputs = CASES[name]
     model = Fn(fn)
     _compare(_check(model, inputs), model, inputs)
+
+
+def test_layers():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding="same"), nn.BatchNorm2d(4), nn.ReLU6(), nn.MaxPool2d(2),
+                          nn.Hardtanh(-2, 1), nn.ELU(0.5), nn.LeakyReLU(0.1), nn.SiLU(), nn.AvgPool2d(2),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 4), nn.Tanh(), nn.Identity(),
+                          nn.Linear(4, 3), nn.Sigmoid(), nn.Softmax(-1)).eval()
+    x = _r(2, 3, 8, 8)
+    _compare(_check(model, [x]), model, [x])
 
 
 class PositionalEncoding(nn.Module):
