@@ -1,8 +1,8 @@
 """plugtorch.distributed.fsdp.fully_shard: training under mpiexec equals one process, and the API's
 errors and helpers in one process (a world of one: every collective is a copy).
 
-The mpiexec jobs run ``mpi_scripts/fsdp_train.py`` on 2, 3 (uneven shards: padding) and 4
-ranks, for an MLP and a 2-block minGPT with each block fully_shard'ed, then the root.
+One mpiexec job per world size runs ``mpi_scripts/fsdp_train.py`` on 2, 3 (uneven shards:
+padding) and 4 ranks, for an MLP and a 2-block minGPT with each block fully_shard'ed, then the root.
 """
 from __future__ import annotations
 
@@ -26,18 +26,15 @@ from plugtorch.distributed.fsdp import (
 
 
 @needs_mpi
-@pytest.mark.parametrize("nprocs", [2, 4])
-@pytest.mark.parametrize("model", ["mlp", "gpt"])
-def test_training_matches_one_process(model, nprocs):
-    check(launch(nprocs, "fsdp_train.py", model, timeout=90), nprocs)
-
-
-@needs_mpi
-@pytest.mark.parametrize("model, variants", [("mlp", ["default", "keep", "accumulate"]),
-                                             ("gpt", ["default", "accumulate"])])
-def test_uneven_shards_keep_and_accumulate_match_one_process(model, variants):
-    """3 ranks pad every shard; also reshard_after_forward=False and set_requires_gradient_sync."""
-    check(launch(3, "fsdp_train.py", model, *variants, timeout=120), 3 * len(variants))
+@pytest.mark.parametrize("nprocs, checks", [
+    (2, ["mlp:default", "gpt:default"]),
+    # 3 ranks pad every shard; also reshard_after_forward=False and set_requires_gradient_sync
+    (3, ["mlp:default,keep,accumulate", "gpt:default,accumulate"]),
+    (4, ["mlp:default", "gpt:default"]),
+])
+def test_training_matches_one_process(nprocs, checks):
+    runs = sum(len(c.split(",")) for c in checks)
+    check(launch(nprocs, "fsdp_train.py", *checks, timeout=150), nprocs * runs)
 
 
 @pytest.fixture

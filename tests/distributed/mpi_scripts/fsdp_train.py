@@ -1,10 +1,10 @@
 """fully_shard training equals one process training on the global batch.
 
-Usage: fsdp_train.py MODEL [VARIANT...]; MODEL is ``mlp`` or ``gpt`` (benchmarks/models.py's
-minGPT, 2 blocks, dropout off via eval() so every world size draws the same numbers).
-VARIANT: ``default``; ``keep`` (reshard_after_forward=False); ``accumulate`` (two
+Usage: fsdp_train.py MODEL:VARIANT[,VARIANT...] ... (one launch, several checks); MODEL is
+``mlp`` or ``gpt`` (benchmarks/models.py's minGPT, 2 blocks, dropout off via eval() so every
+world size draws the same numbers). VARIANT: ``default``; ``keep`` (reshard_after_forward=False); ``accumulate`` (two
 micro-batches, the first under set_requires_gradient_sync(False)). Each rank trains the
-FSDP model on its slice of the global batch; rank 0 trains an unsharded copy on the whole
+FSDP model on its slice of the global batch; rank 1 trains an unsharded copy on the whole
 batch; after 20 AdamW steps every full parameter must be within 1e-6 of the copy's.
 
 For the minGPT, float32 alone moves some weights by ~6e-6 in 20 AdamW steps when one process
@@ -31,8 +31,7 @@ from plugtorch.distributed.fsdp import (
     load_full_state_dict,
 )
 
-which = sys.argv[1]
-variants = sys.argv[2:] or ["default"]
+which = ""  # the model of the checks running now
 STEPS, BATCH = 20, 12  # 12 rows split evenly over 2, 3 and 4 ranks
 
 dist.init()
@@ -79,18 +78,27 @@ def adamw(net):
 
 
 @functools.cache
-def single_process(variant):
-    """The whole-batch run's parameters, and those of the run that sums the ranks' gradients as
-    they are summed across ranks (each slice's apart, then in rank order)."""
-    reference, by_slices = build()[0], build()[0]
-    opt_ref, opt_slices = adamw(reference), adamw(by_slices)
+def whole_batch():
+    """The parameters one process reaches on the whole batch."""
+    reference = build()[0]
+    opt = adamw(reference)
     for _ in range(STEPS):
-        opt_ref.zero_grad()
+        opt.zero_grad()
         loss_fn(reference(x), y).backward()
-        opt_ref.step()
+        opt.step()
+    return reference.state_dict()
+
+
+@functools.cache
+def summed_as_ranks(variant):
+    """The parameters of one process that sums the ranks' gradients as they are summed across
+    ranks (each slice's apart, then in rank order)."""
+    by_slices = build()[0]
+    opt = adamw(by_slices)
+    for _ in range(STEPS):
         per_rank = []
         for sl in slices:
-            opt_slices.zero_grad()
+            opt.zero_grad()
             local_backward(by_slices, x[sl], y[sl], variant)
             per_rank.append([p.grad for p in by_slices.parameters()])
         with plugtorch.no_grad():
@@ -100,8 +108,8 @@ def single_process(variant):
                     for grads in per_rank[1:]:
                         total = total + grads[i]
                     p.grad = total / world
-        opt_slices.step()
-    return reference.state_dict(), by_slices.state_dict()
+        opt.step()
+    return by_slices.state_dict()
 
 
 def sharded(reshard_after_forward=True):
@@ -152,9 +160,16 @@ def check(variant):
     assert len(seen_backward_prefetch) >= STEPS and all(seen_backward_prefetch) == (variant != "keep"), \
         seen_backward_prefetch
 
-    refs = [single_process("accumulate" if variant == "accumulate" else "default") if rank == 0 else None]
-    dist.broadcast_object_list(refs, src=0)
-    ref, ref_slices = refs[0]
+    # the two one-process runs: on ranks 0 and 1 (the last rank), sent to all
+    mine = {}
+    if rank == 0:
+        mine["slices"] = summed_as_ranks("accumulate" if variant == "accumulate" else "default")
+    if rank == min(1, world - 1):
+        mine["whole"] = whole_batch()
+    gathered = [None] * world
+    dist.all_gather_object(gathered, mine)
+    ref = next(g["whole"] for g in gathered if "whole" in g)
+    ref_slices = gathered[0]["slices"]
     full = full_state_dict(model)
     assert full.keys() == ref.keys(), (sorted(full), sorted(ref))
     worst, same_sums = differ(full, ref), differ(full, ref_slices)
@@ -186,7 +201,11 @@ def check(variant):
           f"ok on rank {rank}")
 
 
-_, _, x, y, loss_fn = build()
 slices = [slice(r * BATCH // world, (r + 1) * BATCH // world) for r in range(world)]
-for v in variants:
-    check(v)
+for spec in sys.argv[1:]:
+    which, _, variants = spec.partition(":")
+    whole_batch.cache_clear()
+    summed_as_ranks.cache_clear()
+    _, _, x, y, loss_fn = build()
+    for v in (variants or "default").split(","):
+        check(v)
