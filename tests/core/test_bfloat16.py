@@ -153,3 +153,35 @@ def test_cupy_backend_refuses_bfloat16_by_name():
     assert to_native[plugtorch.float16] == np.float16
     with pytest.raises(TypeError, match=r"plugtorch\.bfloat16 is not supported by the CuPy backend"):
         to_native[plugtorch.bfloat16]
+
+
+_EMULATED = """
+import plugtorch as pt
+b = pt.get_backend("cupy_emulated")
+if not b.available:
+    print("unavailable:", b.unavailable_reason)
+    raise SystemExit
+for make in (lambda: pt.ones(2).to("cupy_emulated").bfloat16(), lambda: pt.ones(2).bfloat16().to("cupy_emulated"),
+             lambda: pt.zeros(2, dtype=pt.bfloat16, device="cupy_emulated")):
+    try:
+        make()
+        print("accepted")
+    except TypeError as e:
+        print("refused:", e)
+"""
+
+
+def test_the_cupy_backends_own_code_refuses_bfloat16():
+    """The CuPy backend's code run on the CPU (cupy_emulated, in a subprocess so this registry
+    stays as it is): a cast, a move and a creation in bfloat16 are each refused by name."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PLUGTORCH_PLUGINS="plugtorch_backends.cupy_backend.emulation")
+    out = subprocess.run([sys.executable, "-c", _EMULATED], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.startswith("unavailable:"):
+        pytest.skip(f"the emulated CuPy backend cannot run here: {out.stdout.strip()}")
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("refused: plugtorch.bfloat16 is not supported by the CuPy backend")
+                                   for line in lines), lines
