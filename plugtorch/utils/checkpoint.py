@@ -24,7 +24,7 @@ from typing import Any
 import plugtorch
 
 from ..autograd.function import Function
-from ..core.grad_mode import enable_grad, is_grad_enabled
+from ..core.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..core.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn"]
@@ -58,6 +58,7 @@ class _Recompute(Function):
         if state["preserve"]:
             state["rng"] = plugtorch.get_rng_state()
         ctx.save_for_backward(*(a if isinstance(a, Tensor) else None for a in args))
+        ctx.save_for_forward(*(a if isinstance(a, Tensor) else None for a in args))
         ctx.args = tuple(None if isinstance(a, Tensor) else a for a in args)
         forward_ctx, _ = state["context_fn"]()
         call = args[:-1] if state["dummy"] else args
@@ -66,6 +67,24 @@ class _Recompute(Function):
         flat, state["rebuild"] = _flatten(out)
         state["metas"] = _metas(flat)
         return flat if isinstance(out, (tuple, list)) or state["dummy"] else out
+
+    @staticmethod
+    def jvp(ctx, _state: Any, *tangents: Any) -> Any:
+        """Forward-mode AD: the function run again on dual tensors (with forward's random state)."""
+        from plugtorch.autograd import forward_ad as fwad
+        state = ctx.state
+        args = [s if s is not None else a for s, a in zip(ctx.saved_tensors, ctx.args)]
+        duals = [fwad.make_dual(a, t) if t is not None else a for a, t in zip(args, tangents)]
+        here = plugtorch.get_rng_state() if state["preserve"] else None
+        if state["preserve"]:
+            plugtorch.set_rng_state(state["rng"])
+        try:
+            with no_grad():
+                out = state["fn"](*(duals[:-1] if state["dummy"] else duals), **state["kwargs"])
+        finally:
+            if here is not None:
+                plugtorch.set_rng_state(here)
+        return tuple(fwad.unpack_dual(o).tangent if isinstance(o, Tensor) else None for o in _flatten(out)[0])
 
     @staticmethod
     def backward(ctx, *grads: Any) -> Any:

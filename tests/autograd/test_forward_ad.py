@@ -307,3 +307,18 @@ def test_a_custom_function_gives_tangents_through_its_jvp_as_torch():
     assert got_msg == want_msg
     for g, w in zip(got, want):
         assert_same(g, w)
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpointed_functions_carry_tangents(reentrant):
+    w, x, t = randn(4, 4), randn(2, 4), randn(2, 4)
+
+    def block(m, fn):
+        return lambda h: fn.gelu(h @ m.tensor(w)).tanh()
+    with fw.dual_level():
+        out = pt.utils.checkpoint.checkpoint(block(pt, F), fw.make_dual(pt.tensor(x), pt.tensor(t)),
+                                             use_reentrant=reentrant)
+        got = fw.unpack_dual(out)
+    with tfw.dual_level():
+        want = tfw.unpack_dual(block(torch, torch.nn.functional)(tfw.make_dual(torch.tensor(x), torch.tensor(t))))
+    assert_same(got, want)
