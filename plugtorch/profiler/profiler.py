@@ -166,15 +166,18 @@ class profile:
     """torch.profiler.profile: records op calls, ``record_function`` ranges and backward nodes
     while in force; ``step()`` moves the ``schedule`` on; see ``docs/profiler.md``."""
 
-    def __init__(self, *, activities: Iterable[ProfilerActivity] | None = None,
+    def __init__(self, *, activities: Iterable[ProfilerActivity | dict] | None = None,
                  schedule: Callable[[int], ProfilerAction] | None = None,
                  on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
                  with_modules: bool = False, use_cuda: bool | None = None) -> None:
-        acts = set(activities) if activities is not None else supported_activities()
-        for a in acts:
-            if not isinstance(a, ProfilerActivity):
-                raise TypeError(f"profile(): activities must be ProfilerActivity values, got {a!r}")
+        acts = set() if activities is not None else supported_activities()
+        for a in activities or ():  # an activity, or {activity: [its event kinds]} (all are timed here)
+            for one in (a.keys() if isinstance(a, dict) else (a,)):
+                if not isinstance(one, ProfilerActivity):
+                    raise TypeError(f"profile(): activities must be ProfilerActivity values (or dicts keyed by "
+                                    f"them), got {one!r}")
+                acts.add(one)
         if use_cuda is not None:
             warnings.warn("`use_cuda` is deprecated, use `activities` argument instead", FutureWarning,
                           stacklevel=2)

@@ -367,3 +367,15 @@ def test_a_multi_output_function_is_one_backward_range(torch):
         return [e.name for e in prof.events() if "TwoBackward" in e.name], x.grad.tolist()
     assert names(pt) == names(torch) == (["autograd::engine::evaluate_function: TwoBackward", "TwoBackward"],
                                          [5.0, 5.0, 5.0])
+
+
+def test_activities_are_checked_as_torchs():
+    with pytest.raises(AssertionError, match="No valid profiler activities found"):
+        profile(activities=[])
+    with pytest.raises(TypeError, match="ProfilerActivity"):
+        profile(activities=["cpu"])
+    with profile(activities=[{ProfilerActivity.CPU: []}]) as prof:  # torch's per-group form
+        pt.ones(2).exp()
+    assert [e.name for e in prof.events()] == ["exp"]
+    with pytest.warns(FutureWarning, match="use_cuda"):
+        assert ProfilerActivity.CUDA not in profile(use_cuda=False).activities
