@@ -72,8 +72,9 @@ class Logical:
         if index not in ((Ellipsis,), Ellipsis) or not isinstance(value, Logical) or value.level != self.level:
             raise RuntimeError("vmap: an in-place write into a batched tensor must write a whole batched "
                                "result of the same vmap level; write out of place instead")
-        target, source = self.inner, value.inner
-        target._backend.primitives["setitem"](target._data, (Ellipsis,), source._data)
+        from ..core.grad_mode import no_grad
+        with no_grad():  # the caller writes without a graph (with one, it rebinds instead)
+            self.inner.copy_(value.inner)
 
     def __array__(self, *args: Any, **kwargs: Any):
         raise RuntimeError(DATA_DEPENDENT)
