@@ -56,8 +56,7 @@ class ONNXProgram:
         onnx.save_model(self.model_proto, destination)
 
     def __repr__(self) -> str:
-        import onnx.helper
-        return f"ONNXProgram(\n{onnx.helper.printable_graph(self.model_proto.graph)}\n)"
+        return f"ONNXProgram(\n{_text(self.model_proto.graph)}\n)"
 
 
 _Axes = Mapping[str, Mapping[int, str]] | Mapping[str, Sequence[int]]
@@ -90,7 +89,7 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
         raise ImportError("plugtorch.onnx.export needs the onnx package: pip install plugtorch[onnx]") from e
     from plugtorch.fx.proxy import TraceError
 
-    from ._export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Converter, LeafTracer, Recorder, flat
+    from ._export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Converter, Recorder, flat, trace
 
     opset = DEFAULT_OPSET if opset_version is None else int(opset_version)
     if not MIN_OPSET <= opset <= MAX_OPSET:
@@ -125,11 +124,10 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
     try:
         placeholders, values_in, grown = _bind(model, args, call_kwargs, dynamic_axes, input_names)
         try:
-            graph = LeafTracer().trace(model, placeholders.concrete)
+            gm, prefix = trace(model, placeholders.names, placeholders.concrete)
         except TraceError as e:
             raise OnnxExporterError(f"plugtorch.onnx.export traces {type(model).__name__}.forward with "
                                     f"plugtorch.fx, which could not trace it: {e}") from e
-        gm = plugtorch.fx.GraphModule(model, graph, type(model).__name__)
         with plugtorch.no_grad():
             values = Recorder(gm).values(values_in)
             try:
@@ -138,7 +136,7 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
                 raise OnnxExporterError("plugtorch.onnx.export: running the model on inputs one longer along each "
                                         "of dynamic_axes failed (axes that must agree, such as the batch of an input "
                                         f"and of its hidden state, must all be dynamic): {e}") from e
-        cx = Converter(gm, opset, export_params)
+        cx = Converter(gm, opset, export_params, prefix)
         inputs = _graph_inputs(placeholders.names, values_in, input_names)
         for reserved in [v.name for i in inputs for v in flat(i[0]) if isinstance(v, V)] + list(output_names or []):
             cx.b.fresh(reserved)  # the names the caller chose are not given to anything else
@@ -156,10 +154,17 @@ def export(model: Any, args: Any = (), f: _Path | None = None, *, kwargs: dict[s
                               producer_version=plugtorch.__version__)
     proto.ir_version = min(onnx.IR_VERSION, 10)  # what current onnxruntime releases read
     if verbose:
-        print(helper.printable_graph(graph))
+        print(_text(graph))
     if f is not None:
         onnx.save_model(proto, f)
     return ONNXProgram(proto) if dynamo else None
+
+
+def _text(graph: Any) -> str:
+    """The graph as ONNX's textual syntax (``printable_graph`` before onnx 1.16, deprecated since)."""
+    import onnx
+    printer = getattr(onnx, "printer", None)
+    return printer.to_text(graph) if printer is not None else onnx.helper.printable_graph(graph)
 
 
 class _Placeholders:

@@ -7,13 +7,14 @@ runs depends on a dynamic axis, and is written as ONNX shape arithmetic instead 
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 import plugtorch
-from plugtorch.fx import GraphModule, Interpreter, Node, Tracer
+from plugtorch.fx import Graph, GraphModule, Interpreter, Node, Tracer
 from plugtorch.nn import GRU, LSTM, RNN, Module, ModuleDict, ModuleList, Sequential
 
 from . import _shapes  # noqa: F401  (registers the converters of shapes and indexing)
@@ -21,7 +22,7 @@ from ._builder import Builder, OnnxExporterError, V, numpy_dtype
 from ._functions import CONVERTERS
 from ._modules import convert_module
 
-__all__ = ["Converter", "LeafTracer", "Recorder", "flat", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET"]
+__all__ = ["Converter", "LeafTracer", "Recorder", "flat", "trace", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET"]
 
 MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 20, 20
 
@@ -39,6 +40,26 @@ class LeafTracer(Tracer):
         if isinstance(m, (LSTM, GRU, RNN)) and self.is_leaf_module(m, ""):
             return (out[0], (out[1][0], out[1][1]) if isinstance(m, LSTM) else out[1])
         return out
+
+
+ROOT = "root"
+
+
+def trace(model: Module, names: list[str], concrete: dict[str, Any]) -> tuple[GraphModule, str]:
+    """``model``'s forward as a GraphModule (``names`` its traced arguments, ``concrete`` the fixed ones),
+    and the prefix its parameters' names have there."""
+    tracer = LeafTracer()
+    if not tracer.is_leaf_module(model, ""):
+        return GraphModule(model, tracer.trace(model, concrete), type(model).__name__), ""
+    # a plugtorch layer exported by itself: the one call of it that a parent's graph would hold
+    holder = Module()
+    holder.add_module(ROOT, model)
+    graph = Graph()
+    params = list(inspect.signature(type(model).forward).parameters.values())[1:]
+    call_args = [graph.placeholder(p.name) if p.name in names else concrete[p.name] for p in params
+                 if p.name in names or p.name in concrete]
+    graph.output(graph.call_module(ROOT, tuple(call_args)))
+    return GraphModule(holder, graph, type(model).__name__), ROOT + "."
 
 
 class Recorder(Interpreter):
@@ -75,13 +96,14 @@ def _op_name(node: Node) -> str:
 class Converter:
     """Walks the traced graph and asks each node's converter for its ONNX."""
 
-    def __init__(self, gm: GraphModule, opset: int, export_params: bool) -> None:
+    def __init__(self, gm: GraphModule, opset: int, export_params: bool, prefix: str = "") -> None:
         self.gm, self.b = gm, Builder(opset)
         self.export_params = export_params
         self.env: dict[Node, Any] = {}
         self.params: dict[int, V] = {}
         self.param_inputs: list[V] = []
-        self._names = {id(t): n for n, t in [*gm.named_parameters(), *gm.named_buffers()]}
+        # initializers named as in the exported model's state_dict (``prefix``: the holder of a bare layer)
+        self._names = {id(t): n.removeprefix(prefix) for n, t in [*gm.named_parameters(), *gm.named_buffers()]}
         self.varying: dict[str, Any] = {}  # ONNX name -> the value in the second run
         self.dynamic = False
         self.ex: Any = None

@@ -256,6 +256,7 @@ def test_export_params_names_and_return(tmp_path):
     assert [(n.op_type, n.name, list(n.output)) for n in proto.graph.node][:2] == [
         ("Gemm", "/fc1/Gemm", ["fc1"]), ("Relu", "/relu/Relu", ["relu"])]
     proto, _ = _export(m, (x,), keep_initializers_as_inputs=True)
+    assert "Gemm" in repr(program)
     assert len(proto.graph.input) == 5 and len(proto.graph.initializer) == 4
 
 
@@ -301,3 +302,19 @@ def test_recurrent_layers_batch_first_bidirectional_without_state(mode):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w.numpy(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layer,inputs", [(nn.Linear(6, 3), (plugtorch.randn(2, 6),)),
+                                          (nn.GRU(3, 4), (plugtorch.randn(5, 2, 3), plugtorch.randn(1, 2, 4)))],
+                         ids=["Linear", "GRU"])
+def test_a_layer_by_itself(layer, inputs):
+    proto, sess = _export(layer.eval(), inputs)
+    if isinstance(layer, nn.Linear):  # named as in the layer's own state_dict
+        assert [i.name for i in proto.graph.initializer] == ["weight", "bias"]
+    got = _run(sess, *[t.numpy() for t in inputs])
+    with plugtorch.no_grad():
+        want = layer(*inputs)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy(), atol=1e-5, rtol=1e-5)
