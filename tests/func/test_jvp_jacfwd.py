@@ -1,4 +1,4 @@
-"""func.jvp, jacfwd and hessian (plugtorch.func._forward) against torch.func."""
+"""plugtorch.func.jvp, jacfwd and hessian against torch.func."""
 import numpy as np
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch.func as tfunc
 
 import plugtorch as pt
 import plugtorch.nn.functional as F
-from plugtorch.func._forward import hessian, jacfwd, jvp
+from plugtorch.func import hessian, jacfwd, jvp
 
 RNG = np.random.default_rng(1)
 
