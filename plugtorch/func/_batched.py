@@ -80,9 +80,10 @@ class Logical:
         raise RuntimeError(DATA_DEPENDENT)
 
     def __getattr__(self, name: str):
-        raise RuntimeError(f"{DATA_DEPENDENT} (a batched tensor's values were read through '{name}'; a tensor "
-                           "that escaped its vmapped function, through a closure or a global, cannot be used "
-                           "outside it either: return it instead)")
+        raise RuntimeError(f"{DATA_DEPENDENT} (a batched tensor's values were read through '{name}': if it escaped "
+                           "its vmapped function, through a closure or a global, return it instead; if an in-place "
+                           "op on a tensor vmap does not map was given one it maps, use the out-of-place op, as "
+                           "torch requires)")
 
 
 class BatchedTensor(Tensor):

@@ -261,3 +261,10 @@ def test_indexing_with_tensors_shared_and_per_example():
     close(F.vmap(lambda a, j: a[j, 1])(px, pi), tf.vmap(lambda a, j: a[j, 1])(tx, ti))
     close(F.vmap(lambda j: pt.nn.functional.embedding(j, pt.tensor(table)))(pi),
           tf.vmap(lambda j: torch.nn.functional.embedding(j, torch.tensor(table)))(ti))
+
+
+def test_an_in_place_op_on_an_unmapped_tensor_with_a_mapped_operand_is_refused():
+    z = pt.zeros(3)
+    with pytest.raises(RuntimeError, match="use the out-of-place op"):
+        F.vmap(lambda a: z.add_(a))(pt.randn(4, 3))
+    assert z.tolist() == [0.0, 0.0, 0.0]
