@@ -26,6 +26,7 @@ from multiprocessing import reduction
 
 import numpy as np
 
+from ..core.dtypes import bfloat16, int16
 from ..core.ops.creation import from_numpy
 from ..core.tensor import Tensor
 
@@ -78,20 +79,31 @@ def _refuse_device(t: Tensor, what: str) -> None:
             "supported. Move it to the CPU with .cpu() first")
 
 
+def _host(t: Tensor) -> np.ndarray:
+    """``t``'s memory as an array (a bfloat16 tensor's as int16: numpy() refuses it, as torch's)."""
+    t = t.detach()
+    return t.view(int16).numpy() if t.dtype is bfloat16 else t.numpy()
+
+
+def _tensor_of(array: np.ndarray, dtype_name: str) -> Tensor:
+    t = from_numpy(array)
+    return t.view(bfloat16) if dtype_name == "bfloat16" else t
+
+
 def is_shared(t: Tensor) -> bool:
-    return t.backend == "numpy" and _segment_of(t.detach().numpy()) is not None
+    return t.backend == "numpy" and _segment_of(_host(t)) is not None
 
 
 def share_memory_(t: Tensor) -> Tensor:
     """Move ``t``'s data to a shared segment, in place (``t`` keeps its identity and values)."""
     _refuse_device(t, "share_memory_")
-    src = t.detach().numpy()
+    src = _host(t)
     if _segment_of(src) is not None:
         return t
     seg = _Segment.create(src.nbytes)
     shared = np.ndarray(src.shape, dtype=src.dtype, buffer=seg)
     shared[...] = src
-    t.data = from_numpy(shared)
+    t.data = _tensor_of(shared, t.dtype.name)
     return t
 
 
@@ -107,18 +119,18 @@ def _reduce_tensor(t: Tensor):
             "call detach() on the tensor before serializing (e.g., putting it on the queue).")
     _refuse_device(t, "sending a tensor to another process")
     share_memory_(t)
-    array = t.detach().numpy()
+    array = _host(t)
     seg = _segment_of(array)
     assert seg is not None  # share_memory_ just put it there
     offset = array.__array_interface__["data"][0] - _address(seg)
     return _rebuild_tensor, (type(t), reduction.DupFd(seg.fd), len(seg), offset, array.dtype.str,
-                             array.shape, array.strides, bool(t.requires_grad))
+                             array.shape, array.strides, bool(t.requires_grad), t.dtype.name)
 
 
-def _rebuild_tensor(cls, dup_fd, size, offset, dtype, shape, strides, requires_grad):
+def _rebuild_tensor(cls, dup_fd, size, offset, dtype, shape, strides, requires_grad, dtype_name=""):
     seg = _Segment.attach(dup_fd.detach(), size)
-    t = from_numpy(np.ndarray(shape, dtype=np.dtype(dtype), buffer=seg, offset=offset,
-                              strides=strides))
+    t = _tensor_of(np.ndarray(shape, dtype=np.dtype(dtype), buffer=seg, offset=offset, strides=strides),
+                   dtype_name)
     from ..nn.parameter import Parameter
     if issubclass(cls, Parameter):
         return Parameter(t, requires_grad=requires_grad)

@@ -185,3 +185,14 @@ def test_the_cupy_backends_own_code_refuses_bfloat16():
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("refused: plugtorch.bfloat16 is not supported by the CuPy backend")
                                    for line in lines), lines
+
+
+def test_shared_memory_carries_bfloat16_between_processes():
+    from multiprocessing.reduction import ForkingPickler
+
+    import plugtorch.multiprocessing  # registers the tensor reductions
+    x = plugtorch.tensor([1.5, -2.25, 3.3], dtype=plugtorch.bfloat16)
+    y = ForkingPickler.loads(ForkingPickler.dumps(x))  # what a queue to a worker does
+    assert y.dtype is plugtorch.bfloat16 and x.is_shared()
+    y[0] = 7.0  # one shared segment: the write shows through
+    assert x.tolist() == [7.0, -2.25, 3.296875]
