@@ -33,11 +33,21 @@ class Tensor(_BoundMethods):
     __slots__ = ("_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn", "_vc",
                  "_accum", "_retains_grad", "__weakref__")
 
-    # Tensor(...) as a constructor behaves like plugtorch.tensor(...).
-    def __new__(cls, data=None, *, dtype=None, device=None, requires_grad=False):
-        from .ops.creation import tensor
-        t = tensor([] if data is None else data, dtype=dtype, device=device,
-                   requires_grad=requires_grad)
+    # Tensor(...) as a constructor behaves like plugtorch.tensor(...); Tensor(2, 3), Tensor(5) or
+    # Tensor(Size) is torch's uninitialised tensor of the default dtype (pytorch/examples'
+    # gcn makes its weights so: ``nn.Parameter(torch.Tensor(n_in, n_out))``).
+    def __new__(cls, data=None, *sizes, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import empty, tensor
+        if sizes or isinstance(data, Size) or (isinstance(data, int) and not isinstance(data, bool)):
+            dims = (*data, *sizes) if isinstance(data, Size) else (data, *sizes)
+            if not all(isinstance(n, int) and not isinstance(n, bool) for n in dims):
+                got = ", ".join(type(n).__name__ for n in dims)
+                raise TypeError(f"Tensor() received an invalid combination of arguments - got ({got}); "
+                                "use Tensor(*sizes) for an uninitialised tensor or Tensor(data)")
+            t = empty(*dims, dtype=dtype, device=device, requires_grad=requires_grad)
+        else:
+            t = tensor([] if data is None else data, dtype=dtype, device=device,
+                       requires_grad=requires_grad)
         if cls is not Tensor:
             t = t._as_subclass(cls)
         return t

@@ -134,19 +134,28 @@ def _const(size, value, dtype, device, requires_grad):
 
 
 @public("plugtorch")
-def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _const(size, 0, dtype or get_default_dtype(), device, requires_grad)
+def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _const(_sizes("zeros", sizes, size), 0, dtype or get_default_dtype(), device, requires_grad)
 
 
 @public("plugtorch")
-def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _const(size, 1, dtype or get_default_dtype(), device, requires_grad)
+def ones(*sizes, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _const(_sizes("ones", sizes, size), 1, dtype or get_default_dtype(), device, requires_grad)
 
 
 @public("plugtorch")
-def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     # Zero-filled: uninitialised memory buys nothing measurable here and hides bugs.
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(*_sizes("empty", sizes, size), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _sizes(name, sizes, size):
+    """The shape given positionally (``zeros(2, 3)``, ``zeros((2, 3))``) or as ``size=``, as torch takes it."""
+    if size is None:
+        return sizes
+    if sizes:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    return (size,)
 
 
 def _dtype_of_scalar(v):
