@@ -322,3 +322,15 @@ def test_checkpointed_functions_carry_tangents(reentrant):
     with tfw.dual_level():
         want = tfw.unpack_dual(block(torch, torch.nn.functional)(tfw.make_dual(torch.tensor(x), torch.tensor(t))))
     assert_same(got, want)
+
+
+def test_a_transformer_layer_against_finite_differences():
+    # torch 2.13's CPU attention kernel has no forward derivative, so finite differences are the oracle
+    pt.manual_seed(0)
+    layer = pt.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).double().eval()
+    x, t = randn(2, 3, 8), randn(2, 3, 8)
+    with fw.dual_level(), pt.no_grad():
+        jt = fw.unpack_dual(layer(fw.make_dual(pt.tensor(x), pt.tensor(t)))).tangent.numpy()
+    with pt.no_grad():
+        fd = ((layer(pt.tensor(x + 1e-6 * t)) - layer(pt.tensor(x - 1e-6 * t))) / 2e-6).numpy()
+    np.testing.assert_allclose(jt, fd, rtol=1e-5, atol=1e-7)
