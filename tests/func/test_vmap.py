@@ -268,3 +268,11 @@ def test_an_in_place_op_on_an_unmapped_tensor_with_a_mapped_operand_is_refused()
     with pytest.raises(RuntimeError, match="use the out-of-place op"):
         F.vmap(lambda a: z.add_(a))(pt.randn(4, 3))
     assert z.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_plugtorch_func_is_torch_funcs_namespace():
+    import plugtorch.func
+    assert pt.func is plugtorch.func
+    for name in ("vmap", "grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd", "hessian", "functional_call",
+                 "stack_module_state"):
+        assert callable(getattr(pt.func, name)) and hasattr(tf, name), name
