@@ -309,8 +309,3 @@ def per_example_index(x, key):
         return t._data.inner[i] if level_of(t) == level else t
     rows = [pick(x, i)[tuple(pick(k, i) for k in items)] for i in range(size)]
     return wrap(_stack("indexing (x[index])", rows), level)
-
-
-def is_batched(t: Any) -> bool:
-    """Whether ``t`` is batched at some vmap level in force."""
-    return type(t) is BatchedTensor and peel(t)[1] != []
