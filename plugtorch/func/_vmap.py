@@ -20,7 +20,7 @@ from ..core.ops import index as _index
 from ..core.optable import DispatchMode
 from ..core.tensor import Tensor
 from . import _batching
-from ._batched import BatchedTensor, level_of, peel, wrap
+from ._batched import BatchedTensor, level_of, wrap
 from ._pytree import flatten, unflatten
 
 __all__ = ["vmap", "VmapLevel", "active_levels"]
