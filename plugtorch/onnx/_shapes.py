@@ -103,6 +103,9 @@ def _squeeze(cx: Any, args: tuple, kwargs: dict) -> V:
     x, dim = args[0], arg(args, kwargs, 1, "dim")
     dims = list(range(x.ndim)) if dim is None else int_list(dim, 1)
     dims = [d % x.ndim for d in dims if x.shape[d] == 1]
+    if set(dims) & cx.dynamic_dims(x):  # whether it is dropped depends on the size: no one graph does both
+        raise unmapped(cx, f"of dims {sorted(set(dims) & cx.dynamic_dims(x))}, which dynamic_axes makes symbolic and "
+                       "the example has at 1: export with an example longer than 1 there")
     return cx.b.squeeze(x, dims, cx.ex) if dims else x
 
 

@@ -178,6 +178,7 @@ def test_without_dynamic_axes_sizes_are_constants():
      r"op 'max_pool2d' with return_indices=True"),
     (lambda x, y, z: F.adaptive_avg_pool2d(x, 3), [_r(1, 1, 4, 4)], None, r"op 'adaptive_avg_pool2d' to output size"),
     (lambda x, y, z: F.dropout(x, 0.5), [X], None, r"op 'dropout' with training=True"),
+    (lambda x, y, z: x.squeeze(), [_r(1, 3, 1)], {"x": [0]}, r"op 'squeeze' of dims \[0\], which dynamic_axes"),
     (lambda x, y, z: x if x.sum() > 0 else y, [X, Y], None, r"Fn.forward with plugtorch.fx, which could not trace it"),
 ])
 def test_what_has_no_onnx_form_is_an_error(fn, inputs, dynamic, match):
