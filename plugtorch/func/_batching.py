@@ -303,6 +303,20 @@ def _getitem(name):
     return rule
 
 
+@_rule("index_put_zeros")
+def _index_put_zeros(name):
+    """getitem's derivative: the example's gradient written into zeros of the example's shape."""
+    def rule(operands, bdims, attrs):
+        index = attrs["index"]
+        items = index if isinstance(index, tuple) else (index,)
+        if not _keeps_advanced_in_place(items):
+            return _loop_rule(name)(operands, bdims, attrs)
+        g = operands[0]
+        return call_op(name, operands, {**attrs, "shape": (g.shape[0],) + tuple(attrs["shape"]),
+                                        "index": (slice(None),) + items}), 0
+    return rule
+
+
 def _keeps_advanced_in_place(items) -> bool:
     """Whether a slice put before ``items`` leaves their result's dims where they were, after the
     batch dim: always for basic items; with index arrays (NumPy semantics: ints among them count

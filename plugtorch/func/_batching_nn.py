@@ -199,6 +199,18 @@ def _attention(name):
     return rule
 
 
+@_rule("layer_norm_backward")
+def _layer_norm_backward(name):
+    """The input's gradient of layer_norm: each row on its own, the batch one more leading dim."""
+    def rule(operands, bdims, attrs):
+        if bdims[2] is not None:
+            return _loop_rule(name)(operands, bdims, attrs)
+        size = _size(operands, bdims)
+        return call_op(name, (_batch(operands[0], bdims[0], size), _batch(operands[1], bdims[1], size),
+                              operands[2]), attrs), 0
+    return rule
+
+
 # -- losses --------------------------------------------------------------------------------
 
 def _reduce_each(loss, reduction):

@@ -296,3 +296,14 @@ def test_jacrev_of_a_small_conv_net():
         return lambda x, w: nnf.max_pool2d(nnf.relu(nnf.conv2d(x, w, m.tensor(b), padding=1)), 2).sum((2, 3))
     P, T = (pt.tensor(x), pt.tensor(w)), (torch.tensor(x), torch.tensor(w))
     close(F.jacrev(net(pt), argnums=(0, 1))(*P), tf.jacrev(net(torch), argnums=(0, 1))(*T))
+
+
+def test_jacrev_through_indexing_and_layer_norm_runs_batched():
+    from plugtorch.func import _vmap
+    x = arr(4, 3)
+
+    def f(m):
+        return lambda a: m.nn.functional.layer_norm(a[1:, :2] * a[0, 2], (2,))
+    before = set(_vmap.LOOPED)
+    close(F.jacrev(f(pt))(pt.tensor(x)), tf.jacrev(f(torch))(torch.tensor(x)))
+    assert not {"index_put_zeros", "layer_norm_backward"} & (_vmap.LOOPED - before)
