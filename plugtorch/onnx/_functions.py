@@ -429,6 +429,8 @@ def _sdpa(cx: Any, args: tuple, kwargs: dict) -> V:
     if gqa:
         raise unmapped(cx, "with enable_gqa=True")
     b, dt = cx.b, q.dtype
+    if scale is None and q.ndim - 1 in cx.dynamic_dims(q):
+        raise unmapped(cx, "without scale= on queries whose last dim dynamic_axes makes symbolic")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     perm = list(range(k.ndim))
     perm[-2], perm[-1] = perm[-1], perm[-2]

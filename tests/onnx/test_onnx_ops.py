@@ -203,3 +203,11 @@ def test_dynamic_axes_that_must_agree_but_do_not_is_an_error():
     with pytest.raises(RuntimeError, match=r"one longer along each of dynamic_axes failed \(axes that must agree"):
         plugtorch.onnx.export(Fn(lambda x, y, z: x + y), (X, Y), io.BytesIO(), input_names=["x", "y"],
                               dynamic_axes={"x": [0]})
+
+
+def test_keyword_arguments_become_inputs():
+    model = Fn(lambda x, y, z: x * y if z is None else x)
+    for args, kw in [((X,), {"kwargs": {"y": Y}}), ((X, {"y": Y}), {})]:  # kwargs=, and torch's trailing dict
+        sess = _check(model, args, **kw)
+        assert [i.name for i in sess.get_inputs()] == ["x", "y"]
+        _compare(sess, model, [X, Y])
