@@ -79,7 +79,7 @@ def _policies(lower, fp32, promote) -> dict[str, str]:
 
 _POLICY = {"cpu": _policies(_CPU_LOWER, _CPU_FP32, _CPU_PROMOTE),
            "cuda": _policies(_CUDA_LOWER, _CUDA_FP32, _CUDA_PROMOTE)}
-_SUPPORTED = {"cpu": (bfloat16, float16), "cuda": (float16,)}  # CuPy refuses bfloat16 (docs/amp.md)
+_SUPPORTED = {"cpu": (bfloat16, float16)}  # what the cpu takes; cuda refuses bfloat16 (docs/amp.md)
 
 
 class _DeviceState:
@@ -101,8 +101,9 @@ def _device_state(device_type: str, caller: str) -> _DeviceState:
         raise TypeError(f"{caller}: expected device_type of type str, got {type(device_type).__name__}")
     state = _STATE.get(device_type)
     if state is None:
-        raise RuntimeError(f"{caller}: unsupported autocast device_type {device_type!r}; plugtorch's autocast "
-                           "runs on 'cpu' (the NumPy backend) and 'cuda' (a CUDA backend such as CuPy)")
+        raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}' ({caller}: "
+                           "plugtorch's autocast runs on 'cpu', the NumPy backend, and 'cuda', a CUDA backend "
+                           "such as CuPy)")
     return state
 
 
@@ -163,9 +164,10 @@ class autocast(DispatchMode):
     ops in the region run in mixed precision by torch's policies (module docstring).
 
     dtype: the lower precision (default: ``get_autocast_dtype(device_type)``). On cpu bfloat16
-    and float16 are supported, on cuda float16 (the CuPy backend has no bfloat16); another
-    dtype warns and disables the region, as torch does. ``enabled=False`` makes a region in
-    which autocast is off for the device type, also inside an enabled one.
+    and float16 are supported (another dtype warns and disables the region, as torch does); on
+    cuda bfloat16 is refused (the CuPy backend has none), and without a CUDA backend the
+    region warns and is disabled, as torch's. ``enabled=False`` makes a region in which
+    autocast is off for the device type, also inside an enabled one.
     """
 
     def __init__(self, device_type: str, dtype: _dtype | None = None, enabled: bool = True,
@@ -175,10 +177,17 @@ class autocast(DispatchMode):
         self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
         self._enabled = bool(enabled)
         self._cache_enabled = _cache_enabled if cache_enabled is None else bool(cache_enabled)
-        if self._enabled and self.fast_dtype not in _SUPPORTED[device_type]:
+        if self._enabled and device_type == "cuda":
+            from .. import cuda
+            if not cuda.is_available():
+                warnings.warn("CUDA is not available. Disabling autocast.", UserWarning, stacklevel=2)
+                self._enabled = False
+            elif self.fast_dtype is bfloat16:  # cuda.is_bf16_supported(): the CuPy backend has none
+                raise RuntimeError("Current CUDA Device does not support bfloat16. Please switch dtype to float16.")
+        elif self._enabled and self.fast_dtype not in _SUPPORTED[device_type]:
             names = ", ".join(f"plugtorch.{d.name}" for d in _SUPPORTED[device_type])
             warnings.warn(f"In {device_type.upper()} autocast, but the target dtype is not supported. Disabling "
-                          f"autocast.\n{device_type.upper()} Autocast only supports dtype of {names} currently.",
+                          f"autocast.\n{device_type.upper()} Autocast only supports dtypes of {names} currently.",
                           UserWarning, stacklevel=2)
             self._enabled = False
         self._saved: list[tuple[bool, _dtype, bool, bool]] = []

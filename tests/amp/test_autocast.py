@@ -146,27 +146,33 @@ def test_decorator_and_amp_spelling():
     assert (x @ x.t()).dtype is plugtorch.float32 and MODES.on == 0
 
 
-def test_an_unsupported_dtype_warns_and_disables_as_torch(torch):
-    with pytest.warns(UserWarning, match="CPU Autocast only supports dtype of"), \
-            plugtorch.autocast("cpu", dtype=plugtorch.float64):
-        assert not plugtorch.is_autocast_enabled("cpu")
-    with pytest.raises(RuntimeError, match="unsupported autocast device_type 'xyz'"):
-        plugtorch.autocast("xyz")
+def test_an_unsupported_dtype_or_device_type_is_refused_as_torch(torch):
+    messages = []
+    for m in (plugtorch, torch):
+        with pytest.warns(UserWarning) as caught, m.autocast("cpu", dtype=m.float64):
+            assert not m.is_autocast_enabled("cpu")
+        messages.append(str(caught[0].message).replace("torch.", "plugtorch.").replace("plugplugtorch", "plugtorch"))
+    assert messages[0] == messages[1]
+    with pytest.raises(RuntimeError, match="User specified an unsupported autocast device_type 'xyz'"):
+        plugtorch.autocast("xyz")  # (torch refuses 'xyz' earlier, as no device type at all)
 
 
-def test_cuda_autocast_leaves_host_tensors_alone():
+@pytest.mark.skipif(plugtorch.cuda.is_available(), reason="a CUDA backend is available: autocast('cuda') is on")
+def test_cuda_autocast_without_cuda_warns_and_is_off():
+    with pytest.warns(UserWarning, match="CUDA is not available. Disabling autocast."), plugtorch.autocast("cuda"):
+        assert not plugtorch.is_autocast_enabled()
+
+
+def test_cuda_autocast_leaves_host_tensors_alone_and_refuses_bfloat16(monkeypatch):
+    monkeypatch.setattr(plugtorch.cuda, "is_available", lambda: True)  # the policy, without a GPU
     x = plugtorch.randn(2, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with plugtorch.autocast("cuda"):
             assert plugtorch.is_autocast_enabled() and plugtorch.get_autocast_dtype("cuda") is plugtorch.float16
             assert (x @ x.t()).dtype is plugtorch.float32
-
-
-def test_cuda_autocast_refuses_bfloat16_which_the_cupy_backend_lacks():
-    with pytest.warns(UserWarning, match="CUDA Autocast only supports dtype of plugtorch.float16"), \
-            plugtorch.autocast("cuda", dtype=plugtorch.bfloat16):
-        assert not plugtorch.is_autocast_enabled("cuda")
+    with pytest.raises(RuntimeError, match="Current CUDA Device does not support bfloat16"):
+        plugtorch.autocast("cuda", dtype=plugtorch.bfloat16)
 
 
 class _Casts(DispatchMode):
