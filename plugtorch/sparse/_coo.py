@@ -129,7 +129,15 @@ class SparseTensor(Tensor):
     @property  # type: ignore[override]
     def grad(self):
         g = self._vals.grad
-        return None if g is None else SparseTensor._make(self._idx, g, self._shape, self._coal)
+        if g is None or self._coal:
+            return None if g is None else SparseTensor._make(self._idx, g, self._shape, self._coal)
+        # the gradient at each position, which every duplicate entry there received whole
+        from ..core.ops.creation import ones
+        total = SparseTensor._make(self._idx, g, self._shape, False).coalesce()
+        count = SparseTensor._make(self._idx, ones(g.shape[0], dtype=g.dtype, device=g.device),
+                                   self._shape[:self.sparse_dim()], False).coalesce()._vals
+        return SparseTensor._make(total._idx, total._vals / count.reshape(-1, *[1] * (g.ndim - 1)),
+                                  self._shape, True)
 
     @grad.setter
     def grad(self, value) -> None:
@@ -290,12 +298,16 @@ class SparseTensor(Tensor):
         return self.transpose(0, 1) if self.ndim == 2 else self
 
     def __add__(self, other):
+        if isinstance(other, Tensor) and not other.is_sparse:
+            raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
         return add(self, other)
 
     def __radd__(self, other):
         return add(other, self)
 
     def __sub__(self, other):
+        if isinstance(other, Tensor) and not other.is_sparse:
+            raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")  # torch's words
         return add(self, other, alpha=-1)
 
     def __rsub__(self, other):
@@ -384,10 +396,9 @@ def _sparse_repr(s: SparseTensor) -> str:
         import numpy as np
         host = np.asarray(t.detach().numpy())
         if host.size == 0:
-            text = printing._with_suffixes("tensor([]", [f"size={tuple(host.shape)}"], 7)
-        else:
-            text = "tensor(" + printing._body(host, t.dtype.is_floating_point, 7) + ")"
-        return text.replace("\n", "\n" + " " * indent)
+            return printing._with_suffixes("tensor([]", [f"size={tuple(host.shape)}"], 7 + indent)
+        # laid out where it is printed: wrapped and aligned after ``values=tensor(``
+        return "tensor(" + printing._body(host, t.dtype.is_floating_point, 7 + indent) + ")"
 
     text = ("tensor(indices=" + shown(s._idx, 15) + ",\n       values=" + shown(s._vals, 14) + ",\n       "
             + f"size={tuple(s._shape)}, nnz={s._nnz()}")
