@@ -82,6 +82,7 @@ class ProfilingMode(DispatchMode):
             ev.stack = _user_stack()
         open_.append(ev)
         self.events.append(ev)
+        ev.start_ns = time.perf_counter_ns()  # after the bookkeeping, which is not the event's time
         return ev
 
     def end(self, ev: Event) -> None:
@@ -99,12 +100,10 @@ class ProfilingMode(DispatchMode):
         if backend is None:  # no tensor (an fx Proxy, or the op's own error to raise): nothing ran
             return call_op(opdef, operands, attrs)
         kernel = opdef.name in backend.kernels or opdef.decompose is None
+        dtypes = [o.dtype.name if isinstance(o, tensor) else ("" if o is None else "Scalar") for o in operands]
+        shapes = [list(o.shape) if isinstance(o, tensor) else [] for o in operands] if self.record_shapes else None
         ev = self.begin(opdef.name)
-        ev.backend = backend.name
-        ev.kernel = kernel
-        ev.dtypes = [o.dtype.name if isinstance(o, tensor) else ("" if o is None else "Scalar") for o in operands]
-        if self.record_shapes:
-            ev.shapes = [list(o.shape) if isinstance(o, tensor) else [] for o in operands]
+        ev.backend, ev.kernel, ev.dtypes, ev.shapes = backend.name, kernel, dtypes, shapes
         marks = _device_marks(backend) if self.device_timing and kernel else None
         try:
             if kernel:
