@@ -27,7 +27,7 @@ from plugtorch.distributed.fsdp import (
 
 @needs_mpi
 @pytest.mark.parametrize("nprocs, checks", [
-    (2, ["mlp:default", "gpt:default"]),
+    (2, ["mlp:default,wrapper", "gpt:default,wrapper"]),
     # 3 ranks pad every shard; also reshard_after_forward=False and set_requires_gradient_sync
     (3, ["mlp:default,keep,accumulate", "gpt:default,accumulate"]),
     (4, ["mlp:default", "gpt:default"]),
@@ -168,3 +168,41 @@ def test_ignored_params_stay_whole(world):
     model = _mlp()
     fully_shard(model, ignored_params={model[2].bias})
     assert tuple(model[2].bias.shape) == (3,) and tuple(model[2].weight.shape) == (21,)
+
+
+def test_wrapper_trains_clips_and_saves_as_torch(world):
+    from plugtorch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from plugtorch.distributed.fsdp.wrap import ModuleWrapPolicy
+    inner = _mlp()
+    twin = _torch_twin(inner)
+    model = FSDP(inner, auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+    assert isinstance(model.module._modules["0"], FSDP)  # each Linear wrapped in its own
+    opt = plugtorch.optim.SGD(model.parameters(), lr=0.1)
+    topt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    x = np.random.default_rng(1).standard_normal((8, 5)).astype(np.float32)
+    for _ in range(3):
+        opt.zero_grad()
+        model(plugtorch.tensor(x)).pow(2).sum().backward()
+        norm = model.clip_grad_norm_(0.5)
+        opt.step()
+        topt.zero_grad()
+        twin(torch.tensor(x)).pow(2).sum().backward()
+        tnorm = torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.5)
+        topt.step()
+        assert abs(norm.item() - tnorm.item()) < 1e-4 * tnorm.item()
+    sd = model.state_dict()
+    assert list(sd) == list(twin.state_dict())  # torch's FULL_STATE_DICT names
+    for k, v in twin.state_dict().items():
+        np.testing.assert_allclose(sd[k].numpy(), v.numpy(), atol=1e-6)
+    with FSDP.summon_full_params(model):
+        assert tuple(inner[0].weight.shape) == (7, 5)
+        with plugtorch.no_grad():
+            inner[0].weight.zero_()
+    assert model.state_dict()["0.weight"].abs().max().item() == 0.0  # written back
+    model.load_state_dict(sd)
+    assert (model.state_dict()["0.weight"] - sd["0.weight"]).abs().max().item() == 0.0
+    with pytest.raises(RuntimeError, match=r"missing keys \['2.bias'\]"):
+        model.load_state_dict({k: v for k, v in sd.items() if k != "2.bias"})
+    with pytest.raises(NotImplementedError, match="sharding_strategy=ShardingStrategy.NO_SHARD"):
+        from plugtorch.distributed.fsdp import ShardingStrategy
+        FSDP(_mlp(), sharding_strategy=ShardingStrategy.NO_SHARD)

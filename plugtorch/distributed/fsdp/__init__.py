@@ -7,6 +7,8 @@ the order of collectives and docs/distributed.md ("FSDP") for when to use it.
 from ._fully_shard import FSDPModule, UnshardHandle, fully_shard
 from ._policies import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy
 from ._state_dict import full_state_dict, full_tensor, load_full_state_dict
+from ._wrapper import BackwardPrefetch, FullyShardedDataParallel, ModuleWrapPolicy, ShardingStrategy
 
 __all__ = ["fully_shard", "FSDPModule", "UnshardHandle", "MixedPrecisionPolicy", "OffloadPolicy",
-           "CPUOffloadPolicy", "full_tensor", "full_state_dict", "load_full_state_dict"]
+           "CPUOffloadPolicy", "full_tensor", "full_state_dict", "load_full_state_dict",
+           "FullyShardedDataParallel", "ShardingStrategy", "BackwardPrefetch", "ModuleWrapPolicy"]

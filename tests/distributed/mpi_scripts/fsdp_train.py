@@ -3,7 +3,8 @@
 Usage: fsdp_train.py MODEL:VARIANT[,VARIANT...] ... (one launch, several checks); MODEL is
 ``mlp`` or ``gpt`` (benchmarks/models.py's minGPT, 2 blocks, dropout off via eval() so every
 world size draws the same numbers). VARIANT: ``default``; ``keep`` (reshard_after_forward=False); ``accumulate`` (two
-micro-batches, the first under set_requires_gradient_sync(False)). Each rank trains the
+micro-batches, the first under set_requires_gradient_sync(False)); ``wrapper``
+(FullyShardedDataParallel with ModuleWrapPolicy). Each rank trains the
 FSDP model on its slice of the global batch; rank 1 trains an unsharded copy on the whole
 batch; after 20 AdamW steps every full parameter must be within 1e-6 of the copy's.
 
@@ -30,6 +31,8 @@ from plugtorch.distributed.fsdp import (
     fully_shard,
     load_full_state_dict,
 )
+from plugtorch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from plugtorch.distributed.fsdp.wrap import ModuleWrapPolicy
 
 which = ""  # the model of the checks running now
 STEPS, BATCH = 20, 12  # 12 rows split evenly over 2, 3 and 4 ranks
@@ -124,7 +127,46 @@ def differ(a, b):
     return max((a[k] - b[k]).abs().max().item() for k in b)
 
 
+def compare(full, variant):
+    """The one-process runs (on ranks 0 and 1, sent to all), and how far ``full`` is from them."""
+    mine = {}
+    if rank == 0:
+        mine["slices"] = summed_as_ranks("accumulate" if variant == "accumulate" else "default")
+    if rank == min(1, world - 1):
+        mine["whole"] = whole_batch()
+    gathered = [None] * world
+    dist.all_gather_object(gathered, mine)
+    ref = next(g["whole"] for g in gathered if "whole" in g)
+    ref_slices = gathered[0]["slices"]
+    assert full.keys() == ref.keys(), (sorted(full), sorted(ref))
+    worst, same_sums = differ(full, ref), differ(full, ref_slices)
+    strict = same_sums if which == "gpt" else worst
+    assert strict <= 1e-6, f"{which}/{variant} on {world} ranks: parameters differ from one process by {strict}"
+    assert worst <= 2e-5, f"{which}/{variant} on {world} ranks: parameters differ from one process by {worst}"
+    return ref, ref_slices, worst, same_sums
+
+
+def check_wrapper():
+    """FullyShardedDataParallel with an auto-wrap policy trains as fully_shard does; its
+    state_dict() is the full one under the model's own names."""
+    inner, blocks, _, _, _ = build()
+    kind = type(blocks[0])
+    wrapped = sum(isinstance(m, kind) for m in inner.modules())
+    model = FSDP(inner, auto_wrap_policy=ModuleWrapPolicy({kind}))
+    assert sum(isinstance(m, FSDP) for m in model.modules()) == wrapped + 1, "one per block, one for the root"
+    opt = adamw(model)
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss_fn(model(x[slices[rank]]), y[slices[rank]]).backward()
+        opt.step()
+    _, _, worst, same_sums = compare(model.state_dict(), "default")
+    print(f"{which}/wrapper: max |fsdp - single| = {worst:.2e}, summed as the ranks: {same_sums:.2e} "
+          f"ok on rank {rank}")
+
+
 def check(variant):
+    if variant == "wrapper":
+        return check_wrapper()
     model, blocks = sharded(reshard_after_forward=variant != "keep")
     assert isinstance(model, FSDPModule) and isinstance(blocks[0], FSDPModule)
     assert all(p.dim() == 1 for p in model.parameters()), "the optimizer must see the 1-D shards"
@@ -160,22 +202,8 @@ def check(variant):
     assert len(seen_backward_prefetch) >= STEPS and all(seen_backward_prefetch) == (variant != "keep"), \
         seen_backward_prefetch
 
-    # the two one-process runs: on ranks 0 and 1 (the last rank), sent to all
-    mine = {}
-    if rank == 0:
-        mine["slices"] = summed_as_ranks("accumulate" if variant == "accumulate" else "default")
-    if rank == min(1, world - 1):
-        mine["whole"] = whole_batch()
-    gathered = [None] * world
-    dist.all_gather_object(gathered, mine)
-    ref = next(g["whole"] for g in gathered if "whole" in g)
-    ref_slices = gathered[0]["slices"]
     full = full_state_dict(model)
-    assert full.keys() == ref.keys(), (sorted(full), sorted(ref))
-    worst, same_sums = differ(full, ref), differ(full, ref_slices)
-    strict = same_sums if which == "gpt" else worst
-    assert strict <= 1e-6, f"{which}/{variant} on {world} ranks: parameters differ from one process by {strict}"
-    assert worst <= 2e-5, f"{which}/{variant} on {world} ranks: parameters differ from one process by {worst}"
+    ref, ref_slices, worst, same_sums = compare(full, variant)
 
     # The full values also come per parameter, and only to rank 0 when asked.
     name, shard = next(iter(model.named_parameters()))
