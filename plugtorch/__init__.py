@@ -17,6 +17,7 @@ from . import (
     library,
     linalg,
     nn,
+    onnx,  # noqa: F401  (an attribute of plugtorch, not in __all__, as torch.onnx)
     optim,
     return_types,
     sparse,

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import plugtorch
-import plugtorch.onnx  # main.py's `import torch.onnx`
 
 
 def word_language_model(torch):
