@@ -107,6 +107,9 @@ class SparseTensor(Tensor):
         s._vc = [0]
         s._accum = None
         s._retains_grad = False
+        for slot in Tensor.__slots__:  # any other field a dense tensor has, unset
+            if slot != "__weakref__" and not hasattr(s, slot):
+                setattr(s, slot, None)
         return s
 
     # -- autograd state lives in the values -------------------------------------------------

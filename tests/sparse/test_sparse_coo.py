@@ -9,7 +9,8 @@ import pytest
 import plugtorch
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference these tests compare with")
-pytestmark = pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning"),
+              pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta:UserWarning")]
 
 # entries of a 4 x 5 matrix, (1, 2) and (3, 0) given twice: coalescing must sum them
 IDX = np.array([[1, 0, 3, 1, 2, 3, 0], [2, 4, 0, 2, 1, 0, 3]])
