@@ -272,12 +272,6 @@ def test_is_in_onnx_export_during_export():
     assert seen and all(seen)
 
 
-def test_without_the_onnx_package_export_says_what_to_install(monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "onnx", None)  # import onnx now raises ImportError
-    with pytest.raises(ImportError, match=r"pip install plugtorch\[onnx\]"):
-        plugtorch.onnx.export(MLP(), (plugtorch.randn(2, 6),), io.BytesIO())
-
-
 @pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
 def test_recurrent_layers_batch_first_bidirectional_without_state(mode):
     rnn = getattr(nn, mode)(3, 5, 2, batch_first=True, bidirectional=True)
