@@ -1,10 +1,13 @@
 """One fully_shard'ed module's parameters: their shards, their all-gather, their reduce-scatter.
 
-Each parameter is flattened, padded with zeros to a multiple of the world size and cut
-into equal blocks along that flat dim 0: rank r keeps block r as a 1-D ``nn.Parameter``
-(the *sharded* parameter, which the optimizer steps). Equal blocks let one
-``all_gather_into_tensor`` (and one ``reduce_scatter_tensor``) serve all of a module's
-parameters: rank r's contribution is its blocks laid end to end.
+Each parameter is split along dim 0 as torch's FSDP2 does (``Shard(0)``): with ``rows`` rows,
+rank r keeps rows ``[r * chunk, (r + 1) * chunk)`` (``chunk = ceil(rows / world)``; the last ranks
+may hold fewer, or none) as an ``nn.Parameter`` of shape ``(rows_r, *shape[1:])`` — the
+*sharded* parameter, which the optimizer steps, and whose optimizer state is therefore this
+rank's piece too. For the collectives each piece is flattened and padded with zeros to
+``chunk`` rows, so one ``all_gather_into_tensor`` (and one ``reduce_scatter_tensor``) of equal
+blocks serves all of a module's parameters: rank r's block is its pieces laid end to end, and
+the gathered buffer, read row by row, is each parameter flattened and padded.
 
 The *unsharded* parameter is a second ``nn.Parameter`` per parameter, created once. While
 the module computes, it is the module's attribute; when resharded its data is swapped for
@@ -29,26 +32,40 @@ if TYPE_CHECKING:
 
 
 class FSDPParam:
-    """One parameter: where the module holds it, its shape, its shard, its unsharded twin."""
+    """One parameter: where the module holds it, its shape, its piece, its unsharded twin."""
 
-    __slots__ = ("fqn", "owners", "shape", "numel", "shard_size", "offset", "sharded", "unsharded")
+    __slots__ = ("fqn", "owners", "shape", "numel", "row", "chunk", "first_row", "rows", "shard_size", "offset",
+                 "sharded", "unsharded")
 
     def __init__(self, fqn: str, owners: list, param: Tensor, rank: int, world: int, offset: int) -> None:
+        if param.dim() == 0:
+            raise ValueError(f"fully_shard: parameter '{fqn}' is 0-d, so it cannot be split along dim 0; "
+                             "pass it in ignored_params, or make it 1-d")
         self.fqn = fqn
         self.owners = owners  # [(module, attribute name)]: one parameter may be shared
         self.shape = tuple(param.shape)
         self.numel = param.numel()
-        self.shard_size = -(-self.numel // world)  # ceil: the last ranks' blocks carry the padding
-        self.offset = offset  # where this parameter's block starts in the group's per-rank block
+        self.row = self.numel // self.shape[0] if self.shape[0] else 0  # elements per row
+        self.chunk = -(-self.shape[0] // world)  # rows per rank, the last ranks' padded
+        self.first_row = min(rank * self.chunk, self.shape[0])
+        self.rows = min(self.chunk, self.shape[0] - self.first_row)  # this rank's real rows
+        self.shard_size = self.chunk * self.row  # elements each rank contributes, padding included
+        self.offset = offset  # where this parameter's piece starts in the group's per-rank block
         with no_grad():
-            flat = param.detach().reshape(-1)
-            padded = self.shard_size * world
-            if padded != self.numel:
-                flat = cat([flat, zeros(padded - self.numel, dtype=param.dtype, device=param.device)], dim=0)
-            shard = flat[rank * self.shard_size:(rank + 1) * self.shard_size].clone()
-        self.sharded = Parameter(shard, requires_grad=param.requires_grad)
+            piece = param.detach()[self.first_row:self.first_row + self.rows].clone()
+        self.sharded = Parameter(piece, requires_grad=param.requires_grad)
         self.unsharded = Parameter(empty(0, dtype=param.dtype, device=param.device),
                                    requires_grad=param.requires_grad)
+
+    def padded_piece(self, t: Tensor) -> Tensor:
+        """``t`` (this rank's rows) flattened and padded with zeros to ``shard_size``."""
+        flat = t.reshape(-1)
+        pad = self.shard_size - flat.numel()
+        return cat([flat, zeros(pad, dtype=t.dtype, device=t.device)], dim=0) if pad else flat
+
+    def take_piece(self, full: Tensor) -> Tensor:
+        """This rank's rows of the full tensor ``full``."""
+        return full[self.first_row:self.first_row + self.rows]
 
     def use(self, which: Parameter) -> None:
         for module, name in self.owners:
@@ -88,7 +105,7 @@ class FSDPParamGroup:
             return
         p0 = self.params[0].sharded
         with no_grad():
-            local = cat([fp.sharded.detach() for fp in self.params], dim=0)
+            local = cat([fp.padded_piece(fp.sharded.detach()) for fp in self.params], dim=0)
             out = empty(self.block * self.world, dtype=p0.dtype, device=p0.device)
         work = dist.all_gather_into_tensor(out, local, group=self.pg, async_op=True)
         self.gather = (work, out, local)
@@ -174,5 +191,6 @@ class FSDPParamGroup:
             for fp in self.params:
                 if not fp.sharded.requires_grad:
                     continue
-                g = out[fp.offset:fp.offset + fp.shard_size]  # views: together they are all of out
+                # views of out (no copies): each piece's real rows
+                g = out[fp.offset:fp.offset + fp.rows * fp.row].view(fp.sharded.shape)
                 fp.sharded.grad = g if fp.sharded.grad is None else fp.sharded.grad + g

@@ -9,8 +9,6 @@ full tensors, in the parameters' own shapes and names (collective: call them on 
 from __future__ import annotations
 
 from ...core.grad_mode import no_grad
-from ...core.ops.creation import zeros
-from ...core.ops.shape import cat
 from ._fully_shard import FSDPModule
 
 
@@ -84,11 +82,7 @@ def load_full_state_dict(module, state_dict: dict, strict: bool = True):
             if tuple(value.shape) != fp.shape:
                 raise RuntimeError(f"load_full_state_dict: size mismatch for {key}: copying a param with shape "
                                    f"{list(value.shape)}, the parameter in the model has shape {list(fp.shape)}")
-            flat = value.detach().reshape(-1).to(fp.sharded.dtype)
-            pad = fp.shard_size * group.world - fp.numel
-            if pad:
-                flat = cat([flat, zeros(pad, dtype=flat.dtype, device=flat.device)], dim=0)
-            fp.sharded.copy_(flat[group.rank * fp.shard_size:(group.rank + 1) * fp.shard_size])
+            fp.sharded.copy_(fp.take_piece(value.detach()))
             if group.unsharded:
                 fp.unsharded.copy_(value.reshape(fp.shape))
     result = module.load_state_dict(rest, strict=False)

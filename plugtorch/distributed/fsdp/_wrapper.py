@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable
 
 from ... import distributed as dist
 from ...core.grad_mode import no_grad
-from ...core.ops.creation import tensor, zeros
-from ...core.ops.shape import cat
+from ...core.ops.creation import tensor
 from ...nn.modules.module import Module
 from ._fully_shard import FSDPModule, fully_shard
 from ._state_dict import full_state_dict, load_full_state_dict
@@ -177,11 +176,7 @@ class FullyShardedDataParallel(Module):
                 for g in groups:
                     if writeback:
                         for fp in g.params:
-                            flat = fp.unsharded.detach().reshape(-1)
-                            pad = fp.shard_size * g.world - fp.numel
-                            if pad:
-                                flat = cat([flat, zeros(pad, dtype=flat.dtype, device=flat.device)], dim=0)
-                            fp.sharded.copy_(flat[g.rank * fp.shard_size:(g.rank + 1) * fp.shard_size])
+                            fp.sharded.copy_(fp.take_piece(fp.unsharded.detach()))
                     g.reshard()
 
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0):

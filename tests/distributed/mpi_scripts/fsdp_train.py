@@ -169,7 +169,11 @@ def check(variant):
         return check_wrapper()
     model, blocks = sharded(reshard_after_forward=variant != "keep")
     assert isinstance(model, FSDPModule) and isinstance(blocks[0], FSDPModule)
-    assert all(p.dim() == 1 for p in model.parameters()), "the optimizer must see the 1-D shards"
+    # the optimizer sees this rank's rows of each parameter (torch's Shard(0) pieces)
+    rows = [None] * world
+    dist.all_gather_object(rows, {n: tuple(p.shape) for n, p in model.named_parameters()})
+    for n, p in build()[0].named_parameters():
+        assert sum(r[n][0] for r in rows) == p.shape[0] and all(r[n][1:] == tuple(p.shape[1:]) for r in rows), n
 
     # Prefetch: from the second iteration, block 0's forward runs while block 1's all-gather is
     # posted (this hook runs after fully_shard's, which posts it).
