@@ -192,9 +192,9 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
             return lambda x, y: fn(x, y, out=...)
 
         def call(x, y):
-            out = fn(x, y, out=...)
-            # a bfloat16 array with a Python float computes in float32: rounded back (keeps_bfloat16)
-            return out.astype(BFLOAT16) if out.dtype is _F32 and x.dtype is BFLOAT16 else out
+            if type(y) is float and x.dtype is BFLOAT16:  # as torch, the number in the tensor's dtype
+                y = BFLOAT16.type(y)                     # (ml_dtypes would promote to float32)
+            return fn(x, y, out=...)
         return call
 
     def unary(fn):
@@ -331,6 +331,14 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
 
     def where(cond, x, y):
         return nd(xp.where(cond, x, y))
+
+    if xp is numpy:
+        def where(cond, x, y):  # NumPy's: a Python float beside a bfloat16 array would give float64
+            if getattr(x, "dtype", None) is BFLOAT16 and not hasattr(y, "dtype"):
+                y = BFLOAT16.type(y)
+            elif getattr(y, "dtype", None) is BFLOAT16 and not hasattr(x, "dtype"):
+                x = BFLOAT16.type(x)
+            return nd(xp.where(cond, x, y))
 
     def strides(x):
         size = x.itemsize

@@ -196,3 +196,14 @@ def test_shared_memory_carries_bfloat16_between_processes():
     assert y.dtype is plugtorch.bfloat16 and x.is_shared()
     y[0] = 7.0  # one shared segment: the write shows through
     assert x.tolist() == [7.0, -2.25, 3.296875]
+
+
+def test_ops_with_python_numbers_keep_bfloat16_as_torch(torch):
+    x = _values(50, 6)
+    ours, theirs = plugtorch.tensor(x).bfloat16(), torch.tensor(x).bfloat16()
+    for f in (lambda m, v: m.where(v > 0, v, 0.1), lambda m, v: m.where(v > 0, 1.3, v),
+              lambda m, v: v.clamp(min=0.1), lambda m, v: v.masked_fill(v > 0, 2.3), lambda m, v: v / 3.0,
+              lambda m, v: v - 0.1, lambda m, v: v ** 2.0):
+        o, t = f(plugtorch, ours), f(torch, theirs)
+        assert o.dtype is plugtorch.bfloat16
+        assert np.array_equal(_bits(o), _bits(t))
