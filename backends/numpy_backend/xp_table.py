@@ -15,8 +15,6 @@ import numpy
 from . import special
 from .bfloat16 import ACCUMULATING, BFLOAT16, keeps_bfloat16, widened
 
-_F32 = numpy.dtype(numpy.float32)
-
 
 def make_dtype_maps(xp):
     from plugtorch.backend_api import dtype_from_name
