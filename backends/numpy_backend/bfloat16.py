@@ -1,8 +1,10 @@
 """bfloat16 on the NumPy backend, through ``ml_dtypes`` (NumPy has no bfloat16 of its own).
 
 ``ml_dtypes`` gives NumPy a bfloat16 dtype whose ufuncs compute each element in float32 and
-round the result, as torch's CPU kernels do, so elementwise ops need nothing here (add and mul
-agree with torch bit for bit). What would go wrong is where a result accumulates: NumPy
+round the result, as torch's CPU kernels do, so elementwise ops on two tensors need nothing
+here (add and mul agree with torch bit for bit); a Python number beside a bfloat16 array is
+taken as a bfloat16, as torch converts it (:func:`keeps_bfloat16`; the table's own binary
+wrapper does the same inline). What would go wrong is where a result accumulates: NumPy
 reduces a bfloat16 array in bfloat16 (each partial sum rounded) and multiplies bfloat16
 matrices in a slow generic loop. Torch accumulates in float32 and rounds once; so do the
 primitives :func:`widened` wraps. The backend's fused kernels, written for float32/float64
