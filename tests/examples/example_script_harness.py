@@ -1,0 +1,174 @@
+"""Runs a vendored pytorch/examples script (tests/examples/scripts/<name>/, commit 77f55b9) as
+``__main__`` with its own command line, once with ``import torch`` resolving to plugtorch and once on
+PyTorch, the test oracle; each test compares a figure the two runs print.
+
+torchvision is not installed (and has no plugtorch build), so ``torchvision`` is a stand-in: MNIST
+read from the data root the tests use (never a download) and cut to its first images so that an
+epoch is a few batches; on plugtorch its datasets and transforms are ``plugtorch.vision``'s.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import io
+import os
+import pathlib
+import re
+import runpy
+import sys
+import types
+
+import numpy as np
+
+import plugtorch
+import plugtorch.vision
+
+SCRIPTS = pathlib.Path(__file__).resolve().parent / "scripts"
+
+
+class _TorchAsPlugtorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import torch.X`` gives ``plugtorch.X`` itself (not a second copy loaded under torch's
+    name, whose classes would differ from plugtorch's)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "torch" or fullname.startswith("torch."):
+            return importlib.machinery.ModuleSpec(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module("plug" + spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+def floats(pattern: str, text: str) -> list[float]:
+    """Every number the regular expression's group captured in a script's output."""
+    return [float(m) for m in re.findall(pattern, text)]
+
+
+def run_script(script: str, argv: list[str], framework, cwd: pathlib.Path,
+               modules: dict[str, types.ModuleType] | None = None) -> str:
+    """Run ``scripts/<script>`` as ``__main__`` with ``sys.argv[1:] = argv`` in ``cwd`` on
+    ``framework`` (the plugtorch or torch module); returns what it printed."""
+    path = SCRIPTS / script
+    on_plugtorch = framework is plugtorch
+    hidden = {n: m for n, m in sys.modules.items() if n == "torch" or n.startswith("torch.")} if on_plugtorch else {}
+    for name in hidden:
+        del sys.modules[name]
+    added = dict(modules or {})
+    saved = {name: sys.modules.get(name) for name in added}
+    sys.modules.update(added)
+    finder = _TorchAsPlugtorch()
+    if on_plugtorch:
+        sys.meta_path.insert(0, finder)
+    argv_before, cwd_before = sys.argv, os.getcwd()
+    sys.argv = [str(path), *argv]
+    os.chdir(cwd)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        os.chdir(cwd_before)
+        sys.argv = argv_before
+        if on_plugtorch:
+            sys.meta_path.remove(finder)
+            for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
+                del sys.modules[name]
+        sys.modules.update(hidden)
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    return out.getvalue()
+
+
+def _mnist_arrays(data_root: pathlib.Path, train: bool) -> tuple[np.ndarray, np.ndarray]:
+    ds = plugtorch.vision.datasets.MNIST(str(data_root), train=train)
+    return ds.data.numpy(), ds.targets.numpy()
+
+
+def torchvision_standin(torch, data_root: pathlib.Path, n_train: int, n_test: int,
+                        saved_images: list | None = None) -> dict[str, types.ModuleType]:
+    """``torchvision``, ``torchvision.datasets``, ``.transforms`` and ``.utils`` for ``torch``
+    (plugtorch or PyTorch). ``MNIST(root, ...)`` ignores ``root`` (the scripts say ``../data``)
+    and holds the first ``n_train``/``n_test`` images; ``utils.save_image`` records the shape of
+    each image batch in ``saved_images`` instead of writing a file."""
+    from PIL import Image
+
+    data_root = pathlib.Path(data_root).resolve()  # the scripts run in a folder of their own
+    if torch is plugtorch:
+        import plugtorch.vision as vision
+        base = vision.datasets.MNIST
+
+        class MNIST(base):  # type: ignore[misc,valid-type]
+            def __init__(self, root, train=True, transform=None, target_transform=None, download=False):
+                super().__init__(str(data_root), train=train, transform=transform,
+                                 target_transform=target_transform)
+                n = n_train if train else n_test
+                self.data, self.targets = self.data[:n], self.targets[:n]
+                self._pixels, self._labels = self._pixels[:n], self._labels[:n]
+
+        transforms = vision.transforms
+    else:
+        class MNIST(torch.utils.data.Dataset):  # type: ignore[no-redef]
+            def __init__(self, root, train=True, transform=None, target_transform=None, download=False):
+                n = n_train if train else n_test
+                pixels, labels = _mnist_arrays(data_root, train)
+                self._pixels, self._labels = pixels[:n], labels[:n]
+                self.data = torch.from_numpy(self._pixels.copy())
+                self.targets = torch.from_numpy(self._labels.astype(np.int64))
+                self.transform, self.target_transform = transform, target_transform
+
+            def __len__(self):
+                return len(self._labels)
+
+            def __getitem__(self, i):
+                img, target = Image.fromarray(self._pixels[i]), int(self._labels[i])
+                if self.transform is not None:
+                    img = self.transform(img)
+                if self.target_transform is not None:
+                    target = self.target_transform(target)
+                return img, target
+
+        transforms = types.ModuleType("torchvision.transforms")
+
+        class Compose:
+            def __init__(self, tfs):
+                self.tfs = tfs
+
+            def __call__(self, x):
+                for tf in self.tfs:
+                    x = tf(x)
+                return x
+
+        class ToTensor:
+            def __call__(self, img):
+                return torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).unsqueeze(0)
+
+        class Normalize:
+            def __init__(self, mean, std):
+                self.mean, self.std = torch.tensor(mean).view(-1, 1, 1), torch.tensor(std).view(-1, 1, 1)
+
+            def __call__(self, x):
+                return (x - self.mean) / self.std
+
+        transforms.Compose, transforms.ToTensor, transforms.Normalize = Compose, ToTensor, Normalize
+
+    datasets = types.ModuleType("torchvision.datasets")
+    datasets.MNIST = MNIST  # type: ignore[attr-defined]
+    utils = types.ModuleType("torchvision.utils")
+
+    def save_image(tensor, fp, **kwargs):
+        if saved_images is not None:
+            saved_images.append((str(fp), tuple(tensor.shape), float(tensor.float().mean())))
+
+    utils.save_image = save_image  # type: ignore[attr-defined]
+    top = types.ModuleType("torchvision")
+    top.datasets, top.transforms, top.utils = datasets, transforms, utils  # type: ignore[attr-defined]
+    return {"torchvision": top, "torchvision.datasets": datasets, "torchvision.transforms": transforms,
+            "torchvision.utils": utils}
