@@ -27,9 +27,9 @@ from plugtorch.distributed.fsdp import (
 
 @needs_mpi
 @pytest.mark.parametrize("nprocs, checks", [
-    (2, ["mlp:default,wrapper", "gpt:default,wrapper"]),
+    (2, ["mlp:default,wrapper", "gpt:default,wrapper,dcp"]),
     # 3 ranks pad every shard; also reshard_after_forward=False and set_requires_gradient_sync
-    (3, ["mlp:default,keep,accumulate", "gpt:default,accumulate"]),
+    (3, ["mlp:default,keep,accumulate,dcp", "gpt:default,accumulate"]),
     (4, ["mlp:default", "gpt:default"]),
 ])
 def test_training_matches_one_process(nprocs, checks):
@@ -110,6 +110,21 @@ def test_full_state_dict_round_trip(world):
         load_full_state_dict(dst, {k: v for k, v in expected.items() if k != "2.bias"})
     with pytest.raises(ValueError, match="not a parameter sharded by fully_shard"):
         full_tensor(plugtorch.zeros(3))
+
+
+def test_state_dict_holds_shards_for_distributed_checkpoint(world, tmp_path):
+    from plugtorch.distributed.checkpoint import Shard
+    model = fully_shard(_mlp())
+    sd = model.state_dict()
+    piece = sd["0.weight"]
+    assert isinstance(piece, Shard) and piece.global_shape == (7, 5) and piece.offsets == (0, 0)
+    plugtorch.save(sd, tmp_path / "sd.pt")  # a Shard of the world group pickles
+    with plugtorch.no_grad():
+        piece.tensor.mul_(2.0)  # the Shard's tensor is a view of this rank's rows
+    model.load_state_dict(model.state_dict())
+    model.unshard()
+    assert isinstance(model.state_dict()["0.weight"], plugtorch.Tensor)  # full while unsharded
+    model.reshard()
 
 
 def test_gradient_accumulation_without_sync(world):

@@ -210,6 +210,30 @@ class FSDPModule:
             return [self._fsdp_state]
         return [m._fsdp_state for m in self.modules() if isinstance(m, FSDPModule)]  # type: ignore[attr-defined]
 
+    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
+        """The module's state dict; while sharded, each of its parameters is a
+        ``plugtorch.distributed.checkpoint.Shard``: this rank's rows, where they start and the
+        whole shape, so ``distributed.checkpoint`` saves and loads it on any number of ranks
+        (torch's FSDP2 gives DTensors there). ``fsdp.full_state_dict`` gives whole tensors."""
+        sd = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)  # type: ignore[misc]
+        group = self._fsdp_state.group
+        if group is None or group.unsharded:
+            return sd
+        from ..checkpoint.filesystem import Shard
+        pg = None if group.pg is dist._group(None) else group.pg  # None (the world) pickles
+        for fp in group.params:
+            for name in fp.fqns:
+                key = prefix + name
+                if key in sd:
+                    sd[key] = Shard(sd[key], (fp.first_row,) + (0,) * (len(fp.shape) - 1), fp.shape, pg)
+        return sd
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Loads what :meth:`state_dict` gave (a Shard loads its piece into this rank's rows)."""
+        from ..checkpoint.filesystem import Shard
+        plain = {k: v.tensor if isinstance(v, Shard) else v for k, v in state_dict.items()}
+        return super().load_state_dict(plain, strict=strict, assign=assign)  # type: ignore[misc]
+
     def set_requires_gradient_sync(self, requires_gradient_sync: bool, *, recurse: bool = True) -> None:
         """False: backward accumulates full gradients locally without reduce-scatter (gradient
         accumulation); the next backward with True reduces what has accumulated."""
@@ -312,7 +336,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward: bool | None = None,
                 continue
             fqn = f"{prefix}.{name}" if prefix else name
             entry = named.setdefault(id(p), (fqn, [], p))
-            entry[1].append((m, name))
+            entry[1].append((m, name, fqn))
     group = FSDPParamGroup(list(named.values()), pg) if named else None
     module.__class__ = _fsdp_class(type(module))
     state = FSDPState(module, group, pg, reshard_after_forward)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class FSDPParam:
     """One parameter: where the module holds it, its shape, its piece, its unsharded twin."""
 
-    __slots__ = ("fqn", "owners", "shape", "numel", "row", "chunk", "first_row", "rows", "shard_size", "offset",
+    __slots__ = ("fqn", "fqns", "owners", "shape", "numel", "row", "chunk", "first_row", "rows", "shard_size", "offset",
                  "sharded", "unsharded")
 
     def __init__(self, fqn: str, owners: list, param: Tensor, rank: int, world: int, offset: int) -> None:
@@ -42,7 +42,8 @@ class FSDPParam:
             raise ValueError(f"fully_shard: parameter '{fqn}' is 0-d, so it cannot be split along dim 0; "
                              "pass it in ignored_params, or make it 1-d")
         self.fqn = fqn
-        self.owners = owners  # [(module, attribute name)]: one parameter may be shared
+        self.owners = [(m, name) for m, name, _ in owners]  # one parameter may be shared
+        self.fqns = [key for _, _, key in owners]  # its names, relative to the fully_shard'ed module
         self.shape = tuple(param.shape)
         self.numel = param.numel()
         self.row = self.numel // self.shape[0] if self.shape[0] else 0  # elements per row

@@ -4,7 +4,7 @@ Usage: fsdp_train.py MODEL:VARIANT[,VARIANT...] ... (one launch, several checks)
 ``mlp`` or ``gpt`` (benchmarks/models.py's minGPT, 2 blocks, dropout off via eval() so every
 world size draws the same numbers). VARIANT: ``default``; ``keep`` (reshard_after_forward=False); ``accumulate`` (two
 micro-batches, the first under set_requires_gradient_sync(False)); ``wrapper``
-(FullyShardedDataParallel with ModuleWrapPolicy). Each rank trains the
+(FullyShardedDataParallel with ModuleWrapPolicy); ``dcp`` (distributed.checkpoint round trip). Each rank trains the
 FSDP model on its slice of the global batch; rank 1 trains an unsharded copy on the whole
 batch; after 20 AdamW steps every full parameter must be within 1e-6 of the copy's.
 
@@ -15,7 +15,9 @@ ranks do, and the whole-batch run is held to 2e-5.
 """
 import functools
 import pathlib
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "benchmarks"))
 
@@ -23,7 +25,14 @@ import models
 
 import plugtorch
 import plugtorch.distributed as dist
+import plugtorch.distributed.checkpoint as dcp
 from plugtorch import nn
+from plugtorch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
 from plugtorch.distributed.fsdp import (
     FSDPModule,
     full_state_dict,
@@ -164,9 +173,48 @@ def check_wrapper():
           f"ok on rank {rank}")
 
 
+def check_dcp():
+    """distributed.checkpoint saves the sharded model and optimizer (the state dicts hold Shards),
+    a fresh sharded model and optimizer load them and continue identically, and
+    full_state_dict=True gives fsdp.full_state_dict's tensors."""
+    model, _ = sharded()
+    opt = adamw(model)
+
+    def step(net, o):
+        o.zero_grad()
+        loss_fn(net(x[slices[rank]]), y[slices[rank]]).backward()
+        o.step()
+
+    for _ in range(3):
+        step(model, opt)
+    path = [tempfile.mkdtemp() if rank == 0 else None]
+    dist.broadcast_object_list(path, src=0)
+    model_sd, optim_sd = get_state_dict(model, opt)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=path[0])
+    mine = full_state_dict(model)
+    assert differ(get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)), mine) == 0.0
+
+    fresh, _ = sharded()
+    fresh_opt = adamw(fresh)
+    model_sd, optim_sd = get_state_dict(fresh, fresh_opt)
+    state = {"model": model_sd, "optim": optim_sd}
+    dcp.load(state, checkpoint_id=path[0])
+    set_state_dict(fresh, fresh_opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    assert differ(full_state_dict(fresh), mine) == 0.0
+    step(model, opt)
+    step(fresh, fresh_opt)  # AdamW's moments came along: the same step
+    assert differ(full_state_dict(fresh), full_state_dict(model)) == 0.0
+    dist.barrier()
+    if rank == 0:
+        shutil.rmtree(path[0])
+    print(f"{which}/dcp: saved, loaded and continued ok on rank {rank}")
+
+
 def check(variant):
     if variant == "wrapper":
         return check_wrapper()
+    if variant == "dcp":
+        return check_dcp()
     model, blocks = sharded(reshard_after_forward=variant != "keep")
     assert isinstance(model, FSDPModule) and isinstance(blocks[0], FSDPModule)
     # the optimizer sees this rank's rows of each parameter (torch's Shard(0) pieces)
