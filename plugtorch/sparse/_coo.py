@@ -440,9 +440,9 @@ def _dense_to_sparse_coo(self):
     return _dense_to_sparse(self)
 
 
-def _dense_only(name: str, message: str):
+def _dense_only(name: str, layout: str = "sparse coordinate tensor"):
     def refuse(self, *args, **kwargs):
-        raise RuntimeError(f"{name} expected sparse coordinate tensor layout but got Strided{message}")
+        raise RuntimeError(f"{name} expected {layout} layout but got Strided")
     refuse.__name__ = name
     return refuse
 
@@ -452,10 +452,10 @@ def _attach() -> None:
                      "to_dense": lambda self, dtype=None, *, masked_grad=None: self if dtype is None
                      else self.to(dtype),
                      "sparse_dim": lambda self: 0, "dense_dim": lambda self: self.ndim,
-                     "coalesce": _dense_only("coalesce", ""), "is_coalesced": _dense_only("is_coalesced", ""),
-                     "indices": _dense_only("indices", ""), "values": _dense_only("values", ""),
-                     "_indices": _dense_only("_indices", ""), "_values": _dense_only("_values", ""),
-                     "_nnz": _dense_only("_nnz", "")}.items():
+                     "coalesce": _dense_only("coalesce"), "is_coalesced": _dense_only("is_coalesced"),
+                     "indices": _dense_only("indices"), "values": _dense_only("values", "sparse tensor"),
+                     "_indices": _dense_only("_indices"), "_values": _dense_only("_values", "sparse tensor"),
+                     "_nnz": _dense_only("_nnz")}.items():
         setattr(Tensor, name, fn)
     Tensor.layout = property(lambda self: strided)  # type: ignore[attr-defined]
 

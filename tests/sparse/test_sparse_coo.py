@@ -212,8 +212,11 @@ def _message(fn, *args):
     lambda lib: lib.sparse_coo_tensor(lib.tensor(IDX), lib.tensor(VALS), (4, 5)).indices(),
     lambda lib: lib.sparse_coo_tensor(lib.tensor(IDX), lib.tensor(VALS), (4, 5)).values(),
     lambda lib: lib.ones(2, 2).coalesce(),
+    lambda lib: lib.ones(2, 2).is_coalesced(),
+    lambda lib: lib.ones(2, 2).indices(),
+    lambda lib: lib.ones(2, 2).values(),
 ], ids=["index-too-large", "negative-index", "nnz-mismatch", "size-rank", "mm-shapes", "uncoalesced-indices",
-        "uncoalesced-values", "dense-coalesce"])
+        "uncoalesced-values", "dense-coalesce", "dense-is-coalesced", "dense-indices", "dense-values"])
 def test_errors_as_torch(case):
     ref = _message(lambda: case(torch))
     ours = _message(lambda: case(plugtorch))
