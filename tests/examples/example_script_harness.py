@@ -17,6 +17,7 @@ import os
 import pathlib
 import re
 import runpy
+import signal
 import sys
 import types
 
@@ -50,9 +51,11 @@ def floats(pattern: str, text: str) -> list[float]:
 
 
 def run_script(script: str, argv: list[str], framework, cwd: pathlib.Path,
-               modules: dict[str, types.ModuleType] | None = None) -> str:
+               modules: dict[str, types.ModuleType] | None = None, timeout: int = 120) -> str:
     """Run ``scripts/<script>`` as ``__main__`` with ``sys.argv[1:] = argv`` in ``cwd`` on
-    ``framework`` (the plugtorch or torch module); returns what it printed."""
+    ``framework`` (the plugtorch or torch module); returns what it printed. A script still
+    running after ``timeout`` seconds raises TimeoutError (regression/main.py, for one, loops
+    until its loss is small: a wrong gradient would otherwise hang the suite)."""
     path = SCRIPTS / script
     on_plugtorch = framework is plugtorch
     hidden = {n: m for n, m in sys.modules.items() if n == "torch" or n.startswith("torch.")} if on_plugtorch else {}
@@ -68,10 +71,17 @@ def run_script(script: str, argv: list[str], framework, cwd: pathlib.Path,
     sys.argv = [str(path), *argv]
     os.chdir(cwd)
     out = io.StringIO()
+
+    def too_long(signum, frame):
+        raise TimeoutError(f"{script} on {framework.__name__} ran for more than {timeout} s:\n{out.getvalue()}")
+    alarm_before = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(timeout)
     try:
         with contextlib.redirect_stdout(out):
             runpy.run_path(str(path), run_name="__main__")
     finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, alarm_before)
         os.chdir(cwd_before)
         sys.argv = argv_before
         if on_plugtorch:
