@@ -52,10 +52,16 @@ rnn_c = Extension("plugtorch_backends.numpy_backend.native._rnn", sources=["back
                   define_macros=native.define_macros,
                   libraries=native.libraries)
 
+# torch.special's functions NumPy has no ufunc for (native/special.c), a module of its own: optional too;
+# without it the backend's special primitive uses SciPy where installed (special_functions.py).
+special_c = Extension("plugtorch_backends.numpy_backend.native._special",
+                      sources=["backends/numpy_backend/native/special.c"], extra_compile_args=flags, optional=True,
+                      libraries=["m"] if sys.platform != "win32" else [])
+
 # The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional
 # too; without it their Python twins run (plugtorch/core/native.py).
 core_c = Extension("plugtorch.core._native", sources=["plugtorch/core/_native.c"], extra_compile_args=flags,
                    optional=True)
 
 setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data,
-      ext_modules=[native, rnn_c, core_c])
+      ext_modules=[native, rnn_c, special_c, core_c])

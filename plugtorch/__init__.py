@@ -21,6 +21,7 @@ from . import (
     optim,
     return_types,
     sparse,
+    special,
     utils,
 )
 from ._ops import *  # noqa: F403  (every op and tensor function, from the op table)
@@ -104,7 +105,7 @@ __all__ = [
     "load", "save", "load_file", "save_file", "library", "ops", "get_num_threads", "set_num_threads",
     "inference_mode", "is_inference_mode_enabled", "accelerator", "backends", "cuda", "linalg", "return_types",
     "compile", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
-    "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble", "fft",
+    "CharTensor", "ByteTensor", "BoolTensor", "complex64", "complex128", "cfloat", "cdouble", "fft", "special",
 ] + ["bfloat16", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_available",
      "is_autocast_cache_enabled", "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype",
      "sparse", "layout", "sparse_coo", "sparse_coo_tensor", "spmm", "strided",

@@ -31,12 +31,14 @@ def _probe(backend: Backend) -> str | None:
     import cupy
     import cupyx
     import cupyx.scipy.special
+    from plugtorch_backends.numpy_backend.special_functions import from_scipy
 
     from . import table
     from .modules import cupy_loader, cupy_source_loader
 
     table.install(backend, _registrars[-1], cupy, cupy_loader(), load_source=cupy_source_loader(),
-                  add_at=cupyx.scatter_add, erf=cupyx.scipy.special.erf, to_host=cupy.asnumpy)
+                  add_at=cupyx.scatter_add, erf=cupyx.scipy.special.erf, to_host=cupy.asnumpy,
+                  special=from_scipy(cupyx.scipy.special))
     backend.is_native = lambda obj: isinstance(obj, cupy.ndarray)
     backend.device_index = lambda a: a.device.id
     backend.device_count = cupy.cuda.runtime.getDeviceCount

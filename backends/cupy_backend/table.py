@@ -20,7 +20,8 @@ from . import activation_kernels, binary_kernels, bounds, conv_kernels, loss_ker
 from .fusion import ElementwiseFuser
 
 
-def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Callable) -> dict[str, Callable]:
+def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Callable,
+                    special: Callable | None = None) -> dict[str, Callable]:
     def from_host_array(a):
         return xp.asarray(a)
 
@@ -28,7 +29,7 @@ def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Calla
         return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
 
     table = make_table(xp, to_host=to_host, from_host_array=from_host_array, ufunc_out=False,
-                       add_at=add_at, as_strided=as_strided, erf=erf)
+                       add_at=add_at, as_strided=as_strided, erf=erf, special=special)
     table.update(bounds.checked(xp, table))  # CuPy wraps bad indices: check them in debug mode
     table.update(binary_kernels.make_primitives(xp, load, table))  # 16-byte loads for large operands
     table.update(philox.make_random_primitives(xp, load))
@@ -44,12 +45,12 @@ def make_kernels(xp, load) -> dict[str, Callable]:
 
 
 def install(backend, registrar, xp, load, *, load_source: Callable, add_at: Callable, erf: Callable,
-            to_host: Callable) -> None:
+            to_host: Callable, special: Callable | None = None) -> None:
     """Fill a probed backend: its primitives over ``xp``, its dtype map and array module, the
     kernels (registered through ``registrar``, the plugin's own) and the elementwise fuser
     (``load_source`` builds its generated modules). The real backend and the emulated one
     differ only in what they pass here."""
-    backend.primitives.update(make_primitives(xp, load, add_at=add_at, erf=erf, to_host=to_host))
+    backend.primitives.update(make_primitives(xp, load, add_at=add_at, erf=erf, to_host=to_host, special=special))
     _, from_native = make_dtype_maps(numpy)
     backend.dtype_of = lambda a: from_native[a.dtype]
     backend.array_module = xp

@@ -14,6 +14,7 @@ import numpy
 
 from . import special
 from .bfloat16 import ACCUMULATING, BFLOAT16, keeps_bfloat16, widened
+from .special_functions import numpy_special
 
 
 def make_dtype_maps(xp):
@@ -75,8 +76,8 @@ BINARY_UFUNCS = {
     "bitwise_xor": "bitwise_xor", "left_shift": "left_shift", "right_shift": "right_shift",
 }
 # NumPy warns on these for domain errors and division by zero, which torch returns quietly as nan/inf
-_QUIET = frozenset({"exp", "log", "log1p", "expm1", "sqrt", "asin", "acos", "acosh", "atanh", "div", "pow",
-                    "remainder", "floor_divide", "fmod"})
+_QUIET = frozenset({"sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "asin", "acos", "acosh", "atanh",
+                    "div", "pow", "remainder", "floor_divide", "fmod"})
 
 
 def _fp_error_state():
@@ -158,7 +159,8 @@ def make_out_variants(xp, *, quiet: bool = True) -> dict:
             for name, ufunc in (UNARY_UFUNCS | BINARY_UFUNCS).items()}
 
 
-def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_strided=None, erf=None):
+def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_strided=None, erf=None,
+               special=None):
     """The primitive table for array namespace ``xp``.
 
     to_host(x) -> numpy.ndarray; from_host_array(numpy_array) -> native array. Where the
@@ -170,6 +172,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
                 ``xp.add.at``; CuPy has ``cupyx.scatter_add``).
     as_strided: ``as_strided(x, shape, strides)`` giving a view (default NumPy's, read-only).
     erf:        the error function on native arrays (default: SciPy's or libm's, on the host).
+    special:    the ``special`` primitive on native arrays (default: the NumPy backend's, on the host).
     """
     to_native, _ = make_dtype_maps(xp)
     asarray = xp.asarray
@@ -247,6 +250,11 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
                        for s, w, st, d in zip(spatial, window, strides, dilation))
         shape = lead + counts + tuple(window)
         xs = x.strides
+    def host_special(name, x, y, n):
+        if xp is numpy:
+            return numpy_special(name, x, y, n)
+        return from_host_array(numpy_special(name, to_host(x), None if y is None else to_host(y), n))
+
         new_strides = (xs[:-n] + tuple(xs[-n + i] * strides[i] for i in range(n))
                        + tuple(xs[-n + i] * dilation[i] for i in range(n)))
         return _as_strided(x, shape, new_strides)
@@ -367,6 +375,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "matmul": matmul, "fft": ignoring_fp_errors(fft) if ufunc_out else fft,  # inf in: nan out, quietly
         "reshape": lambda x, shape: x.reshape(shape),
         "permute": lambda x, axes: x.transpose(axes),
+    table["special"] = special or host_special
         "broadcast_to": numpy_broadcast_to if xp is numpy else xp.broadcast_to,
         "getitem": lambda x, index: nd(x[index]),
         "setitem": setitem, "index_add": index_add, "gather": gather, "scatter_add": scatter_add,

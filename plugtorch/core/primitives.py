@@ -36,6 +36,13 @@ PRIMITIVES: dict[str, str] = {
     "tanh": "tanh(x)",
     # erf has no cheap exact composition from the others (gelu needs it)
     "erf": "erf(x): the error function, 2/sqrt(pi) * integral of exp(-t**2) from 0 to x",
+    # torch.special's functions: none composes from the others to double precision at a reasonable cost
+    "special": ("special(name, x, y, n): the special function name over floating x, in x's dtype: 'lgamma', "
+                "'digamma', 'polygamma' (of order n, an int >= 0), 'erfc', 'erfcx', 'erfinv', 'ndtri', 'ndtr', "
+                "'log_ndtr', 'i0', 'i0e', 'i1', 'i1e', 'j0', 'j1' (y is None), and of two arguments 'zeta' "
+                "(Hurwitz, zeta(x, y)), 'gammainc' and 'gammaincc' (regularised, a = x); y has x's shape and "
+                "dtype. Values and domains as scipy.special's functions of those names (gammaln, psi, ...), "
+                "digamma(0) = -inf as torch"),
     "floor": "floor(x)",
     "ceil": "ceil(x)",
     "round": "round(x): round half to even",

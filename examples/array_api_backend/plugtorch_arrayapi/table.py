@@ -54,6 +54,10 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
             return xp.fft.irfftn(x, s=sizes, axes=axes, norm=norm)
         return getattr(xp.fft, {"c2c": "fftn", "ic2c": "ifftn", "r2c": "rfftn"}[kind])(x, axes=axes, norm=norm)
 
+    def special_function(name, x, y, n):
+        raise NotImplementedError(f"backend '{backend_name}' has no special function {name}: the array API "
+                                  "standard defines none (lgamma, digamma, ...); compute it on the numpy backend")
+
     def boolean(x):
         # the standard's logical functions take bool only; the contract's take any dtype
         return x if x.dtype == xp.bool else xp.not_equal(x, 0)
@@ -195,7 +199,7 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
         "argmax": lambda x, axis, keepdims: xp.argmax(numeric(x), axis=axis, keepdims=keepdims),
         "argmin": lambda x, axis, keepdims: xp.argmin(numeric(x), axis=axis, keepdims=keepdims),
         "argsort": argsort, "cumsum": cumsum,
-        "matmul": xp.matmul, "fft": fft,
+        "matmul": xp.matmul, "fft": fft, "special": special_function,
         "reshape": lambda x, shape: xp.reshape(x, tuple(shape)),
         "permute": lambda x, axes: xp.permute_dims(x, tuple(axes)),
         "broadcast_to": lambda x, shape: xp.broadcast_to(x, tuple(shape)),

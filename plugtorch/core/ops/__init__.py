@@ -36,6 +36,7 @@ from . import (  # noqa: F401
                scatter,
                shape,
                sorting,
+               special,
                statistics,
                unpool,
                window,
@@ -56,4 +57,5 @@ SECTIONS = {
     "normalization": "Normalization",
     "cumulative": "Reductions", "counting": "Reductions", "joins": "Shape and movement",
     "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
+    "special": "Special functions",
 }
