@@ -10,8 +10,8 @@ import numbers
 
 import plugtorch as pt
 
+from ..core.ops.special import erfinv
 from . import constraints
-from ._special import erfinv
 from .distribution import Distribution
 from .utils import broadcast_all, eps
 

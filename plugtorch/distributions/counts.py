@@ -10,8 +10,8 @@ import numbers
 
 import plugtorch as pt
 
+from ..core.ops.special import lgamma
 from . import constraints
-from ._special import lgamma
 from .distribution import Distribution
 from .utils import broadcast_all, expand_probs_or_logits, lazy_property, logits_to_probs, probs_to_logits
 

@@ -13,8 +13,8 @@ import numbers
 
 import plugtorch as pt
 
+from ..core.ops.special import digamma, lgamma
 from . import constraints
-from ._special import digamma, lgamma
 from .distribution import Distribution
 from .utils import broadcast_all, tiny
 

@@ -9,8 +9,8 @@ import math
 
 import plugtorch as pt
 
+from ..core.ops.special import digamma, lgamma
 from ._linalg import diagonal, solve_lower
-from ._special import digamma, lgamma
 from .continuous import Exponential, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, OneHotCategorical
 from .distribution import Distribution

@@ -9,8 +9,8 @@ import numbers
 
 import plugtorch as pt
 
+from ..core.ops.special import lgamma
 from . import constraints
-from ._special import lgamma
 from .discrete import Categorical
 from .distribution import Distribution
 from .transformed import TransformedDistribution
