@@ -29,6 +29,7 @@ import io
 import json
 import os
 import pickle
+import warnings
 import zipfile
 from collections import OrderedDict
 
@@ -189,6 +190,29 @@ def _hashable(key):
     return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
 
 
+def _weights_only_from_environment(weights_only):
+    """torch.load's default and its two environment overrides: TORCH_FORCE_WEIGHTS_ONLY_LOAD
+    always reads weights only; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (with a warning) unpickles
+    anything where the call did not say, so that scripts written before torch 2.6 made
+    weights_only the default (pytorch/examples' time_sequence_prediction, for one) run as they are."""
+    true_values = ["1", "y", "yes", "true"]
+    force = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in true_values
+    force_no = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in true_values
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` "
+                           "should be set, but both were set.")
+    if force:
+        return True
+    if weights_only is None:
+        if force_no:
+            warnings.warn("Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD detected, since the"
+                          "`weights_only` argument was not explicitly passed to `torch.load`, forcing "
+                          "weights_only=False.", UserWarning, stacklevel=3)
+            return False
+        return True
+    return weights_only
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
          **pickle_load_args):
     """Load an object saved by :func:`save` or ``torch.save`` from a path or readable binary file.
@@ -197,10 +221,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     where it was saved. ``weights_only`` (``None`` means True, as in torch 2.13) reads only
     tensors, containers, primitive values and the globals allowed by :func:`add_safe_globals`,
     never running code from the file; ``weights_only=False`` unpickles anything, for files you
-    trust. See the module docstring.
+    trust. As in torch, the environment variable TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 makes every load
+    weights-only and TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 makes ``weights_only=None`` mean False.
+    See the module docstring.
     """
-    if weights_only is None:
-        weights_only = True
+    weights_only = _weights_only_from_environment(weights_only)
     if pickle_module is not None and pickle_module is not pickle:
         raise ValueError("plugtorch.load: only the standard pickle module is supported as "
                          f"pickle_module (got {pickle_module!r})")
