@@ -341,6 +341,14 @@ class SparseTensor(Tensor):
         from . import _matmul
         return _matmul(other, self)
 
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        """``Tensor.sum`` of a sparse tensor: :func:`plugtorch.sparse.sum`."""
+        if keepdim:
+            raise NotImplementedError("sum: keepdim=True of a sparse tensor is not supported here; "
+                                      "call .to_dense() first")
+        from . import sum as sparse_sum
+        return sparse_sum(self, dim, dtype)
+
     def mm(self, mat2):
         from . import mm
         return mm(self, mat2)

@@ -132,6 +132,8 @@ def test_transpose_sum_add_and_scale():
         out, ref = plugtorch.sparse.sum(s, dim=dim), torch.sparse.sum(r, dim=dim)
         assert out.is_sparse == ref.is_sparse
         close(out, ref)
+        close(s.sum(dim), r.sum(dim))
+    close(s.sum(), r.sum())
     hs, hr = both(values=np.arange(14.0).reshape(7, 2), size=(4, 5, 2))
     for dim in (2, (0, 2), 1):
         close(plugtorch.sparse.sum(hs, dim=dim), torch.sparse.sum(hr, dim=dim))
@@ -233,6 +235,8 @@ def test_mm_dtype_mismatch_names_both_types():
     ("exp", lambda s: plugtorch.exp(s)),
     ("relu", lambda s: plugtorch.nn.functional.relu(s)),
     ("view", lambda s: s.view(20)),
+    ("sum", lambda s: plugtorch.sum(s)),
+    ("cat", lambda s: plugtorch.cat([s, s])),
     ("softmax", lambda s: plugtorch.softmax(s, 0)),
     ("add", lambda s: plugtorch.add(plugtorch.ones(4, 5), s)),
     ("eq", lambda s: s == s),
