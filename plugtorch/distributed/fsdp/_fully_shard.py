@@ -319,7 +319,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward: bool | None = None,
                                   "False or None are supported (not resharding to a smaller group)")
     if shard_placement_fn is not None:
         raise NotImplementedError("fully_shard: shard_placement_fn is not supported; parameters are "
-                                  "sharded along their flattened dim 0")
+                                  "sharded along dim 0")
     (mp_policy or MixedPrecisionPolicy())._check(module)
     if isinstance(offload_policy, CPUOffloadPolicy):
         offload_policy._check(module)

@@ -2,9 +2,10 @@
 
 torch's FSDP2 parameters are DTensors, whose ``full_tensor()`` gathers them, and
 ``torch.distributed.checkpoint.state_dict`` offers full state dicts. plugtorch has no
-DTensor: a sharded parameter is a plain 1-D ``Parameter`` holding this rank's block, and
-``module.state_dict()`` holds those blocks (a sharded state dict). These functions give the
-full tensors, in the parameters' own shapes and names (collective: call them on every rank).
+DTensor: a sharded parameter is a plain ``Parameter`` holding this rank's rows, and
+``module.state_dict()`` holds ``Shard``s of them (for distributed.checkpoint). These functions
+give the full tensors, in the parameters' own shapes and names (collective: call them on every
+rank).
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def full_state_dict(module, *, rank0_only: bool = False) -> dict:
 
 def load_full_state_dict(module, state_dict: dict, strict: bool = True):
     """Load a full state dict (every rank passes the same one) into a fully_shard'ed module:
-    each rank keeps its block of each parameter. Returns load_state_dict's (missing, unexpected)."""
+    each rank keeps its rows of each parameter. Returns load_state_dict's (missing, unexpected)."""
     managed = _managed(module)
     rest = dict(state_dict)
     missing = []

@@ -2,7 +2,7 @@
 
 The wrapper applies ``fully_shard`` to the modules ``auto_wrap_policy`` picks (each wrapped in
 a ``FullyShardedDataParallel`` of its own, as torch's nested instances are), then to the
-module, and keeps it as ``_fsdp_wrapped_module``. Parameters are the 1-D shards under their
+module, and keeps it as ``_fsdp_wrapped_module``. Parameters are the row pieces under their
 own names (torch's ``use_orig_params=True`` layout, not ``FlatParameter``s). ``state_dict()``
 is torch's default ``FULL_STATE_DICT``: full tensors on every rank under names without the
 wrapper's ``_fsdp_wrapped_module.`` (collective), and ``load_state_dict`` takes that form.
@@ -163,8 +163,8 @@ class FullyShardedDataParallel(Module):
         ``writeback`` changes to them are kept (each rank keeps its block) on exit."""
         groups = [m._fsdp_state.group for m in module.modules()
                   if isinstance(m, FSDPModule) and m._fsdp_state.group is not None]
-        if not recurse:
-            groups = groups[-1:] if isinstance(module, FSDPModule) else groups[:1]
+        if not recurse:  # the outermost only (modules() walks it first)
+            groups = groups[:1]
         for g in groups:
             g.start_unshard()
         for g in groups:
