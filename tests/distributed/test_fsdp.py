@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from mpi_harness import check, launch, needs_mpi
+from mpi_harness import _env, check, launch, needs_mpi
 
 import plugtorch
 import plugtorch.distributed as dist
@@ -35,6 +35,14 @@ from plugtorch.distributed.fsdp import (
 def test_training_matches_one_process(nprocs, checks):
     runs = sum(len(c.split(",")) for c in checks)
     check(launch(nprocs, "fsdp_train.py", *checks, timeout=150), nprocs * runs)
+
+
+@needs_mpi
+def test_every_rank_posts_the_same_collectives():
+    """PLUGTORCH_DISTRIBUTED_DEBUG checks each collective's kind, shapes and dtypes across ranks:
+    prefetches, reductions and their order must agree on every rank."""
+    env = _env(PLUGTORCH_DISTRIBUTED_DEBUG="1")
+    check(launch(2, "fsdp_train.py", "gpt:default,accumulate", timeout=90, env=env), 4)
 
 
 @pytest.fixture
