@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from ..core import printing
-from ..core.dtypes import get_default_dtype, int64, result_type
+from ..core.dtypes import bool_, float32, float64, get_default_dtype, int64, result_type
 from ..core.optable import TABLE
 from ..core.tensor import Size, Tensor, _wrap_dim
 
@@ -273,10 +273,10 @@ class SparseTensor(Tensor):
         return SparseTensor._make(self._idx.clone(), self._vals.clone(), self._shape, self._coal)
 
     def float(self):
-        return self.to(_dtypes().float32)
+        return self.to(float32)
 
     def double(self):
-        return self.to(_dtypes().float64)
+        return self.to(float64)
 
     def long(self):
         return self.to(int64)
@@ -341,9 +341,10 @@ class SparseTensor(Tensor):
         from . import _matmul
         return _matmul(other, self)
 
-    def sum(self, dim=None, keepdim=False, dtype=None):
+    def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
         """``Tensor.sum`` of a sparse tensor: :func:`plugtorch.sparse.sum`."""
-        if keepdim:
+        dim = dim if axis is None else axis
+        if keepdim or keepdims:
             raise NotImplementedError("sum: keepdim=True of a sparse tensor is not supported here; "
                                       "call .to_dense() first")
         from . import sum as sparse_sum
@@ -371,11 +372,6 @@ class SparseTensor(Tensor):
 
     def __deepcopy__(self, memo):
         return self.clone()
-
-
-def _dtypes():
-    from ..core import dtypes
-    return dtypes
 
 
 def add(a, b, alpha=1):
@@ -414,7 +410,7 @@ def _sparse_repr(s: SparseTensor) -> str:
     text = ("tensor(indices=" + shown(s._idx, 15) + ",\n       values=" + shown(s._vals, 14) + ",\n       "
             + f"size={tuple(s._shape)}, nnz={s._nnz()}")
     suffixes = []
-    if s.dtype not in (get_default_dtype(), int64, _dtypes().bool_):
+    if s.dtype not in (get_default_dtype(), int64, bool_):
         suffixes.append(f"dtype={s.dtype!r}")
     suffixes.append("layout=plugtorch.sparse_coo")
     if s.grad_fn is not None:
