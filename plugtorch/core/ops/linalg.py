@@ -45,11 +45,17 @@ def _matmul_rule(ctx, g):
 
 def _matmul_args(input, other):
     a, b = input, other
-    if a.is_sparse or b.is_sparse:  # a sparse COO operand (mm's decomposition comes here too)
-        from ...sparse import _matmul as sparse_matmul
-        return Done(sparse_matmul(a, b))
     if b._backend is not a._backend:
         raise BackendMismatchError("matmul", a._backend.name, b._backend.name)
+    try:
+        sa, sb = a._data.shape, b._data.shape
+    except NotImplementedError:
+        # a sparse COO operand holds no array (reading one refuses): the product is sparse.mm's.
+        # Caught rather than tested for, so dense products pay nothing (mm's decomposition too).
+        if a.is_sparse or b.is_sparse:
+            from ...sparse import _matmul as sparse_matmul
+            return Done(sparse_matmul(a, b))
+        raise
     if a.dtype is not b.dtype:
         cast = MODES.cast_operands("matmul", (a, b)) if MODES.on else None  # autocast's
         if cast is None or cast[0].dtype is not cast[1].dtype:
@@ -57,7 +63,6 @@ def _matmul_args(input, other):
                 f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}"
             )
         a, b = cast
-    sa, sb = a._data.shape, b._data.shape
     na, nb = len(sa), len(sb)
     if na >= 2 and nb >= 2:  # the primitive's case: matrices, with broadcastable batch dims
         if sa[-1] != sb[-2]:
