@@ -51,7 +51,6 @@ class FSDPState:
         self.backward_prefetch: list[FSDPState] | None = None
         self.pending: list[FSDPState] = []  # the root's: modules whose gradients are still to come
         self.reducing: list[FSDPState] = []  # the root's: reductions posted this backward
-        self.in_forward = False
         self.backward_started = False
         if group is not None:
             group.on_grads_ready = self._grads_ready
@@ -93,11 +92,9 @@ class FSDPState:
         for nxt in self._next(root.last_order, self.forward_prefetch, root.order):
             if nxt.group is not None:
                 nxt.group.start_unshard()
-        self.in_forward = True
         return None
 
     def post_forward(self, module, args, kwargs, output):
-        self.in_forward = False
         root = self.root
         assert root is not None, "pre_forward ran"
         if self._reshards_after_forward() and self.group is not None:

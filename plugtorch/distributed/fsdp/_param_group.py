@@ -132,7 +132,7 @@ class FSDPParamGroup:
 
     def reshard(self) -> None:
         """Free the full parameters; the shards become the module's parameters again."""
-        if self.gather is not None:  # a prefetch nobody used: finish it so every rank posts alike
+        if self.gather is not None:  # a prefetch nobody used: complete it before dropping its buffers
             self.gather[0].wait()
             self.gather = None
         if not self.unsharded:
