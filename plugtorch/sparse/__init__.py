@@ -2,8 +2,8 @@
 
 A sparse tensor is a :class:`SparseTensor` (``_coo.py``): dense int64 indices, dense values and
 a size. Everything here is written with the op table's dense ops (index_select, index_add,
-unique), so it runs on any backend and is differentiable in the values and the dense operands
-without derivative rules of its own.
+unique), so a backend that runs those runs it, and it is differentiable in the values and the
+dense operands without derivative rules of its own.
 """
 from __future__ import annotations
 
