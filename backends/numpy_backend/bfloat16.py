@@ -3,8 +3,8 @@
 ``ml_dtypes`` gives NumPy a bfloat16 dtype whose ufuncs compute each element in float32 and
 round the result, as torch's CPU kernels do, so elementwise ops on two tensors need nothing
 here (add and mul agree with torch bit for bit); a Python number beside a bfloat16 array is
-taken as a bfloat16, as torch converts it (:func:`keeps_bfloat16`; the table's own binary
-wrapper does the same inline). What would go wrong is where a result accumulates: NumPy
+taken as torch takes it (:func:`keeps_bfloat16`; the table's own binary wrapper does the same
+inline). What would go wrong is where a result accumulates: NumPy
 reduces a bfloat16 array in bfloat16 (each partial sum rounded) and multiplies bfloat16
 matrices in a slow generic loop. Torch accumulates in float32 and rounds once; so do the
 primitives :func:`widened` wraps. The backend's fused kernels, written for float32/float64
@@ -22,6 +22,7 @@ import ml_dtypes
 import numpy as np
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+SCALAR: Callable[[object], np.generic] = ml_dtypes.bfloat16  # a number as a bfloat16 scalar
 _F32 = np.dtype(np.float32)
 
 # primitives whose result accumulates many products or sums: computed in float32, rounded once
@@ -68,16 +69,26 @@ def widened(name: str, fn: Callable) -> Callable:
     return reduce
 
 
-def keeps_bfloat16(fn: Callable) -> Callable:
-    """The binary ufunc primitive ``fn`` giving bfloat16 for a bfloat16 array and a Python float:
-    ml_dtypes' bfloat16 takes no part in NumPy's weak-scalar rule, so NumPy computes such a pair
-    in float32 and returns float32. Torch computes in float32 too (its opmath type) and rounds the
-    result to bfloat16; so does this."""
+# binary primitives torch computes with a Python number in float32 (its opmath scalar paths);
+# the others take the number converted to the tensor's dtype first
+_FLOAT32_NUMBER = frozenset({"mul", "div", "floor_divide"})
+
+
+def keeps_bfloat16(name: str, fn: Callable) -> Callable:
+    """The binary primitive ``name`` (``fn``) with a Python float beside a bfloat16 array as
+    torch computes it: the number converted to bfloat16, or for mul and div kept in float32
+    and the result rounded. ml_dtypes' bfloat16 takes no part in NumPy's weak-scalar rule, so
+    NumPy alone would compute the pair in float32 and return float32."""
+    if name in _FLOAT32_NUMBER:
+        def rounded(x, y):
+            out = fn(x, y)
+            return out.astype(BFLOAT16) if out.dtype is not x.dtype and x.dtype is BFLOAT16 else out
+        return rounded
+
     def call(x, y):
-        out = fn(x, y)
-        if out.dtype is _F32 and x.dtype is BFLOAT16:
-            return out.astype(BFLOAT16)
-        return out
+        if type(y) is float and x.dtype is BFLOAT16:
+            y = SCALAR(y)
+        return fn(x, y)
     return call
 
 

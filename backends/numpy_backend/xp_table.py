@@ -14,6 +14,7 @@ import numpy
 
 from . import special
 from .bfloat16 import ACCUMULATING, BFLOAT16, keeps_bfloat16, widened
+from .bfloat16 import SCALAR as BF16_SCALAR
 from .special_functions import numpy_special
 
 
@@ -192,9 +193,15 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         if xp is not numpy:
             return lambda x, y: fn(x, y, out=...)
 
+        if fn.__name__ == "multiply":  # torch multiplies by the number in float32 (keeps_bfloat16)
+            def mul(x, y):
+                out = fn(x, y, out=...)
+                return out.astype(BFLOAT16) if out.dtype is not x.dtype and x.dtype is BFLOAT16 else out
+            return mul
+
         def call(x, y):
             if type(y) is float and x.dtype is BFLOAT16:  # as torch, the number in the tensor's dtype
-                y = BFLOAT16.type(y)                     # (ml_dtypes would promote to float32)
+                y = BF16_SCALAR(y)                       # (ml_dtypes would promote to float32)
             return fn(x, y, out=...)
         return call
 
@@ -341,9 +348,9 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     if xp is numpy:
         def where(cond, x, y):  # NumPy's: a Python float beside a bfloat16 array would give float64
             if getattr(x, "dtype", None) is BFLOAT16 and not hasattr(y, "dtype"):
-                y = BFLOAT16.type(y)
+                y = BF16_SCALAR(y)
             elif getattr(y, "dtype", None) is BFLOAT16 and not hasattr(x, "dtype"):
-                x = BFLOAT16.type(x)
+                x = BF16_SCALAR(x)
             return nd(xp.where(cond, x, y))
 
     def strides(x):
@@ -392,5 +399,5 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     }
     if xp is numpy:  # bfloat16 accumulates in float32, as torch's CPU kernels do
         table.update({name: widened(name, table[name]) for name in ACCUMULATING})
-        table.update({name: keeps_bfloat16(table[name]) for name in BINARY_UFUNCS if name in _QUIET})
+        table.update({name: keeps_bfloat16(name, table[name]) for name in BINARY_UFUNCS if name in _QUIET})
     return table

@@ -199,11 +199,13 @@ def test_shared_memory_carries_bfloat16_between_processes():
 
 
 def test_ops_with_python_numbers_keep_bfloat16_as_torch(torch):
-    x = _values(50, 6)
+    # torch takes the number in bfloat16, except mul and div, which use it in float32
+    x = _values(500, 6)
     ours, theirs = plugtorch.tensor(x).bfloat16(), torch.tensor(x).bfloat16()
     for f in (lambda m, v: m.where(v > 0, v, 0.1), lambda m, v: m.where(v > 0, 1.3, v),
               lambda m, v: v.clamp(min=0.1), lambda m, v: v.masked_fill(v > 0, 2.3), lambda m, v: v / 3.0,
-              lambda m, v: v - 0.1, lambda m, v: v ** 2.0):
+              lambda m, v: v - 0.1, lambda m, v: v ** 2.0, lambda m, v: v * 1.1, lambda m, v: v / 0.1,
+              lambda m, v: v.fmod(0.3), lambda m, v: v.div(0.3, rounding_mode="floor")):
         o, t = f(plugtorch, ours), f(torch, theirs)
         assert o.dtype is plugtorch.bfloat16
         assert np.array_equal(_bits(o), _bits(t))
