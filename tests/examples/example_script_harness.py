@@ -158,7 +158,8 @@ def torchvision_standin(torch, data_root: pathlib.Path, n_train: int, n_test: in
 
         class ToTensor:
             def __call__(self, img):
-                return torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).unsqueeze(0)
+                pixels = np.asarray(img, dtype=np.float32) / 255.0
+                return torch.from_numpy(pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1).copy())
 
         class Normalize:
             def __init__(self, mean, std):
@@ -169,8 +170,35 @@ def torchvision_standin(torch, data_root: pathlib.Path, n_train: int, n_test: in
 
         transforms.Compose, transforms.ToTensor, transforms.Normalize = Compose, ToTensor, Normalize
 
+    class FakeData(torch.utils.data.Dataset):
+        """torchvision's FakeData: random images (a PIL image each, as torchvision gives) and labels,
+        the same for a given index on either library; ``size`` defaults to ``n_train``, not 1000."""
+
+        def __init__(self, size=n_train, image_size=(3, 224, 224), num_classes=10, transform=None,
+                     target_transform=None, random_offset=0):
+            self.size, self.image_size, self.num_classes = size, image_size, num_classes
+            self.transform, self.target_transform, self.random_offset = transform, target_transform, random_offset
+
+        def __len__(self):
+            return self.size
+
+        def __getitem__(self, index):
+            if not 0 <= index < self.size:
+                raise IndexError(f"{type(self).__name__} index out of range")
+            rng = np.random.default_rng(index + self.random_offset)
+            c, h, w = self.image_size
+            pixels = rng.integers(0, 256, (h, w, c), dtype=np.uint8)
+            img = Image.fromarray(pixels[:, :, 0] if c == 1 else pixels)
+            target = int(rng.integers(0, self.num_classes))
+            if self.transform is not None:
+                img = self.transform(img)
+            if self.target_transform is not None:
+                target = self.target_transform(target)
+            return img, target
+
     datasets = types.ModuleType("torchvision.datasets")
     datasets.MNIST = MNIST  # type: ignore[attr-defined]
+    datasets.FakeData = FakeData  # type: ignore[attr-defined]
     utils = types.ModuleType("torchvision.utils")
 
     def save_image(tensor, fp, **kwargs):
