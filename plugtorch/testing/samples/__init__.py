@@ -22,9 +22,10 @@ from . import (
     sampling,
     shapes,
     sorting,
+    special,
 )
 
 SAMPLES: dict = {}
 for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,
-                distances, attention, bitwise, cumulative, counting, optim, recurrent):
+                distances, attention, bitwise, cumulative, counting, optim, recurrent, special):
     SAMPLES.update(_module.SAMPLES)
