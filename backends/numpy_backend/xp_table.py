@@ -182,6 +182,14 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         # Reductions over every axis return scalars in NumPy; the contract wants arrays.
         return x if type(x) is xp.ndarray else asarray(x)
 
+    def getitem(x, index):
+        out = x[index]
+        if type(out) is xp.ndarray:
+            return out
+        # an int on every axis gives NumPy a scalar, a copy; torch's x[i] is a 0-d view, and so
+        # is NumPy's result for the same index with an Ellipsis after it
+        return x[(*index, Ellipsis) if type(index) is tuple else (index, Ellipsis)]
+
     def quiet(fn):
         if not ufunc_out:
             return fn  # a library without NumPy's floating-point warnings needs no errstate
@@ -384,7 +392,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "permute": lambda x, axes: x.transpose(axes),
     table["special"] = special or host_special
         "broadcast_to": numpy_broadcast_to if xp is numpy else xp.broadcast_to,
-        "getitem": lambda x, index: nd(x[index]),
+        "getitem": getitem,
         "setitem": setitem, "index_add": index_add, "gather": gather, "scatter_add": scatter_add,
         "concatenate": lambda xs, axis: xp.concatenate(xs, axis=axis),
         "pad": pad, "windows": windows,

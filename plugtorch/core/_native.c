@@ -21,7 +21,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define ABI 4 /* native.py checks it: a stale build of older sources is not used */
+#define ABI 5 /* native.py checks it: a stale build of older sources is not used */
 
 static PyTypeObject *node_type, *acc_type, *tensor_type;
 static PyObject *fn_accumulate, *fn_add, *fn_fit, *fn_check_versions, *fn_wrong_count, *fn_post_hooks;
@@ -33,7 +33,8 @@ static PyObject *s_dtype_of; /* interned "dtype_of" */
 static Py_ssize_t n_op, n_rule, n_next, n_meta, n_saved, n_versions, n_output, n_attrs, n_pre_hooks,
     n_released, n_trace;
 static Py_ssize_t a_variable, a_pre_hooks, a_post_hooks;
-static Py_ssize_t t_data, t_backend, t_dtype, t_requires_grad, t_grad, t_grad_fn, t_vc, t_accum, t_retains_grad;
+static Py_ssize_t t_data, t_backend, t_dtype, t_requires_grad, t_grad, t_grad_fn, t_vc, t_accum, t_retains_grad,
+    t_view;
 
 static int offset_of(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
     PyObject *d = PyDict_GetItemString(tp->tp_dict, name); /* borrowed */
@@ -86,7 +87,7 @@ static PyObject *version_of(PyObject *t) {
 static const char *const node_names[] = {"op", "rule", "next", "meta", "saved", "versions", "output",
                                          "attrs", "pre_hooks", "released", "trace", NULL};
 static const char *const tensor_names[] = {"_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn",
-                                           "_vc", "_accum", "_retains_grad", NULL};
+                                           "_vc", "_accum", "_retains_grad", "_view", NULL};
 
 static int offsets_of(PyTypeObject *tp, const char *const *names, Py_ssize_t **out) {
     for (; *names != NULL; names++, out++)
@@ -104,7 +105,7 @@ static PyObject *configure_types(PyObject *self, PyObject *args) {
     static const char *const acc_names[] = {"variable", "pre_hooks", "post_hooks", NULL};
     Py_ssize_t *acc_offsets[] = {&a_variable, &a_pre_hooks, &a_post_hooks};
     Py_ssize_t *tensor_offsets[] = {&t_data, &t_backend, &t_dtype, &t_requires_grad, &t_grad, &t_grad_fn,
-                                    &t_vc, &t_accum, &t_retains_grad};
+                                    &t_vc, &t_accum, &t_retains_grad, &t_view};
     if (offsets_of((PyTypeObject *)node, node_names, node_offsets) ||
         offsets_of((PyTypeObject *)acc, acc_names, acc_offsets) ||
         offsets_of((PyTypeObject *)tensor, tensor_names, tensor_offsets))
@@ -437,6 +438,7 @@ static PyObject *wrap(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     SLOT(t, t_vc) = vc;
     SLOT(t, t_accum) = Py_NewRef(Py_None);
     SLOT(t, t_retains_grad) = Py_NewRef(Py_False);
+    SLOT(t, t_view) = Py_NewRef(Py_None);
     return t;
 }
 

@@ -42,6 +42,7 @@ def wrap(data: Any, backend: Backend, requires_grad: bool = False) -> TensorT:
     t._vc = [0]
     t._accum = None
     t._retains_grad = False
+    t._view = None
     return t
 
 
@@ -243,6 +244,7 @@ def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
     out = wrap(fn(arrays, **attrs) if d.variadic else fn(*arrays, **attrs), b)
     if d.view:
         out._vc = operands[0]._vc
+        out._view = (operands[0], d, operands, attrs)
     if grad and _grad_state.enabled and d.rule is not None:
         record(out, d, operands, attrs)
     return out
@@ -268,6 +270,7 @@ def call_op1(name: str, x, attrs: dict = NO_ATTRS):
     out = wrap(fn(x._data, **attrs), b)
     if d.view:
         out._vc = x._vc
+        out._view = (x, d, (x,), attrs)
     if x.requires_grad and _grad_state.enabled and d.rule is not None:
         record_one(out, d, x, attrs)
     return out

@@ -19,7 +19,7 @@ import os
 import sys
 from types import ModuleType
 
-ABI = 4  # _native.c's ABI constant: they change together
+ABI = 5  # _native.c's ABI constant: they change together
 
 
 def _load() -> tuple[ModuleType | None, str]:

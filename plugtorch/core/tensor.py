@@ -30,8 +30,12 @@ class Tensor(_BoundMethods):
     _vc: list
     _accum: Any
     _retains_grad: bool
+    # A view's (parent, op, operands, attrs): the call that made it from the tensor whose memory
+    # it shares, so an in-place op on it can give that tensor's graph its new value (None: not
+    # a view). Read with getattr(t, "_view", None): tensors built without wrap may lack it.
+    _view: Any
     __slots__ = ("_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn", "_vc",
-                 "_accum", "_retains_grad", "__weakref__")
+                 "_accum", "_retains_grad", "_view", "__weakref__")
 
     # Tensor(...) as a constructor behaves like plugtorch.tensor(...); Tensor(2, 3), Tensor(5) or
     # Tensor(Size) is torch's uninitialised tensor of the default dtype (pytorch/examples'

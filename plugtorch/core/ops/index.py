@@ -99,6 +99,7 @@ def _getitem(input, key):
         raise IndexError(f"indexing a tensor of shape {list(input.shape)}: {e}") from None
     if basic:
         out._vc = input._vc  # a view
+        out._view = (input, "getitem", (input,), {"index": index})
     return out
 
 

@@ -8,8 +8,13 @@ Two cases:
   through the primitive's out= variant (``_into``); any other op is computed and then
   copied in with the ``setitem`` primitive.
 * The graph is involved: the op is computed out of place from an alias of the
-  old value, and the tensor is rebound to the result and its graph node. The
-  old memory is never overwritten, so nodes that saved it stay correct.
+  old value, and the tensor takes the result's graph node. A tensor no other tensor
+  sees the memory of is rebound to the result (the old memory is never overwritten, so
+  nodes that saved it stay correct); one that shares its memory (a view, or a tensor with
+  views or detached copies) gets the result written into that memory, the alias being a
+  copy then, so every tensor sharing it sees the new value as in torch. A view's
+  in-place op also gives the tensor it views a new graph node (torch's CopySlices): its
+  gradient flows to the old value outside the view and to the result inside it.
 
 Either way the version counter is bumped, so a backward that needs the old
 value of a tensor modified since raises torch's "modified by an inplace
@@ -22,9 +27,12 @@ out of place as ``index_put`` (declared with the other index ops) for a tensor `
 """
 from __future__ import annotations
 
-from ..dispatch import wrap
+import sys
+
+from ..dispatch import call_op, record, wrap
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
+from ..opdef import OpDef
 from ..optable import MODES, TABLE, op, public
 from ..tensor import Tensor
 from ._args import broadcast_shapes
@@ -40,6 +48,69 @@ def _check_leaf(x, op_name):
             f"a leaf Variable that requires grad is being used in an in-place operation ({op_name}). "
             "Wrap the update in 'with plugtorch.no_grad():' or operate on x.detach()."
         )
+    if _grad.enabled and getattr(x, "_view", None) is not None:
+        root = _view_root(x)[0]
+        if root.requires_grad and root.grad_fn is None:
+            raise RuntimeError(
+                f"a view of a leaf Variable that requires grad is being used in an in-place operation "
+                f"({op_name}). Wrap the update in 'with plugtorch.no_grad():' or operate on a clone."
+            )
+
+
+def _view_root(x):
+    """The tensor whose memory the view ``x`` shares, and the view calls from it to ``x``."""
+    steps = []
+    while (made := getattr(x, "_view", None)) is not None:
+        steps.append(made[1:])
+        x = made[0]
+    steps.reverse()
+    return x, tuple(steps)
+
+
+def _replay(t, steps):
+    """The views ``steps`` (from ``_view_root``) applied to ``t``."""
+    for fn, operands, attrs in steps:
+        t = call_op(fn, (t, *operands[1:]), attrs)
+    return t
+
+
+def _shares_memory(x) -> bool:
+    """Whether another tensor may see ``x``'s memory: ``x`` is a view, or a view or a detached
+    copy of ``x`` holds its version counter (a list no other tensor refers to has two references
+    here: ``x``'s and the argument's; a stray one only costs a copy)."""
+    return getattr(x, "_view", None) is not None or sys.getrefcount(x._vc) > 2
+
+
+def _copy_slices_rule(ctx, g):
+    """CopySlices' gradient: the old value's outside the view, the written value's inside it."""
+    steps = ctx.attrs["steps"]
+    need = ctx.needs_input_grad
+    g_old = g_src = None
+    if need[0]:
+        from ..grad_mode import no_grad
+        with no_grad():
+            mask = g.new_ones(g.shape)
+            _replay(mask, steps).zero_()
+        g_old = g * mask
+    if need[1]:
+        g_src = _replay(g, steps)
+    return g_old, g_src
+
+
+_COPY_SLICES = OpDef("copy_slices", derivative=_copy_slices_rule,
+                     doc="The node a view's in-place op gives the tensor it views (torch's CopySlices).")
+
+
+def _rebase(x, src):
+    """After ``x`` (a view) took the value of ``src`` in its memory, the tensor it views gets the
+    node that routes its gradient: to its old graph outside the view, to ``src``'s inside it."""
+    root, steps = _view_root(x)
+    if not (root.requires_grad or src.requires_grad):
+        return
+    old = wrap(root._data, root._backend)  # only its graph and shape are used
+    old.grad_fn, old.requires_grad, old._accum = root.grad_fn, root.requires_grad, root._accum
+    new = record(wrap(root._data, root._backend), _COPY_SLICES, (old, src), {"steps": steps})
+    root.grad_fn, root.requires_grad = new.grad_fn, True
 
 
 def _check_overlap(x, op_name):
@@ -74,9 +145,10 @@ def _graph_involved(x, args, kwargs) -> bool:
     return False
 
 
-def _alias(x):
-    """The old value of ``x`` as its own tensor: same memory and graph node, own version counter."""
-    a = wrap(x._data, x._backend)
+def _alias(x, copy=False):
+    """The old value of ``x`` as its own tensor: same memory (a copy with ``copy``) and graph
+    node, own version counter."""
+    a = wrap(x._backend.primitives["copy"](x._data) if copy else x._data, x._backend)
     a.grad_fn, a.requires_grad, a._accum = x.grad_fn, x.requires_grad, x._accum
     a._vc = [x._vc[0]]
     if MODES.on:  # a mode's per-tensor state (a forward-AD tangent) goes with the old value
@@ -84,8 +156,9 @@ def _alias(x):
     return a
 
 
-def _commit(x, result, op_name, tracking):
-    """Make ``result`` the new value of ``x``."""
+def _commit(x, result, op_name, tracking, shared=False):
+    """Make ``result`` the new value of ``x``; ``shared``: ``x`` shares its memory (so a
+    tracked result is written into it, not rebound)."""
     if result.shape != x.shape:
         raise RuntimeError(
             f"{op_name}: output with shape {list(x.shape)} doesn't match the broadcast shape "
@@ -99,7 +172,12 @@ def _commit(x, result, op_name, tracking):
             )
         result = result.to(x.dtype)
     if tracking:
-        x._data = result._data
+        if shared:
+            x._backend.primitives["setitem"](x._data, (Ellipsis,), result._data)
+            if getattr(x, "_view", None) is not None:
+                _rebase(x, result)
+        else:
+            x._data = result._data
         x.grad_fn = result.grad_fn
         x.requires_grad = result.requires_grad
     else:
@@ -230,7 +308,8 @@ def inplace(fn, name):
                     return x
         if _grad.enabled and _graph_involved(x, args, kwargs):
             _check_leaf(x, name)
-            return _commit(x, fn(_alias(x), *args, **kwargs), name, True)
+            shared = _shares_memory(x)
+            return _commit(x, fn(_alias(x, shared), *args, **kwargs), name, True, shared)
         # no graph, so _check_leaf has nothing to refuse
         done = _into(x, op_name, args, kwargs, seen)
         if done is not None:
@@ -254,7 +333,7 @@ def copy_(input, src, non_blocking=False):
     if src.shape != input.shape:
         src = src.expand(input.shape)
     if tracking:
-        return _commit(input, clone(src), "copy_", True)
+        return _commit(input, clone(src), "copy_", True, _shares_memory(input))
     return _commit(input, src, "copy_", False)
 
 
@@ -262,6 +341,8 @@ def _fill_in_place(x, value, op_name):
     _check_leaf(x, op_name)
     _check_overlap(x, op_name)
     x._backend.primitives["setitem"](x._data, (Ellipsis,), value)
+    if _grad.enabled and getattr(x, "_view", None) is not None:
+        _rebase(x, wrap(x._data, x._backend))  # a constant inside the view: no gradient there
     if _grad.enabled and x.grad_fn is not None:
         x.grad_fn, x.requires_grad = None, False  # a constant does not depend on anything
     if MODES.on:
@@ -352,11 +433,17 @@ def setitem(x, key, value):
         _put(b, x._data, index, value._data if isinstance(value, Tensor) else value, value)
         x._vc[0] += 1
         return
-    old = _alias(x)
+    shared = tracking and _shares_memory(x)
+    old = _alias(x, shared)
     _check_put_shapes(b, x._data, index, value)
     # a number goes through index_fill, its own op, so its kernels and overrides are what run
     out = put_native(old, index, value) if isinstance(value, Tensor) else index_fill(old, index, value)
-    if tracking:
+    if shared:
+        b.primitives["setitem"](x._data, (Ellipsis,), out._data)
+        if getattr(x, "_view", None) is not None:
+            _rebase(x, out)
+        x.grad_fn, x.requires_grad = out.grad_fn, True
+    elif tracking:
         x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
     else:  # only a mode is in force (forward AD): the op ran out of place for it to see
         b.primitives["setitem"](x._data, (Ellipsis,), out._data)
