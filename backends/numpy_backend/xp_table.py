@@ -257,6 +257,11 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         # through the host, for a library without an erf of its own (CuPy passes cupyx's)
         return numpy_erf(x) if xp is numpy else from_host_array(numpy_erf(to_host(x)))
 
+    def host_special(name, x, y, n):
+        if xp is numpy:
+            return numpy_special(name, x, y, n)
+        return from_host_array(numpy_special(name, to_host(x), None if y is None else to_host(y), n))
+
     def windows(x, window, strides, dilation):
         n = len(window)
         lead = x.shape[:-n]
@@ -265,11 +270,6 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
                        for s, w, st, d in zip(spatial, window, strides, dilation))
         shape = lead + counts + tuple(window)
         xs = x.strides
-    def host_special(name, x, y, n):
-        if xp is numpy:
-            return numpy_special(name, x, y, n)
-        return from_host_array(numpy_special(name, to_host(x), None if y is None else to_host(y), n))
-
         new_strides = (xs[:-n] + tuple(xs[-n + i] * strides[i] for i in range(n))
                        + tuple(xs[-n + i] * dilation[i] for i in range(n)))
         return _as_strided(x, shape, new_strides)
@@ -382,6 +382,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     table.update({name: (quiet if name in _QUIET else binary)(getattr(xp, ufunc))
                   for name, ufunc in BINARY_UFUNCS.items()})
     table["erf"] = erf or host_erf
+    table["special"] = special or host_special
     table = table | {
         "where": where,
         "sum": sum_, "prod": prod, "max": max_, "min": min_, "argmax": argmax, "argmin": argmin,
@@ -390,7 +391,6 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "matmul": matmul, "fft": ignoring_fp_errors(fft) if ufunc_out else fft,  # inf in: nan out, quietly
         "reshape": lambda x, shape: x.reshape(shape),
         "permute": lambda x, axes: x.transpose(axes),
-    table["special"] = special or host_special
         "broadcast_to": numpy_broadcast_to if xp is numpy else xp.broadcast_to,
         "getitem": getitem,
         "setitem": setitem, "index_add": index_add, "gather": gather, "scatter_add": scatter_add,
