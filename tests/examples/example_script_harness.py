@@ -168,7 +168,15 @@ def torchvision_standin(torch, data_root: pathlib.Path, n_train: int, n_test: in
             def __call__(self, x):
                 return (x - self.mean) / self.std
 
+        class Lambda:
+            def __init__(self, fn):
+                self.fn = fn
+
+            def __call__(self, x):
+                return self.fn(x)
+
         transforms.Compose, transforms.ToTensor, transforms.Normalize = Compose, ToTensor, Normalize
+        transforms.Lambda = Lambda
 
     class FakeData(torch.utils.data.Dataset):
         """torchvision's FakeData: random images (a PIL image each, as torchvision gives) and labels,
