@@ -64,6 +64,8 @@ make_node = native.ext.node if native.ext is not None else python_make_node
 def edge(t):
     """The graph node gradients for ``t`` flow into, or None if ``t`` needs no grad."""
     fn = t.grad_fn
+    if t._view is not None and len(t._vc) > 1 and t._view[4] != t._vc[1]:
+        fn = refresh_view(t)
     if fn is not None:
         return fn
     if t.requires_grad:
@@ -72,6 +74,13 @@ def edge(t):
             acc = t._accum = AccumulateGrad(t)
         return acc
     return None
+
+
+def refresh_view(t):
+    """``t``'s graph node after an in-place op with a graph changed the tensor it views: the
+    view taken again from that tensor's new node (torch regenerates a view's grad_fn so)."""
+    from .ops.inplace import refresh_view as refresh
+    return refresh(t)
 
 
 def needs_grad(*tensors: object) -> bool:
@@ -118,6 +127,8 @@ def record(out, opdef, operands, attrs=NO_ATTRS):
     for o in operands:
         if isinstance(o, tensor):
             fn = o.grad_fn
+            if o._view is not None and len(o._vc) > 1 and o._view[4] != o._vc[1]:
+                fn = refresh_view(o)
             if fn is None and o.requires_grad:
                 fn = o._accum
                 if fn is None:
@@ -243,8 +254,8 @@ def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
         return _decomposed(d, b, operands, attrs)
     out = wrap(fn(arrays, **attrs) if d.variadic else fn(*arrays, **attrs), b)
     if d.view:
-        out._vc = operands[0]._vc
-        out._view = (operands[0], d, operands, attrs)
+        out._vc = vc = operands[0]._vc
+        out._view = (operands[0], d, operands, attrs, vc[1] if len(vc) > 1 else 0)
     if grad and _grad_state.enabled and d.rule is not None:
         record(out, d, operands, attrs)
     return out
@@ -269,8 +280,8 @@ def call_op1(name: str, x, attrs: dict = NO_ATTRS):
         return _decomposed(d, b, (x,), attrs)
     out = wrap(fn(x._data, **attrs), b)
     if d.view:
-        out._vc = x._vc
-        out._view = (x, d, (x,), attrs)
+        out._vc = vc = x._vc
+        out._view = (x, d, (x,), attrs, vc[1] if len(vc) > 1 else 0)
     if x.requires_grad and _grad_state.enabled and d.rule is not None:
         record_one(out, d, x, attrs)
     return out

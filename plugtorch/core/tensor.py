@@ -30,9 +30,13 @@ class Tensor(_BoundMethods):
     _vc: list
     _accum: Any
     _retains_grad: bool
-    # A view's (parent, op, operands, attrs): the call that made it from the tensor whose memory
-    # it shares, so an in-place op on it can give that tensor's graph its new value (None: not
-    # a view). Read with getattr(t, "_view", None): tensors built without wrap may lack it.
+    # A view's (parent, op, operands, attrs, generation): the call that made it from the tensor
+    # whose memory it shares, so an in-place op on it can give that tensor's graph its new value
+    # (None: not a view). The generation is the shared version counter's second entry when the
+    # view was made (0 before there is one): an in-place op with a graph on a tensor sharing the
+    # memory bumps it, and a view whose generation is behind takes a graph node from its base's
+    # new one before a node is built on it (ops/inplace.py). Tensors built without wrap may lack
+    # the slot: outside dispatch, read it with getattr(t, "_view", None).
     _view: Any
     __slots__ = ("_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn", "_vc",
                  "_accum", "_retains_grad", "_view", "__weakref__")

@@ -188,6 +188,7 @@ def wrap(inner: Tensor, level: int) -> BatchedTensor:
     t._vc = inner._vc
     t._accum = dispatch.edge(inner) if inner.requires_grad and inner.grad_fn is None else None
     t._retains_grad = False
+    t._view = None
     return t
 
 

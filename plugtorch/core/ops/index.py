@@ -98,8 +98,8 @@ def _getitem(input, key):
     except IndexError as e:  # a mask of the wrong shape, an index tensor out of range
         raise IndexError(f"indexing a tensor of shape {list(input.shape)}: {e}") from None
     if basic:
-        out._vc = input._vc  # a view
-        out._view = (input, "getitem", (input,), {"index": index})
+        out._vc = vc = input._vc  # a view
+        out._view = (input, "getitem", (input,), {"index": index}, vc[1] if len(vc) > 1 else 0)
     return out
 
 

@@ -61,7 +61,7 @@ def _view_root(x):
     """The tensor whose memory the view ``x`` shares, and the view calls from it to ``x``."""
     steps = []
     while (made := getattr(x, "_view", None)) is not None:
-        steps.append(made[1:])
+        steps.append(made[1:4])
         x = made[0]
     steps.reverse()
     return x, tuple(steps)
@@ -79,6 +79,33 @@ def _shares_memory(x) -> bool:
     copy of ``x`` holds its version counter (a list no other tensor refers to has two references
     here: ``x``'s and the argument's; a stray one only costs a copy)."""
     return getattr(x, "_view", None) is not None or sys.getrefcount(x._vc) > 2
+
+
+def _new_generation(x) -> None:
+    """A tracked write into memory other tensors share: their views' graph nodes are now stale."""
+    vc = x._vc
+    if len(vc) > 1:
+        vc[1] += 1
+    else:
+        vc.append(1)
+    made = getattr(x, "_view", None)
+    if made is not None:  # x's own node is the write's, current
+        x._view = (*made[:4], vc[1])
+
+
+def refresh_view(t):
+    """Give the view ``t`` the node of the view taken again from its base's current graph, as
+    torch regenerates a view's grad_fn after its base changed in place; returns that node."""
+    made = t._view
+    t._view = (*made[:4], t._vc[1])
+    if not (t.requires_grad or t.grad_fn is not None):  # made without a graph: stays so
+        return None
+    root, steps = _view_root(t)
+    from ..grad_mode import enable_grad
+    with enable_grad():
+        again = _replay(root, steps)
+    t.grad_fn, t.requires_grad = again.grad_fn, again.requires_grad
+    return t.grad_fn
 
 
 def _copy_slices_rule(ctx, g):
@@ -180,6 +207,8 @@ def _commit(x, result, op_name, tracking, shared=False):
             x._data = result._data
         x.grad_fn = result.grad_fn
         x.requires_grad = result.requires_grad
+        if shared:
+            _new_generation(x)
     else:
         x._backend.primitives["setitem"](x._data, (Ellipsis,), result._data)
     if MODES.on:  # x now holds result: so does its tangent under forward AD
@@ -341,10 +370,14 @@ def _fill_in_place(x, value, op_name):
     _check_leaf(x, op_name)
     _check_overlap(x, op_name)
     x._backend.primitives["setitem"](x._data, (Ellipsis,), value)
-    if _grad.enabled and getattr(x, "_view", None) is not None:
-        _rebase(x, wrap(x._data, x._backend))  # a constant inside the view: no gradient there
-    if _grad.enabled and x.grad_fn is not None:
-        x.grad_fn, x.requires_grad = None, False  # a constant does not depend on anything
+    if _grad.enabled:
+        view = getattr(x, "_view", None) is not None
+        if view:
+            _rebase(x, wrap(x._data, x._backend))  # a constant inside the view: no gradient there
+        if (view or x.grad_fn is not None) and _shares_memory(x):
+            _new_generation(x)
+        if x.grad_fn is not None:
+            x.grad_fn, x.requires_grad = None, False  # a constant does not depend on anything
     if MODES.on:
         MODES.rebind(x, None)
     x._vc[0] += 1
@@ -443,6 +476,7 @@ def setitem(x, key, value):
         if getattr(x, "_view", None) is not None:
             _rebase(x, out)
         x.grad_fn, x.requires_grad = out.grad_fn, True
+        _new_generation(x)
     elif tracking:
         x._data, x.grad_fn, x.requires_grad = out._data, out.grad_fn, True
     else:  # only a mode is in force (forward AD): the op ran out of place for it to see
