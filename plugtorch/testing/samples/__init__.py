@@ -12,6 +12,7 @@ from . import (
     cumulative,
     distances,
     elementwise,
+    fourier,
     indexing,
     linalg,
     losses,
@@ -27,5 +28,5 @@ from . import (
 
 SAMPLES: dict = {}
 for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,
-                distances, attention, bitwise, cumulative, counting, optim, recurrent, special):
+                distances, attention, bitwise, cumulative, counting, optim, recurrent, special, fourier):
     SAMPLES.update(_module.SAMPLES)
