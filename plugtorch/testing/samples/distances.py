@@ -90,3 +90,58 @@ def _margin_ranking_loss(g):
 
 SAMPLES.update(normalize=_normalize, cosine_similarity=_cosine_similarity, pairwise_distance=_pairwise_distance,
                triplet_margin_loss=_triplet_margin_loss, margin_ranking_loss=_margin_ranking_loss)
+
+
+# -- cdist, pdist, dist --------------------------------------------------------------------------
+
+def _pairwise_ref(a, b, p):
+    d = np.abs(a[..., :, None, :] - b[..., None, :, :])
+    if p == 0:
+        return (d != 0).sum(-1).astype(float)
+    if p == float("inf"):
+        return d.max(-1) if d.shape[-1] else np.zeros(d.shape[:-1])
+    return (d ** p).sum(-1) ** (1 / p)
+
+
+def _cdist(g):
+    return [
+        Sample((g.randn(3, 2), g.randn(4, 2)), ref=lambda a, b: _pairwise_ref(a, b, 2)),
+        Sample((g.randn(2, 3, 2), g.randn(4, 2)), ref=lambda a, b: _pairwise_ref(a, b, 2), desc="batch broadcasts"),
+        Sample((g.randn(3, 2), g.randn(4, 2), 1.0), ref=lambda a, b, p: _pairwise_ref(a, b, p), desc="p=1"),
+        Sample((g.randn(3, 2), g.randn(4, 2), 3.0), ref=lambda a, b, p: _pairwise_ref(a, b, p), desc="p=3"),
+        Sample((g.distinct(3, 2), g.distinct(2, 2) + 5, float("inf")), ref=lambda a, b, p: _pairwise_ref(a, b, p),
+               desc="p=inf"),
+        Sample((empty(0, 2), g.randn(3, 2)), ref=lambda a, b: np.zeros((0, 3))),
+        Sample((g.randn(2), g.randn(2)), raises=RuntimeError, desc="1-D"),
+        Sample((scalar(1.0), g.randn(2, 2)), raises=RuntimeError, desc="0-d"),
+        Sample((g.randn(3, 2), g.randn(3, 3)), raises=RuntimeError, desc="columns differ"),
+        Sample((g.ints(3, 2), g.ints(3, 2)), raises=RuntimeError, desc="integer input"),
+    ]
+
+
+def _pdist(g):
+    def ref(a, p=2.0):
+        i, j = np.triu_indices(a.shape[0], 1)
+        return _pairwise_ref(a[i][:, None], a[j][:, None], p).reshape(-1)
+    return [
+        Sample((g.randn(4, 3),), ref=ref),
+        Sample((g.randn(4, 3), 1.0), ref=ref, desc="p=1"),
+        Sample((g.randn(1, 3),), ref=ref, desc="one row: no pairs"),
+        Sample((empty(3, 0),), ref=ref, desc="no columns"),
+        Sample((scalar(1.0),), raises=RuntimeError, desc="0-d"),
+        Sample((g.ints(3, 2),), raises=RuntimeError, desc="integer input"),
+    ]
+
+
+def _dist(g):
+    return [
+        Sample((g.randn(3, 2), g.randn(3, 2)), ref=lambda a, b: np.linalg.norm((a - b).ravel())),
+        Sample((g.randn(3, 2), g.randn(2), 3), ref=lambda a, b, p: np.sum(np.abs(a - b) ** 3) ** (1 / 3),
+               desc="p=3, broadcast"),
+        Sample((scalar(1.0), scalar(-2.0)), ref=lambda a, b: np.abs(a - b)),
+        Sample((empty(0, 2), g.randn(2)), ref=lambda a, b: np.asarray(0.0)),
+        Sample((g.ints(3), g.ints(3)), raises=RuntimeError, desc="integer input"),
+    ]
+
+
+SAMPLES.update(cdist=_cdist, pdist=_pdist, dist=_dist)

@@ -217,3 +217,128 @@ def _matrix_norm(g):
 
 SAMPLES.update(linalg_cross=_linalg_cross, linalg_vector_norm=_vector_norm,
                linalg_matrix_norm=_matrix_norm)
+
+
+# -- tensordot, kron, inner, mv, vdot, the add* products, matrix_power, block_diag --------------
+
+def _tensordot(g):
+    td = np.tensordot
+    return [
+        Sample((g.randn(2, 3, 4), g.randn(3, 4, 2)), ref=td, desc="dims=2"),
+        Sample((g.randn(2, 3), g.randn(3, 2)), kwargs={"dims": 1}, ref=lambda a, b: td(a, b, 1)),
+        Sample((g.randn(2, 3, 4), g.randn(4, 3, 2)), kwargs={"dims": ([1, 2], [1, 0])},
+               ref=lambda a, b: td(a, b, ([1, 2], [1, 0])), desc="dim lists"),
+        Sample((g.randn(2), g.randn(3)), kwargs={"dims": 0}, ref=lambda a, b: td(a, b, 0), desc="outer"),
+        Sample((scalar(2.0), g.randn(3)), kwargs={"dims": 0}, ref=lambda a, b: td(a, b, 0), desc="0-d"),
+        Sample((empty(0, 3), g.randn(3, 2)), kwargs={"dims": 1}, ref=lambda a, b: td(a, b, 1)),
+        Sample((g.randn(2, 3), g.randn(2, 3)), kwargs={"dims": 1}, raises=RuntimeError, desc="sizes differ"),
+        Sample((g.randn(2, 3), g.randn(3, 2)), kwargs={"dims": -1}, raises=RuntimeError, desc="negative dims"),
+    ]
+
+
+def _kron(g):
+    return [
+        Sample((g.randn(2, 3), g.randn(2, 2)), ref=np.kron),
+        Sample((g.randn(2, 3), g.randn(2)), ref=np.kron, desc="ranks differ"),
+        Sample((scalar(2.0), g.randn(3)), ref=np.kron, desc="0-d"),
+        Sample((empty(0, 2), g.randn(2, 2)), ref=np.kron),
+        Sample((g.ints(2, 2), g.ints(2)), grad=False, ref=np.kron, desc="int64"),
+    ]
+
+
+def _inner(g):
+    return [
+        Sample((g.randn(2, 3), g.randn(4, 3)), ref=np.inner),
+        Sample((g.randn(3), g.randn(3)), ref=np.inner, desc="1-D"),
+        Sample((scalar(2.0), g.randn(2, 3)), ref=np.inner, desc="0-d scales"),
+        Sample((empty(0, 3), g.randn(2, 3)), ref=np.inner),
+        Sample((g.randn(2), g.randn(3)), raises=RuntimeError, desc="last dims differ"),
+    ]
+
+
+def _mv(g):
+    return [
+        Sample((g.randn(2, 3), g.randn(3)), ref=np.matmul),
+        Sample((empty(0, 3), g.randn(3)), ref=np.matmul),
+        Sample((g.randn(2, 3), g.randn(2)), raises=RuntimeError, desc="sizes differ"),
+        Sample((scalar(1.0), g.randn(3)), raises=RuntimeError, desc="0-d"),
+    ]
+
+
+def _vdot(g):
+    return [
+        Sample((g.randn(4), g.randn(4)), ref=np.vdot),
+        Sample((empty(0), empty(0)), ref=lambda a, b: np.asarray(0.0)),
+        Sample((scalar(1.0), scalar(2.0)), raises=RuntimeError, desc="0-d operands"),
+    ]
+
+
+def _add_product(prod, shapes, bad, zero_dim_input):
+    def samples(g):
+        def ref(c, a, b):
+            return c + prod(a, b)
+
+        def scaled(c, a, b):
+            return 0.5 * c + 2.0 * prod(a, b)
+        args = tuple(g.randn(*s) for s in shapes)
+        return [
+            Sample(args, ref=ref),
+            Sample(tuple(g.randn(*s) for s in shapes), kwargs={"beta": 0.5, "alpha": 2.0},
+                   ref=scaled, desc="beta, alpha"),
+            Sample((scalar(1.0),) + args[1:], ref=ref, desc="0-d input broadcasts"),
+            Sample((np.full(shapes[0], np.nan),) + args[1:], kwargs={"beta": 0},
+                   ref=lambda c, a, b: prod(a, b), grad=False, desc="beta=0 ignores input's nan"),
+            Sample(zero_dim_input, ref=ref, desc="empty"),
+            Sample(tuple(g.randn(*s) for s in bad), raises=RuntimeError, desc="sizes differ"),
+        ]
+    return samples
+
+
+def _bmm_sum(a, b):
+    return np.matmul(a, b).sum(0)
+
+
+def _matrix_power(g):
+    def mp(a, n):
+        return np.linalg.matrix_power(a, n)
+    return [
+        Sample((g.randn(3, 3), 3), ref=mp),
+        Sample((g.randn(2, 3, 3), 2), ref=mp, desc="batched"),
+        Sample((g.randn(3, 3), 1), ref=mp, desc="n=1 copies"),
+        Sample((g.randn(2, 2), 0), ref=mp, desc="n=0: identity"),
+        Sample((empty(0, 2, 2), 2), ref=mp),
+        Sample((g.randn(2, 3), 2), raises=RuntimeError, desc="not square"),
+        Sample((scalar(1.0), 2), raises=RuntimeError, desc="0-d"),
+    ]
+
+
+def _block_diag(g):
+    def call(m, *ts):
+        return m.block_diag(*ts)
+
+    def ref(*ts):
+        blocks = [np.atleast_2d(t) for t in ts]
+        out = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)))
+        r = c = 0
+        for b in blocks:
+            out[r:r + b.shape[0], c:c + b.shape[1]] = b
+            r, c = r + b.shape[0], c + b.shape[1]
+        return out
+    return [
+        Sample((g.randn(2, 3), g.randn(1, 2)), call=call, ref=ref),
+        Sample((g.randn(2, 2), g.randn(3), scalar(2.0)), call=call, ref=ref, desc="1-D and 0-d blocks"),
+        Sample((empty(0, 2), g.randn(2, 1)), call=call, ref=ref, desc="empty block"),
+        Sample((g.randn(2, 2, 2),), call=call, raises=RuntimeError, desc="3-D block"),
+    ]
+
+
+SAMPLES.update(tensordot=_tensordot, kron=_kron, inner=_inner, mv=_mv, vdot=_vdot, matrix_power=_matrix_power,
+               block_diag=_block_diag,
+               baddbmm=_add_product(np.matmul, [(2, 2, 4), (2, 2, 3), (2, 3, 4)], [(2, 2, 4), (2, 2, 3), (3, 3, 4)],
+                                    (empty(0, 2, 4), empty(0, 2, 3), empty(0, 3, 4))),
+               addbmm=_add_product(_bmm_sum, [(2, 4), (3, 2, 3), (3, 3, 4)], [(2, 4), (3, 2, 3), (3, 2, 4)],
+                                   (empty(2, 4), empty(0, 2, 3), empty(0, 3, 4))),
+               addmv=_add_product(np.matmul, [(2,), (2, 3), (3,)], [(2,), (2, 3), (2,)],
+                                  (empty(0), empty(0, 3), np.ones(3))),
+               addr=_add_product(np.outer, [(2, 3), (2,), (3,)], [(2, 3), (2, 2), (3,)],
+                                 (empty(0, 3), empty(0), np.ones(3))))

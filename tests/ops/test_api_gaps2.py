@@ -1,0 +1,157 @@
+"""torch functions real scripts call, each differential against torch: the products and
+distances, the random draws, the predicates and dtype limits, the numeric helpers and the
+in-place methods."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plugtorch
+
+
+def _np(t):
+    return t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+def _to(lib, v, grad):
+    """A float64 NumPy array as ``lib``'s tensor (requiring grad where asked); anything else as is."""
+    if isinstance(v, np.ndarray):
+        t = lib.tensor(v)
+        if grad and v.dtype == np.float64:
+            t.requires_grad_(True)
+        return t
+    if isinstance(v, list) and v and isinstance(v[0], np.ndarray):
+        return [_to(lib, a, grad) for a in v]
+    return v
+
+
+def _same(ours, theirs):
+    if isinstance(theirs, (tuple, list)):
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            _same(a, b)
+        return
+    if not hasattr(theirs, "dtype"):
+        assert ours == theirs
+        return
+    assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+    assert list(ours.shape) == list(theirs.shape)
+    np.testing.assert_allclose(_np(ours).astype(float), theirs.detach().double().numpy(), rtol=1e-7, atol=1e-9)
+
+
+def _compare(torch, call, *inputs, grad=True):
+    """``call(lib, *tensors)`` on plugtorch and on torch: same values, dtypes, shapes, and (with
+    ``grad``) the same gradients of the outputs' sum with respect to every float64 input."""
+    ours_in = [_to(plugtorch, v, grad) for v in inputs]
+    theirs_in = [_to(torch, v, grad) for v in inputs]
+    ours, theirs = call(plugtorch, *ours_in), call(torch, *theirs_in)
+    _same(ours, theirs)
+    if not grad:
+        return
+    leaves_o = [t for t in ours_in if isinstance(t, plugtorch.Tensor) and t.requires_grad]
+    leaves_t = [t for t in theirs_in if isinstance(t, torch.Tensor) and t.requires_grad]
+    outs_o = ours if isinstance(ours, (tuple, list)) else [ours]
+    outs_t = theirs if isinstance(theirs, (tuple, list)) else [theirs]
+    sum(o.sum() for o in outs_o).backward()
+    sum(o.sum() for o in outs_t).backward()
+    for a, b in zip(leaves_o, leaves_t):
+        np.testing.assert_allclose(_np(a.grad), b.grad.numpy(), rtol=1e-7, atol=1e-9)
+
+
+def _same_error(torch, call, *inputs):
+    """Both raise the same exception type with the same message."""
+    with pytest.raises(Exception) as t_err:
+        call(torch, *[_to(torch, v, False) for v in inputs])
+    with pytest.raises(type(t_err.value)) as p_err:
+        call(plugtorch, *[_to(plugtorch, v, False) for v in inputs])
+    assert str(p_err.value) == str(t_err.value)
+
+
+R = np.random.default_rng(0)
+
+
+def r(*shape):
+    return R.standard_normal(shape)
+
+
+def i(*shape):
+    return R.integers(-3, 4, shape)
+
+
+# -- products and distances --------------------------------------------------------------------
+
+PRODUCTS = {
+    "tensordot": [(lambda m, a, b: m.tensordot(a, b), r(2, 3, 4), r(3, 4, 2)),
+                  (lambda m, a, b: m.tensordot(a, b, dims=([0, 2], [2, 0])), r(2, 3, 4), r(4, 3, 2)),
+                  (lambda m, a, b: m.tensordot(a, b, dims=0), r(2), r()),
+                  (lambda m, a, b: m.tensordot(a, b, dims=1), r(0, 3), r(3, 2))],
+    "kron": [(lambda m, a, b: m.kron(a, b), r(2, 3), r(3)), (lambda m, a, b: m.kron(a, b), r(), r(2, 2)),
+             (lambda m, a, b: a.kron(b), i(2, 2), i(2, 1))],
+    "inner": [(lambda m, a, b: m.inner(a, b), r(2, 3), r(4, 3)), (lambda m, a, b: m.inner(a, b), r(), r(2)),
+              (lambda m, a, b: a.inner(b), r(0, 3), r(3))],
+    "mv": [(lambda m, a, b: m.mv(a, b), r(2, 3), r(3)), (lambda m, a, b: a.mv(b), r(0, 3), r(3))],
+    "vdot": [(lambda m, a, b: m.vdot(a, b), r(3), r(3)), (lambda m, a, b: a.vdot(b), i(3), i(3))],
+    "baddbmm": [(lambda m, c, a, b: m.baddbmm(c, a, b), r(2, 2, 4), r(2, 2, 3), r(2, 3, 4)),
+                (lambda m, c, a, b: m.baddbmm(c, a, b, beta=0.5, alpha=-2), r(4), r(2, 2, 3), r(2, 3, 4)),
+                (lambda m, c, a, b: c.baddbmm(a, b, beta=0), np.full((2, 2, 4), np.nan), r(2, 2, 3), r(2, 3, 4)),
+                (lambda m, c, a, b: c.clone().baddbmm_(a, b, alpha=3), r(2, 2, 4), r(2, 2, 3), r(2, 3, 4))],
+    "addbmm": [(lambda m, c, a, b: m.addbmm(c, a, b, beta=2), r(2, 4), r(3, 2, 3), r(3, 3, 4)),
+               (lambda m, c, a, b: m.addbmm(c, a, b), r(), r(0, 2, 3), r(0, 3, 4))],
+    "addmv": [(lambda m, c, a, b: m.addmv(c, a, b, alpha=0.5), r(2), r(2, 3), r(3)),
+              (lambda m, c, a, b: c.addmv(a, b), r(1), r(2, 3), r(3))],
+    "addr": [(lambda m, c, a, b: m.addr(c, a, b), r(2, 3), r(2), r(3)),
+             (lambda m, c, a, b: c.clone().addr_(a, b, beta=2), r(2, 3), r(2), r(3)),
+             (lambda m, c, a, b: m.addr(c, a, b), i(2, 3), i(2), i(3))],
+    "matrix_power": [(lambda m, a: m.matrix_power(a, 3), r(3, 3)), (lambda m, a: a.matrix_power(0), r(2, 2, 2)),
+                     (lambda m, a: m.matrix_power(a, 2), r(0, 2, 2))],
+    "chain_matmul": [(lambda m, a, b, c: m.chain_matmul(a, b, c), r(2, 3), r(3, 4), r(4, 1))],
+    "block_diag": [(lambda m, a, b, c: m.block_diag(a, b, c), r(2, 3), r(2), r()),
+                   (lambda m, a, b: m.block_diag(a, b), i(2, 2), r(0, 2))],
+    "cdist": [(lambda m, a, b: m.cdist(a, b), r(3, 2), r(4, 2)),
+              (lambda m, a, b: m.cdist(a, b, p=1), r(2, 3, 2), r(4, 2)),
+              (lambda m, a, b: m.cdist(a, b, p=3.0), r(3, 2), r(0, 2)),
+              (lambda m, a: m.cdist(a, a), r(3, 2))],  # coincident rows: torch's gradient 0 there
+    "pdist": [(lambda m, a: m.pdist(a), r(4, 3)), (lambda m, a: m.pdist(a, 1), r(3, 2)),
+              (lambda m, a: m.nn.functional.pdist(a), r(1, 2))],
+    "dist": [(lambda m, a, b: m.dist(a, b), r(3, 2), r(2)), (lambda m, a, b: a.dist(b, 3), r(3), r(3)),
+             (lambda m, a, b: m.dist(a, b), np.zeros(2), np.zeros(2))],
+}
+
+PRODUCT_ERRORS = {
+    "tensordot": [(lambda m, a, b: m.tensordot(a, b, dims=1), r(2, 3), r(2, 3)),
+                  (lambda m, a, b: m.tensordot(a, b, dims=-1), r(2, 3), r(3, 2)),
+                  (lambda m, a, b: m.tensordot(a, b, dims=([1], [0, 1])), r(2, 3), r(3, 2))],
+    "mv": [(lambda m, a, b: m.mv(a, b), r(2, 3), r(2)), (lambda m, a, b: m.mv(a, b), r(2, 3), r(2, 3))],
+    "baddbmm": [(lambda m, c, a, b: m.baddbmm(c, a, b), r(2, 2, 2), r(2, 2, 3), r(2, 2, 2)),
+                (lambda m, c, a, b: m.baddbmm(c, a, b), r(2, 2, 2), r(2, 2), r(2, 2, 2))],
+    "addmv": [(lambda m, c, a, b: m.addmv(c, a, b), r(3), r(2, 3), r(2))],
+    "addr": [(lambda m, c, a, b: m.addr(c, a, b), r(2, 3), r(2, 3), r(3))],
+    "inner": [(lambda m, a, b: m.inner(a, b), r(2), r(3))],
+    "matrix_power": [(lambda m, a: m.matrix_power(a, 2), r(2, 3)), (lambda m, a: m.matrix_power(a, 2), r(2))],
+    "block_diag": [(lambda m, a: m.block_diag(a), r(2, 2, 2))],
+    "cdist": [(lambda m, a, b: m.cdist(a, b), r(3), r(3)), (lambda m, a, b: m.cdist(a, b), r(2, 3), r(2, 4)),
+              (lambda m, a, b: m.cdist(a, b), i(2, 3), i(2, 3)),
+              (lambda m, a, b: m.cdist(a, b, p=-1), r(2, 3), r(2, 3))],
+    "pdist": [(lambda m, a: m.pdist(a), r(3)), (lambda m, a: m.pdist(a, -1), r(3, 2))],
+    "dist": [(lambda m, a, b: m.dist(a, b), i(3), i(3))],
+}
+
+
+@pytest.mark.filterwarnings("ignore:torch.chain_matmul is deprecated")
+@pytest.mark.parametrize("name", sorted(PRODUCTS))
+def test_products_and_distances(torch, name):
+    for call, *inputs in PRODUCTS[name]:
+        grad = all(not isinstance(v, np.ndarray) or v.dtype == np.float64 for v in inputs)
+        _compare(torch, call, *inputs, grad=grad)
+    for call, *inputs in PRODUCT_ERRORS.get(name, []):
+        _same_error(torch, call, *inputs)
+
+
+def test_matrix_power_negative_says_what_is_missing():
+    with pytest.raises(NotImplementedError, match="matrix_power: n=-1 < 0 needs the matrix inverse"):
+        plugtorch.matrix_power(plugtorch.eye(2), -1)
+
+
+def test_chain_matmul_warns_as_torch(torch):
+    with pytest.warns(UserWarning, match="chain_matmul is deprecated"):
+        plugtorch.chain_matmul(plugtorch.ones(2, 2))
