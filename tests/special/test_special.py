@@ -165,7 +165,7 @@ def test_gradients_of_the_others():
     (lambda m: m.special.gammainc(m.tensor([2.0], requires_grad=True), m.tensor([1.0])).sum().backward(),
      NotImplementedError, "not implemented"),
     (lambda m: m.polygamma(-1, m.tensor([1.0])), RuntimeError, "negative"),
-    (lambda m: m.special.digamma(m.tensor([1j])), NotImplementedError, ""),
+    (lambda m: m.special.digamma(m.tensor([1j])), NotImplementedError, "complex"),
 ])
 def test_errors(call, error, match):
     with pytest.raises(error, match=match):

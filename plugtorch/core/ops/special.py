@@ -85,7 +85,8 @@ def _i1_rule(ctx, g):
 
 def _i1e_rule(ctx, g):
     x = _x(ctx)
-    return g * ew.where(x == 0, 0.5, special_i0e(x) - special_i1e(x) * (ew.sign(x) + ew.reciprocal(x)))
+    safe = ew.where(x == 0, 1.0, x)  # 1/x is not taken at 0, where the limit 1/2 stands: no 0 * inf
+    return g * ew.where(x == 0, 0.5, special_i0e(x) - special_i1e(x) * (ew.sign(x) + ew.reciprocal(safe)))
 
 
 special_i1: _Op = _special("special_i1", "i1", _i1_rule, doc="The modified Bessel function of the first kind, order 1.")
