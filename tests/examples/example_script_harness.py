@@ -180,11 +180,12 @@ def torchvision_standin(torch, data_root: pathlib.Path, n_train: int, n_test: in
 
     class FakeData(torch.utils.data.Dataset):
         """torchvision's FakeData: random images (a PIL image each, as torchvision gives) and labels,
-        the same for a given index on either library; ``size`` defaults to ``n_train``, not 1000."""
+        the same for a given index on either library; ``size`` is at most ``n_train`` (imagenet's
+        --dummy asks for 1281167 images) and defaults to it, not 1000."""
 
         def __init__(self, size=n_train, image_size=(3, 224, 224), num_classes=10, transform=None,
                      target_transform=None, random_offset=0):
-            self.size, self.image_size, self.num_classes = size, image_size, num_classes
+            self.size, self.image_size, self.num_classes = min(size, n_train), image_size, num_classes
             self.transform, self.target_transform, self.random_offset = transform, target_transform, random_offset
 
         def __len__(self):
