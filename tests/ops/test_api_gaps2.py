@@ -59,12 +59,12 @@ def _compare(torch, call, *inputs, grad=True):
 
 
 def _same_error(torch, call, *inputs):
-    """Both raise the same exception type with the same message."""
+    """Both raise the same exception type, plugtorch's message torch's (plugtorch may add the shapes)."""
     with pytest.raises(Exception) as t_err:
         call(torch, *[_to(torch, v, False) for v in inputs])
     with pytest.raises(type(t_err.value)) as p_err:
         call(plugtorch, *[_to(plugtorch, v, False) for v in inputs])
-    assert str(p_err.value) == str(t_err.value)
+    assert str(p_err.value).startswith(str(t_err.value))
 
 
 R = np.random.default_rng(0)
@@ -155,3 +155,89 @@ def test_matrix_power_negative_says_what_is_missing():
 def test_chain_matmul_warns_as_torch(torch):
     with pytest.warns(UserWarning, match="chain_matmul is deprecated"):
         plugtorch.chain_matmul(plugtorch.ones(2, 2))
+
+
+# -- random draws: torch's shapes, dtypes, errors and distributions (the values differ) ---------
+
+def _seeded(lib, seed=0):
+    return lib.Generator().manual_seed(seed)
+
+
+DRAWS = {  # call(lib, g) -> a draw of many samples; stat(values) -> what the distribution fixes
+    "normal": [(lambda m, g: m.normal(2.0, 3.0, (20000,), generator=g), lambda v: (v.mean(), v.std()), (2, 3)),
+               (lambda m, g: m.normal(m.full((20000,), -1.0), 0.5, generator=g), lambda v: (v.mean(), v.std()),
+                (-1, 0.5)),
+               (lambda m, g: m.normal(1.0, m.full((20000,), 2.0, dtype=m.float64), generator=g),
+                lambda v: (v.mean(), v.std()), (1, 2))],
+    "bernoulli": [(lambda m, g: m.bernoulli(m.full((20000,), 0.3), generator=g), lambda v: (v.mean(),), (0.3,)),
+                  (lambda m, g: m.full((20000,), 0.3).bernoulli(0.8, generator=g), lambda v: (v.mean(),), (0.8,)),
+                  (lambda m, g: m.zeros(20000, dtype=m.int64).bernoulli_(0.25, generator=g), lambda v: (v.mean(),),
+                   (0.25,))],
+    "multinomial": [(lambda m, g: m.multinomial(m.tensor([1.0, 2.0, 7.0]), 20000, True, generator=g),
+                     lambda v: tuple(np.bincount(v, minlength=3) / v.size), (0.1, 0.2, 0.7)),
+                    # without replacement, the first draw of each row follows p
+                    (lambda m, g: m.multinomial(m.tensor([[1.0, 0.0, 3.0]]).expand(20000, 3), 2, generator=g)[:, 0],
+                     lambda v: tuple(np.bincount(v, minlength=3) / v.size), (0.25, 0.0, 0.75))],
+    "exponential_": [(lambda m, g: m.empty(20000).exponential_(2.0, generator=g), lambda v: (v.mean(),), (0.5,))],
+    "geometric_": [(lambda m, g: m.empty(20000).geometric_(0.25, generator=g), lambda v: (v.mean(), v.min()),
+                    (4, 1))],
+    "cauchy_": [(lambda m, g: m.empty(20000, dtype=m.float64).cauchy_(1.0, 2.0, generator=g),
+                 lambda v: (np.median(v), np.mean(np.abs(v - 1) < 2)), (1, 0.5))],
+    "log_normal_": [(lambda m, g: m.empty(20000).log_normal_(0.5, 0.25, generator=g),
+                     lambda v: (np.log(v).mean(), np.log(v).std()), (0.5, 0.25))],
+    "random_": [(lambda m, g: m.empty(20000, dtype=m.int64).random_(3, 7, generator=g),
+                 lambda v: (v.min(), v.max(), v.mean()), (3, 6, 4.5)),
+                (lambda m, g: m.empty(20000, dtype=m.uint8).random_(generator=g), lambda v: (v.min(), v.max()),
+                 (0, 255)),
+                (lambda m, g: m.empty(20000, dtype=m.bool).random_(generator=g), lambda v: (v.mean(),), (0.5,)),
+                (lambda m, g: m.empty(20000).random_(5, generator=g), lambda v: (v.min(), v.max(), v.mean()),
+                 (0, 4, 2.0))],
+}
+
+DRAW_ERRORS = {
+    "normal": [lambda m: m.normal(m.zeros(2), -1.0), lambda m: m.normal(m.zeros(2), m.ones(3)),
+               lambda m: m.normal(0.0, -1.0, (2,)), lambda m: m.normal(m.zeros(2), -m.ones(2)),
+               lambda m: m.normal(m.zeros(2, dtype=m.int64), 1.0)],
+    "bernoulli": [lambda m: m.bernoulli(m.full((3,), 1.5)), lambda m: m.bernoulli(m.ones(3, dtype=m.int64))],
+    "multinomial": [lambda m: m.multinomial(m.ones(3), 4), lambda m: m.multinomial(m.ones(3), 0),
+                    lambda m: m.multinomial(-m.ones(3), 1), lambda m: m.multinomial(m.zeros(3), 1),
+                    lambda m: m.multinomial(m.ones(2, 2, 3), 1), lambda m: m.multinomial(m.ones(3, dtype=m.int64), 1),
+                    lambda m: m.multinomial(m.tensor([1.0, float("nan")]), 1)],
+    "exponential_": [lambda m: m.ones(3).exponential_(0), lambda m: m.ones(3, dtype=m.int64).exponential_()],
+    "geometric_": [lambda m: m.ones(3).geometric_(0), lambda m: m.ones(3).geometric_(1.5)],
+    "cauchy_": [lambda m: m.ones(3, dtype=m.int64).cauchy_()],
+    "log_normal_": [lambda m: m.ones(3).log_normal_(1, 0)],
+    "random_": [lambda m: m.ones(3, dtype=m.int64).random_(5, 2)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_random_draws(torch, name):
+    for call, stat, expected in DRAWS[name]:
+        ours, theirs = call(plugtorch, _seeded(plugtorch)), call(torch, _seeded(torch))
+        assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+        assert list(ours.shape) == list(theirs.shape)
+        np.testing.assert_allclose(stat(_np(ours)), expected, atol=0.05 * max(1, *map(abs, expected)))
+        np.testing.assert_allclose(stat(theirs.numpy()), expected, atol=0.05 * max(1, *map(abs, expected)))
+        again = call(plugtorch, _seeded(plugtorch))  # a generator seeded alike draws alike
+        np.testing.assert_array_equal(_np(again), _np(ours))
+    for call in DRAW_ERRORS.get(name, []):
+        _same_error(torch, call)
+
+
+def test_draws_with_parameters_that_require_grad_give_them_a_zero_gradient(torch):
+    for lib in (plugtorch, torch):
+        mean = lib.zeros(3, requires_grad=True)
+        std = lib.ones(3, requires_grad=True)
+        p = lib.full((3,), 0.5, requires_grad=True)
+        out = lib.normal(mean, std).sum() + lib.bernoulli(p).sum()
+        assert out.requires_grad
+        out.backward()
+        for t in (mean, std, p):
+            assert t.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_multinomial_without_replacement_draws_distinct_categories():
+    draws = plugtorch.multinomial(plugtorch.ones(50, 6), 6, generator=_seeded(plugtorch))
+    assert all(sorted(row) == list(range(6)) for row in draws.tolist())
+    assert plugtorch.multinomial(plugtorch.tensor([0.0, 1.0, 0.0]), 1).tolist() == [1]

@@ -13,6 +13,7 @@ from . import (  # noqa: F401
                conversion,
                counting,
                creation,
+               draws,
                ctc,
                cumulative,
                distance,
