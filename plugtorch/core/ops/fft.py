@@ -125,8 +125,7 @@ def _resize(x, axes, sizes):
 
 def _dims_1d(name, input, n, dim):
     axis = wrap_dim(dim, input.ndim)
-    size = input.shape[axis] if n is None else _points(name, n)
-    return (axis,), [size]
+    return (axis,), [_points(name, input.shape[axis] if n is None else n)]
 
 
 def _dims_nd(name, input, s, dim, all_dims=True):
@@ -149,7 +148,7 @@ def _dims_nd(name, input, s, dim, all_dims=True):
         raise RuntimeError(f"{name}: FFT dims must be unique (got {dims})")
     if not axes:
         raise RuntimeError(f"{name}: needs at least one dim to transform")
-    sizes = [input.shape[a] if s is None or s[i] == -1 else _points(name, s[i]) for i, a in enumerate(axes)]
+    sizes = [_points(name, input.shape[a] if s is None or s[i] == -1 else s[i]) for i, a in enumerate(axes)]
     return axes, sizes
 
 
