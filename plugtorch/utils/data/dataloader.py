@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import warnings
 
 from ...core.ops.creation import randint
 from .collate import default_collate, default_convert
@@ -108,6 +109,7 @@ class DataLoader:
         # the sampler draws its order after it: a sampler sharing the generator (shuffle=True,
         # or the default generator) then sees the same stream whatever num_workers is, and
         # leaves the generator where it would without workers. torch draws it per iterator.
+        self._warn_pin_memory()
         base_seed = _draw_seed(self.generator)
         if self.num_workers == 0:
             return self._batches()
@@ -123,6 +125,17 @@ class DataLoader:
         if self.persistent_workers:
             self._workers = it
         return it
+
+    def _warn_pin_memory(self) -> None:
+        """torch's warnings at each new iterator: pinning asked for where nothing pins (CPU-only
+        scripts pass pin_memory=True for the GPU they lack), and the deprecated pin_memory_device."""
+        from ... import accelerator
+        if self.pin_memory and self.pin_memory_device:
+            warnings.warn("pin_memory_device is deprecated, the current accelerator will be used as the device,"
+                          f"ignore pin_memory_device='{self.pin_memory_device}'.", stacklevel=3)
+        if self.pin_memory and not accelerator.is_available():
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", stacklevel=3)
 
     def _batches(self):
         dataset, collate = self.dataset, self.collate_fn
