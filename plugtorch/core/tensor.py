@@ -96,6 +96,26 @@ class Tensor(_BoundMethods):
         return self.dtype.itemsize
 
     @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def ndimension(self) -> int:
+        return self._data.ndim
+
+    def is_signed(self) -> bool:
+        return self.dtype.is_signed
+
+    def is_same_size(self, other) -> bool:
+        return tuple(self._data.shape) == tuple(other.shape)
+
+    def is_inference(self) -> bool:
+        return False  # inference_mode is no_grad here: it makes no inference tensors
+
+    @property
     def device(self) -> Device:
         b = self._backend
         return Device(b.name, b.device_index(self._data) if b.device_index else None)

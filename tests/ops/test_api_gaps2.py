@@ -241,3 +241,66 @@ def test_multinomial_without_replacement_draws_distinct_categories():
     draws = plugtorch.multinomial(plugtorch.ones(50, 6), 6, generator=_seeded(plugtorch))
     assert all(sorted(row) == list(range(6)) for row in draws.tolist())
     assert plugtorch.multinomial(plugtorch.tensor([0.0, 1.0, 0.0]), 1).tolist() == [1]
+
+
+# -- predicates, dtype limits and switches ------------------------------------------------------
+
+def _t(lib, values, dtype="float32"):
+    return lib.tensor(values, dtype=getattr(lib, dtype))
+
+
+PREDICATES = {
+    "equal": [lambda m: m.equal(_t(m, [1, 2]), _t(m, [1, 2], "int64")), lambda m: m.equal(_t(m, [1]), _t(m, [1, 1])),
+              lambda m: m.equal(_t(m, [float("nan")]), _t(m, [float("nan")])),
+              lambda m: _t(m, [[1, 2]]).equal(_t(m, [[1, 3]])), lambda m: m.equal(_t(m, []), _t(m, []))],
+    "is_tensor": [lambda m: m.is_tensor(_t(m, [1])), lambda m: m.is_tensor([1.0])],
+    "is_floating_point": [lambda m: m.is_floating_point(_t(m, [1])), lambda m: m.is_floating_point(_t(m, 1, "int64"))],
+    "is_nonzero": [lambda m: m.is_nonzero(_t(m, [0.0])), lambda m: _t(m, 3, "int64").is_nonzero()],
+    "numel": [lambda m: m.numel(m.ones(2, 3)), lambda m: m.numel(m.ones(0, 3))],
+    "can_cast": [lambda m, a=a, b=b: m.can_cast(getattr(m, a), getattr(m, b))
+                 for a, b in [("float32", "int32"), ("int32", "bool"), ("bool", "uint8"), ("float64", "float16"),
+                              ("int64", "float16"), ("bool", "bool"), ("uint8", "int8")]],
+    "finfo": [lambda m, d=d: tuple(getattr(m.finfo(getattr(m, d)), k) for k in
+                                   ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"))
+              for d in ("float16", "float32", "float64")] + [lambda m: str(m.finfo()), lambda m: m.finfo().eps],
+    "iinfo": [lambda m, d=d: (m.iinfo(getattr(m, d)).bits, m.iinfo(getattr(m, d)).min, m.iinfo(getattr(m, d)).max)
+              for d in ("uint8", "int8", "int16", "int32", "int64")] + [lambda m: str(m.iinfo(m.int32))],
+    "tensor_properties": [lambda m: m.ones(2, 3).nbytes, lambda m: m.ones(2, dtype=m.float64).itemsize,
+                          lambda m: m.ones(2, 3, 1).ndimension(), lambda m: m.ones(1, dtype=m.uint8).is_signed(),
+                          lambda m: m.ones(1, dtype=m.int8).is_signed(), lambda m: m.ones(1).is_signed(),
+                          lambda m: m.ones(2, 3).is_same_size(m.zeros(2, 3)),
+                          lambda m: m.ones(2, 3).is_same_size(m.zeros(3, 2)), lambda m: m.ones(2).is_inference()],
+}
+
+PREDICATE_ERRORS = {
+    "is_nonzero": [lambda m: m.is_nonzero(m.ones(2)), lambda m: m.is_nonzero(m.ones(0))],
+    "finfo": [lambda m: m.finfo(m.int32)],
+    "iinfo": [lambda m: m.iinfo(m.float32), lambda m: m.iinfo(m.bool)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PREDICATES))
+def test_predicates_and_dtype_limits(torch, name):
+    for call in PREDICATES[name]:
+        assert call(plugtorch) == call(torch)
+    for call in PREDICATE_ERRORS.get(name, []):
+        _same_error(torch, call)
+
+
+def test_default_device_and_deterministic_switch(torch):
+    assert plugtorch.get_default_device() == plugtorch.zeros(1).device
+    plugtorch.set_default_device("cpu")
+    try:
+        assert plugtorch.zeros(1).device == "cpu"
+    finally:
+        plugtorch.set_default_device(None)
+    assert plugtorch.are_deterministic_algorithms_enabled() is torch.are_deterministic_algorithms_enabled() is False
+    try:
+        for lib in (plugtorch, torch):
+            lib.use_deterministic_algorithms(True, warn_only=True)
+        assert plugtorch.are_deterministic_algorithms_enabled() is torch.are_deterministic_algorithms_enabled()
+        assert (plugtorch.is_deterministic_algorithms_warn_only_enabled()
+                is torch.is_deterministic_algorithms_warn_only_enabled() is True)
+    finally:
+        for lib in (plugtorch, torch):
+            lib.use_deterministic_algorithms(False)

@@ -31,6 +31,7 @@ from . import (  # noqa: F401
                padding,
                pointwise,
                pooling,
+               predicates,
                products,
                recurrent,
                reduce,
