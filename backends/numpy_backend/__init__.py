@@ -96,7 +96,8 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
 # missing, its NumPy kernel serves, or else the op's declaration (None). The tests named hold the
 # kernels to the op beside the conformance kit; tests/conformance/test_kernel_declarations.py keeps
 # all of this in step.
-C_KERNEL_OPS = frozenset({"adam_step_", "batch_norm", "batch_norm_backward", "batch_norm_weight_grad", "conv2d",
+C_KERNEL_OPS = frozenset({"_fused_adam_",
+                          "adam_step_", "batch_norm", "batch_norm_backward", "batch_norm_weight_grad", "conv2d",
                           "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
                           "fold", "gelu", "gelu_backward", "index_select", "layer_norm", "layer_norm_backward",
                           "layer_norm_weight_grad", "lstm_layer", "lstm_layer_backward", "max_pool2d",
@@ -104,6 +105,7 @@ C_KERNEL_OPS = frozenset({"adam_step_", "batch_norm", "batch_norm_backward", "ba
                           "tanh_backward", "threshold_backward"})
 _KERNEL_TESTS = {
     **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),
+    "_fused_adam_": "tests/optim/test_foreach_adamw.py",
     **dict.fromkeys(("conv2d", "conv2d_weight_grad"), "tests/ops/test_native_conv.py"),
     **dict.fromkeys(("cross_entropy", "cross_entropy_backward"), "tests/ops/test_fused_cross_entropy.py"),
     "fold": "tests/ops/test_fused_fold.py",

@@ -82,4 +82,21 @@ def sgd_step_(param, grad, momentum_buffer=None, *, lr, momentum, dampening, wei
     return param
 
 
-OPTIM_KERNELS = {"adam_step_": adam_step_, "sgd_step_": sgd_step_}
+def per_parameter(arrays, amsgrad: bool):
+    """``_fused_adam_``'s operand list as (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or
+    None) per parameter: the op concatenates 4 (5 with AMSGrad) lists of equal length."""
+    lists = 5 if amsgrad else 4
+    n = len(arrays) // lists
+    runs = [arrays[k * n:(k + 1) * n] for k in range(lists)]
+    if not amsgrad:
+        runs.append([None] * n)
+    return zip(*runs)
+
+
+def _fused_adam_(arrays, *, amsgrad, **attrs):
+    for param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq in per_parameter(arrays, amsgrad):
+        adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, **attrs)
+    return arrays[0]
+
+
+OPTIM_KERNELS = {"_fused_adam_": _fused_adam_, "adam_step_": adam_step_, "sgd_step_": sgd_step_}

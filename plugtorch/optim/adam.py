@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ..compiler import dynamic_attrs, not_capturable
+from ..core.grad_mode import no_grad
 from ..core.ops.creation import zeros_like
-from ..core.ops.optimizer_updates import adam_attrs, adam_step_
+from ..core.ops.optimizer_updates import _fused_adam_, adam_attrs, adam_step_
 from .optimizer import Optimizer
 
 
@@ -37,6 +38,64 @@ class Adam(Optimizer):
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+        if fused and foreach:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+    _fused = True  # fused=True is served: by _fused_adam_, whose values are the loop's
+
+    def step(self, closure=None):
+        """Update every parameter that has a gradient, under no_grad: the parameters of a group
+        in one ``_fused_adam_`` call where they can share one (``foreach``/``fused`` not False,
+        every parameter past its first step, at one step count, of one dtype and backend), else
+        one ``adam_step_`` each. The values are the same either way."""
+        loss = self._evaluate(closure)
+        with no_grad():
+            for group in self.param_groups:
+                params = [p for p in group["params"] if p.grad is not None]
+                if not (params and self._multi_tensor(params, group)):
+                    for p in params:
+                        self._update(p, group)
+        return loss
+
+    def _multi_tensor(self, params, group) -> bool:
+        """Update ``params`` with one ``_fused_adam_`` call if they qualify; say whether it ran."""
+        if group["foreach"] is False or group["fused"] is False or group["differentiable"]:
+            return False
+        dtype, backend, amsgrad = params[0].dtype, params[0]._backend, group["amsgrad"]
+        # without a kernel the op is the loop anyway, and its many calls would stop a capture
+        if not dtype.is_floating_point or "_fused_adam_" not in backend.kernels:
+            return False
+        states: list[dict] = []
+        step = None
+        for p in params:
+            state = self.state.get(p)
+            if not state:
+                return False  # a first step makes the state (and a capture of it retries)
+            if step is None:
+                step = int(state["step"])
+            grad = p.grad
+            if int(state["step"]) != step or p.dtype is not dtype or p._backend is not backend \
+                    or grad.dtype is not dtype or grad._backend is not backend \
+                    or (amsgrad and "max_exp_avg_sq" not in state):
+                return False
+            states.append(state)
+        with dynamic_attrs("_fused_adam_", lambda: self._fused_attrs(states, group)):
+            _fused_adam_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
+                         [s["exp_avg_sq"] for s in states],
+                         [s["max_exp_avg_sq"] for s in states] if amsgrad else None,
+                         **self._attrs_of(self._count(states), group))
+        return True
+
+    @staticmethod
+    def _count(states) -> int:
+        """Count this step in every state; the new step number."""
+        for state in states:
+            state["step"] = step = int(state["step"]) + 1
+        return step
+
+    def _fused_attrs(self, states, group) -> dict:
+        """What a replay of ``_fused_adam_`` runs with: the step counted, the group reread."""
+        return {**self._attrs_of(self._count(states), group), "amsgrad": bool(group["amsgrad"])}
 
     def _update(self, p, group):
         state = self.state[p]
@@ -56,10 +115,18 @@ class Adam(Optimizer):
 
     _capturable_step = True  # plugtorch.compile can replay its updates (see _attrs)
 
+    def _captured_options(self, group) -> tuple:
+        # which update a step calls, and with how many lists
+        return (group["foreach"] is False or group["fused"] is False, bool(group["amsgrad"]))
+
     @staticmethod
     def _attrs(state, group) -> dict:
         """Count this step and return the update's attrs from the live group."""
         state["step"] = step = int(state["step"]) + 1
+        return Adam._attrs_of(step, group)
+
+    @staticmethod
+    def _attrs_of(step, group) -> dict:
         beta1, beta2 = group["betas"]
         return adam_attrs(group["lr"], beta1, beta2, group["eps"], group["weight_decay"], step,
                           group["maximize"], group["decoupled_weight_decay"])

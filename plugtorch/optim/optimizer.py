@@ -80,7 +80,7 @@ class Optimizer:
         if defaults.get("differentiable"):
             raise RuntimeError(f"{type(self).__name__}(differentiable=True) is not supported: "
                                "plugtorch's optimizers update parameters in place under no_grad")
-        if defaults.get("fused"):
+        if defaults.get("fused") and not getattr(self, "_fused", False):
             raise RuntimeError(f"{type(self).__name__}(fused=True) is not supported: plugtorch has "
                                "no fused optimizer kernels; leave fused=None")
         # foreach and capturable are speed/CUDA-graph hints in PyTorch; results do not depend on them.

@@ -62,7 +62,7 @@ def test_adam_goes_through_the_op(monkeypatch):
     calls = []
     monkeypatch.setattr(adam_module, "adam_step_", lambda *a, **k: calls.append(k["step"]))
     p = pt.randn(3, requires_grad=True)
-    opt = pt.optim.Adam([p])
+    opt = pt.optim.Adam([p], foreach=False)  # the loop (foreach: tests/optim/test_foreach_adamw.py)
     for _ in range(2):
         p.grad = pt.ones(3)
         opt.step()

@@ -94,12 +94,13 @@ def kernels() -> dict:
     from .conv import conv2d, conv2d_weight_grad, fold
     from .gather import index_select
     from .loss import cross_entropy, cross_entropy_backward
-    from .optim import adam_step_
+    from .optim import _fused_adam_, adam_step_
     from .pool import max_pool2d, max_pool2d_backward
     from .rnn import rnn_kernels
     return {**rnn_kernels(), "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward, "fold": fold,
             "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
-            "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
+            "_fused_adam_": _fused_adam_, "cross_entropy": cross_entropy,
+            "cross_entropy_backward": cross_entropy_backward,
             "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
             "sigmoid_backward": sigmoid_backward, "index_select": index_select, "gelu": gelu,
             "gelu_backward": gelu_backward,

@@ -1,5 +1,7 @@
 """adam_step_ in one C pass per parameter (the NumPy kernel makes about a dozen), bit for bit
-the NumPy kernel's values: the same float operations in the same order and precision."""
+the NumPy kernel's values: the same float operations in the same order and precision;
+_fused_adam_ makes that pass for each parameter of its lists, with the step's constants
+computed once."""
 from __future__ import annotations
 
 from .. import fused_optim
@@ -25,3 +27,19 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, lr, bet
                        k.one_minus_weight, beta2, k.one_minus_beta2, k.bias2, eps, k.step_size, maximize,
                        decoupled_weight_decay, k.small_weight)
     return param
+
+
+def _fused_adam_(arrays, *, lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay, amsgrad):
+    k = fused_optim.adam_constants(lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay, step=step)
+    floats = arrays[0].dtype in FLOATS  # the op has checked that every array has params[0]'s dtype
+    for p, g, m, v, vmax in fused_optim.per_parameter(arrays, amsgrad):
+        if floats and p.flags.c_contiguous and g.flags.c_contiguous and m.flags.c_contiguous \
+                and v.flags.c_contiguous and (vmax is None or vmax.flags.c_contiguous):
+            _kernels.adam_step(p, g, m, v, vmax, k.decay, weight_decay, k.weight, k.one_minus_weight, beta2,
+                               k.one_minus_beta2, k.bias2, eps, k.step_size, maximize, decoupled_weight_decay,
+                               k.small_weight)
+        else:
+            fused_optim.adam_step_(p, g, m, v, vmax, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+                                   weight_decay=weight_decay, step=step, maximize=maximize,
+                                   decoupled_weight_decay=decoupled_weight_decay)
+    return arrays[0]

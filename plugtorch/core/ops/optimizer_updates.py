@@ -1,9 +1,12 @@
 """Optimizer updates as ops: one registered op per parameter update, in place.
 
 ``adam_step_`` is what ``optim.Adam``/``AdamW`` call for each parameter, ``sgd_step_`` what
-``optim.SGD`` calls. Each op's decomposition (the body of its declaration) is the update
-written with plugtorch's in-place ops (so every backend runs it, in torch's order of
-operations), and a backend may register a kernel that does the same in one pass: the NumPy
+``optim.SGD`` calls; ``_fused_adam_`` is ``adam_step_`` over lists of parameters at once (what
+Adam calls with ``foreach``/``fused`` left on), so that a step of a model with many small
+parameters pays one dispatch rather than one per parameter. Each op's decomposition (the body
+of its declaration) is the update written with plugtorch's in-place ops (so every backend runs
+it, in torch's order of operations), and a backend may register a kernel that does the same in
+one pass: the NumPy
 backend's uses in-place ufuncs and one scratch array, instead of ~15 dispatched ops and their
 temporaries (``backends/numpy_backend/fused_optim.py``). The op mutates its tensor operands,
 bumps their version counters, and is not differentiable (torch's optimizers update under
@@ -21,7 +24,7 @@ from ..grad_mode import is_grad_enabled
 from ..optable import op
 from ..tensor import Tensor
 
-__all__ = ["adam_step_", "sgd_step_"]
+__all__ = ["_fused_adam_", "adam_step_", "sgd_step_"]
 
 
 def _check_operands(op_name, param, tensors):
@@ -102,6 +105,71 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, b
         second = max_exp_avg_sq.copy_(max_exp_avg_sq.maximum(exp_avg_sq))
     denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
     return param.add_(exp_avg / denom, alpha=-step_size)
+
+
+def _fused_adam_front(name):
+    def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs=None, *, lr, beta1, beta2, eps,
+                     weight_decay=0.0, step, maximize=False, decoupled_weight_decay=False):
+        n = len(params)
+        lists = {"grads": grads, "exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs}
+        if max_exp_avg_sqs is not None:
+            lists["max_exp_avg_sqs"] = max_exp_avg_sqs
+        for what, ts in lists.items():
+            if len(ts) != n:
+                raise ValueError(f"{name}(): {what} has {len(ts)} tensors, but params has {n}: "
+                                 "pass one of each per parameter")
+        if step < 1:
+            raise ValueError(f"{name}(): step is the number of this update, counted from 1; got {step}")
+        if n == 0:
+            return
+        # one kernel serves the lists, so every tensor must share the first parameter's dtype
+        # and backend, and each its own parameter's shape (the per-parameter op's contract)
+        dtype, backend = params[0].dtype, params[0]._backend
+        for i in range(n):
+            p = params[i]
+            tensors = {"param": p, "grad": grads[i], "exp_avg": exp_avgs[i], "exp_avg_sq": exp_avg_sqs[i]}
+            if max_exp_avg_sqs is not None:
+                tensors["max_exp_avg_sq"] = max_exp_avg_sqs[i]
+            if not isinstance(p, Tensor) or p.dtype is not dtype or p._backend is not backend:
+                got = f"{p.dtype.name} on {p.device}" if isinstance(p, Tensor) else type(p).__name__
+                raise RuntimeError(f"{name}(): params[{i}] is {got}, but every tensor must be "
+                                   f"{dtype.name} on {params[0].device}, as params[0] is")
+            _check_operands(name, p, tensors)
+        operands = (*params, *grads, *exp_avgs, *exp_avg_sqs, *(max_exp_avg_sqs or ()))
+        call_op(name, operands, _fused_attrs(adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize,
+                                                        decoupled_weight_decay), max_exp_avg_sqs is not None))
+        for ts in (params, exp_avgs, exp_avg_sqs, max_exp_avg_sqs or ()):
+            for t in ts:
+                t._vc[0] += 1
+    _fused_adam_.__qualname__ = name
+    return _fused_adam_
+
+
+def _fused_attrs(attrs: dict, amsgrad: bool) -> dict:
+    return {**attrs, "amsgrad": bool(amsgrad)}
+
+
+@op(front=_fused_adam_front, variadic=True, exposed=(),
+    dtypes="floating; every tensor of params[0]'s dtype and backend, and of its own parameter's shape")
+def _fused_adam_(tensors, *, lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay,
+                 amsgrad):
+    """``adam_step_`` on every parameter of a list at once, in place: torch.optim.Adam's
+    multi-tensor (``foreach``/``fused``) step, computed as its single-tensor step is, so the
+    values are ``adam_step_``'s bit for bit. Returns None.
+
+    The public function takes torch's lists (``params, grads, exp_avgs, exp_avg_sqs`` and
+    ``max_exp_avg_sqs`` or None); ``step`` is the one step number of every parameter. A kernel
+    receives those lists concatenated in that order (4 or, with ``amsgrad``, 5 runs of equal
+    length) and the attrs of ``adam_step_`` plus ``amsgrad`` by name; it updates the
+    parameters and their moment estimates in place and returns the first parameter.
+    """
+    lists = 5 if amsgrad else 4
+    n = len(tensors) // lists
+    attrs = {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps, "weight_decay": weight_decay, "step": step,
+             "maximize": maximize, "decoupled_weight_decay": decoupled_weight_decay}
+    for i in range(n):  # the per-parameter op: a backend without this kernel may still fuse that one
+        call_op("adam_step_", (*tensors[i:len(tensors):n], *(() if amsgrad else (None,))), attrs)
+    return tensors[0]
 
 
 def adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize, decoupled_weight_decay) -> dict:

@@ -53,6 +53,43 @@ def _adam_step_(g):
     ]
 
 
+def _fused_adam(n, amsgrad=False, step=3, **options):
+    opts = {**_DEFAULTS, **options}
+
+    def call(m, *tensors):
+        lists = [list(tensors[k * n:(k + 1) * n]) for k in range(5 if amsgrad else 4)]
+        with m.no_grad():
+            if is_torch(m):
+                adam = importlib.import_module("torch.optim.adam").adam
+                adam(*lists[:4], lists[4] if amsgrad else [], [m.tensor(float(step - 1)) for _ in range(n)],
+                     foreach=False, amsgrad=amsgrad, **{k: v for k, v in opts.items()})
+            else:
+                from plugtorch.core.ops.optimizer_updates import _fused_adam_
+                _fused_adam_(*lists[:4], lists[4] if amsgrad else None, step=step, **opts)
+            return tensors[0]
+    return call
+
+
+def _fused_adam_samples(g):
+    shapes = [(4, 3), (5,), (), (0, 2)]
+
+    def lists(*extra):
+        def one(make):
+            return [make(*s) if s else scalar(float(make(1)[0])) for s in shapes]
+        return (*one(g.randn), *one(g.randn), *one(lambda *s: g.randn(*s) * 0.1),
+                *one(lambda *s: g.positive(*s) * 0.01), *extra)
+    n, every = len(shapes), range(len(shapes))
+    written = (*every, *(2 * n + i for i in every), *(3 * n + i for i in every))
+    return [
+        Sample(lists(), call=_fused_adam(n), mutates=written, grad=False, desc="four parameters, 2-d, 1-d, 0-d, empty"),
+        Sample(lists(), call=_fused_adam(n, weight_decay=0.1, decoupled_weight_decay=True, step=1),
+               mutates=written, grad=False, desc="AdamW's first step"),
+        Sample(lists(*(g.positive(*s) * 0.02 if s else scalar(0.02) for s in shapes)),
+               call=_fused_adam(n, amsgrad=True, maximize=True, weight_decay=0.1), grad=False,
+               mutates=(*written, *(4 * n + i for i in every)), desc="AMSGrad, maximize, L2 weight decay"),
+    ]
+
+
 _SGD_DEFAULTS = dict(lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False)
 
 
@@ -91,4 +128,4 @@ def _sgd_step_(g):
     ]
 
 
-SAMPLES = {"adam_step_": _adam_step_, "sgd_step_": _sgd_step_}
+SAMPLES = {"_fused_adam_": _fused_adam_samples, "adam_step_": _adam_step_, "sgd_step_": _sgd_step_}
