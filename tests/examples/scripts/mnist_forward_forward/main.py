@@ -1,6 +1,6 @@
 # Vendored from https://github.com/pytorch/examples/blob/77f55b9/mnist_forward_forward/main.py (commit 77f55b9),
 # BSD 3-Clause License, Copyright (c) 2017, Pytorch contributors: see ../LICENSE.
-# Unchanged below this header unless a comment marked 'plugtorch tests:' says otherwise.
+# Unchanged below this header: tests/examples/test_<name>.py runs it as it is.
 # This code is based on the implementation of Mohammad Pezeshki available at
 # https://github.com/mohammadpz/pytorch_forward_forward and licensed under the MIT License.
 # Modifications/Improvements to the original code have been made by Vivek V Patel.

@@ -1,6 +1,6 @@
 # Vendored from https://github.com/pytorch/examples/blob/77f55b9/time_sequence_prediction/train.py (commit 77f55b9),
 # BSD 3-Clause License, Copyright (c) 2017, Pytorch contributors: see ../LICENSE.
-# Unchanged below this header unless a comment marked 'plugtorch tests:' says otherwise.
+# Unchanged below this header: tests/examples/test_<name>.py runs it as it is.
 from __future__ import print_function
 import argparse
 import torch
