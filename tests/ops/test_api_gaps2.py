@@ -304,3 +304,85 @@ def test_default_device_and_deterministic_switch(torch):
     finally:
         for lib in (plugtorch, torch):
             lib.use_deterministic_algorithms(False)
+
+
+# -- numeric helpers and in-place comparisons ----------------------------------------------------
+
+SPECIAL = np.array([1.0, np.nan, np.inf, -np.inf, -0.0, 0.0, -2.5])
+OTHER = np.array([2.0, 1.0, np.nan, np.nan, 0.0, -0.0, -2.5])
+
+NUMERIC = {
+    "nan_to_num": [(lambda m, x: m.nan_to_num(x), SPECIAL), (lambda m, x: x.nan_to_num(1.0, 5.0, -5.0), SPECIAL),
+                   (lambda m, x: m.nan_to_num(x), i(3)), (lambda m, x: x.clone().nan_to_num_(neginf=0.0), SPECIAL)],
+    "fmax": [(lambda m, a, b: m.fmax(a, b), SPECIAL, OTHER), (lambda m, a, b: a.fmax(b), r(2, 3), r(3)),
+             (lambda m, a, b: m.fmax(a, b), i(4), i(4))],
+    "fmin": [(lambda m, a, b: m.fmin(a, b), SPECIAL, OTHER), (lambda m, a, b: a.fmin(b), r(2, 3), r(3)),
+             (lambda m, a, b: m.fmin(a, b), i(4), r(4))],
+    "float_power": [(lambda m, a, b: m.float_power(a, b), np.abs(r(3)), r(3)), (lambda m, a: a.float_power(2), i(3)),
+                    (lambda m, a: m.float_power(2, a), r(3)), (lambda m, a: a.clone().float_power_(0.5), np.abs(r(3)))],
+    "ldexp": [(lambda m, a, b: m.ldexp(a, b), r(3), i(3)), (lambda m, a, b: a.ldexp(b), i(3), i(3))],
+    "rad2deg": [(lambda m, a: m.rad2deg(a), r(3)), (lambda m, a: a.rad2deg(), i(3)), (lambda m, a: a.deg2rad(), r(2))],
+    "deg2rad": [(lambda m, a: m.deg2rad(a), r(3)), (lambda m, a: a.clone().deg2rad_(), r(3))],
+    "heaviside": [(lambda m, a, b: m.heaviside(a, b), np.array([-1.0, 0.0, 2.0]), np.array([5.0, 0.5, 5.0])),
+                  (lambda m, a, b: a.heaviside(b), i(5), i(5))],
+    "signbit": [(lambda m, a: m.signbit(a), SPECIAL), (lambda m, a: a.signbit(), i(4))],
+    "sgn": [(lambda m, a: m.sgn(a), SPECIAL), (lambda m, a: a.sgn(), i(4))],
+    "positive": [(lambda m, a: m.positive(a), r(3)), (lambda m, a: a.positive(), i(2))],
+    "isposinf": [(lambda m, a: m.isposinf(a), SPECIAL), (lambda m, a: a.isposinf(), i(2))],
+    "isneginf": [(lambda m, a: m.isneginf(a), SPECIAL), (lambda m, a: a.isneginf(), i(2))],
+    "isreal": [(lambda m, a: m.isreal(a), SPECIAL), (lambda m, a: a.isreal(), i(2))],
+}
+
+NUMERIC_ERRORS = {
+    "heaviside": [(lambda m, a, b: m.heaviside(a, b), r(2), i(2))],
+    "positive": [(lambda m: m.positive(m.ones(2, dtype=m.bool)),)],
+    "float_power": [(lambda m, a: a.float_power_(2), np.ones(2, dtype=np.float32))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMERIC))
+def test_numeric_helpers(torch, name):
+    for call, *inputs in NUMERIC[name]:
+        # gradients where torch has them and the values are finite
+        grad = name not in ("heaviside", "signbit", "isposinf", "isneginf", "isreal") and all(
+            not isinstance(v, np.ndarray) or (v.dtype == np.float64 and np.isfinite(v).all()) for v in inputs)
+        _compare(torch, call, *inputs, grad=grad)
+    for call, *inputs in NUMERIC_ERRORS.get(name, []):
+        _same_error(torch, call, *inputs)
+
+
+@pytest.mark.parametrize("name", ["fmax", "fmin", "nan_to_num"])
+def test_nan_aware_gradients(torch, name):
+    """Ties and NaNs route the gradient as torch does (fmax/fmin: ties to input; nan_to_num: 0
+    at the replaced values)."""
+    a = np.array([1.0, 2.0, np.nan, 3.0, np.inf])
+    b = np.array([1.0, np.nan, 4.0, 0.5, 1.0])
+    ours = [plugtorch.tensor(a, requires_grad=True), plugtorch.tensor(b, requires_grad=True)]
+    theirs = [torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)]
+    for lib, (x, y) in ((plugtorch, ours), (torch, theirs)):
+        out = lib.nan_to_num(x) * y if name == "nan_to_num" else getattr(lib, name)(x, y)
+        lib.nan_to_num(out, 0.0, 0.0, 0.0).sum().backward()
+    for o, t in zip(ours, theirs):
+        np.testing.assert_array_equal(_np(o.grad), t.grad.numpy())
+
+
+INPLACE_COMPARISONS = ["eq_", "ne_", "lt_", "le_", "gt_", "ge_", "logical_and_", "logical_or_", "logical_xor_",
+                       "greater_", "less_equal_", "not_equal_"]
+
+
+@pytest.mark.parametrize("name", INPLACE_COMPARISONS + ["logical_not_"])
+def test_inplace_comparisons(torch, name):
+    a, b = np.array([[1.0, 0.0, 3.0], [-1.0, 2.0, 0.0]]), np.array([1.0, 2.0, 0.0])
+    cases = [(a, b), (a.astype(np.int64), b.astype(np.int64))]
+    if not name.startswith("logical"):  # torch's logical ops take no number
+        cases.append((a, 2.0))
+    for x, y in cases:
+        args = () if name == "logical_not_" else (y,)
+        ours, theirs = _to(plugtorch, x, False), _to(torch, x, False)
+        got = getattr(ours, name)(*[_to(plugtorch, v, False) for v in args])
+        want = getattr(theirs, name)(*[_to(torch, v, False) for v in args])
+        assert got is ours
+        _same(ours, want)
+    if name != "logical_not_":
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            getattr(plugtorch.ones(3), name)(plugtorch.ones(2, 3))

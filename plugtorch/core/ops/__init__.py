@@ -13,10 +13,10 @@ from . import (  # noqa: F401
                conversion,
                counting,
                creation,
-               draws,
                ctc,
                cumulative,
                distance,
+               draws,
                einsum,
                elementwise,
                fft,
@@ -27,6 +27,7 @@ from . import (  # noqa: F401
                loss,
                movement,
                normalization,
+               numeric,
                optimizer_updates,
                padding,
                pointwise,
@@ -47,7 +48,7 @@ from . import (  # noqa: F401
 
 # Catalog sections, by the module an op is declared in.
 SECTIONS = {
-    "elementwise": "Elementwise", "pointwise": "Elementwise", "conversion": "Conversion",
+    "elementwise": "Elementwise", "pointwise": "Elementwise", "numeric": "Elementwise", "conversion": "Conversion",
     "reduce": "Reductions", "statistics": "Reductions", "sorting": "Sorting",
     "shape": "Shape and movement", "movement": "Shape and movement", "index": "Indexing",
     "scatter": "Indexing", "inplace": "Indexing", "linalg": "Linear algebra",

@@ -363,3 +363,74 @@ for _name, _x, _ref in (("asin", np.array([-2.0, 1.0, 1.5]), np.arcsin),
                         ("atanh", np.array([-1.0, 1.0, 2.0]), np.arctanh)):
     _extended(_name, lambda g, _x=_x, _ref=_ref: [
         Sample((_x,), grad=False, ref=_quiet(_ref), desc="outside the domain: nan or inf, no warning")])
+
+
+# -- nan_to_num, fmax/fmin, float_power, ldexp, rad2deg/deg2rad -----------------------------------
+
+def _nan_to_num(g):
+    big = np.finfo(np.float64).max
+    special = np.array([1.0, np.nan, np.inf, -np.inf, -2.0])
+    return [
+        Sample((g.randn(2, 3),), ref=np.nan_to_num),
+        # finite differences cannot step from nan or inf: torch's gradient (0 there) is the check
+        Sample((special,), ref=lambda x: np.nan_to_num(x, posinf=big, neginf=-big), numerical=False,
+               desc="nan and infinities"),
+        Sample((special,), kwargs={"nan": 1.5, "posinf": 9.0, "neginf": -9.0}, numerical=False,
+               ref=lambda x: np.nan_to_num(x, nan=1.5, posinf=9.0, neginf=-9.0), desc="replacements given"),
+        Sample((scalar(np.nan),), ref=lambda x: np.zeros(()), numerical=False),
+        Sample((empty(0, 2),), ref=np.nan_to_num),
+        Sample((g.ints(3),), grad=False, ref=lambda x: x, desc="int64 unchanged"),
+    ]
+
+
+def _nan_ignoring(npop):
+    def samples(g):
+        nan = np.nan
+        return [
+            Sample((g.distinct(2, 3), g.distinct(2, 3)), ref=npop),
+            Sample((np.array([1.0, nan, nan, 2.0]), np.array([nan, 3.0, nan, 0.5])), ref=npop, numerical=False,
+                   desc="NaN ignored unless both are"),
+            Sample((g.distinct(2, 3), g.distinct(3)), ref=npop, desc="broadcast"),
+            Sample((np.array([1.0, 2.0]), np.array([1.0, 2.0])), ref=npop, gradgrad=False, numerical=False,
+                   desc="ties: the gradient goes to input"),
+            Sample((scalar(1.0), g.randn(2)), ref=npop),
+            Sample((empty(0, 2), g.randn(2)), ref=npop),
+            Sample((g.ints(3), g.ints(3)), grad=False, ref=npop, desc="int64"),
+        ]
+    return samples
+
+
+def _float_power(g):
+    return [
+        Sample((g.positive(2, 3), g.randn(2, 3)), ref=np.power),
+        Sample((g.positive(3), 2.5), ref=np.power, desc="number exponent"),
+        Sample((g.ints(3, low=1), g.ints(3)), grad=False, ref=lambda a, b: np.power(a.astype(float), b),
+               desc="int64 computed in float64"),
+        Sample((scalar(2.0), g.randn(2)), ref=np.power),
+        Sample((empty(0, 2), g.randn(2)), ref=np.power),
+    ]
+
+
+def _ldexp(g):
+    return [
+        Sample((g.randn(2, 3), g.ints(2, 3)), ref=lambda a, e: a * 2.0 ** e),
+        Sample((g.randn(2, 3), g.randn(3)), ref=lambda a, e: a * 2.0 ** e, desc="float exponent, broadcast"),
+        Sample((scalar(1.5), g.ints(2)), ref=lambda a, e: a * 2.0 ** e),
+        Sample((empty(0, 2), g.ints(2)), ref=lambda a, e: a * 2.0 ** e),
+    ]
+
+
+def _angle_conversion(npop):
+    def samples(g):
+        return [
+            Sample((g.randn(2, 3),), ref=npop),
+            Sample((scalar(1.0),), ref=npop),
+            Sample((empty(0),), ref=npop),
+            Sample((g.ints(3),), grad=False, ref=lambda x: npop(x).astype(np.float32), desc="int64 to float32"),
+        ]
+    return samples
+
+
+SAMPLES.update(nan_to_num=_nan_to_num, fmax=_nan_ignoring(np.fmax), fmin=_nan_ignoring(np.fmin),
+               float_power=_float_power, ldexp=_ldexp, rad2deg=_angle_conversion(np.rad2deg),
+               deg2rad=_angle_conversion(np.deg2rad))
