@@ -116,6 +116,7 @@ _KERNEL_TESTS = {
     **dict.fromkeys(("scaled_dot_product_attention", "scaled_dot_product_attention_backward"),
                     "tests/ops/test_attention_kernels.py"),
     **dict.fromkeys(("lstm_layer", "lstm_layer_backward"), "tests/ops/test_lstm_layer.py"),
+    **dict.fromkeys(("gru_layer", "gru_layer_backward"), "tests/ops/test_gru_layer.py"),
     **dict.fromkeys(("max_pool2d", "max_pool2d_backward"), "tests/ops/test_fused_max_pool.py"),
     **dict.fromkeys(("relu", "threshold_backward", "tanh_backward", "sigmoid_backward"),
                     "tests/ops/test_activation_grad_kernels.py"),

@@ -1,5 +1,6 @@
-"""The NumPy backend's kernels for ``lstm_layer`` and ``lstm_layer_backward``: the time loop as
-one call, one GEMM and one pass of gate arithmetic a step, as cuDNN does it on a GPU.
+"""The NumPy backend's kernels for ``lstm_layer`` and ``lstm_layer_backward`` (and ``gru_layer``,
+``gru_layer_backward``): the time loop as one call, one GEMM and one pass of gate arithmetic a
+step, as cuDNN does it on a GPU.
 
 Each step's gate arithmetic is ``forward_step``/``backward_step``: NumPy passes here, one C
 pass where the native kernels are built (``native/rnn.py`` passes its own). The GEMMs stay
@@ -101,4 +102,70 @@ def make_kernels(forward_step=forward_step, backward_step=backward_step):
     return {"lstm_layer": lstm_layer, "lstm_layer_backward": lstm_layer_backward}
 
 
-RNN_KERNELS = make_kernels()
+def gru_layer(input_gates, h0, weight_hh, bias_hh, *, reverse):
+    steps, batch, three_h = input_gates.shape
+    hidden = three_h // 3
+    state = np.empty((5, steps, batch, hidden), input_gates.dtype)
+    gh = np.empty((batch, three_h), input_gates.dtype)
+    w_t = weight_hh.T
+    h_prev = h0
+    for t in _steps(steps, reverse):
+        h, r, z, n, hn = state[:, t]
+        np.matmul(h_prev, w_t, out=gh)
+        if bias_hh is not None:
+            np.add(gh, bias_hh, out=gh)
+        x = input_gates[t]
+        _sigmoid(np.add(x[:, :hidden], gh[:, :hidden], out=r), r)
+        _sigmoid(np.add(x[:, hidden:2 * hidden], gh[:, hidden:2 * hidden], out=z), z)
+        np.copyto(hn, gh[:, 2 * hidden:])
+        np.multiply(r, hn, out=n)
+        np.tanh(np.add(n, x[:, 2 * hidden:], out=n), out=n)
+        np.subtract(h_prev, n, out=h)            # h' = (h - n) * z + n, as torch's cell
+        np.multiply(h, z, out=h)
+        np.add(h, n, out=h)
+        h_prev = h
+    return state
+
+
+def gru_layer_backward(grad_state, h0, weight_hh, state, *, reverse):
+    _, steps, batch, hidden = state.shape
+    out = np.zeros((steps + 1, batch, 4 * hidden), state.dtype)
+    dh = np.zeros((batch, hidden), state.dtype)
+    hidden_side = np.empty((batch, 3 * hidden), state.dtype)
+    scratch = np.empty((batch, hidden), state.dtype)
+    order = list(_steps(steps, reverse))
+    for k in range(steps - 1, -1, -1):
+        t = order[k]
+        h_prev = state[0, order[k - 1]] if k else h0
+        r, z, n, hn = state[1:, t]
+        grad = grad_state[:, t]
+        dr, dz, dn, dhn = (out[t][:, j * hidden:(j + 1) * hidden] for j in range(4))
+        dh += grad[0]
+        np.subtract(1, z, out=dn)                 # dn = dh (1 - z) + grad n, then through tanh
+        np.multiply(dn, dh, out=dn)
+        np.add(dn, grad[3], out=dn)
+        np.multiply(n, n, out=scratch)
+        np.subtract(1, scratch, out=scratch)
+        np.multiply(dn, scratch, out=dn)
+        np.subtract(h_prev, n, out=dz)            # dz = dh (h_prev - n) + grad z, then through sigmoid
+        np.multiply(dz, dh, out=dz)
+        np.add(dz, grad[2], out=dz)
+        np.subtract(1, z, out=scratch)
+        np.multiply(scratch, z, out=scratch)
+        np.multiply(dz, scratch, out=dz)
+        np.multiply(dn, hn, out=dr)               # dr = dn_pre hn + grad r, then through sigmoid
+        np.add(dr, grad[1], out=dr)
+        np.subtract(1, r, out=scratch)
+        np.multiply(scratch, r, out=scratch)
+        np.multiply(dr, scratch, out=dr)
+        np.multiply(dn, r, out=dhn)               # d(W_hn h + b_hn) = dn_pre r + grad hn
+        np.add(dhn, grad[4], out=dhn)
+        hidden_side[:, :2 * hidden] = out[t][:, :2 * hidden]
+        hidden_side[:, 2 * hidden:] = dhn
+        np.multiply(dh, z, out=dh)
+        dh += np.matmul(hidden_side, weight_hh)
+    out[steps, :, :hidden] = dh
+    return out
+
+
+RNN_KERNELS = {**make_kernels(), "gru_layer": gru_layer, "gru_layer_backward": gru_layer_backward}

@@ -8,7 +8,8 @@ initialisation (every parameter U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))), s
 
 Each layer computes the input projection of the whole sequence as one matmul, then steps
 through time for the recurrent part only: an LSTM layer without projections as one op,
-``lstm_layer`` (a backend may run its time loop as one call), the others step by step.
+``lstm_layer`` (a backend may run its time loop as one call), a GRU layer as ``gru_layer``, the
+others step by step.
 ``generator`` (not in torch) seeds the initialisation and the dropout masks between layers.
 A ``PackedSequence`` input steps every layer through time with the batch shrinking as the
 packed layout does (``_packed_direction``); its output is packed the same way.
@@ -21,7 +22,7 @@ from typing import Any
 
 import plugtorch
 
-from ...core.ops.recurrent import lstm_layer
+from ...core.ops.recurrent import gru_layer, lstm_layer
 from ...core.tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -149,6 +150,9 @@ class RNNBase(Module):
             state = lstm_layer(xw, h, c, w_hh, b_hh, reverse=reverse)
             last = 0 if reverse else -1
             return state[0], state[0, last], state[1, last]
+        if self.mode == "GRU" and x.shape[0]:
+            state = gru_layer(xw, h, w_hh, b_hh, reverse=reverse)
+            return state[0], state[0, 0 if reverse else -1], c
         steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
         outs = []
         for t in steps:
