@@ -368,7 +368,7 @@ for _name, _x, _ref in (("asin", np.array([-2.0, 1.0, 1.5]), np.arcsin),
 # -- nan_to_num, fmax/fmin, float_power, ldexp, rad2deg/deg2rad -----------------------------------
 
 def _nan_to_num(g):
-    big = np.finfo(np.float64).max
+    big = float(np.finfo(np.float64).max)
     special = np.array([1.0, np.nan, np.inf, -np.inf, -2.0])
     return [
         Sample((g.randn(2, 3),), ref=np.nan_to_num),
