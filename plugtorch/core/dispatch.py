@@ -227,7 +227,7 @@ def call_op(op, operands: tuple, attrs: dict = NO_ATTRS):
     else:  # an OpDef: its registered (current) definition, or itself before it is registered
         name = op.name
         d = TABLE.get(name, op)
-    if MODES.on:
+    if MODES.on and MODES.here():
         return MODES.dispatch(d, operands, attrs)
     # one pass over the operands: their backend, their arrays, whether any needs a gradient
     tensor, b, grad = Tensor, None, False
@@ -271,7 +271,7 @@ def call_op1(name: str, x, attrs: dict = NO_ATTRS):
         if INTERCEPT.on and (out := INTERCEPT.call(d.function, (x,), attrs)) is not NotImplemented:
             return out
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-    if MODES.on:
+    if MODES.on and MODES.here():
         return MODES.dispatch(d, (x,), attrs)
     b = x._backend
     try:

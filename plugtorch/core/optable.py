@@ -15,6 +15,7 @@ indices) the same way. ``docs/design.md`` ("Adding an op") shows the one way wit
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -90,30 +91,49 @@ class DispatchMode:
 
 
 class _Modes:
-    """The dispatch modes in force, innermost last.
+    """The dispatch modes in force, per thread (as torch's modes and autocast are), innermost last.
 
-    ``on`` is the number of modes in force. Every path that runs a kernel for an op called on
-    tensors (``call_op``, ``call_op1``, the elementwise fronts, ``cast``, the in-place fast path)
-    tests it first and, when it is not zero, hands the call to :meth:`dispatch` instead; with
-    no mode, an op pays that one attribute test.
+    ``on`` counts the modes in force in any thread. Every path that runs a kernel for an op
+    called on tensors (``call_op``, ``call_op1``, the elementwise fronts, ``cast``, the in-place
+    fast path) tests it first, so with no mode anywhere an op pays that one attribute test; when
+    it is not zero, ``call_op`` hands the call to :meth:`dispatch` if this thread's stack
+    (:meth:`here`) holds a mode, and runs it plainly otherwise (another thread's mode, or a mode
+    off inside its own ``dispatch``).
     """
 
-    __slots__ = ("on", "stack")
+    __slots__ = ("on", "_local", "_lock")
 
     def __init__(self) -> None:
         self.on = 0
-        self.stack: list[DispatchMode] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()  # on is shared by the threads: its updates must not be lost
+
+    @property
+    def stack(self) -> list[DispatchMode]:
+        """This thread's modes, innermost last."""
+        try:
+            return self._local.stack
+        except AttributeError:
+            stack = self._local.stack = []
+            return stack
+
+    def here(self) -> list[DispatchMode] | None:
+        """This thread's modes (empty or None where it has none): ``call_op``'s second test."""
+        return getattr(self._local, "stack", None)
 
     def push(self, mode: DispatchMode) -> None:
         self.stack.append(mode)
-        self.on = len(self.stack)
+        with self._lock:
+            self.on += 1
 
     def pop(self, mode: DispatchMode) -> None:
-        if not self.stack or self.stack[-1] is not mode:
+        stack = self.stack
+        if not stack or stack[-1] is not mode:
             raise RuntimeError(f"dispatch modes left out of order: leaving {type(mode).__name__} while "
-                               f"{type(self.stack[-1]).__name__ if self.stack else 'none'} is innermost")
-        self.stack.pop()
-        self.on = len(self.stack)
+                               f"{type(stack[-1]).__name__ if stack else 'none'} is innermost")
+        stack.pop()
+        with self._lock:
+            self.on -= 1
 
     def cast_operands(self, name: str, operands: tuple) -> tuple | None:
         """The operands as the innermost mode that casts them would (``DispatchMode.cast_operands``),
@@ -125,14 +145,14 @@ class _Modes:
         return None
 
     def dispatch(self, opdef: OpDef, operands: tuple, attrs: dict) -> Any:
-        """The innermost mode's ``dispatch`` of the call, with that mode off while it runs."""
-        mode = self.stack.pop()
-        self.on = len(self.stack)
+        """This thread's innermost mode's ``dispatch`` of the call, with that mode off while it
+        runs (``call_op`` tests :meth:`here` first, so there is one)."""
+        stack = self.stack
+        mode = stack.pop()
         try:
             return mode.dispatch(opdef, operands, attrs)
         finally:
-            self.stack.append(mode)
-            self.on = len(self.stack)
+            stack.append(mode)
 
     def rebind(self, target: Any, source: Any) -> None:
         """Tell every mode in force that ``target`` now holds ``source``'s value (``DispatchMode.rebind``)."""

@@ -78,3 +78,29 @@ def test_leaving_modes_out_of_order_is_an_error():
     b.__exit__(None, None, None)
     a.__exit__(None, None, None)
     assert MODES.on == 0
+
+
+def test_modes_are_per_thread():
+    import threading
+    results, errors = [], []
+
+    def work():
+        try:
+            x = pt.ones(3)
+            for _ in range(200):
+                x = (x * 1.0).neg().abs() + 0.0
+            results.append(x.tolist())
+        except Exception as e:
+            errors.append(e)
+
+    with Recorder() as r:
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for t in threads:
+            t.start()
+        pt.ones(2).neg()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert results == [[1.0, 1.0, 1.0]] * 2
+    assert r.seen == ["neg"]  # only this thread's op
+    assert MODES.on == 0
