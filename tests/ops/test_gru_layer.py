@@ -118,3 +118,35 @@ def test_bad_operands_are_named():
     state = recurrent.gru_layer(xw, h0, w, b)
     with pytest.raises(RuntimeError, match=r"gru_layer_backward: state and grad_state must be one \(5, T, N, H\)"):
         recurrent.gru_layer_backward(state[:4], h0, w, state)
+
+
+def test_second_derivatives_by_gradgradcheck():
+    rng = np.random.default_rng(5)
+    operands = [plugtorch.tensor(rng.standard_normal(s), requires_grad=True)
+                for s in ((3, 2, 6), (2, 2), (6, 2), (6,))]
+    assert plugtorch.autograd.gradgradcheck(lambda *a: recurrent.gru_layer(*a, reverse=True), operands)
+
+
+def test_a_compiled_gru_training_step_replays_eagers_values_bitwise():
+    def train(compiled):
+        plugtorch.manual_seed(0)
+        gru, head = plugtorch.nn.GRU(4, 6, 2, bidirectional=True), plugtorch.nn.Linear(12, 1)
+        params = [*gru.parameters(), *head.parameters()]
+        opt = plugtorch.optim.AdamW(params, lr=1e-2)
+        x, y = plugtorch.randn(5, 3, 4), plugtorch.randn(5, 3, 1)
+
+        def step():
+            opt.zero_grad()
+            loss = ((head(gru(x)[0]) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+        run = plugtorch.compile(step) if compiled else step
+        for _ in range(5):
+            run()
+        return [p.detach().numpy().copy() for p in params], run
+
+    eager, _ = train(False)
+    compiled, run = train(True)
+    assert run.captures == 1 and run.replays == 3
+    for a, b in zip(eager, compiled):
+        np.testing.assert_array_equal(a, b)
