@@ -386,3 +386,39 @@ def test_inplace_comparisons(torch, name):
     if name != "logical_not_":
         with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
             getattr(plugtorch.ones(3), name)(plugtorch.ones(2, 3))
+
+
+# -- searchsorted, bucketize ---------------------------------------------------------------------
+
+SEQ = np.array([1.0, 3.0, 3.0, 5.0, 7.0])
+VALS = np.array([[3.0, 6.0, 9.0], [0.0, 1.0, np.nan]])
+
+SEARCHES = {
+    "searchsorted": [(lambda m, s, v: m.searchsorted(s, v), SEQ, VALS),
+                     (lambda m, s, v: m.searchsorted(s, v, right=True), SEQ, VALS),
+                     (lambda m, s, v: m.searchsorted(s, v, side="right", out_int32=True), SEQ, VALS),
+                     (lambda m, s: m.searchsorted(s, 3), SEQ),
+                     (lambda m, s, v: m.searchsorted(s, v), np.array([[1.0, 2.0], [3.0, 4.0]]), r(2, 3)),
+                     (lambda m, s, v, k: m.searchsorted(s, v, sorter=k), np.array([3.0, 1.0, 2.0]), np.array([2.0]),
+                      np.array([1, 2, 0])),
+                     (lambda m, s, v: m.searchsorted(s, v), np.sort(i(4)), r(3)),
+                     (lambda m, s, v: m.searchsorted(s, v), r(0), r(2))],
+    "bucketize": [(lambda m, v, b: m.bucketize(v, b), VALS, SEQ),
+                  (lambda m, v, b: m.bucketize(v, b, right=True), VALS, SEQ),
+                  (lambda m, b: m.bucketize(3, b, out_int32=True), SEQ)],
+}
+
+SEARCH_ERRORS = {
+    "searchsorted": [(lambda m, s, v: m.searchsorted(s, v, side="middle"), SEQ, VALS),
+                     (lambda m, s, v: m.searchsorted(s, v), np.ones((2, 3)), np.ones((3, 3))),
+                     (lambda m, s, v: m.searchsorted(s, v, side="left", right=True), SEQ, VALS)],
+    "bucketize": [(lambda m, v, b: m.bucketize(v, b), VALS, np.ones((2, 2)))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHES))
+def test_searching(torch, name):
+    for call, *inputs in SEARCHES[name]:
+        _compare(torch, call, *inputs, grad=False)
+    for call, *inputs in SEARCH_ERRORS[name]:
+        _same_error(torch, call, *inputs)

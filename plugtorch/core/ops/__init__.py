@@ -38,6 +38,7 @@ from . import (  # noqa: F401
                reduce,
                sampling,
                scatter,
+               searching,
                shape,
                sorting,
                special,
@@ -49,7 +50,7 @@ from . import (  # noqa: F401
 # Catalog sections, by the module an op is declared in.
 SECTIONS = {
     "elementwise": "Elementwise", "pointwise": "Elementwise", "numeric": "Elementwise", "conversion": "Conversion",
-    "reduce": "Reductions", "statistics": "Reductions", "sorting": "Sorting",
+    "reduce": "Reductions", "statistics": "Reductions", "sorting": "Sorting", "searching": "Sorting",
     "shape": "Shape and movement", "movement": "Shape and movement", "index": "Indexing",
     "scatter": "Indexing", "inplace": "Indexing", "linalg": "Linear algebra",
     "einsum": "Linear algebra", "products": "Linear algebra", "activation": "Activations",

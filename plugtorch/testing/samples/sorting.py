@@ -96,3 +96,39 @@ def _median(g):
 
 
 SAMPLES.update(sort=_sort, argsort=_argsort, topk=_topk, kthvalue=_kthvalue, median=_median)
+
+
+# -- searchsorted, bucketize ---------------------------------------------------------------------
+
+def _searchsorted(g):
+    seq = np.array([1.0, 3.0, 3.0, 5.0, 7.0])
+    vals = np.array([[3.0, 6.0, 9.0], [0.0, 1.0, np.nan]])
+
+    def ss(side):
+        return lambda s, v, **kw: np.searchsorted(s, v, side=side)
+    return [
+        Sample((seq, vals), grad=False, ref=lambda s, v: np.where(np.isnan(v), s.size, np.searchsorted(s, v))),
+        Sample((seq, vals[:1]), kwargs={"right": True}, grad=False, ref=ss("right"), desc="right"),
+        Sample((seq, vals[:1]), kwargs={"side": "right", "out_int32": True}, grad=False,
+               ref=lambda s, v: ss("right")(s, v).astype(np.int32), desc="side, int32"),
+        Sample((np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.5, 0.0], [5.0, 3.0]])), grad=False,
+               ref=lambda s, v: np.stack([np.searchsorted(a, b) for a, b in zip(s, v)]), desc="batched boundaries"),
+        Sample((seq, scalar(3.0)), grad=False, ref=ss("left"), desc="0-d value"),
+        Sample((empty(0), np.array([1.0])), grad=False, ref=lambda s, v: np.zeros(1, dtype=np.int64)),
+        Sample((np.ones((2, 3)), np.ones((3, 3))), raises=RuntimeError, desc="leading dims differ"),
+    ]
+
+
+def _bucketize(g):
+    bounds = np.array([1.0, 3.0, 5.0, 7.0])
+    return [
+        Sample((np.array([[3.0, 6.0], [9.0, 0.5]]), bounds), grad=False, ref=lambda v, b: np.searchsorted(b, v)),
+        Sample((np.array([3.0, 7.0]), bounds), kwargs={"right": True}, grad=False,
+               ref=lambda v, b: np.searchsorted(b, v, side="right"), desc="right"),
+        Sample((scalar(4.0), bounds), grad=False, ref=lambda v, b: np.searchsorted(b, v)),
+        Sample((empty(0), bounds), grad=False, ref=lambda v, b: np.zeros(0, dtype=np.int64)),
+        Sample((np.array([1.0]), np.ones((2, 2))), raises=RuntimeError, desc="2-D boundaries"),
+    ]
+
+
+SAMPLES.update(searchsorted=_searchsorted, bucketize=_bucketize)
