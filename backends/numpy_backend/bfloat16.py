@@ -82,7 +82,7 @@ def keeps_bfloat16(name: str, fn: Callable) -> Callable:
     if name in _FLOAT32_NUMBER:
         def rounded(x, y):
             out = fn(x, y)
-            return out.astype(BFLOAT16) if out.dtype is not x.dtype and x.dtype is BFLOAT16 else out
+            return out.astype(BFLOAT16) if x.dtype is BFLOAT16 and out.dtype is not x.dtype else out
         return rounded
 
     def call(x, y):

@@ -204,7 +204,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         if fn.__name__ == "multiply":  # torch multiplies by the number in float32 (keeps_bfloat16)
             def mul(x, y):
                 out = fn(x, y, out=...)
-                return out.astype(BFLOAT16) if out.dtype is not x.dtype and x.dtype is BFLOAT16 else out
+                return out.astype(BFLOAT16) if x.dtype is BFLOAT16 and out.dtype is not x.dtype else out
             return mul
 
         def call(x, y):
