@@ -27,6 +27,7 @@ import sys
 
 import plugtorch
 from plugtorch.core.primitives import PRIMITIVES
+from plugtorch.func._batching import RULES as BATCHING_RULES
 
 from .sample import Sample, samples_for
 
@@ -107,7 +108,9 @@ def markdown() -> str:
         "carries its own derivative (one graph node; a backend kernel for it stays differentiable). "
         "*jvp*: where its forward-mode derivative (`plugtorch.autograd.forward_ad`) comes from: its own "
         "**rule**, its decomposition run on dual tensors (**via decomposition**), or its reverse rule "
-        "transposed (**via vjp**); **—** for an op with no derivative. "
+        "transposed (**via vjp**); **—** for an op with no derivative. *vmap*: how `plugtorch.func.vmap` "
+        "computes the op on a batch: its batching **rule** (one call on the whole batch) or a **loop** "
+        "over the examples, stacked. "
         "*Kernels*: what each backend provides for the op itself, which dispatch prefers to its "
         "declaration, as the backend declares it (`PLUGTORCH_KERNELS`), whether or not it can run "
         "on the machine that generated this page: **C** (the NumPy backend's optional extension), "
@@ -129,9 +132,9 @@ def markdown() -> str:
         if not ops:
             continue
         lines += [f"## {title}", "",
-                  "| op | exposed as | computes as | gradient | jvp | dtypes | kernels | tested by | samples "
-                  "| description |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| op | exposed as | computes as | gradient | jvp | vmap | dtypes | kernels | tested by "
+                  "| samples | description |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for op in ops:
             kernels, tests = _implementations(op, reg, declared)
             if op.kernel_refusal:
@@ -139,7 +142,8 @@ def markdown() -> str:
             samples = [s for s in samples_for(op) if isinstance(s, Sample)]
             doc = " ".join(op.summary().split()).replace("|", "\\|")
             lines.append(f"| `{op.name}` | {_exposed(op)} | {op.describe_kind()} | "
-                         f"{_differentiable(op, samples)} | {op.describe_jvp()} | {op.dtypes or '-'} | "
+                         f"{_differentiable(op, samples)} | {op.describe_jvp()} | "
+                         f"{'rule' if op.name in BATCHING_RULES else 'loop'} | {op.dtypes or '-'} | "
                          f"{kernels or '-'} | "
                          f"{', '.join([KIT] + [_link(t) for t in tests])} | {len(samples)} | {doc} |")
         lines.append("")
