@@ -422,3 +422,67 @@ def test_searching(torch, name):
         _compare(torch, call, *inputs, grad=False)
     for call, *inputs in SEARCH_ERRORS[name]:
         _same_error(torch, call, *inputs)
+
+
+# -- shape helpers -------------------------------------------------------------------------------
+
+SHAPES = {
+    "broadcast_tensors": [(lambda m, a, b: m.broadcast_tensors(a, b), r(2, 1), r(3)),
+                          (lambda m, a: m.broadcast_tensors(a), r(2))],
+    "hsplit": [(lambda m, a: m.hsplit(a, 2), r(2, 4)), (lambda m, a: a.hsplit([1, 3]), r(2, 4)),
+               (lambda m, a: m.hsplit(a, 2), r(4))],
+    "vsplit": [(lambda m, a: m.vsplit(a, 2), r(4, 2)), (lambda m, a: a.vsplit([1]), r(3, 2))],
+    "dsplit": [(lambda m, a: m.dsplit(a, 2), r(1, 2, 4)), (lambda m, a: a.dsplit([3]), r(1, 2, 4))],
+    "split_with_sizes": [(lambda m, a: a.split_with_sizes([1, 2], 1), r(2, 3)),
+                         (lambda m, a: a.split_with_sizes([2, 0]), r(2, 3))],
+    "sum_to_size": [(lambda m, a: a.sum_to_size(1, 3), r(2, 3)), (lambda m, a: a.sum_to_size((2, 1)), r(2, 3)),
+                    (lambda m, a: a.sum_to_size(3), r(2, 3))],
+    "tril_indices": [(lambda m: m.tril_indices(3, 4, 1),), (lambda m: m.tril_indices(4, 3, -1, dtype=m.int32),),
+                     (lambda m: m.tril_indices(0, 4),)],
+    "triu_indices": [(lambda m: m.triu_indices(3, 4, -1),), (lambda m: m.triu_indices(3, 3),)],
+    "diag_embed": [(lambda m, a: m.diag_embed(a), r(2, 3)), (lambda m, a: a.diag_embed(1, 0, 2), r(2, 3)),
+                   (lambda m, a: m.diag_embed(a, -2, 2, 0), r(2, 3))],
+    "take": [(lambda m, a, i_: m.take(a, i_), r(3, 4), np.array([[0, 5], [11, -1]])),
+             (lambda m, a, i_: a.take(i_), r(3), np.array([1, 1]))],
+    "cartesian_prod": [(lambda m, a, b: m.cartesian_prod(a, b), r(2), r(3)),
+                       (lambda m, a, b, c: m.cartesian_prod(a, b, c), i(2), i(2), i(1)),
+                       (lambda m, a: m.cartesian_prod(a), r(3))],
+    "combinations": [(lambda m, a: m.combinations(a), r(4)), (lambda m, a: m.combinations(a, 3, True), r(3)),
+                     (lambda m, a: m.combinations(a, 5), r(4)), (lambda m, a: m.combinations(a, 0), i(3))],
+    "msort": [(lambda m, a: m.msort(a), r(4, 3)), (lambda m, a: a.msort(), i(5))],
+    "logspace": [(lambda m: m.logspace(0, 2, 3),), (lambda m: m.logspace(-1, 2, 5, base=2.0, dtype=m.float64),),
+                 (lambda m: m.logspace(0, 2, 5, base=3, dtype=m.int64),), (lambda m: m.logspace(1, 1, 0),)],
+    "inplace_views": [(lambda m, a: (a * 1).t_(), r(2, 3)), (lambda m, a: (a * 1).transpose_(0, 2), r(2, 3, 1)),
+                      (lambda m, a: (a * 1).swapaxes_(0, 1), r(2, 3)), (lambda m, a: (a * 1).squeeze_(), r(1, 3, 1)),
+                      (lambda m, a: (a * 1).squeeze_(0), r(1, 3)), (lambda m, a: (a * 1).unsqueeze_(-1), r(3))],
+}
+
+SHAPE_ERRORS = {
+    "hsplit": [(lambda m, a: m.hsplit(a, 3), r(2, 4))],
+    "vsplit": [(lambda m, a: m.vsplit(a, 2), r(4))],
+    "dsplit": [(lambda m, a: m.dsplit(a, 2), r(2, 2))],
+    "split_with_sizes": [(lambda m, a: a.split_with_sizes([1, 1], 1), r(2, 3))],
+    "broadcast_tensors": [(lambda m, a, b: m.broadcast_tensors(a, b), r(2), r(3))],
+    "diag_embed": [(lambda m, a: m.diag_embed(a, 0, 0, 0), r(3))],
+    "take": [(lambda m, a, i_: m.take(a, i_), r(2, 2), np.array([4])),
+             (lambda m, a, i_: m.take(a, i_), r(2, 2), np.array([1.0]))],
+    "cartesian_prod": [(lambda m, a: m.cartesian_prod(a), r(2, 2))],
+    "combinations": [(lambda m, a: m.combinations(a), r(2, 2))],
+    "inplace_views": [(lambda m, a: a.t_(), r(2, 3))],  # a leaf that requires grad
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_shape_helpers(torch, name):
+    for call, *inputs in SHAPES[name]:
+        grad = all(not isinstance(v, np.ndarray) or v.dtype != np.int64 for v in inputs) and bool(inputs)
+        _compare(torch, call, *inputs, grad=grad)
+    for call, *inputs in SHAPE_ERRORS.get(name, []):
+        ours_in = [_to(plugtorch, v, True) for v in inputs]
+        theirs_in = [_to(torch, v, True) for v in inputs]
+        with pytest.raises(Exception) as t_err:
+            call(torch, *theirs_in)
+        with pytest.raises(type(t_err.value)) as p_err:
+            call(plugtorch, *ours_in)
+        # plugtorch may name the op or the shapes after torch's words
+        assert str(p_err.value).startswith(str(t_err.value).rstrip("."))

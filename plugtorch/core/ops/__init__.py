@@ -5,6 +5,7 @@ order); the core plugin then registers them like any plugin's.
 """
 from . import (  # noqa: F401
                activation,
+               arrangements,
                attention,
                classification,
                complex,
@@ -62,6 +63,7 @@ SECTIONS = {
     "loss": "Losses", "distance": "Losses", "ctc": "Losses", "classification": "Losses",
     "normalization": "Normalization",
     "cumulative": "Reductions", "counting": "Reductions", "joins": "Shape and movement",
+    "arrangements": "Shape and movement",
     "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
     "special": "Special functions",
 }

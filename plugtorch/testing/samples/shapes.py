@@ -517,3 +517,46 @@ def _unfold(g):
 
 
 SAMPLES.update(view=_view, view_dtype=_view_dtype, rot90=_rot90, diff=_diff, unfold=_unfold)
+
+
+# -- diag_embed, take ------------------------------------------------------------------------------
+
+def _diag_embed_ref(x, offset=0, dim1=-2, dim2=-1):
+    k = x.shape[-1]
+    m = k + abs(offset)
+    out = np.zeros(x.shape[:-1] + (m, m))
+    idx = np.arange(k)
+    out[..., idx - min(offset, 0), idx + max(offset, 0)] = x
+    n = x.ndim + 1
+    d1, d2 = dim1 % n, dim2 % n
+    rest = [d for d in range(n) if d not in (d1, d2)]
+    order = [0] * n
+    for src, dst in enumerate(rest + [d1, d2]):
+        order[dst] = src
+    return out.transpose(order)
+
+
+def _diag_embed(g):
+    return [
+        Sample((g.randn(3),), ref=_diag_embed_ref),
+        Sample((g.randn(2, 3), 1), ref=_diag_embed_ref, desc="offset"),
+        Sample((g.randn(2, 3), -1, 0, 2), ref=_diag_embed_ref, desc="below, dims 0 and 2"),
+        Sample((g.randn(2, 3), 0, 2, 0), ref=_diag_embed_ref, desc="dims swapped"),
+        Sample((empty(2, 0),), ref=_diag_embed_ref),
+        Sample((g.randn(3), 0, 0, 0), raises=RuntimeError, desc="identical dims"),
+        Sample((scalar(1.0),), raises=(RuntimeError, IndexError), desc="0-d"),
+    ]
+
+
+def _take(g):
+    x = g.randn(3, 4)
+    return [
+        Sample((x, np.array([[0, 5], [11, 2]])), ref=lambda a, i: a.reshape(-1)[i]),
+        Sample((x, np.array([-1, 0, 0])), ref=lambda a, i: a.reshape(-1)[i], desc="negative, repeated"),
+        Sample((scalar(2.0), np.array(0)), ref=lambda a, i: a.reshape(-1)[i], desc="0-d"),
+        Sample((x, np.zeros(0, dtype=np.int64)), ref=lambda a, i: np.zeros(0), desc="empty index"),
+        Sample((x, np.array([12])), raises=IndexError, desc="out of range"),
+    ]
+
+
+SAMPLES.update(diag_embed=_diag_embed, take=_take)
