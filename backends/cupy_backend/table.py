@@ -16,7 +16,16 @@ from collections.abc import Callable
 import numpy
 from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_out_variants, make_table
 
-from . import activation_kernels, binary_kernels, bounds, conv_kernels, loss_kernels, optim_kernels, philox
+from . import (
+    activation_kernels,
+    binary_kernels,
+    bounds,
+    conv_kernels,
+    loss_kernels,
+    norm_kernels,
+    optim_kernels,
+    philox,
+)
 from .fusion import ElementwiseFuser
 
 
@@ -39,7 +48,7 @@ def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Calla
 def make_kernels(xp, load) -> dict[str, Callable]:
     """op name -> fused kernel (the hand-written CUDA modules, launched through ``load``)."""
     kernels: dict[str, Callable] = {}
-    for module in (activation_kernels, conv_kernels, loss_kernels, optim_kernels):
+    for module in (activation_kernels, conv_kernels, loss_kernels, norm_kernels, optim_kernels):
         kernels.update(module.make_kernels(xp, load))
     return kernels
 
