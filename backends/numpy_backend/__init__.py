@@ -105,7 +105,7 @@ C_KERNEL_OPS = frozenset({"_fused_adam_",
                           "tanh_backward", "threshold_backward"})
 _KERNEL_TESTS = {
     **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),
-    "_fused_adam_": "tests/optim/test_foreach_adamw.py",
+    **dict.fromkeys(("_fused_adam_", "_fused_sgd_"), "tests/optim/test_foreach_adamw.py"),
     **dict.fromkeys(("conv2d", "conv2d_weight_grad"), "tests/ops/test_native_conv.py"),
     **dict.fromkeys(("cross_entropy", "cross_entropy_backward"), "tests/ops/test_fused_cross_entropy.py"),
     "fold": "tests/ops/test_fused_fold.py",

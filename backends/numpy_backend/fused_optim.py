@@ -99,4 +99,13 @@ def _fused_adam_(arrays, *, amsgrad, **attrs):
     return arrays[0]
 
 
-OPTIM_KERNELS = {"_fused_adam_": _fused_adam_, "adam_step_": adam_step_, "sgd_step_": sgd_step_}
+def _fused_sgd_(arrays, *, momentum_buffers, **attrs):
+    n = len(arrays) // (3 if momentum_buffers else 2)
+    buffers = arrays[2 * n:] if momentum_buffers else [None] * n
+    for param, grad, buf in zip(arrays[:n], arrays[n:2 * n], buffers):
+        sgd_step_(param, grad, buf, **attrs)
+    return arrays[0]
+
+
+OPTIM_KERNELS = {"_fused_adam_": _fused_adam_, "_fused_sgd_": _fused_sgd_, "adam_step_": adam_step_,
+                 "sgd_step_": sgd_step_}

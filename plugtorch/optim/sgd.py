@@ -6,7 +6,7 @@ import functools
 from ..compiler import dynamic_attrs, not_capturable
 from ..core.grad_mode import no_grad
 from ..core.ops.creation import zeros_like
-from ..core.ops.optimizer_updates import sgd_attrs, sgd_step_
+from ..core.ops.optimizer_updates import _fused_sgd_, sgd_attrs, sgd_step_
 from .optimizer import Optimizer
 
 
@@ -34,7 +34,10 @@ class SGD(Optimizer):
                         nesterov=nesterov, maximize=maximize, foreach=foreach,
                         differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
+        if fused and foreach:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
+    _fused = True  # fused=True is served: by _fused_sgd_, whose values are the loop's
     _capturable_step = True  # plugtorch.compile can replay its updates (attrs refreshed per step)
 
     def step(self, closure=None):
@@ -42,9 +45,10 @@ class SGD(Optimizer):
         with no_grad():
             for group in self.param_groups:
                 momentum = group["momentum"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
+                params = [p for p in group["params"] if p.grad is not None]
+                if params and self._multi_tensor(params, group):
+                    continue
+                for p in params:
                     buf, first = None, False
                     if momentum != 0:
                         state = self.state[p]
@@ -61,8 +65,36 @@ class SGD(Optimizer):
                         sgd_step_(p, p.grad, buf, **self._attrs(group, first))
         return loss
 
+    def _multi_tensor(self, params, group) -> bool:
+        """Update ``params`` with one ``_fused_sgd_`` call if they qualify (``foreach``/``fused``
+        not False, one floating dtype and backend with a kernel, every momentum buffer made);
+        say whether it ran. The values are the per-parameter loop's."""
+        if group["foreach"] is False or group["fused"] is False or group["differentiable"]:
+            return False
+        dtype, backend = params[0].dtype, params[0]._backend
+        if not dtype.is_floating_point or "_fused_sgd_" not in backend.kernels:
+            return False
+        for p in params:
+            grad = p.grad
+            if p.dtype is not dtype or p._backend is not backend or grad.dtype is not dtype \
+                    or grad._backend is not backend:
+                return False
+        buffers = None
+        if group["momentum"] != 0:
+            buffers = [self.state[p].get("momentum_buffer") for p in params]
+            if any(b is None for b in buffers):
+                return False  # a first step makes the buffers (and a capture of it retries)
+        with dynamic_attrs("_fused_sgd_", functools.partial(self._fused_attrs, group, buffers is not None)):
+            _fused_sgd_(params, [p.grad for p in params], buffers, **self._attrs(group, False))
+        return True
+
+    @classmethod
+    def _fused_attrs(cls, group, momentum_buffers: bool) -> dict:
+        return {**cls._attrs(group, False), "momentum_buffers": momentum_buffers}
+
     def _captured_options(self, group) -> tuple:
-        return (group["momentum"] != 0,)  # with momentum a step reads and writes a buffer
+        # with momentum a step reads and writes a buffer; which update a step calls
+        return (group["momentum"] != 0, group["foreach"] is False or group["fused"] is False)
 
     @staticmethod
     def _attrs(group, first_step: bool) -> dict:

@@ -1,7 +1,7 @@
 """_fused_adam_, the multi-tensor update optim.Adam/AdamW take for a group's parameters: against
 torch's AdamW (its single-tensor, foreach and fused paths) over 20 steps, bit for bit against
 plugtorch's own per-parameter loop, the kernels against the op's decomposition, the fallbacks,
-bad input, and a plugtorch.compile replay of the step."""
+bad input, and a plugtorch.compile replay of the step. _fused_sgd_, optim.SGD's, the same way."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from plugtorch_backends.numpy_backend import fused_optim, native
 
 import plugtorch as pt
 from plugtorch import nn
-from plugtorch.core.ops.optimizer_updates import _fused_adam_
+from plugtorch.core.ops.optimizer_updates import _fused_adam_, _fused_sgd_
 
 SHAPES = [(8, 5), (5,), (), (3, 2, 4), (0, 3), (16,)]
 NATIVE_KERNELS = native.kernels()  # empty where the extension is not built (the case skips, saying why)
@@ -193,3 +193,80 @@ def test_a_backend_without_the_kernel_keeps_the_per_parameter_op(monkeypatch):
             p.grad = pt.ones_like(p)
         opt.step()
     assert calls == [] and all(s["step"] == 3 for s in opt.state.values())
+
+
+SGD_OPTIONS = [dict(), dict(momentum=0.9), dict(momentum=0.9, nesterov=True, weight_decay=0.01),
+               dict(momentum=0.8, dampening=0.3, maximize=True)]
+
+
+@pytest.mark.parametrize("options", SGD_OPTIONS, ids=lambda o: ",".join(o) or "default")
+@pytest.mark.parametrize("torch_path", [dict(foreach=False), dict(fused=True)], ids=["single", "fused"])
+def test_sgd_matches_torch_over_20_steps(options, torch_path):
+    init = _grads(1, seed=1)[0]
+    grads = _grads(20)
+    ours, _ = _run(pt, "SGD", init, grads, lr=0.05, **options)
+    theirs, _ = _run(torch, "SGD", init, grads, lr=0.05, **options, **torch_path)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-7, err_msg=f"param {i}")
+
+
+@pytest.mark.parametrize("options", SGD_OPTIONS, ids=lambda o: ",".join(o) or "default")
+def test_the_multi_tensor_sgd_step_is_the_loop_bit_for_bit(monkeypatch, options):
+    import plugtorch.optim.sgd as sgd_module
+    calls = []
+    real = sgd_module._fused_sgd_
+    monkeypatch.setattr(sgd_module, "_fused_sgd_", lambda *a, **k: (calls.append(len(a[0])), real(*a, **k)))
+    init = _grads(1, np.float64, seed=1)[0]
+    grads = _grads(6, np.float64)
+    multi, _ = _run(pt, "SGD", init, grads, lr=0.05, **options)
+    loop, _ = _run(pt, "SGD", init, grads, lr=0.05, foreach=False, **options)
+    fused, _ = _run(pt, "SGD", init, grads, lr=0.05, fused=True, **options)
+    first = 1 if options.get("momentum") else 0  # the first step makes the buffers, one op each
+    assert calls == [len(SHAPES)] * (6 - first) * 2
+    for a, b, c in zip(multi, loop, fused):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(c, b)
+
+
+def test_fused_sgd_kernel_is_its_decomposition_and_refuses_bad_lists():
+    decompose = pt.get_registry().ops["_fused_sgd_"].decompose
+    rng = np.random.default_rng(6)
+    arrays = [np.array(rng.standard_normal(s), np.float32) for _ in range(3) for s in SHAPES]
+    tensors = [pt.tensor(a.copy()) for a in arrays]
+    attrs = dict(lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.01, nesterov=True, maximize=False,
+                 first_step=False, momentum_buffers=True)
+    for _ in range(3):
+        fused_optim._fused_sgd_(arrays, **attrs)
+        with pt.no_grad():
+            decompose(tensors, **attrs)
+    for a, t in zip(arrays, tensors):
+        np.testing.assert_array_equal(a, t.numpy())
+    with pytest.raises(ValueError, match=r"_fused_sgd_\(\): grads has 1 tensors, but params has 2"), pt.no_grad():
+        _fused_sgd_([pt.zeros(2), pt.zeros(3)], [pt.zeros(2)], lr=0.1)
+    with pytest.raises(RuntimeError, match=r"_fused_sgd_\(\): 'momentum_buffer' is float32 \[2\]"), pt.no_grad():
+        _fused_sgd_([pt.zeros(3)], [pt.zeros(3)], [pt.zeros(2)], lr=0.1, momentum=0.9)
+    with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together."):
+        pt.optim.SGD([nn.Parameter(pt.zeros(2))], lr=0.1, fused=True, foreach=True)
+
+
+def test_a_compiled_sgd_step_replays_the_multi_tensor_update_bitwise():
+    def train(compiled):
+        pt.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = pt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True)
+        x, y = pt.randn(5, 6), pt.randn(5, 3)
+
+        def step():
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+        run = pt.compile(step) if compiled else step
+        for _ in range(6):
+            run()
+        return [p.detach().numpy().copy() for p in model.parameters()], run
+
+    eager, _ = train(False)
+    compiled, run = train(True)
+    assert run.captures == 1 and run.replays == 4
+    for a, b in zip(eager, compiled):
+        np.testing.assert_array_equal(a, b)

@@ -134,7 +134,7 @@ def test_sgd_goes_through_the_op(monkeypatch):
     calls = []
     monkeypatch.setattr(sgd_module, "sgd_step_", lambda *a, **k: calls.append(k["first_step"]))
     p = pt.randn(3, requires_grad=True)
-    opt = pt.optim.SGD([p], lr=0.1, momentum=0.9)
+    opt = pt.optim.SGD([p], lr=0.1, momentum=0.9, foreach=False)  # the loop (foreach: test_foreach_adamw.py)
     for _ in range(3):
         p.grad = pt.ones(3)
         opt.step()

@@ -108,7 +108,7 @@ def test_constructor_errors_name_the_problem():
     with pytest.raises(RuntimeError, match="differentiable=True"):
         optim.Adam([p], differentiable=True)
     with pytest.raises(RuntimeError, match="fused=True"):
-        optim.SGD([p], fused=True)
+        optim.Adagrad([p], fused=True)  # Adam, AdamW and SGD serve fused=True
     with pytest.raises(TypeError, match="ordered collections"):
         optim.SGD([{"params": {p}}], lr=0.1)
 

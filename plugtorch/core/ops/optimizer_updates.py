@@ -2,20 +2,21 @@
 
 ``adam_step_`` is what ``optim.Adam``/``AdamW`` call for each parameter, ``sgd_step_`` what
 ``optim.SGD`` calls; ``_fused_adam_`` is ``adam_step_`` over lists of parameters at once (what
-Adam calls with ``foreach``/``fused`` left on), so that a step of a model with many small
-parameters pays one dispatch rather than one per parameter. Each op's decomposition (the body
-of its declaration) is the update written with plugtorch's in-place ops (so every backend runs
-it, in torch's order of operations), and a backend may register a kernel that does the same in
-one pass: the NumPy
-backend's uses in-place ufuncs and one scratch array, instead of ~15 dispatched ops and their
-temporaries (``backends/numpy_backend/fused_optim.py``). The op mutates its tensor operands,
-bumps their version counters, and is not differentiable (torch's optimizers update under
-``no_grad``, and so does this op).
+Adam calls with ``foreach``/``fused`` left on) and ``_fused_sgd_`` the same for ``sgd_step_``,
+so that a step of a model with many small parameters pays one dispatch rather than one per
+parameter (their decompositions are that loop). The per-parameter ops' decompositions (the body
+of their declaration) are the update written with plugtorch's in-place ops (so every backend
+runs it, in torch's order of operations), and a backend may register a kernel that does the
+same in one pass: the NumPy backend's uses in-place ufuncs and one scratch array, instead of
+~15 dispatched ops and their temporaries (``backends/numpy_backend/fused_optim.py``). Each op
+mutates its tensor operands, bumps their version counters, and is not differentiable (torch's
+optimizers update under ``no_grad``, and so do these ops).
 
 Their public functions are written out (``front=``) rather than generated from a ``bind``:
 after the one dispatched call (``plugtorch.compile`` refreshes its attrs on replay) they move
 the operands' version counters, which a kernel writing arrays cannot, and return ``param``
-itself rather than the new tensor a kernel's returned array is wrapped in.
+itself (the multi-tensor ops None, as torch's) rather than the new tensor a kernel's returned
+array is wrapped in.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ..grad_mode import is_grad_enabled
 from ..optable import op
 from ..tensor import Tensor
 
-__all__ = ["_fused_adam_", "adam_step_", "sgd_step_"]
+__all__ = ["_fused_adam_", "_fused_sgd_", "adam_step_", "sgd_step_"]
 
 
 def _check_operands(op_name, param, tensors):
@@ -110,31 +111,18 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, b
 def _fused_adam_front(name):
     def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs=None, *, lr, beta1, beta2, eps,
                      weight_decay=0.0, step, maximize=False, decoupled_weight_decay=False):
-        n = len(params)
         lists = {"grads": grads, "exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs}
         if max_exp_avg_sqs is not None:
             lists["max_exp_avg_sqs"] = max_exp_avg_sqs
-        for what, ts in lists.items():
-            if len(ts) != n:
-                raise ValueError(f"{name}(): {what} has {len(ts)} tensors, but params has {n}: "
-                                 "pass one of each per parameter")
-        if step < 1:
-            raise ValueError(f"{name}(): step is the number of this update, counted from 1; got {step}")
-        if n == 0:
-            return
         # one kernel serves the lists, so every tensor must share the first parameter's dtype
         # and backend, and each its own parameter's shape (the per-parameter op's contract)
-        dtype, backend = params[0].dtype, params[0]._backend
-        for i in range(n):
-            p = params[i]
-            tensors = {"param": p, "grad": grads[i], "exp_avg": exp_avgs[i], "exp_avg_sq": exp_avg_sqs[i]}
-            if max_exp_avg_sqs is not None:
-                tensors["max_exp_avg_sq"] = max_exp_avg_sqs[i]
-            if not isinstance(p, Tensor) or p.dtype is not dtype or p._backend is not backend:
-                got = f"{p.dtype.name} on {p.device}" if isinstance(p, Tensor) else type(p).__name__
-                raise RuntimeError(f"{name}(): params[{i}] is {got}, but every tensor must be "
-                                   f"{dtype.name} on {params[0].device}, as params[0] is")
-            _check_operands(name, p, tensors)
+        _fused_lists_check(name, params, lists)
+        if step < 1:
+            raise ValueError(f"{name}(): step is the number of this update, counted from 1; got {step}")
+        if not params:
+            return
+        for i, p in enumerate(params):
+            _check_operands(name, p, {"param": p, **{what[:-1]: ts[i] for what, ts in lists.items()}})
         operands = (*params, *grads, *exp_avgs, *exp_avg_sqs, *(max_exp_avg_sqs or ()))
         call_op(name, operands, _fused_attrs(adam_attrs(lr, beta1, beta2, eps, weight_decay, step, maximize,
                                                         decoupled_weight_decay), max_exp_avg_sqs is not None))
@@ -229,3 +217,63 @@ def sgd_step_(param, grad, momentum_buffer, *, lr, momentum, dampening, weight_d
             momentum_buffer.mul_(momentum).add_(d_p, alpha=1 - dampening)
         d_p = d_p.add(momentum_buffer, alpha=momentum) if nesterov else momentum_buffer
     return param.add_(d_p, alpha=-lr)
+
+
+def _fused_lists_check(name, params, lists):
+    """Lists of equal length, every tensor of params[0]'s dtype and backend (one kernel serves them)."""
+    n = len(params)
+    for what, ts in lists.items():
+        if len(ts) != n:
+            raise ValueError(f"{name}(): {what} has {len(ts)} tensors, but params has {n}: "
+                             "pass one of each per parameter")
+    if n:
+        dtype, backend = params[0].dtype, params[0]._backend
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor) or p.dtype is not dtype or p._backend is not backend:
+                got = f"{p.dtype.name} on {p.device}" if isinstance(p, Tensor) else type(p).__name__
+                raise RuntimeError(f"{name}(): params[{i}] is {got}, but every tensor must be "
+                                   f"{dtype.name} on {params[0].device}, as params[0] is")
+
+
+def _fused_sgd_front(name):
+    def _fused_sgd_(params, grads, momentum_buffers=None, *, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                    nesterov=False, maximize=False, first_step=False):
+        lists = {"grads": grads} if momentum_buffers is None else {"grads": grads, "momentum_buffers": momentum_buffers}
+        _fused_lists_check(name, params, lists)
+        if nesterov and momentum_buffers is None:
+            raise ValueError(f"{name}(): Nesterov momentum needs momentum_buffers")
+        for i, p in enumerate(params):
+            _check_operands(name, p, {"param": p, **{what[:-1]: ts[i] for what, ts in lists.items()}})
+        if not params:
+            return
+        call_op(name, (*params, *grads, *(momentum_buffers or ())),
+                {**sgd_attrs(lr, momentum, dampening, weight_decay, nesterov, maximize, first_step),
+                 "momentum_buffers": momentum_buffers is not None})
+        for ts in (params, momentum_buffers or ()):
+            for t in ts:
+                t._vc[0] += 1
+    _fused_sgd_.__qualname__ = name
+    return _fused_sgd_
+
+
+@op(front=_fused_sgd_front, variadic=True, exposed=(),
+    dtypes="floating; every tensor of params[0]'s dtype and backend, and of its own parameter's shape")
+def _fused_sgd_(tensors, *, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step,
+                momentum_buffers):
+    """``sgd_step_`` on every parameter of a list at once, in place: torch.optim.SGD's
+    multi-tensor (``foreach``/``fused``) step, computed as its single-tensor step is. Returns
+    None.
+
+    The public function takes torch's lists (``params, grads`` and ``momentum_buffers`` or
+    None). A kernel receives those lists concatenated in that order (2 or, with
+    ``momentum_buffers``, 3 runs of equal length) and the attrs of ``sgd_step_`` plus
+    ``momentum_buffers`` by name; it updates the parameters and buffers in place and returns
+    the first parameter.
+    """
+    lists = 3 if momentum_buffers else 2
+    n = len(tensors) // lists
+    attrs = {"lr": lr, "momentum": momentum, "dampening": dampening, "weight_decay": weight_decay,
+             "nesterov": nesterov, "maximize": maximize, "first_step": first_step}
+    for i in range(n):  # the per-parameter op
+        call_op("sgd_step_", (*tensors[i:len(tensors):n], *(() if momentum_buffers else (None,))), attrs)
+    return tensors[0]

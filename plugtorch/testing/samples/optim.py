@@ -128,4 +128,39 @@ def _sgd_step_(g):
     ]
 
 
-SAMPLES = {"_fused_adam_": _fused_adam_samples, "adam_step_": _adam_step_, "sgd_step_": _sgd_step_}
+def _fused_sgd(n, buffers=False, **options):
+    opts = {**_SGD_DEFAULTS, **options}
+
+    def call(m, *tensors):
+        params, grads = list(tensors[:n]), list(tensors[n:2 * n])
+        bufs = list(tensors[2 * n:]) if buffers else None
+        with m.no_grad():
+            if is_torch(m):
+                importlib.import_module("torch.optim.sgd").sgd(params, grads, bufs or [None] * n, foreach=False,
+                                                               **opts)
+            else:
+                from plugtorch.core.ops.optimizer_updates import _fused_sgd_
+                _fused_sgd_(params, grads, bufs, **opts)
+            return tensors[0]
+    return call
+
+
+def _fused_sgd_samples(g):
+    shapes = [(4, 3), (5,), (), (0, 2)]
+
+    def one(make):
+        return [make(*s) if s else scalar(float(make(1)[0])) for s in shapes]
+    n, every = len(shapes), tuple(range(len(shapes)))
+    return [
+        Sample((*one(g.randn), *one(g.randn)), call=_fused_sgd(n, weight_decay=0.01), mutates=every, grad=False,
+               desc="four parameters, 2-d, 1-d, 0-d, empty; no momentum"),
+        Sample((*one(g.randn), *one(g.randn), *one(g.randn)),
+               call=_fused_sgd(n, True, momentum=0.9, nesterov=True, maximize=True),
+               mutates=(*every, *(2 * n + i for i in every)), grad=False, desc="momentum buffers, Nesterov, maximize"),
+        Sample((*one(g.randn), *one(g.randn), *one(g.randn)), call=_fused_sgd(n, True, momentum=0.8, dampening=0.3),
+               mutates=(*every, *(2 * n + i for i in every)), grad=False, desc="dampening"),
+    ]
+
+
+SAMPLES = {"_fused_adam_": _fused_adam_samples, "_fused_sgd_": _fused_sgd_samples, "adam_step_": _adam_step_,
+           "sgd_step_": _sgd_step_}
