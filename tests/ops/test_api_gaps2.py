@@ -486,3 +486,65 @@ def test_shape_helpers(torch, name):
             call(plugtorch, *ours_in)
         # plugtorch may name the op or the shapes after torch's words
         assert str(p_err.value).startswith(str(t_err.value).rstrip("."))
+
+
+# -- activations, dropout forms, cumsum_, fill_diagonal_ -----------------------------------------
+
+ACTIVATIONS = {
+    "hardshrink": [(lambda m, x: m.hardshrink(x), np.array([-1.0, -0.3, 0.2, 0.7])),
+                   (lambda m, x: x.hardshrink(0.1), r(2, 3)), (lambda m, x: m.nn.functional.hardshrink(x, 2.0), r(3))],
+    "softshrink": [(lambda m, x: m.nn.functional.softshrink(x), np.array([-1.0, -0.3, 0.2, 0.7])),
+                   (lambda m, x: m.nn.functional.softshrink(x, 0.1), r(2, 3))],
+    "prelu": [(lambda m, x, w: m.prelu(x, w), r(2, 3, 2), np.abs(r(3))),
+              (lambda m, x, w: x.prelu(w), r(4), np.abs(r(1))),
+              (lambda m, x, w: m.nn.functional.prelu(x, w), r(), np.abs(r(1)))],
+    "cumsum_": [(lambda m, x: (x * 1).cumsum_(1), r(2, 3)), (lambda m, x: x.clone().cumsum_(0), i(4))],
+    "fill_diagonal_": [(lambda m, x: (x * 1).fill_diagonal_(2.0), r(3, 3)),
+                       (lambda m, x: (x * 1).fill_diagonal_(0.0, wrap=True), r(7, 2)),
+                       (lambda m, x: (x * 1).fill_diagonal_(0.0), r(7, 2)),
+                       (lambda m, x: x.clone().fill_diagonal_(5), i(2, 2, 2))],
+}
+
+ACTIVATION_ERRORS = {
+    "prelu": [(lambda m, x, w: m.prelu(x, w), r(2, 4), r(3)), (lambda m, x, w: m.prelu(x, w), r(), r(2))],
+    "softshrink": [(lambda m, x: m.nn.functional.softshrink(x, -1.0), r(2))],
+    "fill_diagonal_": [(lambda m, x: x.fill_diagonal_(1), r(3)), (lambda m, x: x.fill_diagonal_(1), r(2, 3, 2))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activations_and_inplace_fills(torch, name):
+    for call, *inputs in ACTIVATIONS[name]:
+        grad = all(v.dtype == np.float64 for v in inputs)
+        _compare(torch, call, *inputs, grad=grad)
+    for call, *inputs in ACTIVATION_ERRORS.get(name, []):
+        _same_error(torch, call, *inputs)
+
+
+@pytest.mark.parametrize("name, feature, alpha", [("dropout", False, False), ("feature_dropout", True, False),
+                                                  ("alpha_dropout", False, True),
+                                                  ("feature_alpha_dropout", True, True)])
+def test_top_level_dropout_forms(torch, name, feature, alpha):
+    x = np.random.default_rng(1).standard_normal((4000, 4, 3))
+    for lib in (plugtorch, torch):
+        fn = getattr(lib, name)
+        t = lib.tensor(x)
+        assert fn(t, 0.3, False) is t  # identity outside training
+        out = fn(t, 0.3, True)
+        assert list(out.shape) == list(t.shape) and out.dtype == t.dtype
+        v = out.numpy()
+        if alpha:  # SELU's mean and variance kept
+            assert abs(v.mean() - x.mean()) < 0.05 and abs(v.std() - x.std()) < 0.05
+        else:
+            dropped = v == 0
+            assert abs(dropped.mean() - 0.3) < 0.02
+            np.testing.assert_allclose(v[~dropped], x[~dropped] / 0.7)
+        if feature:  # whole channels share one draw
+            assert (np.ptp(v - x * (v[..., :1] / x[..., :1]), axis=-1) < 1e-9).all() or alpha
+        with pytest.raises(RuntimeError, match="dropout probability has to be between 0 and 1, but got 1.5"):
+            fn(t, 1.5, True)
+    if alpha:
+        g = getattr(plugtorch.nn.functional, name)
+        assert g(plugtorch.ones(3)).tolist() == [1.0, 1.0, 1.0]  # training=False by default, as torch's
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            g(plugtorch.ones(3), 2.0)

@@ -44,6 +44,7 @@ from . import (  # noqa: F401
                sorting,
                special,
                statistics,
+               thresholds,
                unpool,
                window,
 )
@@ -65,5 +66,5 @@ SECTIONS = {
     "cumulative": "Reductions", "counting": "Reductions", "joins": "Shape and movement",
     "arrangements": "Shape and movement",
     "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
-    "special": "Special functions",
+    "special": "Special functions", "thresholds": "Activations",
 }

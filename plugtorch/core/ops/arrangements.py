@@ -248,3 +248,23 @@ def squeeze_(input, dim=None):
 def unsqueeze_(input, dim):
     """In place: ``input`` becomes ``input.unsqueeze(dim)``."""
     return _becomes(input, input.unsqueeze(dim), "unsqueeze_")
+
+
+@public("Tensor")
+def fill_diagonal_(input, fill_value, wrap=False):
+    """In place: ``fill_value`` on the main diagonal (all dims of one size beyond 2-D); with
+    ``wrap``, a tall matrix's diagonal starts again every ``cols + 1`` rows, as NumPy's."""
+    if input.ndim < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if input.ndim > 2 and len(set(input.shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    n = min(input.shape)
+    dev = input._backend.name
+    idx = arange(n, device=dev)
+    if input.ndim == 2 and wrap and input.shape[0] > input.shape[1] + 1:
+        rows, cols = input.shape
+        flat = arange(0, rows * cols, cols + 1, device=dev)
+        input.view(-1)[flat] = fill_value
+        return input
+    input[(idx,) * input.ndim] = fill_value
+    return input

@@ -234,3 +234,75 @@ def log_normal_(input, mean=1.0, std=2.0, *, generator=None):
     _float_fill(input, "log_normal_")
     eps = _random("normal", tuple(input.shape), generator, float64, input._backend.name, False, 0.0, 1.0)
     return _fill_from(input, ew.exp(eps * std + mean).to(input.dtype), "log_normal_")
+
+
+# -- dropout's functional forms at the top level (torch.dropout(input, p, train)) -----------------
+
+_SELU_ALPHA = 1.7580993408473766  # -scale * alpha of SELU: where alpha dropout sends dropped units
+
+
+def _check_dropout(input, p):
+    if not 0.0 <= p <= 1.0:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"dropout(): expected a floating point input, got {input.dtype.name}")
+
+
+def _noise_dropout(input, p, train, alpha, feature, generator=None):
+    """torch's _dropout_impl: a keep mask (whole channels with ``feature``), scaled to keep the
+    mean (and, with ``alpha``, SELU's mean and variance)."""
+    _check_dropout(input, p)
+    if not train or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * 0.0
+    shape = tuple(input.shape)
+    if feature:
+        if input.ndim < 2:
+            raise RuntimeError(f"Feature dropout requires at least 2 dimensions in the input, got {input.ndim}")
+        shape = shape[:2] + (1,) * (input.ndim - 2)
+    u = _random("uniform", shape, generator, input.dtype, input._backend.name, False, 0.0, 1.0)
+    keep = (u >= p).to(input.dtype)
+    if not alpha:
+        return input * (keep / (1 - p))
+    a = 1.0 / math.sqrt((_SELU_ALPHA ** 2 * p + 1) * (1 - p))
+    b = (keep - 1) * (_SELU_ALPHA * a) + _SELU_ALPHA * a * p
+    return input * (keep * a) + b
+
+
+@public("plugtorch")
+def dropout(input, p, train):
+    """Elements zeroed with probability ``p`` while ``train``, the rest scaled by 1 / (1 - p)."""
+    return _noise_dropout(input, p, train, False, False)
+
+
+@public("plugtorch")
+def feature_dropout(input, p, train):
+    """Whole channels (dim 1) zeroed with probability ``p`` while ``train``, the rest scaled."""
+    return _noise_dropout(input, p, train, False, True)
+
+
+@public("plugtorch")
+def alpha_dropout(input, p, train):
+    """Dropout for SELU networks: dropped elements set to SELU's negative saturation, and an
+    affine map that keeps the mean and variance."""
+    return _noise_dropout(input, p, train, True, False)
+
+
+@public("plugtorch")
+def feature_alpha_dropout(input, p, train):
+    """Alpha dropout of whole channels (dim 1)."""
+    return _noise_dropout(input, p, train, True, True)
+
+
+def _functional(fn_alpha, fn_feature):
+    def f(input, p=0.5, training=False, inplace=False):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        out = _noise_dropout(input, p, training, fn_alpha, fn_feature)
+        return input.copy_(out) if inplace and out is not input else out
+    return f
+
+
+public("nn.functional", name="alpha_dropout")(_functional(True, False))
+public("nn.functional", name="feature_alpha_dropout")(_functional(True, True))

@@ -176,8 +176,8 @@ def isreal(input):
     return ew.logical_not(zeros_like(input, dtype=bool_))
 
 
-# the in-place comparisons and logical ops: the result (bool) written as 0/1 into the tensor's
-# dtype, as torch's Tensor.eq_ does
+# the in-place comparisons and logical ops (the result, bool, written as 0/1 into the tensor's
+# dtype, as torch's Tensor.eq_ does) and cumsum_
 for _name in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-              "greater", "greater_equal", "less", "less_equal", "not_equal"):
+              "greater", "greater_equal", "less", "less_equal", "not_equal", "cumsum"):
     INPLACE.setdefault(_name + "_", API["Tensor"][_name])

@@ -475,3 +475,42 @@ SAMPLES.update(windows=_windows, fold=_fold, max_pool2d=_max_pool2d, conv2d=_con
                max_pool2d_backward=_max_pool2d_backward, threshold_backward=_threshold_backward,
                tanh_backward=_output_backward("tanh_backward"),
                sigmoid_backward=_output_backward("sigmoid_backward"))
+
+
+# -- hardshrink, softshrink, prelu ---------------------------------------------------------------
+
+def _shrink(npop):
+    def samples(g):
+        x = np.array([-1.0, -0.3, 0.2, 0.7, 2.0])  # away from the band's edges
+        return [
+            Sample((x,), ref=lambda a: npop(a, 0.5)),
+            Sample((g.randn(2, 3) * 2 + 0.05, 0.25), ref=npop, desc="lambd"),
+            Sample((scalar(-2.0),), ref=lambda a: npop(a, 0.5)),
+            Sample((empty(0, 2),), ref=lambda a: npop(a, 0.5)),
+        ]
+    return samples
+
+
+def _hardshrink_ref(a, lambd):
+    return np.where(np.abs(a) > lambd, a, 0.0)
+
+
+def _softshrink_ref(a, lambd):
+    return np.where(a > lambd, a - lambd, np.where(a < -lambd, a + lambd, 0.0))
+
+
+def _prelu(g):
+    def ref(x, w):
+        w = w.reshape([-1] + [1] * (x.ndim - 2)) if w.size > 1 else w.reshape(())
+        return np.where(x > 0, x, w * x)
+    return [
+        Sample((g.away(2, 3, 2) * np.sign(g.randn(2, 3, 2)), g.positive(3)), ref=ref, desc="a slope per channel"),
+        Sample((g.away(4) * np.array([1, -1, 1, -1]), g.positive(1)), ref=ref, desc="one slope"),
+        Sample((empty(0, 3), g.positive(3)), ref=ref),
+        Sample((scalar(-1.5), g.positive(1)), ref=ref, desc="0-d input, one slope"),
+        Sample((scalar(1.0), g.positive(2)), raises=RuntimeError, desc="0-d input, two slopes"),
+        Sample((g.randn(2, 4), g.positive(3)), raises=RuntimeError, desc="slopes and channels differ"),
+    ]
+
+
+SAMPLES.update(hardshrink=_shrink(_hardshrink_ref), softshrink=_shrink(_softshrink_ref), prelu=_prelu)
