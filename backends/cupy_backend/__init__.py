@@ -8,8 +8,8 @@ backend stays listed as unavailable with that reason, which selecting it raises.
 
 It answers to ``cupy``, ``cuda`` and ``cupy:N`` / ``cuda:N``. Its primitives are NumPy's
 table over ``cupy`` (``table.py``), its random numbers a counter-based Philox generator
-(``philox.py``), and conv, pooling, softmax, cross-entropy, layer_norm, gelu and the optimizer
-updates run hand-written kernels (``kernels/*.cu``), compiled by NVRTC on first use.
+(``philox.py``), and conv, pooling, softmax, cross-entropy, layer_norm, gelu, the LSTM step and
+the optimizer updates run hand-written kernels (``kernels/*.cu``), compiled by NVRTC on first use.
 """
 from __future__ import annotations
 
@@ -72,6 +72,7 @@ _CUDA_SOURCES = {
                    "tests/cupy_backend/test_kernels_gelu_layer_norm.py"),
     "cross_entropy": (("cross_entropy", "cross_entropy_backward"), "tests/cupy_backend/test_kernels_loss_optim.py"),
     "im2col": (("conv2d", "conv2d_input_grad", "conv2d_weight_grad"), "tests/cupy_backend/test_kernels_conv_pool.py"),
+    "lstm": (("lstm_layer", "lstm_layer_backward"), "tests/cupy_backend/test_kernels_lstm.py"),
     "maxpool": (("max_pool2d", "max_pool2d_backward"), "tests/cupy_backend/test_kernels_conv_pool.py"),
     "optim": (("adam_step_", "sgd_step_"), "tests/cupy_backend/test_kernels_loss_optim.py"),
     "softmax": (("softmax", "log_softmax"), "tests/cupy_backend/test_kernels_loss_optim.py"),

@@ -25,6 +25,7 @@ from . import (
     norm_kernels,
     optim_kernels,
     philox,
+    rnn_kernels,
 )
 from .fusion import ElementwiseFuser
 
@@ -48,7 +49,7 @@ def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Calla
 def make_kernels(xp, load) -> dict[str, Callable]:
     """op name -> fused kernel (the hand-written CUDA modules, launched through ``load``)."""
     kernels: dict[str, Callable] = {}
-    for module in (activation_kernels, conv_kernels, loss_kernels, norm_kernels, optim_kernels):
+    for module in (activation_kernels, conv_kernels, loss_kernels, norm_kernels, optim_kernels, rnn_kernels):
         kernels.update(module.make_kernels(xp, load))
     return kernels
 
