@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .complex_policy import guard_rule
 from .node_names import node_class, node_namer
 
 __all__ = ["OpDef", "PLACES", "inherit"]
@@ -102,7 +103,9 @@ class OpDef:
         else:
             picked = frozenset(s for s in save if isinstance(s, int))
             positions, output = True if "inputs" in save else (picked or None), "output" in save
-        setattr_(self, "rule", rule)
+        # a rule of the op's own that is not known right for complex inputs refuses them (or, for a
+        # holomorphic op, is conjugated); a decomposition's gradient is its ops' rules, guarded each
+        setattr_(self, "rule", guard_rule(self.name, rule) if rule is self.derivative else rule)
         setattr_(self, "saved_positions", positions)
         setattr_(self, "saves_output", output)
         setattr_(self, "node_class", node_class(self.name))

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .complex_policy import refuses_complex
 from .opdef import PLACES, OpDef
 
 __all__ = ["TABLE", "CORE", "API", "INPLACE", "INTERCEPT", "MODES", "DispatchMode", "declare", "public", "op",
@@ -176,7 +177,7 @@ def declare(opdef: OpDef) -> OpDef:
             _add_public(place, name, fn)
     if opdef.inplace and opdef.function is not None:
         for name in (opdef.name,) + tuple(opdef.aliases):
-            INPLACE[name + "_"] = opdef.function
+            INPLACE[name + "_"] = _checked(name, opdef.function)
     return opdef
 
 
@@ -184,6 +185,7 @@ def public(*places: str, name: str | None = None, inplace: bool = False):
     """Decorator: bind ``fn`` as ``plugtorch.<name>`` / ``Tensor.<name>`` / ``nn.functional.<name>``
     (and ``Tensor.<name>_``, applying it in place, with ``inplace=True``)."""
     def deco(fn):
+        fn = _checked(name or fn.__name__, fn)  # callers inside plugtorch get torch's refusals too
         for place in places:
             _add_public(place, name or fn.__name__, fn)
         if inplace:
@@ -195,10 +197,24 @@ def public(*places: str, name: str | None = None, inplace: bool = False):
 def _add_public(place: str, name: str, fn: Callable) -> None:
     if place not in API:
         raise ValueError(f"unknown place {place!r}; use one of {PLACES}")
+    fn = _checked(name, fn)  # torch's error for a complex operand where torch refuses one
     old = API[place].get(name)
     if old is not None and old is not fn:
         raise ValueError(f"{place}.{name} is declared twice ({old!r} and {fn!r})")
     API[place][name] = fn
+
+
+_CHECKED: dict[tuple[str, int], Callable] = {}
+
+
+def _checked(name: str, fn: Callable) -> Callable:
+    """``refuses_complex(name, fn)``, one wrapper per function and name (a function bound in two
+    places is one function)."""
+    key = (name, id(fn))
+    out = _CHECKED.get(key)
+    if out is None:
+        out = _CHECKED[key] = refuses_complex(name, fn)
+    return out
 
 
 def op(name: str | None = None, *, bind: Callable | None = None, operands: int = 1,
@@ -233,6 +249,7 @@ def op(name: str | None = None, *, bind: Callable | None = None, operands: int =
             raise TypeError(f"op '{opname}': the decorated function is the decomposition and the public "
                             "function is generated; pass neither decompose= nor function=")
         computes = fields.get("primitive") is not None or fields.get("lower") is not None
+        public: Any
         if front is not None:
             public = front(opname)
         elif bind is not None:
@@ -241,6 +258,7 @@ def op(name: str | None = None, *, bind: Callable | None = None, operands: int =
             public = _generated_front(opname, fn, operands, fields.get("variadic", False))
         if not public.__doc__:
             public.__doc__ = fn.__doc__
+        public = _checked(opname, public)  # torch's error for a complex operand where torch refuses one
         declare(OpDef(opname, decompose=None if computes else fn, function=public, module=_module_of(fn),
                       **fields))
         public.op_name = opname

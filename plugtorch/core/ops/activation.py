@@ -141,7 +141,15 @@ def _sigmoid_rule(ctx, g):
     return call_op("sigmoid_backward", (g, ctx.output))
 
 
-@op(bind=lambda input: ((as_float(input),), NO_ATTRS), derivative=_sigmoid_rule, save="output",
+def _sigmoid_args(input):
+    if isinstance(input, Tensor) and input.dtype.is_complex:
+        # the kernels (and the decomposition below, through abs) are real-only; written with
+        # complex-correct ops, the gradient comes with it
+        return Done(1 / (1 + ew.exp(-input)))
+    return (as_float(input),), NO_ATTRS
+
+
+@op(bind=_sigmoid_args, derivative=_sigmoid_rule, save="output",
     jvp=diagonal(_sigmoid_rule), exposed=_EVERYWHERE + _F, inplace=True, dtypes="integers -> default float")
 def sigmoid(input):
     """1 / (1 + exp(-x)), computed without overflow."""

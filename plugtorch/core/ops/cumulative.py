@@ -61,7 +61,7 @@ def _cumulative(input, dim, combine):
 
 def _cumprod_args(input, dim=None, *, dtype=None, axis=None):
     d = _dim_arg("cumprod", input, dim, axis)
-    if dtype is None and not input.dtype.is_floating_point:
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
         dtype = int64
     if dtype is not None and dtype is not input.dtype:
         input = input.to(dtype)

@@ -18,6 +18,7 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
+from ..complex_policy import REFUSED, refused_error
 from ..dispatch import NO_ATTRS, call_op, record, record_one, record_pair, wrap
 from ..dtypes import _COMPLEX, _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type, to_complex
 from ..errors import BackendMismatchError
@@ -59,15 +60,19 @@ FLOAT, SAME, INT_UNCHANGED, TO_BOOL = ("integers -> default float", "keeps the d
 
 
 def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases=()) -> Callable[..., Any]:
-    floating, keep_ints = dtypes == FLOAT, dtypes == INT_UNCHANGED
+    floating, keep_ints, refuse = dtypes == FLOAT, dtypes == INT_UNCHANGED, name in REFUSED
 
     def fn(input):
         if not isinstance(input, Tensor):
             if INTERCEPT.on and (out := INTERCEPT.call(fn, (input,), NO_ATTRS)) is not NotImplemented:
                 return out  # an fx.Proxy: the call is recorded
             raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
-        if input.dtype.category < _FLOAT:
-            if floating:
+        category = input.dtype.category
+        if category != _FLOAT:  # the floating path tests nothing more
+            if category == _COMPLEX:
+                if refuse:
+                    raise refused_error(name, input)
+            elif floating:
                 input = cast(input, get_default_dtype())
             elif keep_ints:
                 return input.clone()  # integers are already whole: torch returns them unchanged
@@ -86,6 +91,7 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
         return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or f"Elementwise {name}."
+    fn.checks_complex = True  # type: ignore[attr-defined]
     # an elementwise op's Jacobian is diagonal: its forward derivative is its rule (_jvp.diagonal)
     return op(name, primitive=name, front=lambda _: fn, derivative=rule, save=save, dtypes=dtypes,
               exposed=_EVERYWHERE, inplace=inplace, aliases=aliases,
@@ -115,7 +121,11 @@ log1p = _unary("log1p", lambda ctx, g: g / (ctx.saved[0] + 1), "inputs")
 expm1 = _unary("expm1", lambda ctx, g: g * (ctx.output + 1), "output")
 sqrt = _unary("sqrt", lambda ctx, g: g / (ctx.output * 2), "output")
 def _abs_rule(ctx, g):
-    return g * sign(ctx.saved[0])
+    x = ctx.saved[0]
+    if x.dtype.is_complex:  # torch's sgn(z) = z / |z| (0 at 0): sign refuses complex numbers
+        a = abs(x)
+        return g * where(eq(a, 0), 0.0, x / where(eq(a, 0), 1.0, a))
+    return g * sign(x)
 
 
 def _sin_rule(ctx, g):
@@ -159,6 +169,8 @@ def _asinh_rule(ctx, g):
 
 def _acosh_rule(ctx, g):
     x = ctx.saved[0]
+    if x.dtype.is_complex:  # torch's branch, 1 / (sqrt(z - 1) sqrt(z + 1)), not that of 1 / sqrt(z^2 - 1)
+        return g / (sqrt(x - 1) * sqrt(x + 1))
     return g * rsqrt((x - 1) * (x + 1))
 
 
@@ -252,7 +264,7 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
     and skip that frame. ``public(fn) -> function`` builds a public function of another
     signature around the two-operand one the same way (``div``'s ``rounding_mode``, the
     dtype checks of the bitwise ops), keeping those checks off the other ops' path."""
-    floating = dtypes == TRUE_DIVIDE
+    floating, refuse = dtypes == TRUE_DIVIDE, name in REFUSED
 
     def fn(input, other):
         if not isinstance(input, Tensor):
@@ -266,6 +278,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
                 input, other = _promote_pair(name, input, other)
             if floating and input.dtype.category < _FLOAT:
                 input, other = as_float(input), as_float(other)
+            if refuse and input.dtype.is_complex:  # promoted: other's dtype is input's
+                raise refused_error(name, input)
             b = input._backend
             if MODES.on:
                 return call_op(name, (input, other))
@@ -291,6 +305,8 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
                             "(expected a Tensor or a Python number)")
         if input.dtype.category < _COMPLEX and (floating or _scalar_category(other) > input.dtype.category):
             input = as_float(input) if floating else _promote_scalar(input, other)
+        if refuse and input.dtype.is_complex:
+            raise refused_error(name, input)
         b = input._backend
         if MODES.on:
             return call_op(name, (input, other))
@@ -319,6 +335,7 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
     elif public is not None:
         front = public(fn)
         front.__name__ = front.__qualname__ = name
+    fn.checks_complex = front.checks_complex = True  # type: ignore[attr-defined]
     op(name, primitive=primitive or name, front=lambda _: front, derivative=rule, save=save, dtypes=dtypes,
        exposed=_EVERYWHERE, aliases=aliases, inplace=inplace,
        jvp=None if rule is None else diagonal(rule))(_computed_by_primitive(front))
@@ -412,7 +429,8 @@ def _pow_rule(ctx, g):
             ga = where(zero, 0.0, g * b * pow(a, where(zero, 1.0, b) - 1))
     if need[1]:
         # d/db a**b = a**b * log(a); torch defines it as 0 where a == 0 and b >= 0.
-        safe = where(logical_and(eq(a, 0), ge(b, 0)), 0.0, log(a))
+        # (a complex exponent's real part: complex numbers have no order)
+        safe = where(logical_and(eq(a, 0), ge(b.real if b.dtype.is_complex else b, 0)), 0.0, log(a))
         gb = g * pow(a, b) * safe
     return ga, gb
 

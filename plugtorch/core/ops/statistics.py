@@ -32,7 +32,7 @@ def _accumulate_dtype(x, dtype):
     """torch's rule for sum-like reductions: integers and bool accumulate in int64."""
     if dtype is not None:
         return dtype
-    return x.dtype if x.dtype.is_floating_point else int64
+    return x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else int64
 
 
 # -- prod ------------------------------------------------------------------------------
