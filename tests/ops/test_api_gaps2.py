@@ -548,3 +548,58 @@ def test_top_level_dropout_forms(torch, name, feature, alpha):
         assert g(plugtorch.ones(3)).tolist() == [1.0, 1.0, 1.0]  # training=False by default, as torch's
         with pytest.raises(ValueError, match="between 0 and 1"):
             g(plugtorch.ones(3), 2.0)
+
+
+# -- nan reductions, quantiles, covariance -------------------------------------------------------
+
+WITH_NAN = r(3, 5)
+WITH_NAN[1, 2] = np.nan
+ALL_NAN_ROW = np.vstack([WITH_NAN, np.full((1, 5), np.nan)])  # values only: torch's gradient there is NaN
+FINITE = r(3, 6)
+Q = np.array([0.0, 0.25, 0.5, 1.0])
+
+MOMENTS = {
+    "nansum": [(lambda m, x: m.nansum(x), WITH_NAN), (lambda m, x: x.nansum(1, True), WITH_NAN),
+               (lambda m, x: m.nansum(x, (0, 1)), r(2, 3)), (lambda m, x: m.nansum(x), i(3)),
+               (lambda m, x: m.nansum(x, 0), r(0, 2))],
+    "nanmean": [(lambda m, x: m.nanmean(x), WITH_NAN), (lambda m, x: x.nanmean(0), WITH_NAN),
+                (lambda m, x: m.nanmean(x, 1, keepdim=True), WITH_NAN), (lambda m, x: m.nanmean(x), r()),
+                (lambda m, x: m.nanmean(x.detach(), 1), ALL_NAN_ROW)],
+    "quantile": [(lambda m, x: m.quantile(x, 0.3), FINITE), (lambda m, x: x.quantile(0.3, 1), FINITE),
+                 (lambda m, x: m.quantile(x, m.tensor(Q), 0, True), FINITE),
+                 (lambda m, x: m.quantile(x, 0.5, 1), WITH_NAN), (lambda m, x: m.quantile(x, 0.7), r()),
+                 (lambda m, x: m.quantile(x, 0.5, 0), r(1, 3))]
+    + [(lambda m, x, it=it: m.quantile(x, m.tensor(Q), 1, interpolation=it), FINITE)
+       for it in ("lower", "higher", "midpoint", "nearest")],
+    "nanquantile": [(lambda m, x: m.nanquantile(x, 0.3, 1), WITH_NAN),
+                    (lambda m, x: m.nanquantile(x.detach(), 0.3, 1), ALL_NAN_ROW),
+                    (lambda m, x: x.nanquantile(m.tensor(Q)), WITH_NAN),
+                    (lambda m, x: m.nanquantile(x, 0.5, keepdim=True), WITH_NAN),
+                    (lambda m, x: m.nanquantile(x, m.tensor(Q), 1, interpolation="nearest"), WITH_NAN)],
+    "cov": [(lambda m, x: m.cov(x), FINITE), (lambda m, x: x.cov(correction=0), FINITE),
+            (lambda m, x: m.cov(x), r(6)), (lambda m, x: m.cov(x), i(2, 4)),
+            (lambda m, x, f, a: m.cov(x, fweights=f, aweights=a), FINITE, np.array([1, 2, 1, 3, 1, 1]),
+             np.abs(r(6))),
+            (lambda m, x, a: m.cov(x, correction=2, aweights=a), FINITE, np.abs(r(6)))],
+    "corrcoef": [(lambda m, x: m.corrcoef(x), FINITE), (lambda m, x: x.corrcoef(), r(2, 8)),
+                 (lambda m, x: m.corrcoef(x), r(5))],
+}
+
+MOMENT_ERRORS = {
+    "nanmean": [(lambda m, x: m.nanmean(x), i(3))],
+    "quantile": [(lambda m, x: m.quantile(x, 1.5), r(3)), (lambda m, x: m.quantile(x, 0.5), i(3)),
+                 (lambda m, x: m.quantile(x, 0.5), r(0)),
+                 (lambda m, x: m.quantile(x, 0.5, interpolation="cubic"), r(3))],
+    "cov": [(lambda m, x: m.cov(x), r(2, 2, 2)), (lambda m, x, f: m.cov(x, fweights=f), r(2, 3), r(3)),
+            (lambda m, x, f: m.cov(x, fweights=f), r(2, 3), np.array([1, 2]))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOMENTS))
+def test_nan_reductions_quantiles_covariance(torch, name):
+    for call, *inputs in MOMENTS[name]:
+        # quantile's q and cov's weights are not differentiated
+        grad = inputs[0].dtype == np.float64 and name not in ("cov", "corrcoef") or len(inputs) == 1
+        _compare(torch, call, *inputs, grad=grad and inputs[0].dtype == np.float64 and inputs[0] is not ALL_NAN_ROW)
+    for call, *inputs in MOMENT_ERRORS.get(name, []):
+        _same_error(torch, call, *inputs)

@@ -26,6 +26,7 @@ from . import (  # noqa: F401
                joins,
                linalg,
                loss,
+               moments,
                movement,
                normalization,
                numeric,
