@@ -8,8 +8,9 @@ backend stays listed as unavailable with that reason, which selecting it raises.
 
 It answers to ``cupy``, ``cuda`` and ``cupy:N`` / ``cuda:N``. Its primitives are NumPy's
 table over ``cupy`` (``table.py``), its random numbers a counter-based Philox generator
-(``philox.py``), and conv, pooling, softmax, cross-entropy, layer_norm, gelu, the LSTM step and
-the optimizer updates run hand-written kernels (``kernels/*.cu``), compiled by NVRTC on first use.
+(``philox.py``), and conv, pooling, softmax, cross-entropy, layer_norm, gelu, the LSTM step,
+attention's forward and the optimizer updates run hand-written kernels (``kernels/*.cu``),
+compiled by NVRTC on first use.
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def make_backend() -> Backend:
 _CUDA_SOURCES = {
     "activation_grads": (("threshold_backward", "tanh_backward", "sigmoid_backward"),
                          "tests/cupy_backend/test_kernels_activation_grads.py"),
+    "attention": (("scaled_dot_product_attention",), "tests/cupy_backend/test_kernels_attention.py"),
     "binary": (("add", "sub", "mul", "div"), "tests/cupy_backend/test_kernels_binary.py"),
     "gelu": (("gelu", "gelu_backward"), "tests/cupy_backend/test_kernels_gelu_layer_norm.py"),
     "layer_norm": (("layer_norm", "layer_norm_backward", "layer_norm_weight_grad"),

@@ -18,6 +18,7 @@ from plugtorch_backends.numpy_backend.xp_table import make_dtype_maps, make_out_
 
 from . import (
     activation_kernels,
+    attention_kernels,
     binary_kernels,
     bounds,
     conv_kernels,
@@ -49,7 +50,8 @@ def make_primitives(xp, load, *, add_at: Callable, erf: Callable, to_host: Calla
 def make_kernels(xp, load) -> dict[str, Callable]:
     """op name -> fused kernel (the hand-written CUDA modules, launched through ``load``)."""
     kernels: dict[str, Callable] = {}
-    for module in (activation_kernels, conv_kernels, loss_kernels, norm_kernels, optim_kernels, rnn_kernels):
+    for module in (activation_kernels, attention_kernels, conv_kernels, loss_kernels, norm_kernels, optim_kernels,
+                   rnn_kernels):
         kernels.update(module.make_kernels(xp, load))
     return kernels
 
