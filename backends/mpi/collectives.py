@@ -123,6 +123,26 @@ class Collectives:
                 write(out, recv[start:start + count].view(_np_dtype(out)).reshape(out.shape), from_host=True)
         return self._post(request, finish, f"all_to_all({send.size} bytes out, {recv.size} in)", outputs)
 
+    def alltoall_single(self, output, input, output_splits: list[int], input_splits: list[int]):
+        # The two tensors' own memory, as Alltoallv's buffers: packing the blocks into lists
+        # (alltoall's way) cost two extra copies and ran at a fifth of raw MPI's bandwidth.
+        send, recv = Buffer(input, self.device_direct), Buffer(output, self.device_direct)
+        if send.array is recv.array or (isinstance(send.array, np.ndarray) and isinstance(recv.array, np.ndarray)
+                                        and np.may_share_memory(send.array, recv.array)):
+            # MPI forbids overlapping send and receive buffers: through copies, as alltoall does
+            return self.alltoall(list(output.split(output_splits)), list(input.split(input_splits)))
+        row = input.element_size() * (input.numel() // max(input.shape[0], 1))  # bytes per dim-0 row
+        send_counts = np.array(input_splits, dtype=np.int64) * row
+        recv_counts = np.array(output_splits, dtype=np.int64) * row
+        if len(set(input_splits) | set(output_splits)) <= 1:  # equal blocks: MPICH's Alltoall beats its Alltoallv
+            request = self.comm.Ialltoall(as_bytes(send.array), as_bytes(recv.array))
+        else:
+            request = self.comm.Ialltoallv(
+                [as_bytes(send.array), (send_counts, _displacements(send_counts)), MPI.BYTE],
+                [as_bytes(recv.array), (recv_counts, _displacements(recv_counts)), MPI.BYTE])
+        return self._post(request, recv.store,
+                          f"all_to_all_single({_describe(input)} -> {_describe(output)})", [output])
+
     def gather(self, tensor, outputs: list | None, dst: int):
         send = Buffer(tensor, self.device_direct)
         recv = send.empty_like(self._size) if self._rank == dst else None

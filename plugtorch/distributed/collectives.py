@@ -135,11 +135,11 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
         return None
     check_like(output, input, fn, "output", shape=False)
     n = pg.size()
-    outs = output.split(_splits(output, output_split_sizes, n, fn, "output"))
-    ins = input.split(_splits(input, input_split_sizes, n, fn, "input"))
+    out_splits = _splits(output, output_split_sizes, n, fn, "output")
+    in_splits = _splits(input, input_split_sizes, n, fn, "input")
     if output.shape[1:] != input.shape[1:]:
         raise ValueError(f"{fn}: output {list(output.shape)} and input {list(input.shape)} must agree past dim 0")
-    return finish(pg.alltoall(list(outs), list(ins)), async_op)
+    return finish(pg.alltoall_single(output, input, list(out_splits), list(in_splits)), async_op)
 
 
 def _root_only(pg, root, items, name, role) -> bool:

@@ -88,6 +88,10 @@ class CheckedProcessGroup(ProcessGroup):
         self._check(f"all_to_all({len(inputs)} tensors of {inputs[0].dtype.name if inputs else '-'})")
         return self.pg.alltoall(outputs, inputs)
 
+    def alltoall_single(self, output, input, output_splits, input_splits):
+        self._check(f"all_to_all({len(input_splits)} tensors of {input.dtype.name})")
+        return self.pg.alltoall_single(output, input, output_splits, input_splits)
+
     def gather(self, tensor, outputs, dst):
         self._check(f"gather({_describe(tensor)}, dst={dst})")
         return self.pg.gather(tensor, outputs, dst)

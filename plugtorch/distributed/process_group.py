@@ -152,6 +152,13 @@ class ProcessGroup:
         """Rank r's ``inputs[j]`` lands in rank j's ``outputs[r]`` (sizes agreed by the caller)."""
         return self._missing("all_to_all")
 
+    def alltoall_single(self, output, input, output_splits: list[int], input_splits: list[int]) -> Work:
+        """``all_to_all_single``: rank r's ``input`` rows, in blocks of ``input_splits[j]`` rows for
+        rank j, land in rank j's ``output`` as its r-th block (``output_splits[r]`` rows). This
+        default goes through :meth:`alltoall` with the blocks as lists; a provider that can move
+        the two tensors' memory directly overrides it."""
+        return self.alltoall(list(output.split(output_splits)), list(input.split(input_splits)))
+
     def gather(self, tensor, outputs: list | None, dst: int) -> Work:
         """``dst``'s ``outputs[r]`` gets rank r's ``tensor``; ``outputs`` is None elsewhere."""
         return self._missing("gather")

@@ -192,6 +192,16 @@ x = T(np.arange(12, dtype=np.float32).reshape(3, 4) + rank)
 out = zeros(world, 4, 3)
 dist.all_gather_into_tensor(out, x.t())  # a non-contiguous input
 np.testing.assert_array_equal(out.numpy(), np.stack([(np.arange(12).reshape(3, 4) + r).T for r in R]))
+# all_to_all_single between strided views (each block of rank r's input holds r * 10 + its
+# destination), and with one tensor as both input and output (MPI forbids overlapping buffers)
+src = T(np.repeat(np.arange(world, dtype=np.float32) + 10 * rank, 3).reshape(world, 3))
+base = zeros(world, 3, 2)
+dist.all_to_all_single(base[:, :, 1], src.t().contiguous().t())
+np.testing.assert_array_equal(base.numpy()[:, :, 1], np.repeat(np.arange(world) * 10 + rank, 3).reshape(world, 3))
+assert not base.numpy()[:, :, 0].any()
+both = src.clone()
+dist.all_to_all_single(both, both)
+np.testing.assert_array_equal(both.numpy(), np.repeat(np.arange(world) * 10 + rank, 3).reshape(world, 3))
 
 # -- point to point: a ring, tags, recv from any rank, batch_isend_irecv -----------------------
 right, left = (rank + 1) % world, (rank - 1) % world
