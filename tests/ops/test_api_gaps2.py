@@ -603,3 +603,46 @@ def test_nan_reductions_quantiles_covariance(torch, name):
         _compare(torch, call, *inputs, grad=grad and inputs[0].dtype == np.float64 and inputs[0] is not ALL_NAN_ROW)
     for call, *inputs in MOMENT_ERRORS.get(name, []):
         _same_error(torch, call, *inputs)
+
+
+# -- select and the scatter-into forms -----------------------------------------------------------
+
+EMBEDS = {
+    "select": [(lambda m, x: x.select(1, -1), r(3, 4)), (lambda m, x: m.select(x, 0, 2), r(3, 4))],
+    "select_scatter": [(lambda m, x, s: m.select_scatter(x, s, 0, 1), r(3, 4), r(4)),
+                       (lambda m, x, s: x.select_scatter(s, -1, -1), r(2, 3, 4), r(2, 3))],
+    "slice_scatter": [(lambda m, x, s: m.slice_scatter(x, s, 1, 0, 4, 2), r(3, 4), r(3, 2)),
+                      (lambda m, x, s: x.slice_scatter(s), r(3, 4), r(3, 4)),
+                      (lambda m, x, s: m.slice_scatter(x, s, 0, 1), r(3, 2), r(2, 2))],
+    "diagonal_scatter": [(lambda m, x, s: m.diagonal_scatter(x, s, 1), r(3, 4), r(3)),
+                         (lambda m, x, s: x.diagonal_scatter(s, -1), r(3, 4), r(2)),
+                         (lambda m, x, s: m.diagonal_scatter(x, s, 0, 0, 2), r(2, 3, 2), r(3, 2))],
+    "index_copy": [(lambda m, x, s, i_: m.index_copy(x, 1, i_, s), r(3, 4), r(3, 2), np.array([0, 2])),
+                   (lambda m, x, s, i_: (x * 1).index_copy_(0, i_, s), r(3, 4), r(1, 4), np.array([2]))],
+    "index_fill": [(lambda m, x, i_: x.index_fill(1, i_, 5.0), r(3, 4), np.array([0, 2])),
+                   (lambda m, x, i_: m.index_fill(x, 0, i_, m.tensor(-1.0)), r(3, 4), np.array([1])),
+                   (lambda m, x, i_: (x * 1).index_fill_(-1, i_, 0), r(2, 3), np.array([1, 1]))],
+    "masked_scatter": [(lambda m, x, s: x.masked_scatter(m.tensor([True, False, True, False]), s), r(3, 4), r(3, 4)),
+                       (lambda m, x, s: (x * 1).masked_scatter_(x.detach() > 0, s), r(3, 4), r(12))],
+    "put": [(lambda m, x, s, i_: x.put(i_, s), r(3, 4), r(2), np.array([0, -1])),
+            (lambda m, x, s, i_: x.put(i_, s, accumulate=True), r(3, 4), r(3), np.array([0, 0, 5])),
+            (lambda m, x, s, i_: (x * 1).put_(i_, s), r(3, 4), r(1), np.array([7]))],
+}
+
+EMBED_ERRORS = {
+    "select": [(lambda m, x: x.select(0, 3), r(3, 4))],
+    "select_scatter": [(lambda m, x, s: m.select_scatter(x, s, 0, 1), r(3, 4), r(3))],
+    "slice_scatter": [(lambda m, x, s: m.slice_scatter(x, s, 1, 0, 4, 2), r(3, 4), r(3, 3))],
+    "diagonal_scatter": [(lambda m, x, s: m.diagonal_scatter(x, s, 1), r(3, 4), r(2))],
+    "index_copy": [(lambda m, x, s, i_: m.index_copy(x, 1, i_, s), r(3, 4), r(3, 3), np.array([0, 2]))],
+    "masked_scatter": [(lambda m, x, s: x.masked_scatter(m.ones(3, 4, dtype=m.bool), s), r(3, 4), r(3))],
+    "put": [(lambda m, x, s, i_: x.put(i_, s), r(3, 4), r(1), np.array([12]))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMBEDS))
+def test_select_and_scatter_into(torch, name):
+    for call, *inputs in EMBEDS[name]:
+        _compare(torch, call, *inputs)
+    for call, *inputs in EMBED_ERRORS.get(name, []):
+        _same_error(torch, call, *inputs)
