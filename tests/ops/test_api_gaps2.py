@@ -646,3 +646,43 @@ def test_select_and_scatter_into(torch, name):
         _compare(torch, call, *inputs)
     for call, *inputs in EMBED_ERRORS.get(name, []):
         _same_error(torch, call, *inputs)
+
+
+# -- trapezoid, cumulative_trapezoid, vander -----------------------------------------------------
+
+INTEGRALS = {
+    "trapezoid": [(lambda m, y: m.trapezoid(y), r(5)), (lambda m, y: m.trapezoid(y, dx=0.5, dim=0), r(4, 3)),
+                  (lambda m, y, x: m.trapezoid(y, x), r(2, 4), np.sort(r(4))),
+                  (lambda m, y, x: m.trapezoid(y, x, dim=0), r(3, 2), r(3, 2)), (lambda m, y: m.trapezoid(y), i(4)),
+                  (lambda m, y: m.trapezoid(y), r(0)), (lambda m, y, x: m.trapz(y, x), r(3), r(3))],
+    "cumulative_trapezoid": [(lambda m, y: m.cumulative_trapezoid(y), r(5)),
+                             (lambda m, y, x: m.cumulative_trapezoid(y, x, dim=0), r(3, 2), r(3)),
+                             (lambda m, y: m.cumulative_trapezoid(y, dx=2.0), i(2, 4))],
+    "vander": [(lambda m, x: m.vander(x), np.array([1.0, 0.0, -2.0])), (lambda m, x: m.vander(x, 4, True), r(3)),
+               (lambda m, x: m.vander(x), i(4)), (lambda m, x: m.vander(x, 0), r(2))],
+}
+
+INTEGRAL_ERRORS = {
+    "trapezoid": [(lambda m, y, x: m.trapezoid(y, x), r(3), r(2))],
+    "vander": [(lambda m, x: m.vander(x), r(2, 2)), (lambda m, x: m.vander(x, -1), r(2))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTEGRALS))
+def test_integrals_and_vander(torch, name):
+    for call, *inputs in INTEGRALS[name]:
+        # torch's vander cannot be differentiated (its cumprod writes in place): gradcheck below
+        grad = all(v.dtype == np.float64 for v in inputs) and name != "vander" and inputs[0].size > 0
+        _compare(torch, call, *inputs, grad=grad)
+    for call, *inputs in INTEGRAL_ERRORS.get(name, []):
+        _same_error(torch, call, *inputs)
+
+
+def test_trapezoid_of_nothing_is_a_constant(torch):
+    for lib in (plugtorch, torch):
+        assert not lib.trapezoid(lib.zeros(0, requires_grad=True)).requires_grad
+
+
+def test_vander_gradient_by_finite_differences():
+    x = plugtorch.tensor([1.5, 0.0, -2.0], dtype=plugtorch.float64, requires_grad=True)
+    assert plugtorch.autograd.gradcheck(lambda t: plugtorch.vander(t, 4), (x,))

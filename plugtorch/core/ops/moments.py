@@ -1,5 +1,5 @@
-"""NaN-ignoring reductions, quantiles and covariance: nansum, nanmean, quantile, nanquantile,
-cov, corrcoef.
+"""NaN-ignoring reductions, quantiles, covariance and integrals: nansum, nanmean, quantile,
+nanquantile, cov, corrcoef, trapezoid, cumulative_trapezoid, and vander.
 
 Each is written with ``where``, ``sort``, ``gather`` and sums, so gradients come from those:
 0 at the NaNs a reduction ignores, and a quantile's split between the two sorted neighbours
@@ -15,6 +15,7 @@ from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import normalize_dims
 from .creation import tensor
+from .shape import cat
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
@@ -191,3 +192,66 @@ def corrcoef(input):
     d = c.diagonal()
     std = ew.sqrt(d)
     return (c / std.unsqueeze(1) / std.unsqueeze(0)).clamp(-1, 1)
+
+
+# -- integration by the trapezoid rule ----------------------------------------------------------
+
+def _trapezoid_parts(name, y, x, dx, dim):
+    d = _wrap_dim(dim, y.ndim)
+    n = y.shape[d]
+    lo = y.narrow(d, 0, max(n - 1, 0))
+    hi = y.narrow(d, min(1, n), max(n - 1, 0))
+    if x is None:
+        step = 1.0 if dx is None else dx
+    else:
+        if x.ndim == 1:
+            if x.shape[0] != n:
+                raise RuntimeError(f"{name}: There must be one `x` value for each sample point")
+            step = x.diff().reshape([-1] + [1] * (y.ndim - 1 - d))
+        else:
+            if x.shape[_wrap_dim(dim, x.ndim)] != n:
+                raise RuntimeError(f"{name}: There must be one `x` value for each sample point")
+            step = x.diff(dim=dim)
+    if not y.dtype.is_floating_point:
+        lo, hi = lo.to(get_default_dtype()), hi.to(get_default_dtype())
+    return (lo + hi) * step / 2, d
+
+
+@public("plugtorch")
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoid rule's integral of ``y`` along ``dim``, at sample points ``x`` or spaced ``dx``."""
+    areas, d = _trapezoid_parts("trapezoid", y, x, dx, dim)
+    if y.shape[d] == 0:
+        return areas.sum(d).detach()  # torch answers an empty y with constant zeros
+    return areas.sum(d)
+
+
+@public("plugtorch")
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """``trapezoid``'s older name."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+@public("plugtorch")
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running trapezoid-rule integral of ``y`` along ``dim`` (one fewer element there)."""
+    areas, d = _trapezoid_parts("cumulative_trapezoid", y, x, dx, dim)
+    return areas.cumsum(d)
+
+
+@public("plugtorch")
+def vander(x, N=None, increasing=False):
+    """The Vandermonde matrix of a 1-D ``x``: columns x**(N-1), ..., x**0 (``increasing``: the
+    other way round); N defaults to len(x)."""
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    dt = x.dtype if x.dtype.is_floating_point else int64
+    if n == 0:
+        return x.new_zeros((x.shape[0], 0), dtype=dt)
+    # torch's: a running product of columns [1, x, x, ...], exact for integers and 0 ** 0 = 1
+    cols = [x.new_ones((x.shape[0], 1), dtype=dt)] + [x.to(dt).unsqueeze(1)] * (n - 1)
+    out = cat(cols, 1).cumprod(1)
+    return out if increasing else out.flip(1)
