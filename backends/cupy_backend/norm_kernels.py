@@ -1,7 +1,8 @@
 """layer_norm, layer_norm_backward and layer_norm_weight_grad as CUDA kernels
 (``kernels/layer_norm.cu``): one block per row for the forward and the input gradient, where
 the decompositions make six to ten passes and as many temporaries; the weight gradient is
-the rows' statistics (one block per row) and then one thread per column summing down the rows.
+the rows' statistics (one block per row), then one thread per (chunk of 64 rows, column)
+summing down its chunk, and the chunks' sum.
 
 ``make_kernels(xp, load)`` gives the registered-op kernels with the NumPy backend's signatures
 (``backends/numpy_backend/fused.py``). Inputs are viewed as (rows, n), n the product of
@@ -15,7 +16,11 @@ from collections.abc import Callable
 
 import numpy
 
-from .modules import as_operand, blocks, float_work_dtype, kernel_finder
+from .modules import THREADS, as_operand, blocks, float_work_dtype, kernel_finder
+
+# rows one thread of the weight gradient sums: a (rows, n) input gives ceil(rows / 64) * n threads,
+# enough to fill a GPU for a tall activation of few columns
+_ROWS_PER_CHUNK = 64
 
 
 def _work_dtype(op: str, dtype) -> numpy.dtype:
@@ -76,8 +81,11 @@ def make_kernels(xp, load: Callable) -> dict[str, Callable]:
             mean, rstd = xp.empty(rows, dtype=work), xp.empty(rows, dtype=work)
             find("layer_norm", "ln_row_stats", work)((blocks(rows, 1),), (_row_threads(n),), (
                 x, mean, rstd, numpy.int64(rows), numpy.int64(n), work.type(eps)))
-            find("layer_norm", "ln_weight_grad", work)((blocks(n, 128),), (128,), (
-                g, x, mean, rstd, out, numpy.int64(rows), numpy.int64(n)))
+            chunks = -(-rows // _ROWS_PER_CHUNK)
+            partial = xp.empty((chunks, n), dtype=work)
+            find("layer_norm", "ln_weight_grad", work)((blocks(chunks * n),), (THREADS,), (
+                g, x, mean, rstd, partial, numpy.int64(rows), numpy.int64(n), numpy.int64(_ROWS_PER_CHUNK)))
+            out = partial.sum(0).reshape(tuple(normalized_shape))
         return done(out, input.dtype)
 
     return {"layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,

@@ -7,7 +7,7 @@
 //   dx = gy * rstd - xc * (mean(gy * xc) * rstd^3) - mean(gy) * rstd, gy = grad * weight.
 // The ops return one tensor each, and the rules recompute the statistics from the saved input,
 // so the forward keeps no mean/rstd; the weight gradient's ln_row_stats writes them for its
-// column pass.
+// column pass (partial sums over chunks of rows, summed by the caller).
 //
 // Layout: x, grad and out C-contiguous (rows, n), n the product of normalized_shape; weight
 // and bias (n,) (has_weight / has_bias 0: any T array, never read). One block per row, rows
@@ -87,16 +87,21 @@ __device__ void stats(const T* __restrict__ x, T* __restrict__ mean, T* __restri
     }
 }
 
-// dw[j] = sum over rows of g[r, j] * (x[r, j] - mean[r]) * rstd[r]: one thread per column,
-// grid-stride, so a warp reads consecutive columns of a row (coalesced).
+// partial[c, j] = sum over the rows of chunk c (rows c * chunk .. c * chunk + chunk - 1) of
+// g[r, j] * (x[r, j] - mean[r]) * rstd[r]; the caller sums partial over c. One thread per
+// (chunk, column), columns innermost, so a warp reads consecutive columns of a row (coalesced)
+// and a tall input (many rows, few columns) still fills the GPU with chunks; grid-stride.
 template <class T>
 __device__ void weight_grad(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ mean,
-                            const T* __restrict__ rstd, T* __restrict__ dw, long long rows, long long n) {
-    const long long step = (long long)blockDim.x * gridDim.x;
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += step) {
+                            const T* __restrict__ rstd, T* __restrict__ partial, long long rows, long long n,
+                            long long chunk) {
+    const long long chunks = (rows + chunk - 1) / chunk, step = (long long)blockDim.x * gridDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < chunks * n; e += step) {
+        const long long c = e / n, j = e - c * n;
+        const long long end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
         T acc = T(-0.0);
-        for (long long r = 0; r < rows; ++r) acc += g[r * n + j] * ((x[r * n + j] - mean[r]) * rstd[r]);
-        dw[j] = acc;
+        for (long long r = c * chunk; r < end; ++r) acc += g[r * n + j] * ((x[r * n + j] - mean[r]) * rstd[r]);
+        partial[e] = acc;
     }
 }
 
@@ -114,9 +119,9 @@ extern "C" __global__ void ln_row_stats_f32(const float* x, float* mean, float* 
     stats<float>(x, mean, rstd, rows, n, eps);
 }
 
-extern "C" __global__ void ln_weight_grad_f32(const float* g, const float* x, const float* mean, const float* rstd, float* dw,
-                                           long long rows, long long n) {
-    weight_grad<float>(g, x, mean, rstd, dw, rows, n);
+extern "C" __global__ void ln_weight_grad_f32(const float* g, const float* x, const float* mean, const float* rstd,
+                                           float* partial, long long rows, long long n, long long chunk) {
+    weight_grad<float>(g, x, mean, rstd, partial, rows, n, chunk);
 }
 
 extern "C" __global__ void ln_forward_f64(const double* x, const double* weight, const double* bias, double* out, long long rows,
@@ -133,7 +138,7 @@ extern "C" __global__ void ln_row_stats_f64(const double* x, double* mean, doubl
     stats<double>(x, mean, rstd, rows, n, eps);
 }
 
-extern "C" __global__ void ln_weight_grad_f64(const double* g, const double* x, const double* mean, const double* rstd, double* dw,
-                                           long long rows, long long n) {
-    weight_grad<double>(g, x, mean, rstd, dw, rows, n);
+extern "C" __global__ void ln_weight_grad_f64(const double* g, const double* x, const double* mean, const double* rstd,
+                                           double* partial, long long rows, long long n, long long chunk) {
+    weight_grad<double>(g, x, mean, rstd, partial, rows, n, chunk);
 }
