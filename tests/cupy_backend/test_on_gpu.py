@@ -1,5 +1,6 @@
 """Checks that need an NVIDIA GPU: the hand-written kernels compiled by NVRTC and run on the
-device, against CuPy's own ufuncs, bit for bit. ``benchmarks/gpu_check.sh`` runs this module;
+device, against CuPy's own ufuncs, bit for bit, and the fused-op kernels (gelu, layer_norm, the
+LSTM step, attention) against the NumPy backend within rounding. ``benchmarks/gpu_check.sh`` runs this module;
 on a machine without a GPU (CI) every test here is skipped, saying why."""
 from __future__ import annotations
 
@@ -47,3 +48,38 @@ def test_misaligned_and_broadcast_operands_fall_back_to_the_ufunc():
     row = base[:8]
     grid = base[: binary_kernels.MIN_ELEMENTS * 2].reshape(-1, 8)
     np.testing.assert_array_equal(cupy.asnumpy(_CUPY.primitives["mul"](grid, row)), cupy.asnumpy(grid * row))
+
+
+def _host_kernel(name):
+    return plugtorch.get_registry().backends["numpy"].kernels[name]
+
+
+# the fused-op kernels on the device against the NumPy backend's on the host: within rounding,
+# since the GPU contracts products into FMAs and has its own erf, tanh and exp
+FUSED_CASES = {
+    "gelu": lambda r: ((r.standard_normal((37, 301)),), dict(approximate="tanh")),
+    "gelu_backward": lambda r: ((r.standard_normal((1000,)), r.standard_normal((1000,))), dict(approximate="none")),
+    "layer_norm": lambda r: ((r.standard_normal((300, 777)) + 3, r.standard_normal(777), r.standard_normal(777)),
+                             dict(normalized_shape=(777,), eps=1e-5)),
+    "layer_norm_backward": lambda r: ((r.standard_normal((300, 65)), r.standard_normal((300, 65)),
+                                       r.standard_normal(65)), dict(normalized_shape=(65,), eps=1e-5)),
+    "layer_norm_weight_grad": lambda r: ((r.standard_normal((1000, 33)), r.standard_normal((1000, 33))),
+                                         dict(normalized_shape=(33,), eps=1e-5)),
+    "lstm_layer": lambda r: ((r.standard_normal((7, 5, 4 * 33)), r.standard_normal((5, 33)),
+                              r.standard_normal((5, 33)), r.standard_normal((4 * 33, 33)) / 6,
+                              r.standard_normal(4 * 33)), dict(reverse=True)),
+    "scaled_dot_product_attention": lambda r: ((r.standard_normal((2, 3, 130, 64)), r.standard_normal((2, 3, 77, 64)),
+                                                r.standard_normal((2, 3, 77, 40)), None, None),
+                                               dict(scale=0.125, is_causal=True)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(FUSED_CASES))
+def test_fused_op_kernels_on_the_device_equal_the_numpy_backend(name, dtype):
+    args, attrs = FUSED_CASES[name](np.random.default_rng(0))
+    args = [None if a is None else a.astype(dtype) for a in args]
+    want = _host_kernel(name)(*args, **attrs)
+    got = _CUPY.kernels[name](*[None if a is None else cupy.asarray(a) for a in args], **attrs)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-11)
+    np.testing.assert_allclose(cupy.asnumpy(got), want, **tol)
