@@ -165,3 +165,17 @@ def test_errors_are_torchs():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="dropout should be a number in range"):
             nn.GRU(5, 4, num_layers=2, dropout=1.5)
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_an_empty_sequence_is_refused_as_torch(mode, batch_first):
+    import torch
+    shape = (2, 0, 3) if batch_first else (0, 2, 3)
+    messages = []
+    for lib in (plugtorch, torch):
+        layer = getattr(lib.nn, mode)(3, 4, batch_first=batch_first)
+        with pytest.raises(RuntimeError) as e:
+            layer(lib.zeros(shape))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]

@@ -270,6 +270,8 @@ class RNNBase(Module):
         x = input if is_batched else input.unsqueeze(1)
         if is_batched and self.batch_first:
             x = x.transpose(0, 1)
+        if x.shape[0] == 0:  # as torch: no step to run, not an empty output
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         directions = 2 if self.bidirectional else 1
         n, out_size = x.shape[1], self.proj_size or self.hidden_size
         layers = self.num_layers * directions
