@@ -686,3 +686,43 @@ def test_trapezoid_of_nothing_is_a_constant(torch):
 def test_vander_gradient_by_finite_differences():
     x = plugtorch.tensor([1.5, 0.0, -2.0], dtype=plugtorch.float64, requires_grad=True)
     assert plugtorch.autograd.gradcheck(lambda t: plugtorch.vander(t, 4), (x,))
+
+
+# -- asarray, frombuffer, narrow_copy ------------------------------------------------------------
+
+CREATIONS = {
+    "asarray": [lambda m: m.asarray([1, 2]), lambda m: m.asarray(np.array([1.0, 2.0])), lambda m: m.asarray([1.5]),
+                lambda m: m.asarray(m.ones(2), dtype=m.float64), lambda m: m.asarray(3, dtype=m.float64),
+                lambda m: m.asarray([[1, 2]], dtype=m.float32, requires_grad=True)],
+    "frombuffer": [lambda m: m.frombuffer(bytearray(b"\x01\x00\x00\x00\x02\x00\x00\x00"), dtype=m.int32),
+                   lambda m: m.frombuffer(bytearray(16), dtype=m.float32, count=2, offset=4),
+                   lambda m: m.frombuffer(bytearray(b"\x01\x02"), dtype=m.uint8)],
+    "narrow_copy": [lambda m: m.narrow_copy(m.arange(6).reshape(2, 3), 1, 1, 2),
+                    lambda m: m.arange(6.0).reshape(3, 2).narrow_copy(0, 1, 2)],
+}
+
+CREATION_ERRORS = {
+    "asarray": [lambda m: m.asarray(m.ones(2), dtype=m.float64, copy=False)],
+    "frombuffer": [lambda m: m.frombuffer(bytearray(0), dtype=m.int32), lambda m: m.frombuffer(bytearray(7),
+                                                                                                   dtype=m.int32),
+                   lambda m: m.frombuffer(bytearray(8), dtype=m.int32, count=3)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CREATIONS))
+def test_creation_from_objects(torch, name):
+    for call in CREATIONS[name]:
+        ours, theirs = call(plugtorch), call(torch)
+        _same(ours, theirs)
+        assert ours.requires_grad == theirs.requires_grad
+    for call in CREATION_ERRORS.get(name, []):
+        _same_error(torch, call)
+
+
+def test_asarray_aliases_and_frombuffer_shares_memory():
+    t = plugtorch.ones(2)
+    assert plugtorch.asarray(t) is t and plugtorch.asarray(t, copy=True) is not t
+    buf = bytearray(8)
+    view = plugtorch.frombuffer(buf, dtype=plugtorch.int32)
+    buf[4] = 7
+    assert view.tolist() == [0, 7]

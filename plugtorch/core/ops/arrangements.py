@@ -1,7 +1,8 @@
 """torch's shape helpers that real scripts call, built on the movement and indexing ops:
 broadcast_tensors, hsplit/vsplit/dsplit, split_with_sizes, sum_to_size, tril_indices and
-triu_indices, diag_embed, take, cartesian_prod, combinations, msort, logspace, and the
-in-place view methods (t_, transpose_, swapaxes_, squeeze_, unsqueeze_).
+triu_indices, diag_embed, take, cartesian_prod, combinations, msort, logspace, narrow_copy,
+the in-place view methods (t_, transpose_, swapaxes_, squeeze_, unsqueeze_, fill_diagonal_),
+and asarray and frombuffer (frombuffer reads host memory through NumPy, as from_numpy does).
 
 Gradients come from the ops each is written with.
 """
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from ..dtypes import float64, get_default_dtype, int64
 from ..optable import op, public
-from ..tensor import _wrap_dim
+from ..tensor import Tensor, _wrap_dim
 from ._args import broadcast_shapes
-from .creation import arange, linspace, ones, tensor, zeros
+from .creation import arange, as_tensor, from_numpy, linspace, ones, tensor, zeros
 from .inplace import _check_leaf
 from .movement import meshgrid
 from .shape import stack, sum_to
@@ -268,3 +271,56 @@ def fill_diagonal_(input, fill_value, wrap=False):
         return input
     input[(idx,) * input.ndim] = fill_value
     return input
+
+
+# -- creation from other objects ------------------------------------------------------------------
+
+@public("plugtorch")
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``obj`` as a tensor: the tensor itself (or an alias) where dtype and device already fit
+    and ``copy`` is not True, else a converted copy; ``copy=False`` refuses to copy."""
+    if isinstance(obj, Tensor):
+        same = (dtype is None or dtype is obj.dtype) and (device is None or obj.device == device)
+        if copy is False and not same:
+            raise ValueError(f"can't alias tensor with dtype '{_word(obj.dtype)}' into dtype "
+                             f"'{_word(dtype) if dtype is not None else _word(obj.dtype)}'.")
+        if same and not copy:
+            out = obj
+        else:
+            out = obj.to(device=device, dtype=dtype, copy=True) if copy else obj.to(device=device, dtype=dtype)
+    elif copy:
+        out = tensor(obj, dtype=dtype, device=device)
+    else:
+        out = as_tensor(obj, dtype=dtype, device=device)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+@public("plugtorch")
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor reading ``buffer`` (any object with the buffer protocol) as ``count``
+    elements of ``dtype`` from byte ``offset``, sharing its memory on the host backend."""
+    size = memoryview(buffer).nbytes
+    if size == 0 or count == 0:
+        raise ValueError(f"both buffer length ({size}) and count ({count}) must not be 0")
+    if not 0 <= offset < size:
+        raise ValueError(f"offset ({offset} bytes) must be non-negative and no greater than buffer length "
+                         f"({size} bytes) minus 1")
+    item = dtype.itemsize
+    if count < 0:
+        if (size - offset) % item:
+            raise ValueError(f"buffer length ({size - offset} bytes) after offset ({offset} bytes) must be a "
+                             f"multiple of element size ({item})")
+        count = (size - offset) // item
+    elif offset + count * item > size:
+        raise ValueError(f"requested buffer length ({count} * {item} bytes) after offset ({offset} bytes) must not "
+                         f"be greater than actual buffer length ({size} bytes)")
+    host = np.frombuffer(buffer, dtype=np.dtype(dtype.name if dtype.name != "bool" else "bool"), count=count,
+                         offset=offset)
+    out = from_numpy(host)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+@public(*_EVERYWHERE)
+def narrow_copy(input, dim, start, length):
+    """A contiguous copy of ``input.narrow(dim, start, length)``."""
+    return input.narrow(dim, start, length).clone()
