@@ -76,7 +76,8 @@ _refuse("rad2deg", RuntimeError, "rad2deg is not supported for complex tensors."
 _kernels("avg_pool1d=avg_pool2d avg_pool2d=avg_pool2d avg_pool3d=avg_pool3d_out_frame", _PARTS)
 _refuse("nansum nanmean", RuntimeError, "nansum on CPU does not support complex inputs", _PARTS)
 # torch computes these on complex tensors; plugtorch's are real-only, so it refuses instead
-_refuse("float_power ldexp cov corrcoef logsumexp std var norm std_mean var_mean", NotImplementedError,
+_refuse("float_power ldexp cov corrcoef logsumexp std var norm std_mean var_mean trapezoid trapz "
+        "cumulative_trapezoid", NotImplementedError,
         "{name} is not implemented for complex tensors in plugtorch", _PARTS)
 _refuse("heaviside", RuntimeError, "heaviside is not yet implemented for complex tensors.", _PARTS)
 

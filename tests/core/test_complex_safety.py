@@ -23,11 +23,12 @@ SWITCHES = {"manual_seed", "seed", "use_deterministic_algorithms", "save", "load
 # tuple of dims, one dtype for both operands of a product): plugtorch's broader signatures
 SIGNATURE_ONLY = {("isclose", "z,2"), ("isclose", "z,1"), ("logical_and", "z,2"), ("logical_and", "z,1"),
                   ("logical_or", "z,2"), ("logical_or", "z,1"), ("nan_to_num", "z,z"), ("nan_to_num", "z,r"),
-                  ("flip", "z,1"), ("tile", "z,1"), ("rot90", "z,2"), ("diff", "z,2"), ("tril", "z,2"),
-                  ("triu", "z,2"), ("tril", "z,r"), ("triu", "z,r"), ("repeat_interleave", "z,2"),
+                  ("nan_to_num", "v,v"), ("flip", "z,1"), ("tile", "z,1"), ("rot90", "z,2"), ("diff", "z,2"),
+                  ("tril", "z,2"), ("triu", "z,2"), ("tril", "z,r"), ("triu", "z,r"), ("repeat_interleave", "z,2"),
                   ("cross", "r,z"), ("cross", "z,r"), ("inner", "r,z"), ("inner", "z,r"),
                   ("tensordot", "r,z"), ("tensordot", "z,r")}
-CALLS = {"z": (Z,), "z,z": (Z, Z), "r,z": (R, Z), "z,r": (Z, R), "z,2": (Z, 2.0), "z,1": (Z, 1)}
+CALLS = {"z": (Z,), "z,z": (Z, Z), "r,z": (R, Z), "z,r": (Z, R), "z,2": (Z, 2.0), "z,1": (Z, 1),
+         "v,v": (Z[0], Z[1])}  # vectors: dot, vdot, outer, ...
 
 
 def _functions():
@@ -113,7 +114,8 @@ def test_real_inputs_still_compute():
 W = (np.arange(8).reshape(4, 2) * 0.3 - 1 + 1j * np.cos(np.arange(8)).reshape(4, 2)).astype(np.complex128)
 ZG = (np.sin(np.arange(12.0)).reshape(3, 4) * 0.8 + 0.6j * np.cos(np.arange(12.0) * 1.3).reshape(3, 4))
 
-HOLOMORPHIC = {
+# holomorphic functions, those whose rules carry the conjugate, linear maps and compositions
+GRADIENTS = {
     "sin": lambda m, z: m.sin(z), "cos": lambda m, z: m.cos(z), "tan": lambda m, z: m.tan(z),
     "tanh": lambda m, z: m.tanh(z), "asin": lambda m, z: m.asin(z), "acos": lambda m, z: m.acos(z),
     "atan": lambda m, z: m.atan(z), "asinh": lambda m, z: m.asinh(z), "acosh": lambda m, z: m.acosh(z),
@@ -128,6 +130,11 @@ HOLOMORPHIC = {
     "cumsum": lambda m, z: m.cumsum(z, 0), "abs": lambda m, z: z.abs(), "neg": lambda m, z: -z,
     "log10": lambda m, z: m.log10(z), "sinh": lambda m, z: m.sinh(z), "flip": lambda m, z: m.flip(z, (1,)),
     "transpose_index": lambda m, z: z.t()[1:, ::2], "exp_mean": lambda m, z: m.exp(z).mean(0),
+    "sgn": lambda m, z: m.sgn(z), "vdot": lambda m, z: m.vdot(z[0], z[1]), "dot": lambda m, z: m.dot(z[0], z[1]),
+    "outer": lambda m, z: m.outer(z[0], z[1]), "einsum": lambda m, z: m.einsum("ij,jk->ik", z, m.tensor(W)),
+    "addmm": lambda m, z: m.addmm(z[:, :2], z, m.tensor(W)), "kron": lambda m, z: m.kron(z, z[:2, :2]),
+    "where": lambda m, z: m.where(m.tensor(ZG.real > 0), z, z * 1j), "pad_cat": lambda m, z: m.cat(
+        [m.nn.functional.pad(z, (1, 1)), z.repeat(1, 2)[:, :6]]), "exp2": lambda m, z: m.exp2(z),
 }
 
 
@@ -139,9 +146,9 @@ def _grad(lib, fn):
     return z.grad
 
 
-@pytest.mark.parametrize("name", list(HOLOMORPHIC))
+@pytest.mark.parametrize("name", list(GRADIENTS))
 def test_complex_gradients_match_torch(name):
-    ours, theirs = _grad(pt, HOLOMORPHIC[name]), _grad(torch, HOLOMORPHIC[name])
+    ours, theirs = _grad(pt, GRADIENTS[name]), _grad(torch, GRADIENTS[name])
     assert ours.dtype == pt.complex128
     np.testing.assert_allclose(np.asarray(ours.tolist()), theirs.numpy(), rtol=1e-7, atol=1e-9)
 

@@ -138,9 +138,14 @@ def signbit(input):
 
 @public("plugtorch", "Tensor", inplace=True)
 def sgn(input):
-    """The sign of each element (for real tensors, ``sign``; 0 at NaN, as torch's)."""
+    """The sign of each element (for real tensors, ``sign``; 0 at NaN, as torch's); ``z / |z|`` for
+    complex ones."""
     if input.dtype.is_floating_point:
         return ew.where(ew.isnan(input), 0.0, ew.sign(input))
+    if input.dtype.is_complex:  # z / |z|, 0 at 0 (sign refuses complex numbers, as torch's)
+        a = ew.abs(input)
+        zero = ew.eq(a, 0)
+        return ew.where(zero, 0.0, input / ew.where(zero, 1.0, a))
     return ew.sign(input)
 
 

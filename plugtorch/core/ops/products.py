@@ -102,13 +102,13 @@ def mv(input, vec):
 
 @op(operands=2, exposed=_EVERYWHERE)
 def vdot(input, other):
-    """Dot product of two 1-D tensors (real tensors: ``dot``)."""
+    """Dot product of two 1-D tensors, the first conjugated (real tensors: ``dot``)."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     if input.dtype is not other.dtype:
         raise RuntimeError(f"vdot : expected both vectors to have same dtype, but found "
                            f"{input.dtype.name} and {other.dtype.name}")
-    return matmul(input, other)
+    return matmul(input.conj(), other)
 
 
 def _scaled_sum(op_name, input, prod, beta, alpha):
