@@ -49,8 +49,15 @@ PARAMETER_TYPES: dict[str, str] = {
     **dict.fromkeys((
         "input", "weight", "bias", "target", "targets", "tensor", "tensor1", "tensor2", "mat1", "mat2", "vec2",
         "mask", "index", "indices", "condition", "src", "anchor", "positive", "negative", "input1", "input2",
-        "x1", "x2", "log_probs", "query", "key", "attn_mask", "pos_weight", "weights", "out", "prepend", "append"),
+        "x1", "x2", "log_probs", "query", "key", "attn_mask", "pos_weight", "weights", "out", "prepend", "append",
+        "batch1", "batch2", "vec", "vec1", "mat", "values", "boundaries", "sorted_sequence", "sorter", "fweights",
+        "aweights", "a", "b", "x", "y"),
         TENSOR),
+    **dict.fromkeys(("exponent", "q"), SCALAR),
+    **dict.fromkeys(("posinf", "neginf", "dx"), "_float | None"),
+    **dict.fromkeys(("from_", "to"), DTYPE),
+    **dict.fromkeys(("side", "compute_mode"), "_str | None"),
+    "split_sizes": INTS,
     **dict.fromkeys(("running_mean", "running_var"), "Tensor | None"),  # None: batch statistics only
     "momentum": "_float | None",  # None: a cumulative average
     **dict.fromkeys(("other", "value", "min", "max", "start", "end"), SCALAR),
@@ -59,7 +66,7 @@ PARAMETER_TYPES: dict[str, str] = {
         "dim0", "dim1", "dim2", "dimension", "start_dim", "end_dim", "offset", "diagonal", "k", "n", "m", "bins",
         "minlength", "num_classes", "groups", "blank", "ignore_index", "chunks", "length", "upscale_factor",
         "downscale_factor", "num_groups", "low", "high", "steps", "precision", "edgeitems", "linewidth",
-        "divisor_override"), "_int"),
+        "divisor_override", "num_samples", "row", "col", "N", "axis0", "axis1"), "_int"),
     **dict.fromkeys((
         "dims", "axis", "kernel_size", "stride", "dilation", "output_padding", "shifts", "split_size_or_sections",
         "destination", "normalized_shape", "pad", "size", "shape", "sizes"), INTS),
@@ -79,7 +86,7 @@ PARAMETER_TYPES: dict[str, str] = {
         "stable", "sorted", "largest", "equal_nan", "as_tuple", "include_self", "return_counts", "return_inverse",
         "requires_grad", "non_blocking", "copy", "training", "cudnn_enabled", "cudnn_enable", "align_corners",
         "antialias", "full", "log_input", "log_target", "swap", "zero_infinity", "is_causal", "enable_gqa",
-        "recompute_scale_factor", "unbiased", "sci_mode", "size_average"), "_bool"),
+        "recompute_scale_factor", "unbiased", "sci_mode", "size_average", "train"), "_bool"),
     **dict.fromkeys(("reduction", "mode", "approximate", "indexing", "equation", "rounding_mode", "profile"), "_str"),
     "dtype": DTYPE,
     "device": DEVICE,
@@ -87,7 +94,7 @@ PARAMETER_TYPES: dict[str, str] = {
 }
 # *args of these names: each one int or several (``zeros(2, 3)``, ``zeros((2, 3))``), or tensors
 VARARG_TYPES = {**dict.fromkeys(("size", "shape", "sizes", "shapes", "dims"), INTS),
-                **dict.fromkeys(("tensors", "operands"), "Tensor | Sequence[Tensor]")}
+                **dict.fromkeys(("tensors", "operands", "matrices"), "Tensor | Sequence[Tensor]")}
 # where one function's parameter means more than the convention's name does, by the function's name
 FUNCTION_PARAMETERS = {
     ("lerp", "weight"): SCALAR, ("where", "input"): SCALAR, ("pow", "input"): SCALAR,
