@@ -134,7 +134,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     return out.permute(order).contiguous()  # torch's result is contiguous
 
 
-@op(exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE)
 def take(input, index):
     """The elements of ``input`` read as 1-D at ``index`` (an integer tensor; negative counts from
     the end), in the index's shape."""

@@ -290,7 +290,7 @@ def cdist(x1, x2, *, p):
     return _vector_norm(diff, p, -1)
 
 
-@op(exposed=_EVERYWHERE)
+@op(operands=2, exposed=_EVERYWHERE)
 def dist(input, other, p=2):
     """The p-norm of ``input - other`` (broadcast), as a 0-d tensor."""
     for t in (input, other):
