@@ -111,5 +111,4 @@ __all__ = [
      "sparse", "layout", "sparse_coo", "sparse_coo_tensor", "spmm", "strided",
      ] + _ops.__all__
 
-from . import distributions  # noqa: E402, F401  (last: it builds on the dtypes and ops above)
-from . import func  # noqa: E402, F401  (the transforms build on autograd and the ops)
+from . import distributions, func  # noqa: E402, F401  (last: they build on the dtypes, ops and autograd above)

@@ -38,6 +38,10 @@ def add(input: Tensor, other: Tensor | _float, *, alpha: _float = ...) -> Tensor
     """input + alpha * other, with broadcasting; ``other`` may be a Python number."""
     ...
 
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+    """beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]."""
+    ...
+
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Tensor | _float = ...) -> Tensor:
     """input + value * tensor1 / tensor2 (true division; integer tensor1 and tensor2 are refused)."""
     ...
@@ -50,12 +54,24 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: _float = ..., alph
     """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape."""
     ...
 
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+    """beta * input + alpha * (mat @ vec)."""
+    ...
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+    """beta * input + alpha * the outer product of vec1 and vec2."""
+    ...
+
 def all(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
     """True where every element along ``dim`` is non-zero (bool result)."""
     ...
 
 def allclose(input: Tensor, other: Tensor | _float, rtol: _float = ..., atol: _float = ..., equal_nan: _bool = ...) -> _bool:
     """Whether every element of input is close to other's (isclose), as a Python bool."""
+    ...
+
+def alpha_dropout(input: Tensor, p: _float, train: _bool) -> Any:
+    """Dropout for SELU networks: dropped elements set to SELU's negative saturation, and an"""
     ...
 
 def amax(input: Tensor, dim: _int | Sequence[_int] = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
@@ -68,6 +84,10 @@ def amin(input: Tensor, dim: _int | Sequence[_int] = ..., keepdim: _bool = ..., 
 
 def aminmax(input: Tensor, *, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ...) -> Any:
     """(min, max) over all elements, or along ``dim``, in one call."""
+    ...
+
+def angle(input: Tensor) -> Any:
+    """The argument of each complex element, in (-pi, pi]; for real input pi where it is"""
     ...
 
 def any(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
@@ -104,6 +124,10 @@ def arctanh(input: Tensor) -> Tensor:
     """Elementwise atanh."""
     ...
 
+def are_deterministic_algorithms_enabled() -> _bool:
+    """Whether ``use_deterministic_algorithms(True)`` is in force."""
+    ...
+
 def argmax(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
     """Index of the first maximum (over all elements, or along dim)."""
     ...
@@ -122,6 +146,10 @@ def argwhere(input: Tensor) -> Tensor:
 
 def as_tensor(data: Any, dtype: _dtype | None = ..., device: _device | _str | _int | None = ...) -> Tensor:
     """Like ``tensor`` but shares memory with ``data`` when backend and dtype allow."""
+    ...
+
+def asarray(obj: Any, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., copy: _bool | None = ..., requires_grad: _bool = ...) -> Any:
+    """``obj`` as a tensor: the tensor itself (or an alias) where dtype and device already fit"""
     ...
 
 def asin(input: Tensor) -> Tensor:
@@ -164,8 +192,16 @@ def avg_pool2d(input: Tensor, kernel_size: _int | Sequence[_int], stride: _int |
     """Mean over sliding windows (padding, ceil_mode, count_include_pad, divisor_override)."""
     ...
 
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+    """beta * input + alpha * (batch1 @ batch2), batch by batch."""
+    ...
+
 def batch_norm(input: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor | None, running_var: Tensor | None, training: _bool, momentum: _float | None, eps: _float, cudnn_enabled: _bool) -> Any:
     """``torch.batch_norm``: torch's argument order (weight and bias first), unlike nn.functional's."""
+    ...
+
+def bernoulli(input: Tensor, p: _float | None = ..., *, generator: _Generator | None = ..., out: Tensor | None = ...) -> Any:
+    """0/1 draws, 1 with probability ``input`` (or, given ``p``, with probability ``p``), in"""
     ...
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = ..., pos_weight: Tensor | None = ..., reduction: _str | _int = ...) -> Any:
@@ -200,6 +236,10 @@ def bitwise_xor(input: Tensor, other: Tensor | _float) -> Tensor:
     """``input ^ other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
     ...
 
+def block_diag(*tensors: Tensor | Sequence[Tensor]) -> Tensor:
+    """The tensors (0-d: 1x1, 1-D: one row) along the diagonal of a matrix of zeros."""
+    ...
+
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of two 3-D tensors with equal batch sizes."""
     ...
@@ -208,12 +248,32 @@ def broadcast_shapes(*shapes: _int | Sequence[_int]) -> tuple:
     """The shape ``shapes`` broadcast to, or torch's error naming the clashing dimension."""
     ...
 
+def broadcast_tensors(*tensors: Tensor | Sequence[Tensor]) -> Any:
+    """The tensors expanded to their common broadcast shape (views, as torch's)."""
+    ...
+
 def broadcast_to(input: Tensor, shape: _int | Sequence[_int]) -> Any:
     """``input`` expanded to ``shape``."""
     ...
 
+def bucketize(input: Tensor, boundaries: Tensor, *, out_int32: _bool = ..., right: _bool = ..., out: Tensor | None = ...) -> Tensor:
+    """The bucket of each value among 1-D sorted ``boundaries``: i with boundaries[i-1] < x <="""
+    ...
+
+def can_cast(from_: _dtype, to: _dtype) -> _bool:
+    """Whether torch's type promotion allows casting ``from_`` to ``to`` (no floating to"""
+    ...
+
+def cartesian_prod(*tensors: Tensor | Sequence[Tensor]) -> Any:
+    """Every combination of one element from each 1-D tensor, as rows (one tensor: itself)."""
+    ...
+
 def cat(tensors: Sequence[Tensor], dim: _int = ...) -> Tensor:
     """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
+    ...
+
+def cdist(x1: Tensor, x2: Tensor, p: _float = ..., compute_mode: _str | None = ...) -> Tensor:
+    """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M):"""
     ...
 
 def ceil(input: Tensor) -> Tensor:
@@ -222,6 +282,10 @@ def ceil(input: Tensor) -> Tensor:
 
 def celu(input: Tensor, alpha: _float = ..., inplace: _bool = ...) -> Tensor:
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
+    ...
+
+def chain_matmul(*matrices: Tensor | Sequence[Tensor], out: Tensor | None = ...) -> Any:
+    """The product of 2-D matrices left to right (deprecated in torch for linalg.multi_dot)."""
     ...
 
 def chunk(input: Tensor, chunks: _int, dim: _int = ...) -> tuple[Tensor, ...]:
@@ -252,12 +316,28 @@ def column_stack(tensors: Sequence[Tensor]) -> Tensor:
     """Join along dim 1, 0-d and 1-D tensors first made columns."""
     ...
 
+def combinations(input: Tensor, r: _int = ..., with_replacement: _bool = ...) -> Any:
+    """The length-``r`` combinations of the elements of a 1-D tensor, as rows, in"""
+    ...
+
+def complex(real: Any, imag: Any) -> Any:
+    """The complex tensor ``real + i * imag`` (two float32 or two float64 tensors, broadcast)."""
+    ...
+
 def concat(tensors: Sequence[Tensor], dim: _int = ...) -> Tensor:
     """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
     ...
 
 def concatenate(tensors: Sequence[Tensor], dim: _int = ...) -> Tensor:
     """Join tensors of one number of dims along an existing dim (dtypes promote as torch's)."""
+    ...
+
+def conj(input: Tensor) -> Any:
+    """The complex conjugate (a copy here, where torch gives a lazy view); a real tensor itself."""
+    ...
+
+def conj_physical(input: Tensor) -> Any:
+    """The complex conjugate, as a new tensor; a real tensor itself."""
     ...
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = ..., stride: _int | Sequence[_int] = ..., padding: _int | Sequence[_int] | _str = ..., dilation: _int | Sequence[_int] = ..., groups: _int = ...) -> Tensor:
@@ -288,6 +368,10 @@ def copysign(input: Tensor, other: Tensor | _float) -> Tensor:
     """|input| with the sign of other (-0.0 counts as negative)."""
     ...
 
+def corrcoef(input: Tensor) -> Any:
+    """Pearson correlation coefficients of the variables in the rows of ``input``, clipped to"""
+    ...
+
 def cos(input: Tensor) -> Tensor:
     """Elementwise cos."""
     ...
@@ -302,6 +386,10 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: _int = ..., eps: _float = ...
 
 def count_nonzero(input: Tensor, dim: _int | Sequence[_int] | None = ...) -> Any:
     """How many elements are non-zero (along ``dim``), as int64."""
+    ...
+
+def cov(input: Tensor, *, correction: _float = ..., fweights: Tensor | None = ..., aweights: Tensor | None = ...) -> Any:
+    """The covariance matrix of the variables in the rows of ``input`` (a 1-D input: one"""
     ...
 
 def cross(input: Tensor, other: Tensor | _float, dim: _int | Sequence[_int] | None = ...) -> Any:
@@ -324,16 +412,40 @@ def cumsum(input: Tensor, dim: _int | Sequence[_int] | None = ..., *, dtype: _dt
     """Running sum along ``dim``."""
     ...
 
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = ..., *, dx: _float | None = ..., dim: _int = ...) -> Any:
+    """The running trapezoid-rule integral of ``y`` along ``dim`` (one fewer element there)."""
+    ...
+
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians (integers become the default float dtype)."""
+    ...
+
 def diag(input: Tensor, diagonal: _int = ...) -> Tensor:
     """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal."""
+    ...
+
+def diag_embed(input: Tensor, offset: _int = ..., dim1: _int = ..., dim2: _int = ...) -> Tensor:
+    """Matrices with the last dim of ``input`` on their ``offset`` diagonal, in dims dim1, dim2 of"""
     ...
 
 def diagonal(input: Tensor, offset: _int = ..., dim1: _int = ..., dim2: _int = ...) -> Tensor:
     """The diagonal over dims dim1, dim2 (above it for offset > 0), as a new last dim."""
     ...
 
+def diagonal_scatter(input: Tensor, src: Tensor, offset: _int = ..., dim1: _int = ..., dim2: _int = ...) -> Any:
+    """``input`` with ``src`` written on the diagonal that ``diagonal(offset, dim1, dim2)`` reads."""
+    ...
+
 def diff(input: Tensor, n: _int = ..., dim: _int = ..., prepend: Tensor | None = ..., append: Tensor | None = ...) -> Tensor:
     """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``"""
+    ...
+
+def digamma(input: Tensor) -> Tensor:
+    """The logarithmic derivative of Gamma (torch.special.psi); -inf at 0, nan at negative integers."""
+    ...
+
+def dist(input: Tensor, other: Tensor | _float, p: _float = ...) -> Tensor:
+    """The p-norm of ``input - other`` (broadcast), as a 0-d tensor."""
     ...
 
 def div(input: Tensor, other: Tensor | _float, *, rounding_mode: _str | None = ...) -> Tensor:
@@ -348,6 +460,14 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """Inner product of two 1-D tensors of one dtype."""
     ...
 
+def dropout(input: Tensor, p: _float, train: _bool) -> Any:
+    """Elements zeroed with probability ``p`` while ``train``, the rest scaled by 1 / (1 - p)."""
+    ...
+
+def dsplit(input: Tensor, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
+    """Split along the depth (dim 2) of a tensor of 3 or more dims."""
+    ...
+
 def dstack(tensors: Sequence[Tensor]) -> Tensor:
     """Join along dim 2, after atleast_3d."""
     ...
@@ -356,7 +476,7 @@ def einsum(equation: _str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     """Einstein summation, e.g. einsum('bij,bjk->bik', a, b); '...' broadcasts leading dims."""
     ...
 
-def empty(*size: _int | Sequence[_int], dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
+def empty(*sizes: _int | Sequence[_int], size: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
 def empty_like(input: Tensor, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
@@ -364,8 +484,20 @@ def eq(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise eq with broadcasting; ``other`` may be a Python number."""
     ...
 
+def equal(input: Tensor, other: Tensor | _float) -> _bool:
+    """True if both tensors have the same shape and equal elements (NaN equals nothing)."""
+    ...
+
 def erf(input: Tensor) -> Tensor:
     """The error function."""
+    ...
+
+def erfc(input: Tensor) -> Tensor:
+    """1 - erf(x), accurate where erf(x) is near 1."""
+    ...
+
+def erfinv(input: Tensor) -> Tensor:
+    """The inverse of erf on (-1, 1); +-inf at +-1, nan outside."""
     ...
 
 def exp(input: Tensor) -> Tensor:
@@ -381,6 +513,18 @@ def expm1(input: Tensor) -> Tensor:
     ...
 
 def eye(n: _int, m: _int | None = ..., *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
+
+def feature_alpha_dropout(input: Tensor, p: _float, train: _bool) -> Any:
+    """Alpha dropout of whole channels (dim 1)."""
+    ...
+
+def feature_dropout(input: Tensor, p: _float, train: _bool) -> Any:
+    """Whole channels (dim 1) zeroed with probability ``p`` while ``train``, the rest scaled."""
+    ...
+
+def finfo(type: Any = ...) -> Any:
+    """The limits of a floating dtype (torch.finfo): bits, eps, max, min, tiny,"""
+    ...
 
 def fix(input: Tensor) -> Tensor:
     """Round toward zero (integers are returned unchanged); the gradient is 0."""
@@ -402,12 +546,24 @@ def flipud(input: Tensor) -> Tensor:
     """Flip the rows (dim 0) of an at least 1-D tensor."""
     ...
 
+def float_power(input: Tensor, exponent: Tensor | _float) -> Tensor:
+    """``input ** exponent`` computed in float64."""
+    ...
+
 def floor(input: Tensor) -> Tensor:
     """Elementwise floor."""
     ...
 
 def floor_divide(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise floor_divide with broadcasting; ``other`` may be a Python number."""
+    ...
+
+def fmax(input: Tensor, other: Tensor | _float) -> Tensor:
+    """Elementwise maximum that ignores NaN (NaN only where both are); ties go to ``input``."""
+    ...
+
+def fmin(input: Tensor, other: Tensor | _float) -> Tensor:
+    """Elementwise minimum that ignores NaN (NaN only where both are); ties go to ``input``."""
     ...
 
 def fmod(input: Tensor, other: Tensor | _float) -> Tensor:
@@ -426,6 +582,10 @@ def from_numpy(ndarray: Any) -> Tensor:
     """A tensor on the host backend ("cpu") sharing memory with a NumPy array, as torch's:"""
     ...
 
+def frombuffer(buffer: Any, *, dtype: _dtype, count: _int = ..., offset: _int = ..., requires_grad: _bool = ...) -> Any:
+    """A 1-D tensor reading ``buffer`` (any object with the buffer protocol) as ``count``"""
+    ...
+
 def full(size: _int | Sequence[_int], fill_value: _float, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
 def full_like(input: Tensor, fill_value: _float, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
@@ -440,6 +600,10 @@ def ge(input: Tensor, other: Tensor | _float) -> Tensor:
 
 def ger(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
+    ...
+
+def get_default_device() -> Any:
+    """The device new tensors are created on."""
     ...
 
 def get_printoptions() -> dict:
@@ -462,8 +626,20 @@ def gt(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise gt with broadcasting; ``other`` may be a Python number."""
     ...
 
+def hardshrink(input: Tensor, lambd: _float = ...) -> Tensor:
+    """``input`` where ``|input| > lambd``, else 0."""
+    ...
+
+def heaviside(input: Tensor, values: Tensor) -> Any:
+    """0 where ``input < 0``, 1 where ``> 0``, ``values`` where it is 0 (of one dtype)."""
+    ...
+
 def histc(input: Tensor, bins: _int = ..., min: Tensor | _float = ..., max: Tensor | _float = ...) -> Any:
     """Counts of ``input``'s values in ``bins`` equal bins over [min, max] (the data's range when"""
+    ...
+
+def hsplit(input: Tensor, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
+    """Split along the columns (dim 1; dim 0 of a 1-D tensor)."""
     ...
 
 def hstack(tensors: Sequence[Tensor]) -> Tensor:
@@ -474,16 +650,72 @@ def hypot(input: Tensor, other: Tensor | _float) -> Tensor:
     """sqrt(input**2 + other**2), without overflow (floating tensors)."""
     ...
 
+def i0(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind, order 0."""
+    ...
+
+def igamma(input: Tensor, other: Tensor | _float) -> Tensor:
+    """The regularised lower incomplete gamma function P(input, other) (torch.special.gammainc)."""
+    ...
+
+def igammac(input: Tensor, other: Tensor | _float) -> Tensor:
+    """The regularised upper incomplete gamma function Q(input, other) = 1 - P (torch.special.gammaincc)."""
+    ...
+
+def iinfo(type: Any) -> Any:
+    """The limits of an integral dtype (torch.iinfo): bits, max, min, dtype."""
+    ...
+
+def imag(input: Tensor) -> Any:
+    """The imaginary parts of a complex tensor, as a view."""
+    ...
+
 def index_add(input: Tensor, dim: _int, index: Tensor, source: Tensor | _int | Sequence[_int], *, alpha: _float = ...) -> Tensor:
     """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
     ...
 
-def index_put(input: Tensor, indices: Tensor, values: Any, accumulate: _bool = ...) -> Tensor:
+def index_copy(input: Tensor, dim: _int, index: Tensor, source: Tensor | _int | Sequence[_int]) -> Any:
+    """``input`` with ``source``'s slices along ``dim`` written at positions ``index``."""
+    ...
+
+def index_fill(input: Tensor, dim: _int, index: Tensor, value: Tensor | _float) -> Any:
+    """``input`` with ``value`` (a number or 0-d tensor) at positions ``index`` along ``dim``."""
+    ...
+
+def index_put(input: Tensor, indices: Tensor, values: Tensor, accumulate: _bool = ...) -> Tensor:
     """``input`` with ``values`` (broadcast) written at ``indices``, a tuple of index tensors as"""
     ...
 
 def index_select(input: Tensor, dim: _int, index: Tensor) -> Tensor:
     """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed."""
+    ...
+
+def inner(input: Tensor, other: Tensor | _float) -> Tensor:
+    """Sum of products over the last dims (a 0-d operand scales the other)."""
+    ...
+
+def is_complex(input: Tensor) -> _bool:
+    """Whether the tensor's dtype is complex (complex64 or complex128)."""
+    ...
+
+def is_conj(input: Tensor) -> _bool:
+    """False: plugtorch's conjugates are never lazy."""
+    ...
+
+def is_deterministic_algorithms_warn_only_enabled() -> _bool:
+    """Whether the deterministic switch was set with ``warn_only=True``."""
+    ...
+
+def is_floating_point(input: Tensor) -> _bool:
+    """Whether the tensor's dtype is a floating dtype."""
+    ...
+
+def is_nonzero(input: Tensor) -> _bool:
+    """The truth of a one-element tensor."""
+    ...
+
+def is_tensor(obj: Any) -> _bool:
+    """Whether ``obj`` is a plugtorch Tensor."""
     ...
 
 def isclose(input: Tensor, other: Tensor | _float, rtol: _float = ..., atol: _float = ..., equal_nan: _bool = ...) -> Tensor:
@@ -502,12 +734,32 @@ def isnan(input: Tensor) -> Tensor:
     """Elementwise isnan."""
     ...
 
+def isneginf(input: Tensor) -> Any:
+    """Where the element is -inf."""
+    ...
+
+def isposinf(input: Tensor) -> Any:
+    """Where the element is +inf."""
+    ...
+
+def isreal(input: Tensor) -> Any:
+    """Where the element has no imaginary part: everywhere, for a real tensor."""
+    ...
+
+def kron(input: Tensor, other: Tensor | _float) -> Tensor:
+    """The Kronecker product: each element of ``input`` scales a copy of ``other``."""
+    ...
+
 def kthvalue(input: Tensor, k: _int, dim: _int = ..., keepdim: _bool = ...) -> return_types.kthvalue:
     """The k-th smallest entry (1-based) along ``dim``, and its index."""
     ...
 
 def layer_norm(input: Tensor, normalized_shape: _int | Sequence[_int], weight: Tensor | None = ..., bias: Tensor | None = ..., eps: _float = ..., cudnn_enable: _bool = ...) -> Any:
     """``torch.layer_norm``: nn.functional's, plus torch's cudnn_enable flag (there is no cuDNN to pick)."""
+    ...
+
+def ldexp(input: Tensor, other: Tensor | _float) -> Tensor:
+    """``input * 2 ** other``, in a floating dtype."""
     ...
 
 def le(input: Tensor, other: Tensor | _float) -> Tensor:
@@ -524,6 +776,10 @@ def less(input: Tensor, other: Tensor | _float) -> Tensor:
 
 def less_equal(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise le with broadcasting; ``other`` may be a Python number."""
+    ...
+
+def lgamma(input: Tensor) -> Tensor:
+    """log |Gamma(x)| (torch.special.gammaln)."""
     ...
 
 def linspace(start: Tensor | _float, end: Tensor | _float, steps: _int, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
@@ -576,6 +832,14 @@ def logical_xor(input: Tensor, other: Tensor | _float) -> Tensor:
     """True where exactly one of input and other is non-zero (bool result)."""
     ...
 
+def logit(input: Tensor, eps: _float | None = ...) -> Tensor:
+    """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps is given."""
+    ...
+
+def logspace(start: Tensor | _float, end: Tensor | _float, steps: _int, base: _float = ..., *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ..., out: Tensor | None = ..., layout: Any = ...) -> Any:
+    """``steps`` points from base**start to base**end, their exponents evenly spaced."""
+    ...
+
 def logsumexp(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
     """log(sum(exp(x))) over dims, computed after subtracting the max."""
     ...
@@ -594,6 +858,10 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 
 def matmul(input: Tensor, other: Tensor | _float) -> Tensor:
     """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims"""
+    ...
+
+def matrix_power(input: Tensor, n: _int) -> Tensor:
+    """The matrix to the integer power ``n >= 0`` by repeated squaring (batched); ``n = 0`` gives"""
     ...
 
 def max(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, other: Tensor | _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Any:
@@ -648,16 +916,52 @@ def movedim(input: Tensor, source: Tensor | _int | Sequence[_int], destination: 
     """Move dims ``source`` to positions ``destination``; the others keep their order."""
     ...
 
+def msort(input: Tensor) -> Any:
+    """``input`` sorted along dim 0 (the values of ``sort(input, 0)``)."""
+    ...
+
 def mul(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise mul with broadcasting; ``other`` may be a Python number."""
+    ...
+
+def multinomial(input: Tensor, num_samples: _int, replacement: _bool = ..., *, generator: _Generator | None = ..., out: Tensor | None = ...) -> Any:
+    """``num_samples`` category indices per row of the (unnormalised) probabilities ``input``"""
     ...
 
 def multiply(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise mul with broadcasting; ``other`` may be a Python number."""
     ...
 
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    """Matrix-vector product of a 2-D and a 1-D tensor."""
+    ...
+
+def mvlgamma(input: Tensor, p: _float) -> Tensor:
+    """The log of the multivariate gamma function of dimension p (torch.special.multigammaln)."""
+    ...
+
+def nan_to_num(input: Tensor, nan: _float = ..., posinf: _float | None = ..., neginf: _float | None = ..., *, out: Tensor | None = ...) -> Tensor:
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (the infinities by"""
+    ...
+
+def nanmean(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ...) -> Any:
+    """The mean of the elements that are not NaN (NaN where all are)."""
+    ...
+
+def nanquantile(input: Tensor, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
+    """``quantile`` of the elements that are not NaN (NaN where all are)."""
+    ...
+
+def nansum(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ...) -> Any:
+    """The sum with NaNs counted as 0."""
+    ...
+
 def narrow(input: Tensor, dim: _int, start: Tensor | _float, length: _int) -> Tensor:
     """The view of ``length`` entries from ``start`` along ``dim``."""
+    ...
+
+def narrow_copy(input: Tensor, dim: _int, start: Tensor | _float, length: _int) -> Any:
+    """A contiguous copy of ``input.narrow(dim, start, length)``."""
     ...
 
 def ne(input: Tensor, other: Tensor | _float) -> Tensor:
@@ -676,11 +980,19 @@ def norm(input: Tensor, p: _float | _str = ..., dim: _int | Sequence[_int] | Non
     """Vector p-norm over dims: p = 2 ('fro'), 1, inf, -inf, 0 or any other number."""
     ...
 
+def normal(mean: _float = ..., std: _float = ..., size: _int | Sequence[_int] | None = ..., *, generator: _Generator | None = ..., out: Tensor | None = ..., dtype: _dtype | None = ..., layout: Any = ..., device: _device | _str | _int | None = ..., pin_memory: _bool = ..., requires_grad: _bool = ...) -> Any:
+    """Normal samples with the given mean and standard deviation: each a number (then ``size``"""
+    ...
+
 def not_equal(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise ne with broadcasting; ``other`` may be a Python number."""
     ...
 
-def ones(*size: _int | Sequence[_int], dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
+def numel(input: Tensor) -> _int:
+    """The number of elements of the tensor."""
+    ...
+
+def ones(*sizes: _int | Sequence[_int], size: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
 def ones_like(input: Tensor, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
@@ -690,6 +1002,10 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 
 def pairwise_distance(x1: Tensor, x2: Tensor, p: _float = ..., eps: _float = ..., keepdim: _bool = ...) -> Tensor:
     """||x1 - x2 + eps||_p over the last dim (the inputs broadcast)."""
+    ...
+
+def pdist(input: Tensor, p: _float = ...) -> Tensor:
+    """The p-norm distances between the rows of a 2-D input, pairs i < j in row-major order."""
     ...
 
 def permute(input: Tensor, *dims: _int | Sequence[_int]) -> Tensor:
@@ -704,8 +1020,24 @@ def pixel_unshuffle(input: Tensor, downscale_factor: _int) -> Tensor:
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of pixel_shuffle."""
     ...
 
+def polar(abs: Any, angle: Any) -> Any:
+    """The complex tensor ``abs * (cos(angle) + i * sin(angle))``."""
+    ...
+
+def polygamma(n: _int, input: Tensor) -> Tensor:
+    """The n-th derivative of digamma (torch.polygamma(n, input); Tensor.polygamma(n))."""
+    ...
+
+def positive(input: Tensor) -> Any:
+    """``input`` itself (``+input``)."""
+    ...
+
 def pow(input: Tensor | _float, other: Tensor | _float) -> Tensor:
     """Elementwise pow with broadcasting; ``other`` may be a Python number."""
+    ...
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``input`` where positive, ``weight * input`` elsewhere; ``weight`` holds one slope or one"""
     ...
 
 def printoptions(**kwargs: Any) -> Any:
@@ -714,6 +1046,14 @@ def printoptions(**kwargs: Any) -> Any:
 
 def prod(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
     """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
+    ...
+
+def quantile(input: Tensor, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
+    """The q-th quantiles along ``dim`` (all elements when None), interpolated between sorted"""
+    ...
+
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees (integers become the default float dtype)."""
     ...
 
 def rand(*size: _int | Sequence[_int], generator: _Generator | None = ..., dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor:
@@ -742,6 +1082,10 @@ def ravel(input: Tensor) -> Tensor:
     """The tensor as 1-D (a view when possible)."""
     ...
 
+def real(input: Tensor) -> Any:
+    """The real parts of a complex tensor, as a view; a real tensor itself."""
+    ...
+
 def reciprocal(input: Tensor) -> Tensor:
     """1 / x (integers promote to float)."""
     ...
@@ -760,6 +1104,10 @@ def repeat_interleave(input: Tensor, repeats: Tensor | _int, dim: _int | Sequenc
 
 def reshape(input: Tensor, *shape: _int | Sequence[_int]) -> Tensor:
     """A tensor with the same data and a new shape (one dim may be -1)."""
+    ...
+
+def resolve_conj(input: Tensor) -> Any:
+    """``input``: plugtorch's conjugates are never lazy."""
     ...
 
 def roll(input: Tensor, shifts: _int | Sequence[_int], dims: _int | Sequence[_int] | None = ...) -> Tensor:
@@ -794,12 +1142,32 @@ def scatter_reduce(input: Tensor, dim: _int, index: Tensor, src: Tensor, reduce:
     """``input`` with the ``src`` entries at ``index`` along ``dim`` combined into it by ``reduce``"""
     ...
 
+def searchsorted(sorted_sequence: Tensor, input: Tensor, *, out_int32: _bool = ..., right: _bool = ..., side: _str | None = ..., sorter: Tensor | None = ..., out: Tensor | None = ...) -> Tensor:
+    """For each value, the index in the sorted last dim of ``sorted_sequence`` where inserting it"""
+    ...
+
+def select(input: Tensor, dim: _int, index: Tensor) -> Any:
+    """The slice at ``index`` of ``dim``, that dim removed (a view)."""
+    ...
+
+def select_scatter(input: Tensor, src: Tensor, dim: _int, index: Tensor) -> Any:
+    """``input`` with ``src`` written at ``index`` of ``dim`` (where ``select`` reads)."""
+    ...
+
 def selu(input: Tensor, inplace: _bool = ...) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants."""
     ...
 
+def set_default_device(device: _device | _str | _int) -> None:
+    """Make ``device`` (a backend name, alias or ``device``; None: the NumPy backend) where new"""
+    ...
+
 def set_printoptions(precision: _int | None = ..., threshold: _float | None = ..., edgeitems: _int | None = ..., linewidth: _int | None = ..., profile: _str | None = ..., sci_mode: _bool | None = ...) -> Any:
     """How tensors print: decimals, the element count above which they are summarised, items"""
+    ...
+
+def sgn(input: Tensor) -> Any:
+    """The sign of each element (for real tensors, ``sign``; 0 at NaN, as torch's); ``z / |z|`` for"""
     ...
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -810,16 +1178,32 @@ def sign(input: Tensor) -> Tensor:
     """Elementwise sign."""
     ...
 
+def signbit(input: Tensor) -> Any:
+    """Whether the sign bit is set (-0.0 and -nan included)."""
+    ...
+
 def sin(input: Tensor) -> Tensor:
     """Elementwise sin."""
+    ...
+
+def sinc(input: Tensor) -> Tensor:
+    """sin(pi x) / (pi x), 1 at 0."""
     ...
 
 def sinh(input: Tensor) -> Tensor:
     """(e**x - e**-x) / 2, via expm1 so small x keep their precision."""
     ...
 
+def slice_scatter(input: Tensor, src: Tensor, dim: _int = ..., start: Tensor | _float | None = ..., end: Tensor | _float | None = ..., step: _float = ...) -> Any:
+    """``input`` with ``src`` written where ``input[start:end:step]`` along ``dim`` reads."""
+    ...
+
 def softmax(input: Tensor, dim: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ...) -> Tensor:
     """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
+    ...
+
+def softshrink(input: Tensor, lambd: _float = ...) -> Tensor:
+    """``input`` moved ``lambd`` towards 0, and 0 within ``lambd`` of it."""
     ...
 
 def sort(input: Tensor, dim: _int = ..., descending: _bool = ..., stable: _bool = ...) -> return_types.sort:
@@ -878,6 +1262,10 @@ def t(input: Tensor) -> Tensor:
     """Transpose a tensor of at most 2 dims."""
     ...
 
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """The elements of ``input`` read as 1-D at ``index`` (an integer tensor; negative counts from"""
+    ...
+
 def take_along_dim(input: Tensor, indices: Tensor, dim: _int | Sequence[_int] | None = ...) -> Tensor:
     """gather along dim with broadcasting of the other dims (or of the flattened input)."""
     ...
@@ -898,6 +1286,10 @@ def tensor_split(input: Tensor, indices_or_sections: Tensor | _int | Sequence[_i
     """Split into n nearly equal pieces (the first n % size one larger) or at the given indices."""
     ...
 
+def tensordot(a: Tensor, b: Tensor, dims: _int | Sequence[_int] = ..., out: Tensor | None = ...) -> Tensor:
+    """Contract ``a``'s dims ``dims_a`` with ``b``'s ``dims_b``: the free dims of ``a``, then"""
+    ...
+
 def tile(input: Tensor, dims: _int | Sequence[_int]) -> Tensor:
     """Repeat the tensor along each dim; ``dims`` shorter than ndim is padded with leading 1s."""
     ...
@@ -914,12 +1306,28 @@ def transpose(input: Tensor, dim0: _int, dim1: _int) -> Tensor:
     """Swap two dims (a view)."""
     ...
 
+def trapezoid(y: Tensor, x: Tensor | None = ..., *, dx: _float | None = ..., dim: _int = ...) -> Any:
+    """The trapezoid rule's integral of ``y`` along ``dim``, at sample points ``x`` or spaced ``dx``."""
+    ...
+
+def trapz(y: Tensor, x: Tensor | None = ..., *, dx: _float | None = ..., dim: _int = ...) -> Any:
+    """``trapezoid``'s older name."""
+    ...
+
 def tril(input: Tensor, diagonal: _int = ...) -> Tensor:
     """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
     ...
 
+def tril_indices(row: _int, col: _int, offset: _int = ..., *, dtype: _dtype = ..., device: _device | _str | _int | None = ..., layout: Any = ...) -> Any:
+    """The (row, column) indices of the lower triangle of a row x col matrix, as a 2 x N tensor."""
+    ...
+
 def triu(input: Tensor, diagonal: _int = ...) -> Tensor:
     """The upper triangle of the last two dims (j - i >= diagonal); the rest zero."""
+    ...
+
+def triu_indices(row: _int, col: _int, offset: _int = ..., *, dtype: _dtype = ..., device: _device | _str | _int | None = ..., layout: Any = ...) -> Any:
+    """The (row, column) indices of the upper triangle of a row x col matrix, as a 2 x N tensor."""
     ...
 
 def true_divide(input: Tensor, other: Tensor | _float) -> Any:
@@ -946,12 +1354,36 @@ def unsqueeze(input: Tensor, dim: _int) -> Tensor:
     """Insert a size-1 dim at dim."""
     ...
 
+def use_deterministic_algorithms(mode: _str, *, warn_only: _bool = ...) -> None:
+    """Record torch's deterministic-algorithms switch. plugtorch's kernels are deterministic on"""
+    ...
+
+def vander(x: Tensor, N: _int | None = ..., increasing: _bool = ...) -> Any:
+    """The Vandermonde matrix of a 1-D ``x``: columns x**(N-1), ..., x**0 (``increasing``: the"""
+    ...
+
 def var(input: Tensor, dim: _int | Sequence[_int] | None = ..., unbiased: _bool | None = ..., keepdim: _bool = ..., *, correction: _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
     """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
     ...
 
 def var_mean(input: Tensor, dim: _int | Sequence[_int] | None = ..., unbiased: _bool | None = ..., keepdim: _bool = ..., *, correction: _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Any:
     """(var, mean) over dims, with var's arguments."""
+    ...
+
+def vdot(input: Tensor, other: Tensor | _float) -> Tensor:
+    """Dot product of two 1-D tensors, the first conjugated (real tensors: ``dot``)."""
+    ...
+
+def view_as_complex(input: Tensor) -> Tensor:
+    """A real tensor of shape ``(..., 2)`` seen as a complex one of shape ``(...)``: a view."""
+    ...
+
+def view_as_real(input: Tensor) -> Tensor:
+    """A complex tensor of shape ``(...)`` seen as a real one of shape ``(..., 2)`` (real and"""
+    ...
+
+def vsplit(input: Tensor, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
+    """Split along the rows (dim 0) of a tensor of 2 or more dims."""
     ...
 
 def vstack(tensors: Sequence[Tensor]) -> Tensor:
@@ -962,8 +1394,12 @@ def where(condition: Tensor, input: Tensor | _float | None = ..., other: Tensor 
     """``input`` where ``condition`` holds, else ``other`` (either may be a Python number)."""
     ...
 
-def zeros(*size: _int | Sequence[_int], dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
+def xlogy(input: Tensor, other: Tensor | _float) -> Tensor:
+    """input * log(other), 0 where input is 0 (unless other is nan)."""
+    ...
+
+def zeros(*sizes: _int | Sequence[_int], size: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
 def zeros_like(input: Tensor, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
-__all__ = ['abs', 'acos', 'acosh', 'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'add', 'addcdiv', 'addcmul', 'addmm', 'all', 'allclose', 'amax', 'amin', 'aminmax', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'argmax', 'argmin', 'argsort', 'argwhere', 'as_tensor', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'atleast_1d', 'atleast_2d', 'atleast_3d', 'avg_pool1d', 'avg_pool2d', 'batch_norm', 'binary_cross_entropy_with_logits', 'bincount', 'bitwise_and', 'bitwise_left_shift', 'bitwise_not', 'bitwise_or', 'bitwise_right_shift', 'bitwise_xor', 'bmm', 'broadcast_shapes', 'broadcast_to', 'cat', 'ceil', 'celu', 'chunk', 'clamp', 'clamp_max', 'clamp_min', 'clip', 'clone', 'column_stack', 'concat', 'concatenate', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'copysign', 'cos', 'cosh', 'cosine_similarity', 'count_nonzero', 'cross', 'cummax', 'cummin', 'cumprod', 'cumsum', 'diag', 'diagonal', 'diff', 'div', 'divide', 'dot', 'dstack', 'einsum', 'empty', 'empty_like', 'eq', 'erf', 'exp', 'exp2', 'expm1', 'eye', 'fix', 'flatten', 'flip', 'fliplr', 'flipud', 'floor', 'floor_divide', 'fmod', 'frac', 'from_dlpack', 'from_numpy', 'full', 'full_like', 'gather', 'ge', 'ger', 'get_printoptions', 'greater', 'greater_equal', 'group_norm', 'gt', 'histc', 'hstack', 'hypot', 'index_add', 'index_put', 'index_select', 'isclose', 'isfinite', 'isinf', 'isnan', 'kthvalue', 'layer_norm', 'le', 'lerp', 'less', 'less_equal', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logaddexp2', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logsumexp', 'lt', 'masked_fill', 'masked_select', 'matmul', 'max', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'maximum', 'mean', 'median', 'meshgrid', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'narrow', 'ne', 'neg', 'nonzero', 'norm', 'not_equal', 'ones', 'ones_like', 'outer', 'pairwise_distance', 'permute', 'pixel_shuffle', 'pixel_unshuffle', 'pow', 'printoptions', 'prod', 'rand', 'rand_like', 'randint', 'randint_like', 'randn', 'randn_like', 'randperm', 'ravel', 'reciprocal', 'relu', 'remainder', 'repeat_interleave', 'reshape', 'roll', 'rot90', 'round', 'row_stack', 'rsqrt', 'scatter', 'scatter_add', 'scatter_reduce', 'selu', 'set_printoptions', 'sigmoid', 'sign', 'sin', 'sinh', 'softmax', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'std_mean', 'sub', 'subtract', 'sum', 'swapaxes', 'swapdims', 't', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_split', 'tile', 'topk', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unique', 'unsqueeze', 'var', 'var_mean', 'vstack', 'where', 'zeros', 'zeros_like']
+__all__ = ['abs', 'acos', 'acosh', 'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'add', 'addbmm', 'addcdiv', 'addcmul', 'addmm', 'addmv', 'addr', 'all', 'allclose', 'alpha_dropout', 'amax', 'amin', 'aminmax', 'angle', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'are_deterministic_algorithms_enabled', 'argmax', 'argmin', 'argsort', 'argwhere', 'as_tensor', 'asarray', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'atleast_1d', 'atleast_2d', 'atleast_3d', 'avg_pool1d', 'avg_pool2d', 'baddbmm', 'batch_norm', 'bernoulli', 'binary_cross_entropy_with_logits', 'bincount', 'bitwise_and', 'bitwise_left_shift', 'bitwise_not', 'bitwise_or', 'bitwise_right_shift', 'bitwise_xor', 'block_diag', 'bmm', 'broadcast_shapes', 'broadcast_tensors', 'broadcast_to', 'bucketize', 'can_cast', 'cartesian_prod', 'cat', 'cdist', 'ceil', 'celu', 'chain_matmul', 'chunk', 'clamp', 'clamp_max', 'clamp_min', 'clip', 'clone', 'column_stack', 'combinations', 'complex', 'concat', 'concatenate', 'conj', 'conj_physical', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'copysign', 'corrcoef', 'cos', 'cosh', 'cosine_similarity', 'count_nonzero', 'cov', 'cross', 'cummax', 'cummin', 'cumprod', 'cumsum', 'cumulative_trapezoid', 'deg2rad', 'diag', 'diag_embed', 'diagonal', 'diagonal_scatter', 'diff', 'digamma', 'dist', 'div', 'divide', 'dot', 'dropout', 'dsplit', 'dstack', 'einsum', 'empty', 'empty_like', 'eq', 'equal', 'erf', 'erfc', 'erfinv', 'exp', 'exp2', 'expm1', 'eye', 'feature_alpha_dropout', 'feature_dropout', 'finfo', 'fix', 'flatten', 'flip', 'fliplr', 'flipud', 'float_power', 'floor', 'floor_divide', 'fmax', 'fmin', 'fmod', 'frac', 'from_dlpack', 'from_numpy', 'frombuffer', 'full', 'full_like', 'gather', 'ge', 'ger', 'get_default_device', 'get_printoptions', 'greater', 'greater_equal', 'group_norm', 'gt', 'hardshrink', 'heaviside', 'histc', 'hsplit', 'hstack', 'hypot', 'i0', 'igamma', 'igammac', 'iinfo', 'imag', 'index_add', 'index_copy', 'index_fill', 'index_put', 'index_select', 'inner', 'is_complex', 'is_conj', 'is_deterministic_algorithms_warn_only_enabled', 'is_floating_point', 'is_nonzero', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron', 'kthvalue', 'layer_norm', 'ldexp', 'le', 'lerp', 'less', 'less_equal', 'lgamma', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logaddexp2', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logit', 'logspace', 'logsumexp', 'lt', 'masked_fill', 'masked_select', 'matmul', 'matrix_power', 'max', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'maximum', 'mean', 'median', 'meshgrid', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'msort', 'mul', 'multinomial', 'multiply', 'mv', 'mvlgamma', 'nan_to_num', 'nanmean', 'nanquantile', 'nansum', 'narrow', 'narrow_copy', 'ne', 'neg', 'nonzero', 'norm', 'normal', 'not_equal', 'numel', 'ones', 'ones_like', 'outer', 'pairwise_distance', 'pdist', 'permute', 'pixel_shuffle', 'pixel_unshuffle', 'polar', 'polygamma', 'positive', 'pow', 'prelu', 'printoptions', 'prod', 'quantile', 'rad2deg', 'rand', 'rand_like', 'randint', 'randint_like', 'randn', 'randn_like', 'randperm', 'ravel', 'real', 'reciprocal', 'relu', 'remainder', 'repeat_interleave', 'reshape', 'resolve_conj', 'roll', 'rot90', 'round', 'row_stack', 'rsqrt', 'scatter', 'scatter_add', 'scatter_reduce', 'searchsorted', 'select', 'select_scatter', 'selu', 'set_default_device', 'set_printoptions', 'sgn', 'sigmoid', 'sign', 'signbit', 'sin', 'sinc', 'sinh', 'slice_scatter', 'softmax', 'softshrink', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'std_mean', 'sub', 'subtract', 'sum', 'swapaxes', 'swapdims', 't', 'take', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_split', 'tensordot', 'tile', 'topk', 'trace', 'transpose', 'trapezoid', 'trapz', 'tril', 'tril_indices', 'triu', 'triu_indices', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unique', 'unsqueeze', 'use_deterministic_algorithms', 'vander', 'var', 'var_mean', 'vdot', 'view_as_complex', 'view_as_real', 'vsplit', 'vstack', 'where', 'xlogy', 'zeros', 'zeros_like']

@@ -200,7 +200,13 @@ class TensorMethods:
         """A 0-d tensor holding a Python number, already in the dtype ``self op value`` will have."""
         ...
 
+    def _indices(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def _nnz(self, *args: Any, **kwargs: Any) -> Any: ...
+
     def _tensor_like(self, data: Any) -> Any: ...
+
+    def _values(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def abs(self) -> Tensor:
         """Elementwise abs."""
@@ -234,6 +240,14 @@ class TensorMethods:
         """In-place version of ``add``."""
         ...
 
+    def addbmm(self, batch1: Tensor, batch2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]."""
+        ...
+
+    def addbmm_(self, batch1: Tensor, batch2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """In-place version of ``addbmm``."""
+        ...
+
     def addcdiv(self, tensor1: Tensor, tensor2: Tensor, *, value: Tensor | _float = ...) -> Tensor:
         """input + value * tensor1 / tensor2 (true division; integer tensor1 and tensor2 are refused)."""
         ...
@@ -254,6 +268,22 @@ class TensorMethods:
         """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape."""
         ...
 
+    def addmv(self, mat: Tensor, vec: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """beta * input + alpha * (mat @ vec)."""
+        ...
+
+    def addmv_(self, mat: Tensor, vec: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """In-place version of ``addmv``."""
+        ...
+
+    def addr(self, vec1: Tensor, vec2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """beta * input + alpha * the outer product of vec1 and vec2."""
+        ...
+
+    def addr_(self, vec1: Tensor, vec2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """In-place version of ``addr``."""
+        ...
+
     def all(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
         """True where every element along ``dim`` is non-zero (bool result)."""
         ...
@@ -272,6 +302,10 @@ class TensorMethods:
 
     def aminmax(self, *, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ...) -> Any:
         """(min, max) over all elements, or along ``dim``, in one call."""
+        ...
+
+    def angle(self) -> Any:
+        """The argument of each complex element, in (-pi, pi]; for real input pi where it is"""
         ...
 
     def any(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
@@ -390,6 +424,26 @@ class TensorMethods:
         """In-place version of ``atanh``."""
         ...
 
+    def baddbmm(self, batch1: Tensor, batch2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """beta * input + alpha * (batch1 @ batch2), batch by batch."""
+        ...
+
+    def baddbmm_(self, batch1: Tensor, batch2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
+        """In-place version of ``baddbmm``."""
+        ...
+
+    def bernoulli(self, p: _float | None = ..., *, generator: _Generator | None = ..., out: Tensor | None = ...) -> Any:
+        """0/1 draws, 1 with probability ``input`` (or, given ``p``, with probability ``p``), in"""
+        ...
+
+    def bernoulli_(self, p: _float = ..., *, generator: _Generator | None = ...) -> Tensor:
+        """Fill with 0/1 draws, 1 with probability ``p`` (a number or a tensor that broadcasts)."""
+        ...
+
+    def bfloat16(self) -> Any:
+        """``self.to(plugtorch.bfloat16)``."""
+        ...
+
     def bincount(self, weights: Tensor | None = ..., minlength: _int = ...) -> Tensor:
         """How often each value 0, 1, ..., max(input) occurs in a 1-D non-negative integer tensor"""
         ...
@@ -458,12 +512,24 @@ class TensorMethods:
         """``self.to(plugtorch.uint8)``."""
         ...
 
+    def cauchy_(self, median: _float = ..., sigma: _float = ..., *, generator: _Generator | None = ...) -> Tensor:
+        """Fill with Cauchy draws of location ``median`` and scale ``sigma``."""
+        ...
+
+    def cdouble(self) -> Any:
+        """``self.to(plugtorch.complex128)``."""
+        ...
+
     def ceil(self) -> Tensor:
         """Elementwise ceil."""
         ...
 
     def ceil_(self) -> Tensor:
         """In-place version of ``ceil``."""
+        ...
+
+    def cfloat(self) -> Any:
+        """``self.to(plugtorch.complex64)``."""
         ...
 
     def char(self) -> Any:
@@ -510,6 +576,20 @@ class TensorMethods:
         """A copy that owns its memory."""
         ...
 
+    def coalesce(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def complex(self, imag: Any) -> Any:
+        """The complex tensor ``real + i * imag`` (two float32 or two float64 tensors, broadcast)."""
+        ...
+
+    def conj(self) -> Any:
+        """The complex conjugate (a copy here, where torch gives a lazy view); a real tensor itself."""
+        ...
+
+    def conj_physical(self) -> Any:
+        """The complex conjugate, as a new tensor; a real tensor itself."""
+        ...
+
     def contiguous(self) -> Tensor:
         """``input`` itself if its memory is already contiguous, else a contiguous copy."""
         ...
@@ -526,6 +606,10 @@ class TensorMethods:
         """In-place version of ``copysign``."""
         ...
 
+    def corrcoef(self) -> Any:
+        """Pearson correlation coefficients of the variables in the rows of ``input``, clipped to"""
+        ...
+
     def cos(self) -> Tensor:
         """Elementwise cos."""
         ...
@@ -540,6 +624,10 @@ class TensorMethods:
 
     def count_nonzero(self, dim: _int | Sequence[_int] | None = ...) -> Any:
         """How many elements are non-zero (along ``dim``), as int64."""
+        ...
+
+    def cov(self, *, correction: _float = ..., fweights: Tensor | None = ..., aweights: Tensor | None = ...) -> Any:
+        """The covariance matrix of the variables in the rows of ``input`` (a 1-D input: one"""
         ...
 
     def cpu(self) -> Any:
@@ -574,16 +662,50 @@ class TensorMethods:
         """Running sum along ``dim``."""
         ...
 
+    def cumsum_(self, dim: _int | Sequence[_int] | None = ..., *, dtype: _dtype | None = ..., axis: _int | Sequence[_int] | None = ...) -> Tensor:
+        """In-place version of ``cumsum``."""
+        ...
+
+    def deg2rad(self) -> Tensor:
+        """Degrees to radians (integers become the default float dtype)."""
+        ...
+
+    def deg2rad_(self) -> Tensor:
+        """In-place version of ``deg2rad``."""
+        ...
+
+    def dense_dim(self) -> Any: ...
+
     def diag(self, diagonal: _int = ...) -> Tensor:
         """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal."""
+        ...
+
+    def diag_embed(self, offset: _int = ..., dim1: _int = ..., dim2: _int = ...) -> Tensor:
+        """Matrices with the last dim of ``input`` on their ``offset`` diagonal, in dims dim1, dim2 of"""
         ...
 
     def diagonal(self, offset: _int = ..., dim1: _int = ..., dim2: _int = ...) -> Tensor:
         """The diagonal over dims dim1, dim2 (above it for offset > 0), as a new last dim."""
         ...
 
+    def diagonal_scatter(self, src: Tensor, offset: _int = ..., dim1: _int = ..., dim2: _int = ...) -> Any:
+        """``input`` with ``src`` written on the diagonal that ``diagonal(offset, dim1, dim2)`` reads."""
+        ...
+
     def diff(self, n: _int = ..., dim: _int = ..., prepend: Tensor | None = ..., append: Tensor | None = ...) -> Tensor:
         """The n-th forward difference along ``dim`` (``ne`` for bool), after joining ``prepend``"""
+        ...
+
+    def digamma(self) -> Tensor:
+        """The logarithmic derivative of Gamma (torch.special.psi); -inf at 0, nan at negative integers."""
+        ...
+
+    def digamma_(self) -> Tensor:
+        """In-place version of ``digamma``."""
+        ...
+
+    def dist(self, other: Tensor | _float, p: _float = ...) -> Tensor:
+        """The p-norm of ``input - other`` (broadcast), as a 0-d tensor."""
         ...
 
     def div(self, other: Tensor | _float, *, rounding_mode: _str | None = ...) -> Tensor:
@@ -610,8 +732,20 @@ class TensorMethods:
         """``self.to(plugtorch.float64)``."""
         ...
 
+    def dsplit(self, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
+        """Split along the depth (dim 2) of a tensor of 3 or more dims."""
+        ...
+
     def eq(self, other: Tensor | _float) -> Tensor:
         """Elementwise eq with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def eq_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``eq``."""
+        ...
+
+    def equal(self, other: Tensor | _float) -> _bool:
+        """True if both tensors have the same shape and equal elements (NaN equals nothing)."""
         ...
 
     def erf(self) -> Tensor:
@@ -620,6 +754,22 @@ class TensorMethods:
 
     def erf_(self) -> Tensor:
         """In-place version of ``erf``."""
+        ...
+
+    def erfc(self) -> Tensor:
+        """1 - erf(x), accurate where erf(x) is near 1."""
+        ...
+
+    def erfc_(self) -> Tensor:
+        """In-place version of ``erfc``."""
+        ...
+
+    def erfinv(self) -> Tensor:
+        """The inverse of erf on (-1, 1); +-inf at +-1, nan outside."""
+        ...
+
+    def erfinv_(self) -> Tensor:
+        """In-place version of ``erfinv``."""
         ...
 
     def exp(self) -> Tensor:
@@ -648,8 +798,16 @@ class TensorMethods:
         """In-place version of ``expm1``."""
         ...
 
+    def exponential_(self, lambd: _float = ..., *, generator: _Generator | None = ...) -> Tensor:
+        """Fill with exponential draws of rate ``lambd``."""
+        ...
+
     def fill_(self, value: Tensor | _float) -> Tensor:
         """Fill with ``value`` (a number or a one-element tensor)."""
+        ...
+
+    def fill_diagonal_(self, fill_value: _float, wrap: _bool = ...) -> Tensor:
+        """In place: ``fill_value`` on the main diagonal (all dims of one size beyond 2-D); with"""
         ...
 
     def fix(self) -> Tensor:
@@ -676,6 +834,14 @@ class TensorMethods:
         """``self.to(plugtorch.float32)``."""
         ...
 
+    def float_power(self, exponent: Tensor | _float) -> Tensor:
+        """``input ** exponent`` computed in float64."""
+        ...
+
+    def float_power_(self, exponent: Tensor | _float) -> Tensor:
+        """In-place version of ``_float_power_in_place``."""
+        ...
+
     def floor(self) -> Tensor:
         """Elementwise floor."""
         ...
@@ -686,6 +852,14 @@ class TensorMethods:
 
     def floor_divide(self, other: Tensor | _float) -> Tensor:
         """Elementwise floor_divide with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def fmax(self, other: Tensor | _float) -> Tensor:
+        """Elementwise maximum that ignores NaN (NaN only where both are); ties go to ``input``."""
+        ...
+
+    def fmin(self, other: Tensor | _float) -> Tensor:
+        """Elementwise minimum that ignores NaN (NaN only where both are); ties go to ``input``."""
         ...
 
     def fmod(self, other: Tensor | _float) -> Tensor:
@@ -708,6 +882,14 @@ class TensorMethods:
         """Elementwise ge with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def ge_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``ge``."""
+        ...
+
+    def geometric_(self, p: _float, *, generator: _Generator | None = ...) -> Tensor:
+        """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+        ...
+
     def ger(self, vec2: Tensor) -> Tensor:
         """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
         ...
@@ -716,25 +898,80 @@ class TensorMethods:
         """Elementwise gt with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def greater_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``gt``."""
+        ...
+
     def greater_equal(self, other: Tensor | _float) -> Tensor:
         """Elementwise ge with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def greater_equal_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``ge``."""
         ...
 
     def gt(self, other: Tensor | _float) -> Tensor:
         """Elementwise gt with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def gt_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``gt``."""
+        ...
+
     def half(self) -> Any:
         """``self.to(plugtorch.float16)``."""
+        ...
+
+    def hardshrink(self, lambd: _float = ...) -> Tensor:
+        """``input`` where ``|input| > lambd``, else 0."""
+        ...
+
+    def heaviside(self, values: Tensor) -> Any:
+        """0 where ``input < 0``, 1 where ``> 0``, ``values`` where it is 0 (of one dtype)."""
+        ...
+
+    def heaviside_(self, values: Tensor) -> Tensor:
+        """In-place version of ``heaviside``."""
         ...
 
     def histc(self, bins: _int = ..., min: Tensor | _float = ..., max: Tensor | _float = ...) -> Any:
         """Counts of ``input``'s values in ``bins`` equal bins over [min, max] (the data's range when"""
         ...
 
+    def hsplit(self, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
+        """Split along the columns (dim 1; dim 0 of a 1-D tensor)."""
+        ...
+
     def hypot(self, other: Tensor | _float) -> Tensor:
         """sqrt(input**2 + other**2), without overflow (floating tensors)."""
         ...
+
+    def i0(self) -> Tensor:
+        """The modified Bessel function of the first kind, order 0."""
+        ...
+
+    def i0_(self) -> Tensor:
+        """In-place version of ``i0``."""
+        ...
+
+    def igamma(self, other: Tensor | _float) -> Tensor:
+        """The regularised lower incomplete gamma function P(input, other) (torch.special.gammainc)."""
+        ...
+
+    def igamma_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``igamma``."""
+        ...
+
+    def igammac(self, other: Tensor | _float) -> Tensor:
+        """The regularised upper incomplete gamma function Q(input, other) = 1 - P (torch.special.gammaincc)."""
+        ...
+
+    def igammac_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``igammac``."""
+        ...
+
+    @property
+    def imag(self) -> Tensor: ...
 
     def index_add(self, dim: _int, index: Tensor, source: Tensor | _int | Sequence[_int], *, alpha: _float = ...) -> Tensor:
         """``input`` with ``alpha * source`` added at the 1-D ``index`` along ``dim``; repeats accumulate."""
@@ -744,11 +981,27 @@ class TensorMethods:
         """In-place version of ``index_add``."""
         ...
 
-    def index_put(self, indices: Tensor, values: Any, accumulate: _bool = ...) -> Tensor:
+    def index_copy(self, dim: _int, index: Tensor, source: Tensor | _int | Sequence[_int]) -> Any:
+        """``input`` with ``source``'s slices along ``dim`` written at positions ``index``."""
+        ...
+
+    def index_copy_(self, dim: _int, index: Tensor, source: Tensor | _int | Sequence[_int]) -> Tensor:
+        """In-place version of ``index_copy``."""
+        ...
+
+    def index_fill(self, dim: _int, index: Tensor, value: Tensor | _float) -> Any:
+        """``input`` with ``value`` (a number or 0-d tensor) at positions ``index`` along ``dim``."""
+        ...
+
+    def index_fill_(self, dim: _int, index: Tensor, value: Tensor | _float) -> Tensor:
+        """In-place version of ``index_fill``."""
+        ...
+
+    def index_put(self, indices: Tensor, values: Tensor, accumulate: _bool = ...) -> Tensor:
         """``input`` with ``values`` (broadcast) written at ``indices``, a tuple of index tensors as"""
         ...
 
-    def index_put_(self, indices: Tensor, values: Any, accumulate: _bool = ...) -> Tensor:
+    def index_put_(self, indices: Tensor, values: Tensor, accumulate: _bool = ...) -> Tensor:
         """In-place version of ``index_put``."""
         ...
 
@@ -756,16 +1009,32 @@ class TensorMethods:
         """The entries at ``index`` (a 1-D int tensor) along ``dim``; repeats are allowed."""
         ...
 
+    def indices(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def inner(self, other: Tensor | _float) -> Tensor:
+        """Sum of products over the last dims (a 0-d operand scales the other)."""
+        ...
+
     def int(self) -> Any:
         """``self.to(plugtorch.int32)``."""
         ...
 
+    def is_coalesced(self, *args: Any, **kwargs: Any) -> Any: ...
+
     def is_complex(self) -> _bool:
-        """False: plugtorch has no complex dtypes."""
+        """Whether the tensor's dtype is complex (complex64 or complex128)."""
+        ...
+
+    def is_conj(self) -> _bool:
+        """False: plugtorch's conjugates are never lazy."""
         ...
 
     def is_contiguous(self, memory_format: Any = ...) -> _bool:
         """Whether the elements lie in memory in row-major order without gaps (size-1 dims aside)."""
+        ...
+
+    def is_nonzero(self) -> _bool:
+        """The truth of a one-element tensor."""
         ...
 
     def isclose(self, other: Tensor | _float, rtol: _float = ..., atol: _float = ..., equal_nan: _bool = ...) -> Tensor:
@@ -784,12 +1053,43 @@ class TensorMethods:
         """Elementwise isnan."""
         ...
 
+    def isneginf(self) -> Any:
+        """Where the element is -inf."""
+        ...
+
+    def isposinf(self) -> Any:
+        """Where the element is +inf."""
+        ...
+
+    def isreal(self) -> Any:
+        """Where the element has no imaginary part: everywhere, for a real tensor."""
+        ...
+
+    def kron(self, other: Tensor | _float) -> Tensor:
+        """The Kronecker product: each element of ``input`` scales a copy of ``other``."""
+        ...
+
     def kthvalue(self, k: _int, dim: _int = ..., keepdim: _bool = ...) -> return_types.kthvalue:
         """The k-th smallest entry (1-based) along ``dim``, and its index."""
         ...
 
+    @property
+    def layout(self) -> Tensor: ...
+
+    def ldexp(self, other: Tensor | _float) -> Tensor:
+        """``input * 2 ** other``, in a floating dtype."""
+        ...
+
+    def ldexp_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``ldexp``."""
+        ...
+
     def le(self, other: Tensor | _float) -> Tensor:
         """Elementwise le with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def le_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``le``."""
         ...
 
     def lerp(self, end: Tensor | _float, weight: Tensor | _float) -> Tensor:
@@ -800,8 +1100,24 @@ class TensorMethods:
         """Elementwise lt with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def less_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``lt``."""
+        ...
+
     def less_equal(self, other: Tensor | _float) -> Tensor:
         """Elementwise le with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def less_equal_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``le``."""
+        ...
+
+    def lgamma(self) -> Tensor:
+        """log |Gamma(x)| (torch.special.gammaln)."""
+        ...
+
+    def lgamma_(self) -> Tensor:
+        """In-place version of ``lgamma``."""
         ...
 
     def log(self) -> Tensor:
@@ -828,6 +1144,10 @@ class TensorMethods:
         """In-place version of ``log``."""
         ...
 
+    def log_normal_(self, mean: _float = ..., std: _float = ..., *, generator: _Generator | None = ...) -> Tensor:
+        """Fill with exp(N(mean, std**2)) draws."""
+        ...
+
     def log_softmax(self, dim: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ...) -> Tensor:
         """log(softmax(x)) along dim, computed stably (never log of softmax)."""
         ...
@@ -848,16 +1168,40 @@ class TensorMethods:
         """Elementwise logical_and with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def logical_and_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``logical_and``."""
+        ...
+
     def logical_not(self) -> Tensor:
         """Elementwise logical_not."""
+        ...
+
+    def logical_not_(self) -> Tensor:
+        """In-place version of ``logical_not``."""
         ...
 
     def logical_or(self, other: Tensor | _float) -> Tensor:
         """Elementwise logical_or with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def logical_or_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``logical_or``."""
+        ...
+
     def logical_xor(self, other: Tensor | _float) -> Tensor:
         """True where exactly one of input and other is non-zero (bool result)."""
+        ...
+
+    def logical_xor_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``logical_xor``."""
+        ...
+
+    def logit(self, eps: _float | None = ...) -> Tensor:
+        """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps is given."""
+        ...
+
+    def logit_(self, eps: _float | None = ...) -> Tensor:
+        """In-place version of ``logit``."""
         ...
 
     def logsumexp(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
@@ -872,6 +1216,10 @@ class TensorMethods:
         """Elementwise lt with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def lt_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``lt``."""
+        ...
+
     @property
     def mT(self) -> Tensor: ...
 
@@ -883,12 +1231,24 @@ class TensorMethods:
         """In-place version of ``masked_fill``."""
         ...
 
+    def masked_scatter(self, mask: Tensor, source: Tensor | _int | Sequence[_int]) -> Any:
+        """``input`` with ``source``'s first elements, in order, where ``mask`` (broadcast) is True."""
+        ...
+
+    def masked_scatter_(self, mask: Tensor, source: Tensor | _int | Sequence[_int]) -> Tensor:
+        """In-place version of ``masked_scatter``."""
+        ...
+
     def masked_select(self, mask: Tensor) -> Tensor:
         """The elements where ``mask`` (broadcast with input) is True, as a 1-D tensor."""
         ...
 
     def matmul(self, other: Tensor | _float) -> Tensor:
         """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims"""
+        ...
+
+    def matrix_power(self, n: _int) -> Tensor:
+        """The matrix to the integer power ``n >= 0`` by repeated squaring (batched); ``n = 0`` gives"""
         ...
 
     def max(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, other: Tensor | _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Any:
@@ -935,12 +1295,20 @@ class TensorMethods:
         """Move dims ``source`` to positions ``destination``; the others keep their order."""
         ...
 
+    def msort(self) -> Any:
+        """``input`` sorted along dim 0 (the values of ``sort(input, 0)``)."""
+        ...
+
     def mul(self, other: Tensor | _float) -> Tensor:
         """Elementwise mul with broadcasting; ``other`` may be a Python number."""
         ...
 
     def mul_(self, other: Tensor | _float) -> Tensor:
         """In-place version of ``mul``."""
+        ...
+
+    def multinomial(self, num_samples: _int, replacement: _bool = ..., *, generator: _Generator | None = ..., out: Tensor | None = ...) -> Any:
+        """``num_samples`` category indices per row of the (unnormalised) probabilities ``input``"""
         ...
 
     def multiply(self, other: Tensor | _float) -> Tensor:
@@ -951,12 +1319,52 @@ class TensorMethods:
         """In-place version of ``mul``."""
         ...
 
+    def mv(self, vec: Tensor) -> Tensor:
+        """Matrix-vector product of a 2-D and a 1-D tensor."""
+        ...
+
+    def mvlgamma(self, p: _float) -> Tensor:
+        """The log of the multivariate gamma function of dimension p (torch.special.multigammaln)."""
+        ...
+
+    def mvlgamma_(self, p: _float) -> Tensor:
+        """In-place version of ``mvlgamma``."""
+        ...
+
+    def nan_to_num(self, nan: _float = ..., posinf: _float | None = ..., neginf: _float | None = ..., *, out: Tensor | None = ...) -> Tensor:
+        """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (the infinities by"""
+        ...
+
+    def nan_to_num_(self, nan: _float = ..., posinf: _float | None = ..., neginf: _float | None = ..., *, out: Tensor | None = ...) -> Tensor:
+        """In-place version of ``nan_to_num``."""
+        ...
+
+    def nanmean(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ...) -> Any:
+        """The mean of the elements that are not NaN (NaN where all are)."""
+        ...
+
+    def nanquantile(self, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
+        """``quantile`` of the elements that are not NaN (NaN where all are)."""
+        ...
+
+    def nansum(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ...) -> Any:
+        """The sum with NaNs counted as 0."""
+        ...
+
     def narrow(self, dim: _int, start: Tensor | _float, length: _int) -> Tensor:
         """The view of ``length`` entries from ``start`` along ``dim``."""
         ...
 
+    def narrow_copy(self, dim: _int, start: Tensor | _float, length: _int) -> Any:
+        """A contiguous copy of ``input.narrow(dim, start, length)``."""
+        ...
+
     def ne(self, other: Tensor | _float) -> Tensor:
         """Elementwise ne with broadcasting; ``other`` may be a Python number."""
+        ...
+
+    def ne_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``ne``."""
         ...
 
     def neg(self) -> Tensor:
@@ -993,12 +1401,28 @@ class TensorMethods:
         """Elementwise ne with broadcasting; ``other`` may be a Python number."""
         ...
 
+    def not_equal_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``ne``."""
+        ...
+
     def outer(self, vec2: Tensor) -> Tensor:
         """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
         ...
 
     def permute(self, *dims: _int | Sequence[_int]) -> Tensor:
         """The dims of ``input`` reordered (a view)."""
+        ...
+
+    def polygamma(self, n: _int) -> Any:
+        """``polygamma(n, self)``."""
+        ...
+
+    def polygamma_(self, n: _int) -> Tensor:
+        """In-place version of ``_polygamma_method``."""
+        ...
+
+    def positive(self) -> Any:
+        """``input`` itself (``+input``)."""
         ...
 
     def pow(self, other: Tensor | _float) -> Tensor:
@@ -1009,13 +1433,44 @@ class TensorMethods:
         """In-place version of ``pow``."""
         ...
 
+    def prelu(self, weight: Tensor) -> Tensor:
+        """``input`` where positive, ``weight * input`` elsewhere; ``weight`` holds one slope or one"""
+        ...
+
     def prod(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
         """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
+        ...
+
+    def put(self, index: Tensor, source: Tensor | _int | Sequence[_int], accumulate: _bool = ...) -> Any:
+        """``input`` read as 1-D with ``source`` written (``accumulate``: added) at ``index``."""
+        ...
+
+    def put_(self, index: Tensor, source: Tensor | _int | Sequence[_int], accumulate: _bool = ...) -> Tensor:
+        """In-place version of ``put``."""
+        ...
+
+    def quantile(self, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
+        """The q-th quantiles along ``dim`` (all elements when None), interpolated between sorted"""
+        ...
+
+    def rad2deg(self) -> Tensor:
+        """Radians to degrees (integers become the default float dtype)."""
+        ...
+
+    def rad2deg_(self) -> Tensor:
+        """In-place version of ``rad2deg``."""
+        ...
+
+    def random_(self, *args: Any, generator: _Generator | None = ..., **kwargs: Any) -> Tensor:
+        """Fill with integers drawn uniformly from [from, to) (``random_(to)``: [0, to); no"""
         ...
 
     def ravel(self) -> Tensor:
         """The tensor as 1-D (a view when possible)."""
         ...
+
+    @property
+    def real(self) -> Tensor: ...
 
     def reciprocal(self) -> Tensor:
         """1 / x (integers promote to float)."""
@@ -1054,6 +1509,10 @@ class TensorMethods:
         ...
 
     def reshape_as(self, other: Tensor | _float) -> Any: ...
+
+    def resolve_conj(self) -> Any:
+        """``input``: plugtorch's conjugates are never lazy."""
+        ...
 
     def roll(self, shifts: _int | Sequence[_int], dims: _int | Sequence[_int] | None = ...) -> Tensor:
         """Shift elements cyclically along ``dims`` (the flattened tensor when dims is None)."""
@@ -1099,6 +1558,22 @@ class TensorMethods:
         """In-place version of ``scatter_reduce``."""
         ...
 
+    def select(self, dim: _int, index: Tensor) -> Any:
+        """The slice at ``index`` of ``dim``, that dim removed (a view)."""
+        ...
+
+    def select_scatter(self, src: Tensor, dim: _int, index: Tensor) -> Any:
+        """``input`` with ``src`` written at ``index`` of ``dim`` (where ``select`` reads)."""
+        ...
+
+    def sgn(self) -> Any:
+        """The sign of each element (for real tensors, ``sign``; 0 at NaN, as torch's); ``z / |z|`` for"""
+        ...
+
+    def sgn_(self) -> Tensor:
+        """In-place version of ``sgn``."""
+        ...
+
     def short(self) -> Any:
         """``self.to(plugtorch.int16)``."""
         ...
@@ -1119,6 +1594,10 @@ class TensorMethods:
         """In-place version of ``sign``."""
         ...
 
+    def signbit(self) -> Any:
+        """Whether the sign bit is set (-0.0 and -nan included)."""
+        ...
+
     def sin(self) -> Tensor:
         """Elementwise sin."""
         ...
@@ -1127,8 +1606,20 @@ class TensorMethods:
         """In-place version of ``sin``."""
         ...
 
+    def sinc(self) -> Tensor:
+        """sin(pi x) / (pi x), 1 at 0."""
+        ...
+
+    def sinc_(self) -> Tensor:
+        """In-place version of ``sinc``."""
+        ...
+
     def sinh(self) -> Tensor:
         """(e**x - e**-x) / 2, via expm1 so small x keep their precision."""
+        ...
+
+    def slice_scatter(self, src: Tensor, dim: _int = ..., start: Tensor | _float | None = ..., end: Tensor | _float | None = ..., step: _float = ...) -> Any:
+        """``input`` with ``src`` written where ``input[start:end:step]`` along ``dim`` reads."""
         ...
 
     def softmax(self, dim: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ...) -> Tensor:
@@ -1139,8 +1630,14 @@ class TensorMethods:
         """(values, indices) sorted along ``dim``; ties keep their order, and the values' gradient"""
         ...
 
+    def sparse_dim(self) -> Any: ...
+
     def split(self, split_size_or_sections: _int | Sequence[_int], dim: _int = ...) -> tuple[Tensor, ...]:
         """Views of consecutive pieces along ``dim``: equal pieces of a size, or a list of sizes."""
+        ...
+
+    def split_with_sizes(self, split_sizes: _int | Sequence[_int], dim: _int = ...) -> Any:
+        """Split into pieces of the given sizes along ``dim`` (they must sum to its size)."""
         ...
 
     def sqrt(self) -> Tensor:
@@ -1161,6 +1658,10 @@ class TensorMethods:
 
     def squeeze(self, dim: _int | Sequence[_int] | None = ...) -> Tensor:
         """Remove size-1 dims (all, or those in dim)."""
+        ...
+
+    def squeeze_(self, dim: _int | Sequence[_int] | None = ...) -> Tensor:
+        """In place: ``input`` becomes ``input.squeeze(dim)``."""
         ...
 
     def std(self, dim: _int | Sequence[_int] | None = ..., unbiased: _bool | None = ..., keepdim: _bool = ..., *, correction: _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
@@ -1191,16 +1692,36 @@ class TensorMethods:
         """Sum over dims (all when dim is None); ``axis``/``keepdims`` are NumPy-style aliases."""
         ...
 
+    def sum_to_size(self, *size: _int | Sequence[_int]) -> Any:
+        """Sum ``input`` down to ``size`` (which must broadcast to its shape)."""
+        ...
+
     def swapaxes(self, dim0: _int, dim1: _int) -> Tensor:
         """Swap two dims (a view)."""
+        ...
+
+    def swapaxes_(self, axis0: _int, axis1: _int) -> Tensor:
+        """In place: ``input`` becomes ``input.swapaxes(axis0, axis1)``."""
         ...
 
     def swapdims(self, dim0: _int, dim1: _int) -> Tensor:
         """Swap two dims (a view)."""
         ...
 
+    def swapdims_(self, dim0: _int, dim1: _int) -> Tensor:
+        """In place: ``input`` becomes ``input.swapdims(dim0, dim1)``."""
+        ...
+
     def t(self) -> Tensor:
         """Transpose a tensor of at most 2 dims."""
+        ...
+
+    def t_(self) -> Tensor:
+        """In place: ``input`` becomes its transpose (``t``)."""
+        ...
+
+    def take(self, index: Tensor) -> Tensor:
+        """The elements of ``input`` read as 1-D at ``index`` (an integer tensor; negative counts from"""
         ...
 
     def take_along_dim(self, indices: Tensor, dim: _int | Sequence[_int] | None = ...) -> Tensor:
@@ -1235,6 +1756,14 @@ class TensorMethods:
         """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)`` or ``x.to(other_tensor)``."""
         ...
 
+    def to_dense(self, dtype: _dtype | None = ..., *, masked_grad: Any = ...) -> Any: ...
+
+    def to_sparse(self, sparse_dim: Any = ..., *, layout: Any = ..., blocksize: Any = ..., dense_dim: Any = ...) -> Any:
+        """The nonzero entries (rows of dims past ``sparse_dim`` with any nonzero) in row-major"""
+        ...
+
+    def to_sparse_coo(self) -> Any: ...
+
     def topk(self, k: _int, dim: _int = ..., largest: _bool = ..., sorted: _bool = ...) -> return_types.topk:
         """The k largest (largest=False: smallest) entries along dim, sorted, with their indices."""
         ...
@@ -1245,6 +1774,10 @@ class TensorMethods:
 
     def transpose(self, dim0: _int, dim1: _int) -> Tensor:
         """Swap two dims (a view)."""
+        ...
+
+    def transpose_(self, dim0: _int, dim1: _int) -> Tensor:
+        """In place: ``input`` becomes ``input.transpose(dim0, dim1)``."""
         ...
 
     def tril(self, diagonal: _int = ...) -> Tensor:
@@ -1307,8 +1840,18 @@ class TensorMethods:
         """Insert a size-1 dim at dim."""
         ...
 
+    def unsqueeze_(self, dim: _int) -> Tensor:
+        """In place: ``input`` becomes ``input.unsqueeze(dim)``."""
+        ...
+
+    def values(self, *args: Any, **kwargs: Any) -> Any: ...
+
     def var(self, dim: _int | Sequence[_int] | None = ..., unbiased: _bool | None = ..., keepdim: _bool = ..., *, correction: _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
         """Variance over dims with Bessel's correction (correction=1, or unbiased=False for 0)."""
+        ...
+
+    def vdot(self, other: Tensor | _float) -> Tensor:
+        """Dot product of two 1-D tensors, the first conjugated (real tensors: ``dot``)."""
         ...
 
     def view(self, *shape: _int | Sequence[_int] | _dtype) -> Tensor:
@@ -1317,8 +1860,20 @@ class TensorMethods:
 
     def view_as(self, other: Tensor | _float) -> Any: ...
 
+    def vsplit(self, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
+        """Split along the rows (dim 0) of a tensor of 2 or more dims."""
+        ...
+
     def where(self, condition: Tensor, other: Tensor | _float) -> Tensor:
         """``self`` where ``condition`` holds, else ``other``."""
+        ...
+
+    def xlogy(self, other: Tensor | _float) -> Tensor:
+        """input * log(other), 0 where input is 0 (unless other is nan)."""
+        ...
+
+    def xlogy_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``xlogy``."""
         ...
 
     def zero_(self) -> Tensor:

@@ -24,6 +24,8 @@ def adaptive_avg_pool3d(input: Tensor, output_size: _int | Sequence[_int | None]
     """Mean over torch's adaptive windows of (N, C, D, H, W) (None keeps that size)."""
     ...
 
+def alpha_dropout(input: Tensor, p: _float = ..., training: _bool = ..., inplace: _bool = ...) -> Any: ...
+
 def avg_pool1d(input: Tensor, kernel_size: _int | Sequence[_int], stride: _int | Sequence[_int] | None = ..., padding: _int | Sequence[_int] | _str = ..., ceil_mode: _bool = ..., count_include_pad: _bool = ...) -> Tensor:
     """Mean over sliding windows of (N, C, L): avg_pool2d on a height-1 image."""
     ...
@@ -92,6 +94,8 @@ def elu(input: Tensor, alpha: _float = ..., inplace: _bool = ...) -> Tensor:
     """x where x > 0, else alpha * (exp(x) - 1)."""
     ...
 
+def feature_alpha_dropout(input: Tensor, p: _float = ..., training: _bool = ..., inplace: _bool = ...) -> Any: ...
+
 def fold(input: Tensor, output_size: _int | Sequence[_int | None], kernel_size: _int | Sequence[_int], dilation: _int | Sequence[_int] = ..., padding: _int | Sequence[_int] | _str = ..., stride: _int | Sequence[_int] = ...) -> Tensor:
     """Sum (N, C * kh * kw, L) columns back into a (N, C, *output_size) image (torch's col2im);"""
     ...
@@ -106,6 +110,10 @@ def glu(input: Tensor, dim: _int = ...) -> Tensor:
 
 def group_norm(input: Tensor, num_groups: _int, weight: Tensor | None = ..., bias: Tensor | None = ..., eps: _float = ...) -> Tensor:
     """Normalise each of ``num_groups`` groups of channels of an (N, C, *) input; scale and shift per channel."""
+    ...
+
+def hardshrink(input: Tensor, lambd: _float = ...) -> Tensor:
+    """``input`` where ``|input| > lambd``, else 0."""
     ...
 
 def hardsigmoid(input: Tensor, inplace: _bool = ...) -> Tensor:
@@ -212,6 +220,10 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: _float = ..., eps: _float = ...
     """||x1 - x2 + eps||_p over the last dim (the inputs broadcast)."""
     ...
 
+def pdist(input: Tensor, p: _float = ...) -> Tensor:
+    """The p-norm distances between the rows of a 2-D input, pairs i < j in row-major order."""
+    ...
+
 def pixel_shuffle(input: Tensor, upscale_factor: _int) -> Tensor:
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r): channel blocks become r x r pixel blocks."""
     ...
@@ -222,6 +234,10 @@ def pixel_unshuffle(input: Tensor, downscale_factor: _int) -> Tensor:
 
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: _bool = ..., full: _bool = ..., size_average: _bool | None = ..., eps: _float = ..., reduce: _bool | None = ..., reduction: _str = ...) -> Tensor:
     """Negative log-likelihood of ``target`` under Poisson(rate): exp(input) - target * input with"""
+    ...
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``input`` where positive, ``weight * input`` elsewhere; ``weight`` holds one slope or one"""
     ...
 
 def relu6(input: Tensor, inplace: _bool = ...) -> Tensor:
@@ -260,6 +276,10 @@ def softplus(input: Tensor, beta: _float = ..., threshold: _float = ...) -> Tens
     """log(1 + exp(beta * x)) / beta; x itself where beta * x > threshold."""
     ...
 
+def softshrink(input: Tensor, lambd: _float = ...) -> Tensor:
+    """``input`` moved ``lambd`` towards 0, and 0 within ``lambd`` of it."""
+    ...
+
 def softsign(input: Tensor) -> Tensor:
     """x / (1 + |x|)."""
     ...
@@ -288,4 +308,4 @@ def upsample_nearest(input: Tensor, size: _int | Sequence[_int] | None = ..., sc
     """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')``."""
     ...
 
-__all__ = ['adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'cosine_similarity', 'cross_entropy', 'ctc_loss', 'elu', 'fold', 'gelu', 'glu', 'group_norm', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'interpolate', 'kl_div', 'l1_loss', 'layer_norm', 'leaky_relu', 'linear', 'log_softmax', 'logsigmoid', 'margin_ranking_loss', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'max_unpool1d', 'max_unpool2d', 'max_unpool3d', 'mish', 'mse_loss', 'nll_loss', 'normalize', 'one_hot', 'pad', 'pairwise_distance', 'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'relu6', 'scaled_dot_product_attention', 'selu', 'sigmoid', 'silu', 'smooth_l1_loss', 'softmax', 'softmin', 'softplus', 'softsign', 'tanhshrink', 'triplet_margin_loss', 'unfold', 'upsample', 'upsample_bilinear', 'upsample_nearest']
+__all__ = ['adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d', 'alpha_dropout', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'cosine_similarity', 'cross_entropy', 'ctc_loss', 'elu', 'feature_alpha_dropout', 'fold', 'gelu', 'glu', 'group_norm', 'hardshrink', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'interpolate', 'kl_div', 'l1_loss', 'layer_norm', 'leaky_relu', 'linear', 'log_softmax', 'logsigmoid', 'margin_ranking_loss', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'max_unpool1d', 'max_unpool2d', 'max_unpool3d', 'mish', 'mse_loss', 'nll_loss', 'normalize', 'one_hot', 'pad', 'pairwise_distance', 'pdist', 'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'relu6', 'scaled_dot_product_attention', 'selu', 'sigmoid', 'silu', 'smooth_l1_loss', 'softmax', 'softmin', 'softplus', 'softshrink', 'softsign', 'tanhshrink', 'triplet_margin_loss', 'unfold', 'upsample', 'upsample_bilinear', 'upsample_nearest']
