@@ -461,7 +461,7 @@ def _attach() -> None:
                      "_indices": _dense_only("_indices"), "_values": _dense_only("_values", "sparse tensor"),
                      "_nnz": _dense_only("_nnz")}.items():
         setattr(Tensor, name, fn)
-    Tensor.layout = property(lambda self: strided)  # type: ignore[attr-defined]
+    setattr(Tensor, "layout", property(lambda self: strided))  # noqa: B010  (a property over the bound name)
 
 
 _attach()
