@@ -106,15 +106,14 @@ def refuses_complex(name: str, fn: Callable) -> Callable:
     when it is not in ``REFUSED`` or tests the dtype on its own: ``fn.checks_complex``)."""
     if name not in REFUSED or getattr(fn, "checks_complex", False):
         return fn
+    from .tensor import Tensor  # (bound as ops are declared, after the tensor module)
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        if len(args) == 1 and not kwargs:  # the commonest call, f(x): one attribute test
-            try:
-                if not args[0].dtype.is_complex:
-                    return fn(*args)
-            except AttributeError:  # not a tensor: fn's own error
-                return fn(*args)
+        if len(args) == 1 and not kwargs:  # the commonest call, f(x)
+            x = args[0]
+            if not isinstance(x, Tensor) or not x.dtype.is_complex:  # (a Proxy: fn records the call)
+                return fn(x)
         z = _complex_operand(args, kwargs)
         if z is not None:
             raise refused_error(name, z)
