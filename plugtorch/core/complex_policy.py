@@ -106,14 +106,17 @@ def refuses_complex(name: str, fn: Callable) -> Callable:
     when it is not in ``REFUSED`` or tests the dtype on its own: ``fn.checks_complex``)."""
     if name not in REFUSED or getattr(fn, "checks_complex", False):
         return fn
+    from .optable import INTERCEPT
     from .tensor import Tensor  # (bound as ops are declared, after the tensor module)
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
         if len(args) == 1 and not kwargs:  # the commonest call, f(x)
             x = args[0]
-            if not isinstance(x, Tensor) or not x.dtype.is_complex:  # (a Proxy: fn records the call)
+            if isinstance(x, Tensor) and not x.dtype.is_complex:
                 return fn(x)
+        if INTERCEPT.on and (out := INTERCEPT.call(checked, args, kwargs)) is not NotImplemented:
+            return out  # an fx.Proxy: the public function (this one) is what the graph calls
         z = _complex_operand(args, kwargs)
         if z is not None:
             raise refused_error(name, z)

@@ -16,7 +16,6 @@ from . import elementwise as ew
 from .activation import log_softmax, softmax
 from .creation import arange
 from .loss import (
-    BIND_STACKLEVEL,
     FUNCTIONAL,
     check_tensors,
     non_class_dims,
@@ -167,7 +166,7 @@ def _cross_entropy_rule(ctx, g):
 
 def _cross_entropy_args(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                         reduction="mean", label_smoothing=0.0):
-    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+    reduction = reduction_arg(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     x, t, w, unbatched = _classification_args("cross_entropy", input, target, weight, ignore_index, True)
@@ -263,7 +262,7 @@ def _nll_loss_rule(ctx, g):
 
 def _nll_loss_args(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                    reduction="mean"):
-    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+    reduction = reduction_arg(size_average, reduce, reduction)
     x, t, w, unbatched = _classification_args("nll_loss", input, target, weight, ignore_index, False)
     attrs = {"ignore_index": int(ignore_index), "reduction": reduction}
     if unbatched and reduction == "none":

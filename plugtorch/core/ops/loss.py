@@ -17,6 +17,8 @@ which torch refuses; their gradient is well defined, and gradient penalties use 
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 from ..debug import checks_values
@@ -34,13 +36,26 @@ _PROMOTED = "floating; the operands promoted to one dtype"
 
 # -- arguments -------------------------------------------------------------------------------
 
-def legacy_reduction(size_average, reduce, reduction, stacklevel=3):
-    """torch's mapping of the deprecated ``size_average``/``reduce`` pair onto ``reduction``."""
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # plugtorch/
+
+
+def _callers_level() -> int:
+    """``warnings.warn``'s stacklevel, from the function that calls this, of the first frame
+    outside plugtorch: the user's line, however many fronts and wrappers lie between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE, "<plugtorch")):  # (generated fronts)
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def legacy_reduction(size_average, reduce, reduction):
+    """torch's mapping of the deprecated ``size_average``/``reduce`` pair onto ``reduction``;
+    the deprecation warning points at the user's line."""
     if size_average is None and reduce is None:
         return reduction
     warnings.warn("size_average and reduce args will be deprecated, please use reduction='"
                   + ("sum" if size_average is False and reduce is not False else "mean") + "' instead.",
-                  stacklevel=stacklevel)
+                  stacklevel=_callers_level())
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     return "none" if not reduce else ("mean" if size_average else "sum")
@@ -51,16 +66,13 @@ def check_reduction(reduction):
         raise ValueError(f"{reduction} is not a valid value for reduction; use one of {REDUCTIONS}")
 
 
-def reduction_arg(size_average, reduce, reduction, stacklevel=4):
-    """The checked reduction name; the legacy pair's deprecation warning points ``stacklevel``
-    frames up from ``legacy_reduction`` (4: at the caller of this function's caller)."""
-    reduction = legacy_reduction(size_average, reduce, reduction, stacklevel=stacklevel)
+def reduction_arg(size_average, reduce, reduction):
+    """The checked reduction name (the legacy pair's warning points at the user's line)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     check_reduction(reduction)
     return reduction
 
 
-# reduction_arg's stacklevel from an op's bind: past the bind and its generated front, at the op's caller
-BIND_STACKLEVEL = 5
 
 
 def check_tensors(op_name, **named):
@@ -151,7 +163,7 @@ def _binary_args(op_name, input, target, others, size_message):
 
 
 def _binary_cross_entropy_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+    reduction = reduction_arg(size_average, reduce, reduction)
     x, t, w = _binary_args("binary_cross_entropy", input, target, {"weight": weight},
                            "Using a target size ({t}) that is different to the input size ({i}) is "
                            "deprecated. Please ensure they have the same size.")
@@ -205,7 +217,7 @@ def _bce_with_logits_rule(ctx, g):
 
 def _bce_with_logits_args(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                           pos_weight=None):
-    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+    reduction = reduction_arg(size_average, reduce, reduction)
     return tuple(_binary_args("binary_cross_entropy_with_logits", input, target,
                               {"weight": weight, "pos_weight": pos_weight},
                               "Target size ({t}) must be the same as input size ({i})")), {"reduction": reduction}
@@ -239,12 +251,12 @@ def torch_binary_cross_entropy_with_logits(input, target, weight=None, pos_weigh
 
 def _regression_args(op_name, input, target, weight):
     """input, target and weight in one floating dtype and one shape (a broadcast, with torch's
-    warning, pointing past the op's bind and its generated front at the op's caller)."""
+    warning, pointing at the user's line)."""
     check_tensors(op_name, input=input, target=target, weight=weight)
     if input.shape != target.shape:
         warnings.warn(f"{op_name}: Using a target size ({target.shape}) that is different to the input "
                       f"size ({input.shape}). This will likely lead to incorrect results due to "
-                      "broadcasting. Please ensure they have the same size.", stacklevel=4)
+                      "broadcasting. Please ensure they have the same size.", stacklevel=_callers_level())
     if weight is not None and weight.shape != input.shape:
         raise ValueError(f"{op_name}: Weights and input must have the same size: weight "
                          f"{list(weight.shape)}, input {list(input.shape)}")
@@ -281,7 +293,7 @@ def _regression_rule(loss_of, slope_of):
 def _regression_loss_args(op_name):
     # mse_loss's and l1_loss's bind (torch's signature of both)
     def bind(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-        reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+        reduction = reduction_arg(size_average, reduce, reduction)
         return _regression_args(op_name, input, target, weight), {"reduction": reduction}
     return bind
 
@@ -326,7 +338,7 @@ def _smooth_l1_rule(ctx, g):
 
 
 def _smooth_l1_loss_args(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    reduction = reduction_arg(size_average, reduce, reduction, BIND_STACKLEVEL)
+    reduction = reduction_arg(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     x, t, _ = _regression_args("smooth_l1_loss", input, target, None)
@@ -382,12 +394,12 @@ def huber_loss(input, target, weight, *, reduction, delta):
 
 def _kl_div_args(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     if size_average is not None or reduce is not None:
-        reduction = legacy_reduction(size_average, reduce, reduction, stacklevel=4)  # past the generated front
+        reduction = legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      stacklevel=3)
+                      stacklevel=_callers_level())
     if reduction not in REDUCTIONS + ("batchmean",):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     check_tensors("kl_div", input=input, target=target)
@@ -422,7 +434,7 @@ _HALF_LOG_2PI = 0.9189385332046727
 def _poisson_nll_loss_args(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                            reduction="mean"):
     if size_average is not None or reduce is not None:
-        reduction = legacy_reduction(size_average, reduce, reduction, stacklevel=4)  # past the generated front
+        reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
     check_tensors("poisson_nll_loss", input=input, target=target)
