@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 import warnings
 
 from ..debug import checks_values
@@ -42,7 +43,8 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 def _callers_level() -> int:
     """``warnings.warn``'s stacklevel, from the function that calls this, of the first frame
     outside plugtorch: the user's line, however many fronts and wrappers lie between."""
-    frame, level = sys._getframe(1), 1
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE, "<plugtorch")):  # (generated fronts)
         frame, level = frame.f_back, level + 1
     return level
