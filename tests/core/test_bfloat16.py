@@ -1,6 +1,7 @@
 """plugtorch.bfloat16 against torch's: promotion, rounding, arithmetic, printing, checkpoints."""
 from __future__ import annotations
 
+import importlib.util
 import io
 import pickle
 
@@ -171,6 +172,8 @@ for make in (lambda: pt.ones(2).to("cupy_emulated").bfloat16(), lambda: pt.ones(
 """
 
 
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None,
+                    reason="CuPy is not installed: the emulated CuPy backend checks its code against CuPy's API")
 def test_the_cupy_backends_own_code_refuses_bfloat16():
     """The CuPy backend's code run on the CPU (cupy_emulated, in a subprocess so this registry
     stays as it is): a cast, a move and a creation in bfloat16 are each refused by name."""
