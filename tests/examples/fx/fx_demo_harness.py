@@ -10,6 +10,8 @@ import operator
 import sys
 import types
 
+from torchvision_resnet import resnet_models
+
 import plugtorch
 import plugtorch.fx
 import plugtorch.nn.functional
@@ -87,79 +89,4 @@ def assert_same_graph(ours, theirs) -> None:
         assert shape(na.kwargs, index_a) == shape(nb.kwargs, index_b), f"{na.format_node()} vs {nb.format_node()}"
 
 
-def resnet18_models(torch) -> types.ModuleType:
-    """A stand-in ``torchvision.models`` with ``resnet18()``: torchvision's ResNet-18, layer for layer
-    (torchvision is not installed, and has no plugtorch build)."""
-    nn = torch.nn
-
-    class BasicBlock(nn.Module):
-        expansion = 1
-
-        def __init__(self, inplanes, planes, stride=1, downsample=None):
-            super().__init__()
-            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(planes)
-            self.relu = nn.ReLU(inplace=True)
-            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(planes)
-            self.downsample = downsample
-            self.stride = stride
-
-        def forward(self, x):
-            identity = x
-            out = self.conv1(x)
-            out = self.bn1(out)
-            out = self.relu(out)
-            out = self.conv2(out)
-            out = self.bn2(out)
-            if self.downsample is not None:
-                identity = self.downsample(x)
-            out += identity
-            out = self.relu(out)
-            return out
-
-    class ResNet(nn.Module):
-        def __init__(self, layers, num_classes=1000):
-            super().__init__()
-            self.inplanes = 64
-            self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-            self.layer1 = self._make_layer(64, layers[0])
-            self.layer2 = self._make_layer(128, layers[1], stride=2)
-            self.layer3 = self._make_layer(256, layers[2], stride=2)
-            self.layer4 = self._make_layer(512, layers[3], stride=2)
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(512, num_classes)
-
-        def _make_layer(self, planes, blocks, stride=1):
-            downsample = None
-            if stride != 1 or self.inplanes != planes:
-                downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes, 1, stride, bias=False),
-                                           nn.BatchNorm2d(planes))
-            layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
-            self.inplanes = planes
-            layers += [BasicBlock(planes, planes) for _ in range(1, blocks)]
-            return nn.Sequential(*layers)
-
-        def forward(self, x):
-            x = self.conv1(x)
-            x = self.bn1(x)
-            x = self.relu(x)
-            x = self.maxpool(x)
-            x = self.layer1(x)
-            x = self.layer2(x)
-            x = self.layer3(x)
-            x = self.layer4(x)
-            x = self.avgpool(x)
-            x = torch.flatten(x, 1)
-            x = self.fc(x)
-            return x
-
-    models = types.ModuleType("torchvision.models")
-    models.resnet18 = lambda: ResNet([2, 2, 2, 2])
-    return models
-
-
-__all__ = ["run_demo", "code_as_torch", "assert_same_graph", "resnet18_models", "operator"]
+__all__ = ["run_demo", "code_as_torch", "assert_same_graph", "resnet_models", "operator"]

@@ -1,12 +1,12 @@
 """Re-creates pytorch/examples fx/module_tracer.py (commit 77f55b9): the demo's source, copied below,
 runs with `import torch` resolving to plugtorch and on torch. torchvision is not installed (and has no
 plugtorch build), so `torchvision.models.resnet18` is a stand-in built layer for layer as torchvision's
-(fx_demo_harness.resnet18_models); both runs print the same node -> module table."""
+(fx_demo_harness.resnet_models); both runs print the same node -> module table."""
 from __future__ import annotations
 
 import types
 
-from fx_demo_harness import resnet18_models, run_demo
+from fx_demo_harness import resnet_models, run_demo
 
 import plugtorch
 
@@ -164,7 +164,7 @@ Node output is from module None
 
 def _torchvision(torch):
     tv = types.ModuleType("torchvision")
-    tv.models = resnet18_models(torch)
+    tv.models = resnet_models(torch)
     return {"torchvision": tv, "torchvision.models": tv.models}
 
 
