@@ -10,13 +10,15 @@ on float32 NumPy arrays and plugtorch tensors sharing their memory (equally warm
 
 | op | plugtorch | raw mpi4py |
 |---|---|---|
+| ``all_reduce`` | ``all_reduce(t)`` (SUM) | ``Allreduce(IN_PLACE, t, SUM)`` |
 | ``all_gather`` | ``all_gather_into_tensor(out, inp)`` | ``Allgather(inp, out)`` |
 | ``reduce_scatter`` | ``reduce_scatter_tensor(out, inp)`` (SUM) | ``Reduce_scatter_block(inp, out, SUM)`` |
 | ``broadcast`` | ``broadcast(t, src=0)`` | ``Bcast(t, root=0)`` |
 | ``all_to_all`` | ``all_to_all_single(out, inp)`` | ``Alltoall(inp, out)`` |
 | ``send_recv`` | even ranks ``send(t, r + 1)``, odd ``recv(t, r - 1)`` | ``Send``/``Recv`` |
 
-The size is the largest buffer of the call, as nccl-tests count it: all_gather's output,
+The size is the largest buffer of the call, as nccl-tests count it: all_reduce's tensor (of
+zeros, so that repeated in-place sums stay finite), all_gather's output,
 reduce_scatter's input, each rank's whole all_to_all input, the broadcast or sent tensor.
 Bandwidth is size / time (algorithm bandwidth). The two are timed in interleaved rounds
 (alternating which goes first), each round the slowest rank's mean over a few calls; the
@@ -35,7 +37,7 @@ import time
 
 import numpy as np
 
-OPS = ("all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
 SIZES_MB = (1, 4, 16, 64)
 ROUNDS = 15
 
@@ -64,7 +66,11 @@ def worker(op: str, sizes: list[float], rounds: int) -> None:
         out_big = np.zeros(numel, np.float32)
         t_big, t_small, t_out = (plugtorch.from_numpy(a) for a in (big, small, out_big))
         peer = rank + 1 if rank % 2 == 0 else rank - 1
-        if op == "all_gather":
+        if op == "all_reduce":
+            big[:] = 0  # summed in place over and over: zeros stay finite and normal
+            raw = lambda: comm.Allreduce(MPI.IN_PLACE, big, MPI.SUM)
+            plug = lambda: dist.all_reduce(t_big)
+        elif op == "all_gather":
             raw = lambda: comm.Allgather(small, out_big)
             plug = lambda: dist.all_gather_into_tensor(t_out, t_small)
         elif op == "reduce_scatter":
