@@ -72,7 +72,9 @@ def test_bad_operands_are_named():
         recurrent.lstm_layer(xw, h0, c0, w.t(), b)
     with pytest.raises(RuntimeError, match="lstm_layer: input and parameter tensors are not the same dtype"):
         recurrent.lstm_layer(xw.float(), h0, c0, w, b)
-    with pytest.raises(RuntimeError, match=r"h0 and c0 must be \(N, hidden_size\)"):
+    with pytest.raises(RuntimeError, match=r"lstm_layer: h0 must be \(N, hidden_size\)"):
         recurrent.lstm_layer(xw, h0[:2], c0, w, b)
+    with pytest.raises(RuntimeError, match=r"lstm_layer: c0 must be \(N, hidden_size\)"):
+        recurrent.lstm_layer(xw, h0, c0[:2], w, b)
     with pytest.raises(TypeError, match="argument 'c0' must be Tensor"):
         recurrent.lstm_layer(xw, h0, None, w, b)

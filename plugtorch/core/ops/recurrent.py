@@ -47,21 +47,53 @@ def _same_dtype(op_name, tensors):
            f"{next(iter(dtypes)).name}")
 
 
+def _tensors(op_name, **named):
+    for what, t in named.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op_name}(): argument '{what}' must be Tensor, not {type(t).__name__}")
+
+
+def _layer_args(op_name, gates, input_gates, h0, weight_hh, bias_hh):
+    """The checks ``lstm_layer`` and ``gru_layer`` share: ``input_gates`` (T, N, gates * H), ``h0``
+    (N, H), ``weight_hh`` (gates * H, H), ``bias_hh`` None or (gates * H,); returns (N, H)."""
+    _check(op_name, input_gates.ndim == 3 and input_gates.shape[2] % gates == 0,
+           f"input_gates must be (T, N, {gates} * hidden_size), got {list(input_gates.shape)}")
+    _, n, g = input_gates.shape
+    h = g // gates
+    _check(op_name, tuple(h0.shape) == (n, h), f"h0 must be (N, hidden_size) = {[n, h]}, got {list(h0.shape)}")
+    _check(op_name, tuple(weight_hh.shape) == (g, h), f"weight_hh must be ({gates} * hidden_size, "
+           f"hidden_size) = {[g, h]}, got {list(weight_hh.shape)}")
+    _check(op_name, bias_hh is None or (isinstance(bias_hh, Tensor) and tuple(bias_hh.shape) == (g,)),
+           f"bias_hh must be None or ({g},), got {getattr(bias_hh, 'shape', bias_hh)}")
+    return n, h
+
+
+def _backward_args(op_name, rows, grad_state, first, weight_hh, state):
+    """The checks the two ``*_layer_backward`` ops share: ``state``/``grad_state`` of one
+    (rows, T, N, H) shape, ``first`` (h0 or c0) (N, H), ``weight_hh`` ((rows - 2) * H, H)."""
+    _check(op_name, state.ndim == 4 and state.shape[0] == rows and tuple(grad_state.shape) == tuple(state.shape),
+           f"state and grad_state must be one ({rows}, T, N, H) shape, got {list(state.shape)} and "
+           f"{list(grad_state.shape)}")
+    h, gates = state.shape[3], rows - 2
+    _check(op_name, tuple(first.shape) == tuple(state.shape[2:]) and tuple(weight_hh.shape) == (gates * h, h),
+           f"the initial state must be (N, H) and weight_hh ({gates}H, H) for state {list(state.shape)}, got "
+           f"{list(first.shape)} and {list(weight_hh.shape)}")
+    _same_dtype(op_name, (grad_state, first, weight_hh, state))
+
+
+def _stacked(rows, reverse, h0):
+    """The per-step values ``rows`` (one list per state row, in the order the steps ran) as one
+    (len(rows), T, N, H) state in time order."""
+    if not rows[0]:
+        return plugtorch.zeros((len(rows), 0, *h0.shape), dtype=h0.dtype, device=h0.device)
+    return plugtorch.stack([plugtorch.stack(row[::-1] if reverse else row, 0) for row in rows], 0)
+
+
 def _lstm_layer_args(input_gates, h0, c0, weight_hh, bias_hh=None, *, reverse=False):
     name = "lstm_layer"
-    for what, t in (("input_gates", input_gates), ("h0", h0), ("c0", c0), ("weight_hh", weight_hh)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name}(): argument '{what}' must be Tensor, not {type(t).__name__}")
-    _check(name, input_gates.ndim == 3 and input_gates.shape[2] % 4 == 0,
-           f"input_gates must be (T, N, 4 * hidden_size), got {list(input_gates.shape)}")
-    _, n, g = input_gates.shape
-    h = g // 4
-    _check(name, tuple(h0.shape) == (n, h) and tuple(c0.shape) == (n, h),
-           f"h0 and c0 must be (N, hidden_size) = {[n, h]}, got {list(h0.shape)} and {list(c0.shape)}")
-    _check(name, tuple(weight_hh.shape) == (g, h), f"weight_hh must be (4 * hidden_size, hidden_size) = "
-           f"{[g, h]}, got {list(weight_hh.shape)}")
-    _check(name, bias_hh is None or (isinstance(bias_hh, Tensor) and tuple(bias_hh.shape) == (g,)),
-           f"bias_hh must be None or ({g},), got {getattr(bias_hh, 'shape', bias_hh)}")
+    _tensors(name, input_gates=input_gates, h0=h0, c0=c0, weight_hh=weight_hh)
+    n, h = _layer_args(name, 4, input_gates, h0, weight_hh, bias_hh)
+    _check(name, tuple(c0.shape) == (n, h), f"c0 must be (N, hidden_size) = {[n, h]}, got {list(c0.shape)}")
     _same_dtype(name, (input_gates, h0, c0, weight_hh, bias_hh))
     return (input_gates, h0, c0, weight_hh, bias_hh), {"reverse": bool(reverse)}
 
@@ -118,27 +150,13 @@ def lstm_layer(input_gates, h0, c0, weight_hh, bias_hh, *, reverse):
         hx = o * ew.tanh(cx)
         for row, v in zip(rows, (hx, cx, i, f, g, o)):
             row.append(v)
-    if reverse:
-        for row in rows:
-            row.reverse()
-    if not steps:
-        return plugtorch.zeros((6, 0, *h0.shape), dtype=h0.dtype, device=h0.device)
-    return plugtorch.stack([plugtorch.stack(row, 0) for row in rows], 0)
+    return _stacked(rows, reverse, h0)
 
 
 def _lstm_layer_backward_args(grad_state, c0, weight_hh, state, *, reverse=False):
     name = "lstm_layer_backward"
-    for what, t in (("grad_state", grad_state), ("c0", c0), ("weight_hh", weight_hh), ("state", state)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name}(): argument '{what}' must be Tensor, not {type(t).__name__}")
-    _check(name, state.ndim == 4 and state.shape[0] == 6 and tuple(grad_state.shape) == tuple(state.shape),
-           f"state and grad_state must be one (6, T, N, H) shape, got {list(state.shape)} and "
-           f"{list(grad_state.shape)}")
-    _check(name, tuple(c0.shape) == tuple(state.shape[2:]) and tuple(weight_hh.shape) == (4 * state.shape[3],
-                                                                                          state.shape[3]),
-           f"c0 must be (N, H) and weight_hh (4H, H) for state {list(state.shape)}, got {list(c0.shape)} and "
-           f"{list(weight_hh.shape)}")
-    _same_dtype(name, (grad_state, c0, weight_hh, state))
+    _tensors(name, grad_state=grad_state, c0=c0, weight_hh=weight_hh, state=state)
+    _backward_args(name, 6, grad_state, c0, weight_hh, state)
     return (grad_state, c0, weight_hh, state), {"reverse": bool(reverse)}
 
 
@@ -178,18 +196,8 @@ def lstm_layer_backward(grad_state, c0, weight_hh, state, *, reverse):
 
 def _gru_layer_args(input_gates, h0, weight_hh, bias_hh=None, *, reverse=False):
     name = "gru_layer"
-    for what, t in (("input_gates", input_gates), ("h0", h0), ("weight_hh", weight_hh)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name}(): argument '{what}' must be Tensor, not {type(t).__name__}")
-    _check(name, input_gates.ndim == 3 and input_gates.shape[2] % 3 == 0,
-           f"input_gates must be (T, N, 3 * hidden_size), got {list(input_gates.shape)}")
-    _, n, g = input_gates.shape
-    h = g // 3
-    _check(name, tuple(h0.shape) == (n, h), f"h0 must be (N, hidden_size) = {[n, h]}, got {list(h0.shape)}")
-    _check(name, tuple(weight_hh.shape) == (g, h), f"weight_hh must be (3 * hidden_size, hidden_size) = "
-           f"{[g, h]}, got {list(weight_hh.shape)}")
-    _check(name, bias_hh is None or (isinstance(bias_hh, Tensor) and tuple(bias_hh.shape) == (g,)),
-           f"bias_hh must be None or ({g},), got {getattr(bias_hh, 'shape', bias_hh)}")
+    _tensors(name, input_gates=input_gates, h0=h0, weight_hh=weight_hh)
+    _layer_args(name, 3, input_gates, h0, weight_hh, bias_hh)
     _same_dtype(name, (input_gates, h0, weight_hh, bias_hh))
     return (input_gates, h0, weight_hh, bias_hh), {"reverse": bool(reverse)}
 
@@ -243,27 +251,13 @@ def gru_layer(input_gates, h0, weight_hh, bias_hh, *, reverse):
         hx = (hx - n) * z + n
         for row, v in zip(rows, (hx, r, z, n, hn)):
             row.append(v)
-    if reverse:
-        for row in rows:
-            row.reverse()
-    if not steps:
-        return plugtorch.zeros((5, 0, *h0.shape), dtype=h0.dtype, device=h0.device)
-    return plugtorch.stack([plugtorch.stack(row, 0) for row in rows], 0)
+    return _stacked(rows, reverse, h0)
 
 
 def _gru_layer_backward_args(grad_state, h0, weight_hh, state, *, reverse=False):
     name = "gru_layer_backward"
-    for what, t in (("grad_state", grad_state), ("h0", h0), ("weight_hh", weight_hh), ("state", state)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name}(): argument '{what}' must be Tensor, not {type(t).__name__}")
-    _check(name, state.ndim == 4 and state.shape[0] == 5 and tuple(grad_state.shape) == tuple(state.shape),
-           f"state and grad_state must be one (5, T, N, H) shape, got {list(state.shape)} and "
-           f"{list(grad_state.shape)}")
-    h = state.shape[3]
-    _check(name, tuple(h0.shape) == tuple(state.shape[2:]) and tuple(weight_hh.shape) == (3 * h, h),
-           f"h0 must be (N, H) and weight_hh (3H, H) for state {list(state.shape)}, got {list(h0.shape)} and "
-           f"{list(weight_hh.shape)}")
-    _same_dtype(name, (grad_state, h0, weight_hh, state))
+    _tensors(name, grad_state=grad_state, h0=h0, weight_hh=weight_hh, state=state)
+    _backward_args(name, 5, grad_state, h0, weight_hh, state)
     return (grad_state, h0, weight_hh, state), {"reverse": bool(reverse)}
 
 
