@@ -266,8 +266,9 @@ def _tensor_methods() -> str:
             '    """What Tensor gains at import: the ops\' methods, in-place forms and operators."""', ""]
     for name in sorted(set(vars(Tensor)) - CLASS_BODY):
         attr = vars(Tensor)[name]
-        if isinstance(attr, property):
-            body.append(f"    @property\n    def {name}(self) -> Tensor: ...\n")
+        if isinstance(attr, property):  # a Tensor unless its getter says otherwise (``layout``)
+            kind = getattr(attr.fget, "__annotations__", {}).get("return", "Tensor")
+            body.append(f"    @property\n    def {name}(self) -> {'Tensor' if kind == 'Tensor' else 'Any'}: ...\n")
             continue
         if not callable(attr):
             continue

@@ -461,7 +461,10 @@ def _attach() -> None:
                      "_indices": _dense_only("_indices"), "_values": _dense_only("_values", "sparse tensor"),
                      "_nnz": _dense_only("_nnz")}.items():
         setattr(Tensor, name, fn)
-    setattr(Tensor, "layout", property(lambda self: strided))  # noqa: B010  (a property over the bound name)
+
+    def dense_layout(self) -> layout:
+        return strided
+    setattr(Tensor, "layout", property(dense_layout))  # noqa: B010  (a property over the bound name)
 
 
 _attach()
