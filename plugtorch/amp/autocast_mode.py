@@ -19,6 +19,7 @@ as torch caches it; leaving the outermost region clears the cache.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from typing import Any
 
@@ -90,16 +91,24 @@ class _DeviceState:
         self.dtype = dtype
 
 
-_STATE = {"cpu": _DeviceState(bfloat16), "cuda": _DeviceState(float16)}
-_cache_enabled = True
-_depth = 0  # autocast regions entered (enabled or not): the cache lives while one is
-_cache: dict[tuple[int, _dtype], tuple[Tensor, Tensor]] = {}
+class _ThreadState(threading.local):
+    """Autocast's state, one per thread as torch's: a region entered in one thread leaves another
+    thread's ops (a DataLoader's, DDP's communication) and ``is_autocast_enabled`` alone."""
+
+    def __init__(self) -> None:
+        self.devices = {"cpu": _DeviceState(bfloat16), "cuda": _DeviceState(float16)}
+        self.cache_enabled = True
+        self.depth = 0  # autocast regions entered (enabled or not): the cache lives while one is
+        self.cache: dict[tuple[int, _dtype], tuple[Tensor, Tensor]] = {}
+
+
+_LOCAL = _ThreadState()
 
 
 def _device_state(device_type: str, caller: str) -> _DeviceState:
     if not isinstance(device_type, str):
         raise TypeError(f"{caller}: expected device_type of type str, got {type(device_type).__name__}")
-    state = _STATE.get(device_type)
+    state = _LOCAL.devices.get(device_type)
     if state is None:
         raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}' ({caller}: "
                            "plugtorch's autocast runs on 'cpu', the NumPy backend, and 'cuda', a CUDA backend "
@@ -109,7 +118,7 @@ def _device_state(device_type: str, caller: str) -> _DeviceState:
 
 def is_autocast_available(device_type: str) -> bool:
     """Whether autocast can run on ``device_type`` ("cpu" and "cuda")."""
-    return device_type in _STATE
+    return device_type in _POLICY
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
@@ -128,16 +137,15 @@ def set_autocast_dtype(device_type: str, dtype: _dtype) -> None:
 
 
 def is_autocast_cache_enabled() -> bool:
-    return _cache_enabled
+    return _LOCAL.cache_enabled
 
 
 def set_autocast_cache_enabled(enabled: bool) -> None:
-    global _cache_enabled
-    _cache_enabled = bool(enabled)
+    _LOCAL.cache_enabled = bool(enabled)
 
 
 def clear_autocast_cache() -> None:
-    _cache.clear()
+    _LOCAL.cache.clear()
 
 
 def _eligible(t: Any) -> bool:
@@ -148,13 +156,14 @@ def _cast(t: Tensor, dtype: _dtype) -> Tensor:
     if t.dtype is dtype:
         return t
     from ..core.ops.conversion import cast
-    if _cache_enabled and t.is_leaf and t.requires_grad and _grad_state.enabled:
+    local = _LOCAL
+    if local.cache_enabled and t.is_leaf and t.requires_grad and _grad_state.enabled:
         key = (id(t), dtype)
-        hit = _cache.get(key)
+        hit = local.cache.get(key)
         if hit is not None and hit[0] is t:
             return hit[1]
         out = cast(t, dtype)
-        _cache[key] = (t, out)  # the source is kept, so its id is not reused while cached
+        local.cache[key] = (t, out)  # the source is kept, so its id is not reused while cached
         return out
     return cast(t, dtype)
 
@@ -176,7 +185,7 @@ class autocast(DispatchMode):
         self.device = device_type
         self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
         self._enabled = bool(enabled)
-        self._cache_enabled = _cache_enabled if cache_enabled is None else bool(cache_enabled)
+        self._cache_enabled = _LOCAL.cache_enabled if cache_enabled is None else bool(cache_enabled)
         if self._enabled and device_type == "cuda":
             from .. import cuda
             if not cuda.is_available():
@@ -193,27 +202,27 @@ class autocast(DispatchMode):
         self._saved: list[tuple[bool, _dtype, bool, bool]] = []
 
     def __enter__(self):
-        global _depth, _cache_enabled
-        state = _STATE[self.device]
-        self._saved.append((state.enabled, state.dtype, _cache_enabled, self._enabled))
+        local = _LOCAL
+        state = local.devices[self.device]
+        self._saved.append((state.enabled, state.dtype, local.cache_enabled, self._enabled))
         state.enabled, state.dtype = self._enabled, self.fast_dtype
-        _cache_enabled = self._cache_enabled
-        _depth += 1
+        local.cache_enabled = self._cache_enabled
+        local.depth += 1
         if self._enabled:
             super().__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        global _depth, _cache_enabled
+        local = _LOCAL
         enabled, dtype, cache, pushed = self._saved.pop()
         if pushed:
             super().__exit__(*exc)
-        state = _STATE[self.device]
+        state = local.devices[self.device]
         state.enabled, state.dtype = enabled, dtype
-        _cache_enabled = cache
-        _depth -= 1
-        if _depth == 0:
-            _cache.clear()
+        local.cache_enabled = cache
+        local.depth -= 1
+        if local.depth == 0:
+            local.cache.clear()
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -233,7 +242,7 @@ class autocast(DispatchMode):
     def cast_operands(self, name: str, operands: tuple) -> tuple | None:
         """``operands`` cast by op ``name``'s policy, or None where the region leaves them alone
         (off, an op without a policy, tensors on another device type, nothing to promote)."""
-        state = _STATE[self.device]
+        state = _LOCAL.devices[self.device]
         policy = _POLICY[self.device].get(name) if state.enabled else None
         if policy is None or not self._on_device(operands):
             return None

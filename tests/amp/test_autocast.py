@@ -222,3 +222,28 @@ def test_custom_fwd_casts_inputs_and_custom_bwd_restores_the_state(torch):
     assert seen["bwd"] is False and w.grad.dtype is plugtorch.float32
     with pytest.raises(TypeError):
         plugtorch.amp.custom_fwd(lambda ctx: None)  # device_type is required, as in torch
+
+
+def test_the_region_is_the_entering_threads_as_torchs(torch):
+    """Autocast's state is per thread in torch: a thread started inside a region computes in
+    float32 and reads the defaults, and its own region leaves the starting thread alone."""
+    import threading
+    seen = {}
+
+    for lib in (torch, plugtorch):
+        def probe(lib=lib):
+            a = lib.ones(4, 4)
+            seen[lib.__name__] = [lib.is_autocast_enabled("cpu"), str((a @ a).dtype).split(".")[-1],
+                                  lib.is_autocast_cache_enabled(), str(lib.get_autocast_dtype("cpu")).split(".")[-1]]
+            with lib.autocast("cpu", dtype=lib.float16):
+                seen[lib.__name__].append(str((a @ a).dtype).split(".")[-1])
+
+        with lib.autocast("cpu", cache_enabled=False):
+            worker = threading.Thread(target=probe)
+            worker.start()
+            worker.join()
+            b = lib.ones(2, 2)
+            seen[lib.__name__] += [lib.is_autocast_enabled("cpu"), str((b @ b).dtype).split(".")[-1],
+                                   lib.is_autocast_cache_enabled()]
+    assert seen["plugtorch"] == seen["torch"] == [False, "float32", True, "bfloat16", "float16", True, "bfloat16",
+                                                  False]
