@@ -34,6 +34,7 @@ from ._args import check_tensor as _check_tensor
 from ._args import finish as _finish
 from ._args import reduce_op as _reduce_op
 from ._args import scaled as _scaled
+from ._device_backends import get_default_backend_for_device
 from .collectives import _make_nccl_premul_sum as _make_nccl_premul_sum
 from .collectives import (
     all_gather_into_tensor,
@@ -71,7 +72,7 @@ __all__ = [
     "all_gather_into_tensor", "reduce", "reduce_scatter", "reduce_scatter_tensor", "all_to_all",
     "all_to_all_single", "gather", "scatter", "send", "recv", "isend", "irecv", "batch_isend_irecv",
     "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list", "abort",
-    "DeviceMesh", "init_device_mesh",
+    "DeviceMesh", "init_device_mesh", "get_default_backend_for_device",
 ]
 
 SERVICE = "distributed.process_group"
