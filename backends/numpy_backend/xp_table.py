@@ -75,6 +75,7 @@ BINARY_UFUNCS = {
     "ge": "greater_equal", "logical_and": "logical_and", "logical_or": "logical_or", "atan2": "arctan2",
     "fmod": "fmod", "copysign": "copysign", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
     "bitwise_xor": "bitwise_xor", "left_shift": "left_shift", "right_shift": "right_shift",
+    "gcd": "gcd",
 }
 # NumPy warns on these for domain errors and division by zero, which torch returns quietly as nan/inf
 _QUIET = frozenset({"sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "asin", "acos", "acosh", "atanh",

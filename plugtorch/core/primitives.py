@@ -78,6 +78,8 @@ PRIMITIVES: dict[str, str] = {
     "left_shift": "left_shift(x, s): integer x; shifts of the bit width or more (or negative) give 0",
     "right_shift": ("right_shift(x, s): integer x, arithmetic for signed x; shifts of the bit width "
                     "or more (or negative) give 0, or -1 for negative x"),
+    # Euclid's loop in the other primitives would read back to the host at every step
+    "gcd": "gcd(x, y): the non-negative greatest common divisor of integer x and y (gcd(0, 0) = 0)",
     "where": "where(cond, x, y): cond is bool; x and y arrays of one dtype (or Python scalars)",
     # reductions; axes is a tuple of non-negative ints or None for all
     "sum": "sum(x, axes, keepdims, dtype): dtype is the result dtype",

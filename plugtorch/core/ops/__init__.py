@@ -5,6 +5,7 @@ order); the core plugin then registers them like any plugin's.
 """
 from . import (  # noqa: F401
                activation,
+               arithmetic,
                arrangements,
                attention,
                classification,
@@ -39,6 +40,7 @@ from . import (  # noqa: F401
                products,
                recurrent,
                reduce,
+               runs,
                sampling,
                scatter,
                searching,
@@ -68,5 +70,6 @@ SECTIONS = {
     "cumulative": "Reductions", "counting": "Reductions", "joins": "Shape and movement",
     "arrangements": "Shape and movement",
     "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
-    "special": "Special functions", "thresholds": "Activations",
+    "special": "Special functions", "thresholds": "Activations", "arithmetic": "Elementwise",
+    "runs": "Sorting",
 }

@@ -1,0 +1,201 @@
+"""torch functions real scripts call (gcd, lcm, nextafter, frexp, mode, nanmedian,
+unique_consecutive, histogram, histogramdd, gradient, renorm, poisson, as_strided,
+empty_strided), each against torch: values, dtypes, shapes, gradients and errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plugtorch
+from plugtorch.autograd import gradcheck
+
+NAN = float("nan")
+
+
+def _same(ours, theirs, atol=1e-6):
+    if isinstance(theirs, (tuple, list)):
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            _same(o, t, atol)
+        return
+    assert list(ours.shape) == list(theirs.shape)
+    assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+    a = np.asarray(ours.float().tolist() if ours.dtype.name == "bfloat16" else ours.tolist(), float)
+    b = np.asarray(theirs.float().tolist() if str(theirs.dtype) == "torch.bfloat16" else theirs.tolist(), float)
+    assert np.allclose(a, b, atol=atol, rtol=0, equal_nan=True), (a, b)
+
+
+def _pair(torch, values, dtype):
+    return (plugtorch.tensor(values, dtype=getattr(plugtorch, dtype)),
+            torch.tensor(values, dtype=getattr(torch, dtype)))
+
+
+def _raises_like(torch, fn_pt, fn_th):
+    with pytest.raises(Exception) as theirs:
+        fn_th(torch)
+    with pytest.raises(type(theirs.value)) as ours:
+        fn_pt(plugtorch)
+    first = str(theirs.value).split(":")[0].strip('"')
+    assert first in str(ours.value), (str(ours.value), str(theirs.value))
+
+
+# -- gcd, lcm -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8"])
+def test_gcd_and_lcm_match_torch(torch, dtype):
+    rng = np.random.default_rng(0)
+    lo = 0 if dtype == "uint8" else -40
+    a, b = rng.integers(lo, 40, (3, 5)).tolist(), rng.integers(lo, 40, (5,)).tolist()
+    a[0][:3], b[:3] = [0, 0, 7], [0, 5, 0]
+    (pa, ta), (pb, tb) = _pair(torch, a, dtype), _pair(torch, b, dtype)
+    _same(plugtorch.gcd(pa, pb), torch.gcd(ta, tb))
+    _same(pa.lcm(pb), ta.lcm(tb))
+    pa.gcd_(pb)
+    ta.gcd_(tb)
+    _same(pa, ta)
+
+
+def test_gcd_promotes_integers_and_refuses_floats_bools_and_numbers(torch):
+    _same(plugtorch.gcd(plugtorch.tensor([12], dtype=plugtorch.int32), plugtorch.tensor([18])),
+          torch.gcd(torch.tensor([12], dtype=torch.int32), torch.tensor([18])))
+    for name in ("gcd", "lcm"):
+        for a, b in (([1.0], [2.0]), ([True], [True]), ([4], 6)):
+            def call(m, name=name, a=a, b=b):
+                return getattr(m, name)(m.tensor(a), m.tensor(b) if isinstance(b, list) else b)
+            _raises_like(torch, call, call)
+
+
+def test_lcm_in_place(torch):
+    pa, ta = _pair(torch, [4, -6, 0, 9], "int64")
+    pb, tb = _pair(torch, [6, 4, 5, 0], "int64")
+    pa.lcm_(pb)
+    ta.lcm_(tb)
+    _same(pa, ta)
+
+
+# -- nextafter, frexp ---------------------------------------------------------------------------
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 3.5, 1e-30, -2.5e-41, float("inf"), -float("inf"), NAN, 65504.0, 6e-8]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_nextafter_matches_torch_bit_for_bit(torch, dtype):
+    x = [v for v in _SPECIAL for _ in _SPECIAL]
+    y = [w for _ in _SPECIAL for w in _SPECIAL]
+    (px, tx), (py, ty) = _pair(torch, x, dtype), _pair(torch, y, dtype)
+    ours, theirs = plugtorch.nextafter(px, py), torch.nextafter(tx, ty)
+    assert ours.dtype.name == dtype
+    width = {"float64": "int64", "float32": "int32"}.get(dtype, "int16")
+    assert ours.view(getattr(plugtorch, width)).tolist() == theirs.view(getattr(torch, width)).tolist()
+
+
+def test_nextafter_promotes_refuses_integers_and_has_no_derivative(torch):
+    _same(plugtorch.nextafter(plugtorch.tensor([1.0]), plugtorch.tensor([2.0], dtype=plugtorch.float64)),
+          torch.nextafter(torch.tensor([1.0]), torch.tensor([2.0], dtype=torch.float64)), atol=0)
+    _raises_like(torch, lambda m: m.nextafter(m.tensor([1]), m.tensor([2])),
+                 lambda m: m.nextafter(m.tensor([1]), m.tensor([2])))
+    _raises_like(torch, lambda m: m.nextafter(m.tensor([1.0]), 2.0), lambda m: m.nextafter(m.tensor([1.0]), 2.0))
+    x = plugtorch.tensor([1.0], requires_grad=True)
+    out = plugtorch.nextafter(x, plugtorch.tensor([2.0]))
+    assert out.requires_grad
+    with pytest.raises(RuntimeError, match="not implemented"):
+        out.sum().backward()
+    px, tx = _pair(torch, [1.0, 2.0], "float32")
+    px.nextafter_(plugtorch.tensor([0.0, 3.0]))
+    tx.nextafter_(torch.tensor([0.0, 3.0]))
+    _same(px, tx, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_frexp_matches_torch(torch, dtype):
+    values = _SPECIAL + [5e-324, 1e-310, 2.0 ** -1022, 1e-40, 2.0 ** -126, 6e-5, 0.75, -1e300, 1e38]
+    px, tx = _pair(torch, values, dtype)
+    ours, theirs = plugtorch.frexp(px), torch.frexp(tx)
+    assert type(ours).__name__ == "frexp" and ours._fields == ("mantissa", "exponent")
+    _same(ours.mantissa, theirs.mantissa, atol=0)
+    _same(ours.exponent, theirs.exponent, atol=0)
+
+
+def test_frexp_gradient_and_errors(torch):
+    x = plugtorch.tensor([0.3, -5.0, 1e-3, 40.0], dtype=plugtorch.float64, requires_grad=True)
+    assert gradcheck(lambda t: plugtorch.frexp(t).mantissa, (x,))
+    tx = torch.tensor([0.3, -5.0, 1e-3, 40.0], dtype=torch.float64, requires_grad=True)
+    plugtorch.frexp(x).mantissa.sum().backward()
+    torch.frexp(tx).mantissa.sum().backward()
+    _same(x.grad, tx.grad)
+    _raises_like(torch, lambda m: m.frexp(m.tensor([1])), lambda m: m.frexp(m.tensor([1])))
+
+
+# -- mode, nanmedian, unique_consecutive --------------------------------------------------------
+
+@pytest.mark.parametrize("dim,keepdim", [(-1, False), (0, True), (1, False)])
+def test_mode_matches_torch_values_and_indices(torch, dim, keepdim):
+    values = np.random.default_rng(2).integers(0, 4, (5, 7, 3)).tolist()
+    for dtype in ("int64", "float32"):
+        px, tx = _pair(torch, values, dtype)
+        ours, theirs = plugtorch.mode(px, dim, keepdim), torch.mode(tx, dim, keepdim)
+        assert type(ours).__name__ == "mode"
+        _same(ours, theirs)
+
+
+def test_mode_gradient_edges_and_errors(torch):
+    x = plugtorch.tensor([[1.0, 2.0, 2.0, 3.0], [3.0, 3.0, 1.0, 1.0]], dtype=plugtorch.float64, requires_grad=True)
+    tx = torch.tensor(x.tolist(), dtype=torch.float64, requires_grad=True)
+    plugtorch.mode(x).values.sum().backward()
+    torch.mode(tx).values.sum().backward()
+    _same(x.grad, tx.grad)
+    _same(plugtorch.tensor(3.0).mode(), torch.tensor(3.0).mode())
+    _same(plugtorch.tensor([1.0, NAN, NAN]).mode(), torch.tensor([1.0, NAN, NAN]).mode())
+    _raises_like(torch, lambda m: m.mode(m.zeros(2, 0), 1), lambda m: m.mode(m.zeros(2, 0), 1))
+
+
+def test_nanmedian_matches_torch(torch):
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((4, 6))
+    values[rng.random((4, 6)) < 0.3] = np.nan
+    px, tx = _pair(torch, values.tolist(), "float64")
+    _same(plugtorch.nanmedian(px), torch.nanmedian(tx))
+    for dim, keepdim in ((1, False), (0, True), (-1, True)):
+        ours, theirs = px.nanmedian(dim, keepdim), tx.nanmedian(dim, keepdim)
+        assert type(ours).__name__ == "nanmedian"
+        _same(ours, theirs)
+    pi, ti = _pair(torch, [[3, 1, 2, 5], [4, 4, 0, 1]], "int64")
+    _same(plugtorch.nanmedian(pi, 1), torch.nanmedian(ti, 1))
+    _same(plugtorch.nanmedian(plugtorch.zeros(0)), torch.nanmedian(torch.zeros(0)))
+    _same(plugtorch.nanmedian(plugtorch.tensor([NAN, NAN])), torch.nanmedian(torch.tensor([NAN, NAN])))
+
+
+def test_nanmedian_gradient_goes_to_the_entry_picked(torch):
+    values = [[1.0, NAN, 3.0, 2.0], [4.0, 0.5, NAN, NAN]]
+    px = plugtorch.tensor(values, dtype=plugtorch.float64, requires_grad=True)
+    tx = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    plugtorch.nanmedian(px, 1).values.sum().backward()
+    torch.nanmedian(tx, 1).values.sum().backward()
+    _same(px.grad, tx.grad)
+    x = plugtorch.tensor([[0.3, -1.2, 2.0], [0.7, 0.1, -0.4]], dtype=plugtorch.float64, requires_grad=True)
+    assert gradcheck(lambda t: plugtorch.nanmedian(t, 1).values, (x,))
+    assert gradcheck(lambda t: plugtorch.nanmedian(t), (x,))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"return_inverse": True}, {"return_counts": True},
+                                    {"return_inverse": True, "return_counts": True}])
+def test_unique_consecutive_matches_torch(torch, kwargs):
+    flat = [1, 1, 2, 2, 3, 1, 1, 2, 2, 2]
+    px, tx = _pair(torch, flat, "int64")
+    _same(plugtorch.unique_consecutive(px, **kwargs), torch.unique_consecutive(tx, **kwargs))
+    px, tx = _pair(torch, [[1, 1], [1, 1], [2, 3], [2, 3], [1, 1]], "float32")
+    for dim in (0, 1, -1, None):
+        _same(px.unique_consecutive(dim=dim, **kwargs), tx.unique_consecutive(dim=dim, **kwargs))
+    for values in (5.0, [], [1.0, NAN, NAN]):
+        px, tx = _pair(torch, values, "float32")
+        _same(plugtorch.unique_consecutive(px, **kwargs), torch.unique_consecutive(tx, **kwargs))
+
+
+def test_unique_consecutive_is_in_the_graph_but_not_differentiable(torch):
+    x = plugtorch.tensor([1.0, 1.0, 2.0], requires_grad=True)
+    out = plugtorch.unique_consecutive(x)
+    assert out.requires_grad
+    with pytest.raises(RuntimeError, match="not implemented"):
+        out.sum().backward()
+    _raises_like(torch, lambda m: m.unique_consecutive(m.ones(2, 2), dim=2),
+                 lambda m: m.unique_consecutive(m.ones(2, 2), dim=2))
