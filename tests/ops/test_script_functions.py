@@ -199,3 +199,58 @@ def test_unique_consecutive_is_in_the_graph_but_not_differentiable(torch):
         out.sum().backward()
     _raises_like(torch, lambda m: m.unique_consecutive(m.ones(2, 2), dim=2),
                  lambda m: m.unique_consecutive(m.ones(2, 2), dim=2))
+
+
+# -- renorm, gradient ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("p,dim,maxnorm", [(2, 0, 1.0), (1, 1, 2.5), (3.5, -1, 0.5), (2, 2, 100.0)])
+def test_renorm_matches_torch_with_its_gradient(torch, p, dim, maxnorm):
+    values = np.random.default_rng(4).standard_normal((3, 4, 2)).tolist()
+    px, tx = _pair(torch, values, "float64")
+    px.requires_grad_()
+    tx.requires_grad_()
+    ours, theirs = plugtorch.renorm(px, p, dim, maxnorm), torch.renorm(tx, p, dim, maxnorm)
+    _same(ours, theirs)
+    w = np.random.default_rng(5).standard_normal((3, 4, 2)).tolist()
+    (ours * plugtorch.tensor(w, dtype=plugtorch.float64)).sum().backward()
+    (theirs * torch.tensor(w, dtype=torch.float64)).sum().backward()
+    _same(px.grad, tx.grad)
+    assert gradcheck(lambda t: t.renorm(p, dim, maxnorm), (px.detach().requires_grad_(),))
+    px, tx = px.detach().clone(), tx.detach().clone()
+    px.renorm_(p, dim, maxnorm)
+    tx.renorm_(p, dim, maxnorm)
+    _same(px, tx)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.renorm(m.ones(3, 3), -1, 0, 1.0), lambda m: m.renorm(m.ones(3, 3), 2, 0, -1.0),
+    lambda m: m.renorm(m.ones(3, 3, dtype=m.long), 2, 0, 1.0), lambda m: m.renorm(m.ones(3), 2, 0, 1.0),
+    lambda m: m.renorm(m.ones(3, 3), 2, 2, 1.0)])
+def test_renorm_refuses_as_torch(torch, call):
+    _raises_like(torch, call, call)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"spacing": 2.0}, {"dim": 1}, {"dim": (0, 1), "spacing": [0.5, 3.0]}, {"edge_order": 2},
+    {"dim": -1, "edge_order": 2, "spacing": 0.25}, {"spacing": "coords"}, {"spacing": "coords", "edge_order": 2}])
+def test_gradient_matches_torch_with_its_gradient(torch, kwargs):
+    values = np.random.default_rng(6).standard_normal((4, 5)).tolist()
+    px, tx = _pair(torch, values, "float64")
+    kp, kt = dict(kwargs), dict(kwargs)
+    if kwargs.get("spacing") == "coords":
+        coords = [[0.0, 0.5, 2.0, 2.25], [-1.0, 0.0, 0.3, 1.3, 4.0]]
+        kp["spacing"] = [plugtorch.tensor(c, dtype=plugtorch.float64) for c in coords]
+        kt["spacing"] = [torch.tensor(c, dtype=torch.float64) for c in coords]
+    ours, theirs = plugtorch.gradient(px, **kp), torch.gradient(tx, **kt)
+    assert isinstance(ours, tuple)
+    _same(ours, theirs)
+    assert gradcheck(lambda t: plugtorch.gradient(t, **kp), (px.requires_grad_(),))
+
+
+def test_gradient_of_integers_and_its_errors(torch):
+    _same(plugtorch.gradient(plugtorch.tensor([1, 2, 4])), torch.gradient(torch.tensor([1, 2, 4])))
+    for call in (lambda m: m.gradient(m.tensor([1.0])), lambda m: m.gradient(m.tensor([1.0, 2.0]), edge_order=2),
+                 lambda m: m.gradient(m.tensor([1.0, 2.0, 4.0]), edge_order=3),
+                 lambda m: m.gradient(m.ones(3, 3), spacing=[1.0, 2.0, 3.0]),
+                 lambda m: m.gradient(m.ones(3, 3), spacing=[1.0], dim=(0, 1))):
+        _raises_like(torch, call, call)

@@ -32,6 +32,7 @@ from . import (  # noqa: F401
                movement,
                normalization,
                numeric,
+               numerical,
                optimizer_updates,
                padding,
                pointwise,
@@ -71,5 +72,5 @@ SECTIONS = {
     "arrangements": "Shape and movement",
     "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
     "special": "Special functions", "thresholds": "Activations", "arithmetic": "Elementwise",
-    "runs": "Sorting",
+    "runs": "Sorting", "numerical": "Normalization",
 }
