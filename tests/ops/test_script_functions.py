@@ -254,3 +254,70 @@ def test_gradient_of_integers_and_its_errors(torch):
                  lambda m: m.gradient(m.ones(3, 3), spacing=[1.0, 2.0, 3.0]),
                  lambda m: m.gradient(m.ones(3, 3), spacing=[1.0], dim=(0, 1))):
         _raises_like(torch, call, call)
+
+
+# -- histogram, histogramdd ---------------------------------------------------------------------
+
+def _points(n, d, seed=7):
+    values = np.random.default_rng(seed).standard_normal((n, d))
+    values[:4] = [[0.0] * d, [1.0] * d, [-1.0] * d, [0.5] * d]  # on edges of the ranges below
+    return values
+
+
+@pytest.mark.parametrize("kwargs", [{"bins": 4, "range": (-1.0, 1.0)}, {"bins": 7}, {"bins": 5, "density": True},
+                                    {"bins": "edges"}, {"bins": "edges", "density": True, "weight": True},
+                                    {"bins": 3, "range": (2.0, 2.0), "weight": True}])
+def test_histogram_matches_torch(torch, kwargs):
+    values = _points(200, 1)[:, 0]
+    for dtype in ("float32", "float64"):
+        px, tx = _pair(torch, values.tolist(), dtype)
+        kp, kt = dict(kwargs), dict(kwargs)
+        if kwargs["bins"] == "edges":
+            kp["bins"], kt["bins"] = _pair(torch, [-2.0, -1.0, -0.25, 0.0, 0.5, 1.0, 3.0], dtype)
+        if kwargs.get("weight"):
+            kp["weight"], kt["weight"] = _pair(torch, np.random.default_rng(8).random(200).tolist(), dtype)
+        ours, theirs = plugtorch.histogram(px, **kp), torch.histogram(tx, **kt)
+        assert type(ours).__name__ == "histogram" and ours._fields == ("hist", "bin_edges")
+        _same(ours, theirs, atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs", [{"bins": 3}, {"bins": [2, 5, 3], "range": [-1.0, 1.0, 0.0, 2.0, -3.0, 3.0]},
+                                    {"bins": 4, "density": True, "weight": True}, {"bins": "edges"}])
+def test_histogramdd_matches_torch(torch, kwargs):
+    values = _points(120, 3).reshape(2, 60, 3)
+    px, tx = _pair(torch, values.tolist(), "float64")
+    kp, kt = dict(kwargs), dict(kwargs)
+    if kwargs["bins"] == "edges":
+        edges = [[-3.0, 0.0, 1.0], [-1.0, -0.5, 0.5, 1.0], [-2.0, 2.0]]
+        kp["bins"] = [plugtorch.tensor(e, dtype=plugtorch.float64) for e in edges]
+        kt["bins"] = [torch.tensor(e, dtype=torch.float64) for e in edges]
+    if kwargs.get("weight"):
+        kp["weight"], kt["weight"] = _pair(torch, np.random.default_rng(9).random((2, 60)).tolist(), "float64")
+    ours, theirs = plugtorch.histogramdd(px, **kp), torch.histogramdd(tx, **kt)
+    assert type(ours).__name__ == "histogramdd" and isinstance(ours.bin_edges, tuple)
+    _same(ours.hist, theirs.hist)
+    _same(ours.bin_edges, theirs.bin_edges)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.histogram(m.tensor([1, 2, 1]), bins=4), lambda m: m.histogram(m.tensor([1.0, 2.0]), bins=0),
+    lambda m: m.histogram(m.tensor([1.0, 2.0]), bins=4, range=(3.0, 0.0)),
+    lambda m: m.histogram(m.tensor([1.0, NAN]), bins=2),
+    lambda m: m.histogram(m.tensor([1.0, 2.0]), bins=2, weight=m.tensor([1.0, 2.0, 3.0])),
+    lambda m: m.histogram(m.tensor([1.0, 2.0]), bins=2, weight=m.tensor([1, 2])),
+    lambda m: m.histogram(m.tensor([1.0, 2.0]), bins=m.tensor([[0.0, 1.0]])),
+    lambda m: m.histogram(m.tensor([1.0, 2.0]), bins=m.tensor([0.0, 1.0], dtype=m.float64)),
+    lambda m: m.histogramdd(m.tensor([[1.0, 2.0]]), bins=[3]), lambda m: m.histogramdd(m.tensor([1.0, 2.0]), bins=[3]),
+    lambda m: m.histogramdd(m.tensor([[1.0, 2.0]]), bins=2, range=[0.0, 5.0])])
+def test_histograms_refuse_as_torch(torch, call):
+    _raises_like(torch, call, call)
+
+
+def test_histogram_edge_cases_and_graph(torch):
+    for values in ([], [1.0, 1.0], [2.0]):
+        _same(plugtorch.histogram(plugtorch.tensor(values), bins=3), torch.histogram(torch.tensor(values), bins=3))
+    x = plugtorch.tensor([1.0, 2.0], requires_grad=True)
+    hist = x.histogram(2).hist
+    assert hist.requires_grad
+    with pytest.raises(RuntimeError, match="not implemented"):
+        hist.sum().backward()

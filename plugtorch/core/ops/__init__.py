@@ -23,6 +23,7 @@ from . import (  # noqa: F401
                elementwise,
                embeds,
                fft,
+               histograms,
                index,
                inplace,
                joins,
@@ -73,4 +74,5 @@ SECTIONS = {
     "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
     "special": "Special functions", "thresholds": "Activations", "arithmetic": "Elementwise",
     "runs": "Sorting", "numerical": "Normalization",
+    "histograms": "Reductions",
 }
