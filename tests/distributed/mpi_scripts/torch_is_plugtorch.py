@@ -7,6 +7,8 @@ DistributedDataParallel forward (counting from 0) on a job's first attempt only
 (``TORCHELASTIC_RESTART_COUNT`` 0): a crash mid-epoch, with no cleanup, in a script that
 cannot be edited to crash itself. ``PLUGTORCH_TEST_SAY_HOST=1`` prints where each worker runs
 ("worker RANK on HOST, node GROUP_RANK, local rank LOCAL_RANK"), which the scripts do not say.
+``PLUGTORCH_TEST_SEED=N`` seeds plugtorch's generator with N on every rank before the script
+runs, for scripts that draw (a random_split, say) without seeding, so two runs can be compared.
 """
 import importlib
 import importlib.abc
@@ -52,6 +54,9 @@ sys.meta_path.insert(0, _TorchAsPlugtorch())
 if os.environ.get("PLUGTORCH_TEST_SAY_HOST") == "1":
     print(f"worker {os.environ['RANK']} on {socket.gethostname()}, node {os.environ['GROUP_RANK']}, "
           f"local rank {os.environ['LOCAL_RANK']}", flush=True)
+if os.environ.get("PLUGTORCH_TEST_SEED"):
+    import plugtorch
+    plugtorch.manual_seed(int(os.environ["PLUGTORCH_TEST_SEED"]))
 if os.environ.get("PLUGTORCH_TEST_DIE_AT"):
     _die_at(os.environ["PLUGTORCH_TEST_DIE_AT"])
 script = os.path.abspath(sys.argv[1])
