@@ -321,3 +321,57 @@ def test_histogram_edge_cases_and_graph(torch):
     assert hist.requires_grad
     with pytest.raises(RuntimeError, match="not implemented"):
         hist.sum().backward()
+
+
+# -- poisson ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rate", [0.0, 0.3, 2.0, 9.9, 10.0, 37.0, 1e4])
+def test_poisson_mean_and_variance_are_the_rate(rate):
+    n = 20000
+    plugtorch.manual_seed(11)
+    draws = plugtorch.poisson(plugtorch.full((n,), rate, dtype=plugtorch.float64))
+    assert draws.dtype is plugtorch.float64
+    values = np.asarray(draws.tolist())
+    assert (values == np.floor(values)).all() and (values >= 0).all()
+    # five standard errors of the sample mean and the sample variance
+    assert abs(values.mean() - rate) <= 5 * np.sqrt(rate / n) + 1e-12
+    assert abs(values.var(ddof=1) - rate) <= 5 * np.sqrt((rate + 2 * rate ** 2) / n) + 1e-12
+
+
+@pytest.mark.parametrize("rate", [3.0, 15.0])
+def test_poisson_frequencies_follow_the_distribution(rate):
+    n = 20000
+    draws = np.asarray(plugtorch.poisson(plugtorch.full((n,), rate), plugtorch.Generator().manual_seed(2)).tolist())
+    for k in range(int(rate) - 3, int(rate) + 4):
+        pmf = np.exp(-rate + k * np.log(rate) - sum(np.log(np.arange(1, k + 1))))
+        assert abs((draws == k).mean() - pmf) <= 5 * np.sqrt(pmf * (1 - pmf) / n)
+
+
+def test_poisson_is_reproducible_and_keeps_dtype_shape_and_graph(torch):
+    rates = plugtorch.tensor([[0.5, 4.0, 12.0], [100.0, 0.0, 9.0]])
+    plugtorch.manual_seed(5)
+    first = plugtorch.poisson(rates)
+    plugtorch.manual_seed(5)
+    assert plugtorch.poisson(rates).tolist() == first.tolist()
+    gen = plugtorch.Generator().manual_seed(9)
+    again = plugtorch.Generator().manual_seed(9)
+    assert plugtorch.poisson(rates, gen).tolist() == plugtorch.poisson(rates, generator=again).tolist()
+    assert first.shape == rates.shape and first.dtype is plugtorch.float32
+    for dtype in ("float16", "bfloat16", "float64"):
+        px, tx = _pair(torch, [3.0, 20.0], dtype)
+        assert str(plugtorch.poisson(px).dtype).split(".")[-1] == str(torch.poisson(tx).dtype).split(".")[-1]
+    assert plugtorch.poisson(plugtorch.zeros(0, 3)).shape == (0, 3)
+    assert plugtorch.poisson(plugtorch.tensor(4.0)).shape == ()
+    x = plugtorch.tensor([2.0, 30.0], requires_grad=True)
+    tx = torch.tensor([2.0, 30.0], requires_grad=True)
+    y, ty = plugtorch.poisson(x), torch.poisson(tx)
+    assert y.requires_grad and ty.requires_grad
+    y.sum().backward()
+    ty.sum().backward()
+    _same(x.grad, tx.grad)
+
+
+@pytest.mark.parametrize("call", [lambda m: m.poisson(m.tensor([-1.0])), lambda m: m.poisson(m.tensor([NAN])),
+                                  lambda m: m.poisson(m.tensor([1]))])
+def test_poisson_refuses_as_torch(torch, call):
+    _raises_like(torch, call, call)

@@ -36,6 +36,7 @@ from . import (  # noqa: F401
                numerical,
                optimizer_updates,
                padding,
+               poisson,
                pointwise,
                pooling,
                predicates,
