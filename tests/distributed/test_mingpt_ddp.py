@@ -27,7 +27,7 @@ from mpi_harness import SCRIPTS, _env, needs_mpi, run
 import plugtorch
 
 pytest.importorskip("hydra", reason="minGPT-ddp reads its config with hydra: pip install hydra-core (a dev extra)")
-pytest.importorskip("fsspec", reason="minGPT-ddp opens its data and snapshots with fsspec: pip install fsspec")
+fsspec = pytest.importorskip("fsspec", reason="minGPT-ddp opens its data and snapshots with fsspec: pip install fsspec")
 
 MINGPT = pathlib.Path(__file__).resolve().parents[1] / "examples" / "scripts" / "mingpt_ddp"
 TEXT = MINGPT / "data" / "input.txt"
@@ -95,12 +95,13 @@ def snapshot(path: pathlib.Path, epoch: int, steps_run: int) -> dict:
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-    """3 epochs of batch 16 on one plugtorch worker: (its stdout, its last snapshot)."""
+    """3 epochs of batch 16 on one plugtorch worker: (its stdout, its last snapshot, that file)."""
     where = tmp_path_factory.mktemp("mingpt_one_process")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(where)
         stdout = mingpt(1, epochs=3, batch=2 * BATCH).stdout
-    return stdout, snapshot(where / "gpt_snapshot.pt", 3, 3 * steps(1, 2 * BATCH))
+    path = where / "gpt_snapshot.pt"
+    return stdout, snapshot(path, 3, 3 * steps(1, 2 * BATCH)), path
 
 
 @needs_mpi
@@ -168,6 +169,13 @@ def test_trains_and_snapshots_as_torch_does(tmp_path, monkeypatch, one_process):
     # torch keeps each step as a float tensor, plugtorch as an int: compared as numbers
     assert structure(one_process[1]) == structure(reference)
     assert list(one_process[1]["model_state"]) == list(reference["model_state"])
+    # each library reads the other's snapshot, plugtorch through fsspec as the trainer resumes
+    with fsspec.open(str(tmp_path / "gpt_snapshot.pt")) as f:
+        crossed = plugtorch.load(f, map_location="cpu")
+    assert structure(crossed) == structure(reference)
+    for name, p in crossed["model_state"].items():
+        assert p.tolist() == reference["model_state"][name].tolist(), name
+    assert structure(torch.load(one_process[2], weights_only=False)) == structure(one_process[1])
     # torch's run draws its own initial weights and split, so its losses agree only roughly:
     # both start at a uniform guess over the vocabulary and fall alike
     vocab = len(set(TEXT.read_text(encoding="utf-8")[:chars()]))
