@@ -5,7 +5,7 @@ import math
 import warnings
 
 from ..dispatch import NO_ATTRS
-from ..dtypes import result_type
+from ..dtypes import bool_, result_type
 from ..errors import BackendMismatchError
 from ..optable import MODES, Done, op, public
 from ..tensor import Tensor, _wrap_dim
@@ -201,7 +201,10 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         raise RuntimeError(f"addmm: input of shape {list(input.shape)} does not broadcast to the product's "
                            f"shape {list(prod.shape)}")
     if beta == 0:
-        return prod  # torch ignores input entirely (its nan and inf do not propagate)
+        # torch ignores input's values (its nan and inf do not propagate) but gives it a zero
+        # gradient: where() passes none of input forward and routes 0 back; adding -0.0 leaves
+        # every product exact, -0.0 included
+        return prod + ew.where(zeros((), dtype=bool_, device=input._backend.name), input, -0.0)
     return prod + (input if beta == 1 else input * beta)
 
 
