@@ -9,6 +9,7 @@ plain compositions that autograd differentiates.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 from ..dispatch import NO_ATTRS, call_op
@@ -484,7 +485,11 @@ def hardswish(input, inplace=False):
     if inplace:
         return _applied_in_place(hardswish, "hardswish_", input)
     x = _float_input("hardswish", input)
-    return ew.where(ew.le(x, -3), 0.0, ew.where(ew.ge(x, 3), x, x * (x + 3) / 6))
+    # torch's x * relu6(x + 3) / 6 is x * 0 at or below -3: -0.0, or nan at -inf; nan takes the
+    # last branch, so its gradient is the incoming one, as torch's
+    low = ew.where(ew.eq(x, -math.inf), math.nan, -0.0)
+    s = ew.where(ew.isnan(x), 0.0, x)  # so that the unused branch's gradient is no nan * 0
+    return ew.where(ew.le(x, -3), low, ew.where(ew.lt(x, 3), s * (s + 3) / 6, x))
 
 
 @op(exposed=_F)

@@ -14,8 +14,10 @@ _EVERYWHERE = ("plugtorch", "Tensor", "nn.functional")
 
 @op(exposed=_EVERYWHERE)
 def hardshrink(input, lambd=0.5):
-    """``input`` where ``|input| > lambd``, else 0."""
-    return ew.where((input > lambd) | (input < -lambd), input, 0.0)
+    """``input`` where ``|input| > lambd``, else 0 (nan stays nan, as torch's)."""
+    # nan is neither inside nor outside the band: it stays nan, with torch's zero gradient
+    outside = (input > lambd) | (input < -lambd)
+    return ew.where(outside, input, ew.where(ew.isnan(input), input.detach(), 0.0))
 
 
 @op(exposed=("plugtorch", "nn.functional"))
@@ -25,7 +27,10 @@ def softshrink(input, lambd=0.5):
         top = finfo(input.dtype).max if input.dtype.is_floating_point else float("inf")
         raise RuntimeError(f"lambda must be in range [0, {top:g}] for input dtype {_WORDS.get(input.dtype.name)}, "
                            f"but found {lambd:g}")
-    return ew.where(input > lambd, input - lambd, ew.where(input < -lambd, input + lambd, 0.0))
+    # 0 inside the band (+0.0, as torch's vectorised loop gives it), and nan stays nan with
+    # torch's zero gradient
+    inside = ew.where(ew.isnan(input), input.detach(), 0.0)
+    return ew.where(input > lambd, input - lambd, ew.where(input < -lambd, input + lambd, inside))
 
 
 @op(operands=2, exposed=_EVERYWHERE)
