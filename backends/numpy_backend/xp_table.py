@@ -149,6 +149,18 @@ def numpy_broadcast_to(x, shape):
     return numpy.broadcast_to(x, shape)
 
 
+def torch_sign(xp, fn):
+    """``fn`` (the namespace's sign ufunc, or a call of it) giving torch's 0 at NaN: NumPy 2's sign
+    gives NaN there, and the primitive's contract is -1, 0 or 1. Extra keywords (``out=``) pass
+    through, so the same wrapper serves the table and the out variants."""
+    def sign(x, **kwargs):
+        out = fn(x, **kwargs)
+        if out.dtype.kind not in "biu":  # only floats hold NaN (complex input is refused by the core)
+            xp.copyto(out, 0, where=out != out)
+        return out
+    return sign
+
+
 def make_out_variants(xp, *, quiet: bool = True) -> dict:
     """primitive name -> ``fn(*arrays, out=buffer)``, the elementwise primitives writing into a
     buffer of their result's shape and dtype (``Backend.out_variants``): plugtorch.compile
@@ -157,8 +169,10 @@ def make_out_variants(xp, *, quiet: bool = True) -> dict:
     def plain(fn):
         return fn  # a ufunc takes out= itself; a wrapper would cost a Python call per write
 
-    return {name: (ignoring_fp_errors if quiet and name in _QUIET else plain)(getattr(xp, ufunc))
-            for name, ufunc in (UNARY_UFUNCS | BINARY_UFUNCS).items()}
+    variants = {name: (ignoring_fp_errors if quiet and name in _QUIET else plain)(getattr(xp, ufunc))
+                for name, ufunc in (UNARY_UFUNCS | BINARY_UFUNCS).items()}
+    variants["sign"] = torch_sign(xp, variants["sign"])
+    return variants
 
 
 def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_strided=None, erf=None,
@@ -380,6 +394,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         return stacked_matmul(x, y)
 
     table = {name: (quiet if name in _QUIET else unary)(getattr(xp, ufunc)) for name, ufunc in UNARY_UFUNCS.items()}
+    table["sign"] = torch_sign(xp, table["sign"])
     table.update({name: (quiet if name in _QUIET else binary)(getattr(xp, ufunc))
                   for name, ufunc in BINARY_UFUNCS.items()})
     table["erf"] = erf or host_erf
