@@ -473,8 +473,29 @@ lt = _binary("lt", dtypes=COMPARE, aliases=("less",))
 le = _binary("le", dtypes=COMPARE, aliases=("less_equal",))
 gt = _binary("gt", dtypes=COMPARE, aliases=("greater",))
 ge = _binary("ge", dtypes=COMPARE, aliases=("greater_equal",))
-logical_and = _binary("logical_and", dtypes=COMPARE)
-logical_or = _binary("logical_or", dtypes=COMPARE)
+
+
+def _tensor_operands(name):
+    """torch's logical_and and logical_or take two tensors: a Python number is a TypeError naming
+    the argument (the other binary ops' numbers stay accepted); an fx Proxy is recorded as usual."""
+    def check(fn):
+        def front(input, other):
+            if not (isinstance(input, Tensor) and isinstance(other, Tensor)) and not INTERCEPT.on:
+                raise _not_a_tensor(name, input, other)
+            return fn(input, other)
+        front.__doc__ = f"Elementwise {name} of two tensors (non-zero is True), with broadcasting; a bool result."
+        return front
+    return check
+
+
+def _not_a_tensor(name, input, other):
+    position, argument, value = (1, "input", input) if not isinstance(input, Tensor) else (2, "other", other)
+    return TypeError(f"{name}(): argument '{argument}' (position {position}) must be Tensor, not "
+                     f"{type(value).__name__} (wrap a number with plugtorch.tensor)")
+
+
+_logical_and, logical_and = _binary("logical_and", dtypes=COMPARE, public=_tensor_operands("logical_and"))
+_logical_or, logical_or = _binary("logical_or", dtypes=COMPARE, public=_tensor_operands("logical_or"))
 
 
 def _atan2_rule(ctx, g):
@@ -592,6 +613,8 @@ rrshift = _reflected(bitwise_right_shift)
 @op(operands=2, exposed=_EVERYWHERE)
 def logical_xor(input, other):
     """True where exactly one of input and other is non-zero (bool result)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise _not_a_tensor("logical_xor", input, other)
     return ne(ne(input, 0), ne(other, 0))
 
 
