@@ -1,0 +1,172 @@
+"""Values easy to get silently wrong, compared with torch: NaN, infinities and -0.0 through the
+elementwise unary functions; sign and its kin at NaN and -0.0; the add* products' zero gradient
+for ``input`` at beta=0; logical ops refusing a Python number as torch does."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import plugtorch
+
+EDGES = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-45, -1.0, 1.0, -0.5, 0.5, -3.0, 3.0, -100.0, 1e30, -1e30]
+
+# every public function of one float tensor that torch also has (dropout's kin are random)
+UNARY = """abs acos acosh angle arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh ceil celu
+conj conj_physical cos cosh deg2rad digamma erf erfc erfinv exp exp2 expm1 fix floor frac hardshrink i0 isfinite
+isinf isnan isneginf isposinf isreal lgamma log log10 log1p log2 logical_not logit nan_to_num neg positive
+rad2deg real reciprocal relu round rsqrt selu sgn sigmoid sign signbit sin sinc sinh sqrt square tan tanh trunc
+""".split()
+SPECIAL = """bessel_j0 bessel_j1 digamma entr erf erfc erfcx erfinv exp2 expit expm1 gammaln i0 i0e i1 i1e log1p
+log_ndtr logit ndtr ndtri psi round sinc""".split()
+FUNCTIONAL = """celu elu gelu hardshrink hardsigmoid hardswish hardtanh leaky_relu logsigmoid mish relu relu6
+selu sigmoid silu softplus softshrink softsign tanh tanhshrink""".split()
+
+# where torch's CPU kernels differ from the correctly rounded value, plugtorch keeps the latter:
+# (namespace, name, dtype) -> the inputs left out, and why
+KNOWN = {
+    # a float32 subnormal: torch's vectorised log1p and sigmoid flush it, or the result, to 0
+    **{(ns, f, "float32"): {1e-45, -100.0, 100.0} for ns, f in
+       [("", "log1p"), ("special", "log1p"), ("", "sigmoid"), ("special", "expit"), ("F", "sigmoid"),
+        ("F", "silu"), ("F", "logsigmoid")]},
+    # torch's float32 gelu(inf) is nan (float64: inf), and its float32 gelu and ndtr compute
+    # 1 + erf(x / sqrt(2)) in float32: 1e-4 relative off at -3
+    ("F", "gelu", "float32"): {math.inf, -3.0, -100.0},
+    ("special", "ndtr", "float32"): {-3.0, -100.0},
+    # the sign of a zero inside the band depends on where torch's element sits: its vectorised
+    # loop gives +0.0 (as plugtorch), its scalar tail x * 0 (-0.0 for a negative x)
+    **{("F", "softshrink", dt): {-0.0, -0.5} for dt in ("float32", "float64")},
+    # relu(-0.0): torch keeps -0.0, plugtorch's (NumPy's maximum, in the native kernel) gives +0.0
+    **{(ns, "relu", dt): {-0.0} for ns in ("", "F") for dt in ("float32", "float64")},
+    # far out, both are rounding noise; in float64, SciPy's J0(3) and J1(3) are the correctly
+    # rounded ones (torch's differ by 2e-11 relative)
+    **{("special", f, dt): {1e30, -1e30, 3.0, -3.0} for f in ("bessel_j0", "bessel_j1")
+       for dt in ("float32", "float64")},
+}
+
+
+def _cases():
+    for ns, names in (("", UNARY), ("special", SPECIAL), ("F", FUNCTIONAL)):
+        for name in names:
+            yield pytest.param(ns, name, id=f"{ns}.{name}" if ns else name)
+
+
+def _namespace(lib, ns):
+    return {"": lib, "special": lib.special, "F": lib.nn.functional}[ns]
+
+
+def _agree(ours, theirs, dtype):
+    """Equal values, NaN where torch has NaN and the sign of every zero (and infinity) as torch's."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    assert ours.dtype == theirs.dtype
+    if theirs.dtype.kind != "f":
+        return ours == theirs
+    close = np.isclose(ours, theirs, rtol=1e-5 if dtype == "float32" else 1e-13, atol=0, equal_nan=True)
+    return close & ((np.signbit(ours) == np.signbit(theirs)) | np.isnan(theirs))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("ns,name", _cases())
+def test_unary_functions_give_torchs_values_at_nan_inf_and_signed_zero(torch, ns, name, dtype):
+    fn, ref = getattr(_namespace(plugtorch, ns), name), getattr(_namespace(torch, ns), name)
+    skipped = KNOWN.get((ns, name, dtype), set())
+    values = [v for v in EDGES if v not in skipped or (math.isnan(v) and not any(map(math.isnan, skipped)))]
+    ours = fn(plugtorch.tensor(values, dtype=getattr(plugtorch, dtype)))
+    theirs = ref(torch.tensor(values, dtype=getattr(torch, dtype)))
+    same = _agree(ours.numpy(), theirs.numpy(), dtype)
+    bad = [values[i] for i in np.flatnonzero(~same)]
+    assert not bad, f"{name} differs at {bad}: {ours.numpy()[~same]} against torch's {theirs.numpy()[~same]}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sign_family_at_nan_and_signed_zero(torch, dtype):
+    values = [math.nan, -math.nan, -0.0, 0.0, math.inf, -math.inf, -2.0, 2.0]
+    x, tx = plugtorch.tensor(values, dtype=getattr(plugtorch, dtype)), torch.tensor(values, dtype=getattr(torch, dtype))
+    for name in ("sign", "sgn", "signbit"):
+        assert _agree(getattr(x, name)().numpy(), getattr(tx, name)().numpy(), dtype).all(), name
+    inplace, tinplace = x.clone(), tx.clone()
+    inplace.sign_()  # the NumPy backend's out= variant of the primitive
+    tinplace.sign_()
+    assert _agree(inplace.numpy(), tinplace.numpy(), dtype).all()
+    signs = [math.nan, -math.nan, -0.0, 0.0, -1.0, 1.0, -math.inf, math.nan]
+    s, ts = plugtorch.tensor(signs, dtype=x.dtype), torch.tensor(signs, dtype=tx.dtype)
+    assert _agree(plugtorch.copysign(x, s).numpy(), torch.copysign(tx, ts).numpy(), dtype).all()
+    assert _agree(plugtorch.copysign(x, -0.0).numpy(), torch.copysign(tx, -0.0).numpy(), dtype).all()
+
+
+def test_sign_of_nan_is_zero_inside_a_compiled_function(torch):
+    x = plugtorch.tensor([math.nan, -3.0, 0.0, 2.0])
+    compiled = plugtorch.compile(lambda t: (t * 2).sign() + 1)
+    want = (torch.tensor(x.tolist()) * 2).sign() + 1
+    assert compiled(x).tolist() == want.tolist() == [1.0, 0.0, 1.0, 2.0]
+
+
+def test_angle_of_float64_is_float64s_pi(torch):
+    values = [-1.0, -0.0, 0.0, 2.0, -math.inf, math.nan]
+    ours = plugtorch.angle(plugtorch.tensor(values, dtype=plugtorch.float64))
+    theirs = torch.angle(torch.tensor(values, dtype=torch.float64))
+    assert ours.dtype is plugtorch.float64
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert ours[0].item() == math.pi
+
+
+@pytest.mark.parametrize("name", ["hardshrink", "softshrink", "hardswish"])
+def test_gradients_at_edge_values_match_torch(torch, name):
+    values = [math.nan, -0.0, 0.25, -0.25, 0.5, -0.5, 1.0, -1.0, -3.0, 3.0, -4.0, 4.0]
+    lib_fns = [(lib, getattr(lib.nn.functional, name, None) or getattr(lib, name)) for lib in (plugtorch, torch)]
+    grads = []
+    for lib, fn in lib_fns:
+        x = lib.tensor(values, dtype=lib.float64, requires_grad=True)
+        fn(x).backward(lib.arange(1.0, len(values) + 1, dtype=lib.float64))
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-14, atol=0)  # nan where torch's is, and 0 where it is
+
+
+PRODUCTS = {
+    "addmm": ((2, 3), (2, 4), (4, 3)),
+    "addmv": ((2,), (2, 4), (4,)),
+    "addr": ((2, 3), (2,), (3,)),
+    "addbmm": ((2, 3), (5, 2, 4), (5, 4, 3)),
+    "baddbmm": ((5, 2, 3), (5, 2, 4), (5, 4, 3)),
+}
+
+
+@pytest.mark.parametrize("beta,alpha", [(0, 1), (0.0, 2.0), (0, 0)])
+@pytest.mark.parametrize("name", sorted(PRODUCTS))
+def test_add_products_at_beta_zero_give_input_a_zero_gradient_and_ignore_its_nan(torch, name, beta, alpha):
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(shape) for shape in PRODUCTS[name]]
+    arrays[0][..., 0] = math.nan  # torch ignores input at beta=0: its nan does not propagate
+    results = []
+    for lib in (plugtorch, torch):
+        operands = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = getattr(lib, name)(*operands, beta=beta, alpha=alpha)
+        out.backward(lib.ones_like(out))
+        results.append((out.detach().numpy(), [t.grad for t in operands]))
+    (ours, our_grads), (theirs, their_grads) = results
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+    assert not np.isnan(ours).any()
+    for i, (mine, want) in enumerate(zip(our_grads, their_grads)):
+        assert want is not None and mine is not None, (name, i)
+        np.testing.assert_allclose(mine.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    assert not our_grads[0].numpy().any()  # zeros, not None
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or", "logical_xor"])
+def test_logical_ops_refuse_a_python_number_as_torch(torch, name):
+    for other in (1, 0.0, True):
+        with pytest.raises(TypeError) as theirs:
+            getattr(torch, name)(torch.tensor([0.0, 1.0]), other)
+        with pytest.raises(TypeError, match=rf"{name}\(\): argument 'other' \(position 2\) must be Tensor, "
+                                             rf"not {type(other).__name__}") as ours:
+            getattr(plugtorch, name)(plugtorch.tensor([0.0, 1.0]), other)
+        assert str(theirs.value).split(" (")[0] in str(ours.value)
+        with pytest.raises(TypeError, match="must be Tensor, not int"):
+            getattr(plugtorch.tensor([0.0, 1.0]), name)(2)
+        with pytest.raises(TypeError, match=r"argument 'input' \(position 1\) must be Tensor, not int"):
+            getattr(plugtorch, name)(1, plugtorch.tensor([0.0, 1.0]))
+    a, b = [0.0, 1.0, 2.0, 0.0], [0.0, 0.0, -1.0, math.nan]
+    ours = getattr(plugtorch, name)(plugtorch.tensor(a), plugtorch.tensor(b))
+    theirs = getattr(torch, name)(torch.tensor(a), torch.tensor(b))
+    assert ours.tolist() == theirs.tolist()
