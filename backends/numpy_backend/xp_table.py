@@ -289,6 +289,14 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
                        + tuple(xs[-n + i] * dilation[i] for i in range(n)))
         return _as_strided(x, shape, new_strides)
 
+    def strided_view(x, shape, strides, offset):
+        # x is contiguous and the positions in bounds (the core checks both): a view of its memory
+        flat = x.reshape(-1)[offset:]
+        strides = tuple(s * x.itemsize for s in strides)
+        if as_strided is None:  # NumPy's, writeable: torch's as_strided writes through to its input
+            return numpy.lib.stride_tricks.as_strided(flat, shape=shape, strides=strides, writeable=True)
+        return as_strided(flat, shape, strides)
+
     def pad(x, widths, value):
         # a filled array and one assignment: xp.pad's general machinery costs ~40 % more on a
         # convolution's input (it runs per step, per conv, forward and weight gradient)
@@ -412,6 +420,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "setitem": setitem, "index_add": index_add, "gather": gather, "scatter_add": scatter_add,
         "concatenate": lambda xs, axis: xp.concatenate(xs, axis=axis),
         "pad": pad, "windows": windows,
+        "as_strided": strided_view,
         "copy": lambda x: x.copy(), "contiguous": contiguous, "strides": strides, "bitcast": bitcast,
         "cast": cast,
         "zeros": lambda shape, dtype: xp.zeros(shape, dtype=to_native[dtype]),

@@ -375,3 +375,74 @@ def test_poisson_is_reproducible_and_keeps_dtype_shape_and_graph(torch):
                                   lambda m: m.poisson(m.tensor([1]))])
 def test_poisson_refuses_as_torch(torch, call):
     _raises_like(torch, call, call)
+
+
+# -- as_strided, empty_strided ------------------------------------------------------------------
+
+_GEOMETRIES = [((2, 2), (3, 1), 1), ((3, 3), (2, 1), 0), ((4, 2), (1, 1), None), ((2, 3), (0, 2), 2),
+               ((3,), (4,), 0), ((), (), 5), ((0, 4), (1, 1), 10), ((2, 1, 2), (4, 7, 1), 3)]
+
+
+@pytest.mark.parametrize("size,stride,offset", _GEOMETRIES)
+def test_as_strided_matches_torch_values_strides_and_gradient(torch, size, stride, offset):
+    values = np.random.default_rng(10).standard_normal(9).tolist()
+    px, tx = _pair(torch, values, "float64")
+    ours, theirs = px.as_strided(size, stride, offset), torch.as_strided(tx, size, stride, offset)
+    _same(ours, theirs)
+    assert ours.stride() == theirs.stride()
+    px.requires_grad_()
+    tx.requires_grad_()
+    w = np.random.default_rng(11).standard_normal(size)
+    (plugtorch.as_strided(px, size, stride, offset) * plugtorch.tensor(w)).sum().backward()
+    (torch.as_strided(tx, size, stride, offset) * torch.tensor(w)).sum().backward()
+    _same(px.grad, tx.grad)
+    assert gradcheck(lambda t: t.as_strided(size, stride, offset), (px.detach().requires_grad_(),))
+
+
+def test_as_strided_is_a_view_that_writes_through_with_torchs_gradient(torch):
+    values = np.random.default_rng(12).standard_normal(9).tolist()
+    grads = []
+    for m in (plugtorch, torch):
+        x = m.tensor(values, dtype=m.float64, requires_grad=True)
+        y = x * 1
+        view = y.as_strided((2, 2), (3, 1), 1)
+        view.mul_(m.tensor([[2.0, 3.0], [4.0, 5.0]], dtype=m.float64))
+        (y * m.arange(9, dtype=m.float64)).sum().backward()
+        grads.append((y.detach(), x.grad))
+    _same(grads[0][0], grads[1][0])
+    _same(grads[0][1], grads[1][1])
+    px, tx = _pair(torch, list(range(9)), "float32")
+    px.as_strided_((2, 2), (3, 1), 1)
+    tx.as_strided_((2, 2), (3, 1), 1)
+    _same(px, tx)
+    assert px.stride() == tx.stride()
+
+
+def test_as_strided_without_views_gathers_the_same_values(torch, monkeypatch):
+    values = np.random.default_rng(13).standard_normal(9).tolist()
+    px, tx = _pair(torch, values, "float64")
+    monkeypatch.delitem(px._backend.primitives, "as_strided")
+    for size, stride, offset in _GEOMETRIES:
+        _same(px.as_strided(size, stride, offset), tx.as_strided(size, stride, offset))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.as_strided(m.arange(9.0), (3, 3), (3, 1), 1), lambda m: m.as_strided(m.arange(9.0), (2, 2), (-1, 1)),
+    lambda m: m.as_strided(m.arange(9.0), (2, 2, 1), (1, 1)), lambda m: m.as_strided(m.arange(9.0), (2, 2), (1, 1), -1),
+    lambda m: m.empty_strided((2, 3), (1,))])
+def test_as_strided_refuses_as_torch(torch, call):
+    _raises_like(torch, call, call)
+
+
+def test_as_strided_refuses_a_non_contiguous_input_saying_what_to_do():
+    with pytest.raises(RuntimeError, match=r"not contiguous.*\.contiguous\(\)"):
+        plugtorch.arange(9.0).reshape(3, 3).t().as_strided((2, 2), (3, 1))
+
+
+@pytest.mark.parametrize("size,stride", [((2, 3), (1, 2)), ((2, 3), (3, 1)), ((4,), (2,)), ((2, 0), (1, 1)), ((), ())])
+def test_empty_strided_has_torchs_shape_strides_and_dtype(torch, size, stride):
+    ours = plugtorch.empty_strided(size, stride, dtype=plugtorch.float64, requires_grad=True)
+    theirs = torch.empty_strided(size, stride, dtype=torch.float64, requires_grad=True)
+    assert list(ours.shape) == list(theirs.shape) and ours.stride() == theirs.stride()
+    assert ours.dtype is plugtorch.float64 and ours.requires_grad and ours.is_leaf
+    assert ours.is_contiguous() == theirs.is_contiguous()

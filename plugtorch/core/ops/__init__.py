@@ -51,6 +51,7 @@ from . import (  # noqa: F401
                sorting,
                special,
                statistics,
+               strided,
                thresholds,
                unpool,
                window,
@@ -75,5 +76,5 @@ SECTIONS = {
     "optimizer_updates": "Optimizer updates", "complex": "Complex numbers", "fft": "Fourier transforms",
     "special": "Special functions", "thresholds": "Activations", "arithmetic": "Elementwise",
     "runs": "Sorting", "numerical": "Normalization",
-    "histograms": "Reductions",
+    "histograms": "Reductions", "strided": "Shape and movement",
 }
