@@ -55,7 +55,7 @@ def _spacing_and_dims(input, spacing, dim):
     if dim is None:
         dims = list(range(input.ndim))
     elif isinstance(dim, numbers.Integral):
-        dims = [_wrap_dim(dim, input.ndim)]
+        dims = [_wrap_dim(int(dim), input.ndim)]
     else:
         dims = [_wrap_dim(d, input.ndim) for d in dim]
     if isinstance(spacing, (numbers.Number, Tensor)) and not (isinstance(spacing, Tensor) and spacing.ndim):

@@ -66,9 +66,10 @@ def mode(input, dim=-1, keepdim=False):
     last = ew.eq(at, longest).to(int64).argmax(-1, keepdim=True) + longest - 1
     index = gather(order, -1, last)
     values = gather(x, -1, index)
-    if not keepdim:
-        return mode_result(values.squeeze(-1), index.squeeze(-1))
-    return mode_result(values.movedim(-1, d), index.movedim(-1, d))
+    values, index = values.squeeze(-1), index.squeeze(-1)
+    if keepdim:  # unsqueezed, not moved back: contiguous, as torch's
+        values, index = values.unsqueeze(d), index.unsqueeze(d)
+    return mode_result(values, index)
 
 
 # -- nanmedian ----------------------------------------------------------------------------------
@@ -136,6 +137,7 @@ def unique_consecutive(input, *, return_inverse, return_counts, dim):
     if dim is None:
         values = picked
     else:
+        # moved back, not copied: torch's result keeps the slices as rows in memory too
         values = picked.reshape((picked.shape[0],) + tuple(moved.shape[1:])).movedim(0, dim)
     out = [values]
     run = cumsum(starts, 0) - 1

@@ -21,6 +21,7 @@ from . import (
     recurrent,
     reductions,
     sampling,
+    script_functions,
     shapes,
     sorting,
     special,
@@ -28,5 +29,6 @@ from . import (
 
 SAMPLES: dict = {}
 for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,
-                distances, attention, bitwise, cumulative, counting, optim, recurrent, special, fourier):
+                distances, attention, bitwise, cumulative, counting, optim, recurrent, special, fourier,
+                script_functions):
     SAMPLES.update(_module.SAMPLES)
