@@ -76,7 +76,7 @@ class Collectives:
     _size: int
     _monitor_seq: int
 
-    def _post(self, request, finish, what, tensors=(), status=None):
+    def _post(self, request, finish, what, tensors=(), status=None, waited: bool = False):
         raise NotImplementedError  # MPIProcessGroup's
 
     def reduce(self, tensor, dst: int, op: ReduceOp):
@@ -102,12 +102,12 @@ class Collectives:
             if op is ReduceOp.AVG and self._size > 1:
                 recv.array /= self._size
             recv.store()
-        return self._post(request, finish, f"reduce_scatter({op.name}, {_describe(input)})", [output])
+        return self._post(request, finish, lambda: f"reduce_scatter({op.name}, {_describe(input)})", [output])
 
     def allgather_into_tensor(self, output, input):
         send, recv = Buffer(input, self.device_direct), Buffer(output, self.device_direct)
         request = self.comm.Iallgather(as_bytes(send.array), as_bytes(recv.array))
-        return self._post(request, recv.store, f"all_gather_into_tensor({_describe(input)})", [output])
+        return self._post(request, recv.store, lambda: f"all_gather_into_tensor({_describe(input)})", [output])
 
     def alltoall(self, outputs: list, inputs: list):
         parts = [_host_bytes(t) for t in inputs]
@@ -179,10 +179,10 @@ class Collectives:
         root = self._rank == dst
         counts = np.zeros(self._size, dtype=np.int64) if root else None
         self._post(self.comm.Igather(np.array([data.size], dtype=np.int64), counts, root=dst), None,
-                   f"gather_object(dst={dst}) sizes").wait()
+                   f"gather_object(dst={dst}) sizes", waited=True).wait()
         everything = np.empty(int(counts.sum()), np.uint8) if counts is not None else None
         spec = None if counts is None else [everything, (counts, _displacements(counts)), MPI.BYTE]
-        self._post(self.comm.Igatherv(data, spec, root=dst), None, f"gather_object(dst={dst})").wait()
+        self._post(self.comm.Igatherv(data, spec, root=dst), None, f"gather_object(dst={dst})", waited=True).wait()
         if counts is None or everything is None:
             return None
         offsets = _displacements(counts)
@@ -192,10 +192,12 @@ class Collectives:
         parts = [np.frombuffer(pickle.dumps(o), dtype=np.uint8) for o in objs] if objs is not None else None
         counts = np.array([p.size for p in parts], dtype=np.int64) if parts is not None else None
         mine = np.zeros(1, dtype=np.int64)
-        self._post(self.comm.Iscatter(counts, mine, root=src), None, f"scatter_object_list(src={src}) sizes").wait()
+        self._post(self.comm.Iscatter(counts, mine, root=src), None, f"scatter_object_list(src={src}) sizes",
+                   waited=True).wait()
         data = np.empty(int(mine[0]), np.uint8)
         spec = None if parts is None else [np.concatenate(parts), (counts, _displacements(counts)), MPI.BYTE]
-        self._post(self.comm.Iscatterv(spec, data, root=src), None, f"scatter_object_list(src={src})").wait()
+        self._post(self.comm.Iscatterv(spec, data, root=src), None, f"scatter_object_list(src={src})",
+                   waited=True).wait()
         return pickle.loads(data.tobytes())
 
     # -- monitored barrier ---------------------------------------------------------------------

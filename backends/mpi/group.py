@@ -5,12 +5,15 @@ operation (``Iallreduce``, ``Ibcast``, ``Iallgather(v)``, ``Ibarrier``) and retu
 an :class:`MPIWork`; the result reaches the tensor when the work is waited on (or
 found complete). That lets DistributedDataParallel overlap gradient all-reduces
 with backward, and lets the group's :class:`~.engine.Engine` progress them and
-bound each one by the group's timeout. The group talks on its own duplicate of
-COMM_WORLD, so a user's own mpi4py traffic can never be matched with ours.
+bound each one by the group's timeout. One posted inside ``with group.blocking():``
+(the front end's ``async_op=False``), or that the group waits on itself at once, is
+posted without waking the engine's thread (see ``engine``). The group talks on its own
+duplicate of COMM_WORLD, so a user's own mpi4py traffic can never be matched with ours.
 """
 from __future__ import annotations
 
 import pickle
+import threading
 import time
 
 import numpy as np
@@ -29,16 +32,22 @@ from .faults import abort_on_uncaught_exception
 class MPIWork(Work):
     """A posted MPI request, and what to do once it completes (copy back, average)."""
 
-    __slots__ = ("request", "finish", "what", "engine", "seq", "deadline", "completed", "claimed",
+    __slots__ = ("request", "finish", "_what", "engine", "seq", "deadline", "completed", "claimed",
                  "finished", "tensors", "status")
 
-    def __init__(self, engine: Engine, request, finish, what: str, tensors=(), status=None):
-        self.request, self.finish, self.what, self.engine = request, finish, what, engine
+    def __init__(self, engine: Engine, request, finish, what, tensors=(), status=None, waited: bool = False):
+        """``what``: the collective in words, or a function that says it (formatting costs a few
+        µs, paid only for a report); ``waited``: the caller waits on it at once."""
+        self.request, self.finish, self._what, self.engine = request, finish, what, engine
         self.status = status  # an MPI.Status for a receive from any rank: who sent it
         self.seq, self.deadline = 0, 0.0  # set by the engine when posted
         self.tensors = list(tensors)
         self.completed = self.claimed = self.finished = False
-        engine.post(self)
+        engine.post(self, waited)
+
+    @property
+    def what(self) -> str:
+        return self._what if isinstance(self._what, str) else self._what()
 
     def _finish(self) -> None:
         if not self.finished:
@@ -111,6 +120,7 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         self.engine = Engine(self.comm, timeout, oversubscribed=sharing > cores)
         self.monitor = self.comm.Dup()  # monitored_barrier's tokens, apart from everything else
         self._monitor_seq = 0
+        self._waiter: int | None = None  # the thread inside ``blocking()``
         self.bytes_reduced = 0  # all-reduce payload this rank has contributed, as sent
 
     def rank(self) -> int:
@@ -119,8 +129,13 @@ class MPIProcessGroup(Collectives, ProcessGroup):
     def size(self) -> int:
         return self._size
 
-    def _post(self, request, finish, what, tensors=(), status=None) -> MPIWork:
-        return MPIWork(self.engine, request, finish, what, tensors, status)
+    def blocking(self) -> _Blocking:
+        return _Blocking(self)
+
+    def _post(self, request, finish, what, tensors=(), status=None, waited: bool = False) -> MPIWork:
+        """``waited``: the group waits on it at once itself (so does a caller inside ``blocking()``)."""
+        waited = waited or self._waiter == threading.get_ident()
+        return MPIWork(self.engine, request, finish, what, tensors, status, waited)
 
     def new_group(self, ranks: list[int], timeout: float | None = None,
                   local: bool = False) -> MPIProcessGroup | None:
@@ -134,7 +149,8 @@ class MPIProcessGroup(Collectives, ProcessGroup):
             incl.Free()
             whole.Free()
         else:
-            self._post(self.comm.Ibarrier(), None, f"new_group(ranks={ranks})").wait()  # bounded by the watchdog
+            self._post(self.comm.Ibarrier(), None, f"new_group(ranks={ranks})",  # bounded by the watchdog
+                       waited=True).wait()
             comm = self.comm.Split(0 if member else MPI.UNDEFINED, ranks.index(self._rank) if member else 0)
         if not member:
             return None
@@ -146,7 +162,9 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         wire.check(wire_dtype, tensor.dtype, op.name)
         buf = Buffer(tensor, self.device_direct)
         size = self._size
-        what = f"all_reduce({op.name}, {_describe(tensor)}{'' if wire_dtype is None else ' as ' + wire_dtype})"
+
+        def what():
+            return f"all_reduce({op.name}, {_describe(tensor)}{'' if wire_dtype is None else ' as ' + wire_dtype})"
         if wire_dtype is not None:  # the compressed bucket exists only here, on the wire
             host = buf.host_array()
             array = wire.CODECS[wire_dtype][0](host / size if op is ReduceOp.AVG else host)
@@ -169,7 +187,7 @@ class MPIProcessGroup(Collectives, ProcessGroup):
     def broadcast(self, tensor, src: int) -> MPIWork:
         buf = Buffer(tensor, self.device_direct)
         request = self.comm.Ibcast(buf.array, root=src)
-        return self._post(request, buf.store, f"broadcast({_describe(tensor)}, src={src})", [tensor])
+        return self._post(request, buf.store, lambda: f"broadcast({_describe(tensor)}, src={src})", [tensor])
 
     def allgather(self, out_tensors: list, tensor) -> MPIWork:
         send = Buffer(tensor, self.device_direct)
@@ -179,7 +197,7 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         def finish():
             for r, out in enumerate(out_tensors):
                 write(out, recv[r], send.staged)
-        return self._post(request, finish, f"all_gather({_describe(tensor)})", out_tensors)
+        return self._post(request, finish, lambda: f"all_gather({_describe(tensor)})", out_tensors)
 
     def barrier(self) -> MPIWork:
         return self._post(self.comm.Ibarrier(), None, "barrier()")
@@ -188,20 +206,20 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
         counts = np.zeros(self._size, dtype=np.int64)
         self._post(self.comm.Iallgather(np.array([data.size], dtype=np.int64), counts), None,
-                   "all_gather_object() sizes").wait()
+                   "all_gather_object() sizes", waited=True).wait()
         everything = np.empty(int(counts.sum()), dtype=np.uint8)
         self._post(self.comm.Iallgatherv(data, [everything, counts]), None,
-                   f"all_gather_object() of {data.size} bytes").wait()
+                   f"all_gather_object() of {data.size} bytes", waited=True).wait()
         offsets = np.concatenate([[0], np.cumsum(counts)])
         return [pickle.loads(everything[offsets[r]:offsets[r + 1]].tobytes()) for r in range(self._size)]
 
     def broadcast_object(self, obj, src: int):
         data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if self._rank == src else None
         count = np.array([0 if data is None else data.size], dtype=np.int64)
-        self._post(self.comm.Ibcast(count, root=src), None, f"broadcast_object(src={src}) size").wait()
+        self._post(self.comm.Ibcast(count, root=src), None, f"broadcast_object(src={src}) size", waited=True).wait()
         if data is None:
             data = np.empty(int(count[0]), dtype=np.uint8)
-        self._post(self.comm.Ibcast(data, root=src), None, f"broadcast_object(src={src}) data").wait()
+        self._post(self.comm.Ibcast(data, root=src), None, f"broadcast_object(src={src}) data", waited=True).wait()
         return obj if self._rank == src else pickle.loads(data.tobytes())
 
     def cpu_share(self) -> tuple[int, int]:
@@ -231,6 +249,22 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         for comm in (self.monitor, self.comm):
             if comm != MPI.COMM_NULL:
                 comm.Free()
+
+
+class _Blocking:
+    """``with group.blocking():``: this thread waits on what it posts at once (see ``_post``)."""
+
+    __slots__ = ("group", "outer")
+
+    def __init__(self, group: MPIProcessGroup):
+        self.group = group
+
+    def __enter__(self) -> None:
+        self.outer = self.group._waiter
+        self.group._waiter = threading.get_ident()
+
+    def __exit__(self, *exc) -> None:
+        self.group._waiter = self.outer
 
 
 def _wait_for_everyone(request, comm, timeout: float) -> None:

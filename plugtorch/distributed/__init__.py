@@ -31,8 +31,8 @@ from . import groups as _groups
 from ._args import check_like as _check_like
 from ._args import check_list_len as _check_list_len
 from ._args import check_tensor as _check_tensor
-from ._args import finish as _finish
 from ._args import reduce_op as _reduce_op
+from ._args import run as _run
 from ._args import scaled as _scaled
 from ._device_backends import get_default_backend_for_device
 from .collectives import _make_nccl_premul_sum as _make_nccl_premul_sum
@@ -275,7 +275,7 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_id
     """Wait until every rank of ``group`` has called it (``device_ids`` and ``timeout`` are accepted
     for torch compatibility; the group's timeout bounds it)."""
     pg = _groups.resolve(group, "barrier")
-    return None if pg is None else _finish(pg.barrier(), async_op)
+    return None if pg is None else _run(pg.barrier, async_op)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group: ProcessGroup | None = None, async_op: bool = False):
@@ -288,7 +288,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group: ProcessGroup | None = None, async
     if factor is not None:
         with _no_grad():  # the tensor is overwritten with the result anyway
             tensor.copy_(_scaled(tensor, factor))
-    return _finish(pg.allreduce(tensor, op), async_op)
+    return _run(pg.allreduce, async_op, tensor, op)
 
 
 def broadcast(tensor, src: int | None = None, group: ProcessGroup | None = None, async_op: bool = False,
@@ -299,7 +299,7 @@ def broadcast(tensor, src: int | None = None, group: ProcessGroup | None = None,
     if pg is None:
         return None
     root = _groups.group_rank(pg, src, group_src, "broadcast", "src")
-    return _finish(pg.broadcast(tensor, root), async_op)
+    return _run(pg.broadcast, async_op, tensor, root)
 
 
 def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None, async_op: bool = False):
@@ -312,7 +312,7 @@ def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None, asy
     for i, t in enumerate(tensor_list):
         _check_tensor(t, f"tensor_list[{i}]", "all_gather")
         _check_like(t, tensor, "all_gather", f"tensor_list[{i}]")
-    return _finish(pg.allgather(tensor_list, tensor), async_op)
+    return _run(pg.allgather, async_op, tensor_list, tensor)
 
 
 def all_gather_object(object_list: list, obj, group: ProcessGroup | None = None) -> None:

@@ -63,9 +63,14 @@ def scaled(t, factor):
         return (t * factor).to(t.dtype)
 
 
-def finish(work: Work, async_op: bool):
+def run(collective, async_op: bool, *args):
+    """``collective(*args)``, a method of a process group: its ``Work`` if ``async_op``, else
+    waited on (None). A waited one is posted inside the group's ``blocking()``, so the provider
+    may skip what only helps work that travels while its caller computes."""
     if async_op:
-        return work
+        return collective(*args)
+    with collective.__self__.blocking():
+        work: Work = collective(*args)
     work.wait()
     return None
 

@@ -7,7 +7,7 @@ gets a warning and None, as in torch.
 import datetime
 
 from ..core.grad_mode import no_grad
-from ._args import check_like, check_list_len, check_tensor, check_tensor_list, finish, reduce_op, scaled
+from ._args import check_like, check_list_len, check_tensor, check_tensor_list, reduce_op, run, scaled
 from .groups import group_rank, resolve
 from .process_group import PremulSum, ReduceOp
 
@@ -31,7 +31,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
                 tensor.copy_(scaled(tensor, factor))
         else:
             tensor = scaled(tensor, factor)
-    return finish(pg.reduce(tensor, root, op), async_op)
+    return run(pg.reduce, async_op, tensor, root, op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -49,7 +49,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     op, factor = reduce_op(op, input.dtype, fn)
     if factor is not None:
         input = scaled(input, factor)
-    return finish(pg.reduce_scatter_tensor(output, input, op), async_op)
+    return run(pg.reduce_scatter_tensor, async_op, output, input, op)
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
@@ -84,7 +84,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         raise ValueError(f"{fn}: output tensor size must be equal to world_size times input tensor size: "
                          f"output has shape {list(output_tensor.shape)}, input {list(input_tensor.shape)}, "
                          f"world size {pg.size()}")
-    return finish(pg.allgather_into_tensor(output_tensor, input_tensor), async_op)
+    return run(pg.allgather_into_tensor, async_op, output_tensor, input_tensor)
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
@@ -102,7 +102,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
         check_like(t, ref, fn, f"input_tensor_list[{i}]", shape=False)
     for i, t in enumerate(output_tensor_list):
         check_like(t, ref, fn, f"output_tensor_list[{i}]", shape=False)
-    return finish(pg.alltoall(output_tensor_list, input_tensor_list), async_op)
+    return run(pg.alltoall, async_op, output_tensor_list, input_tensor_list)
 
 
 def _splits(t, sizes, n: int, fn: str, name: str) -> list[int]:
@@ -139,7 +139,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     in_splits = _splits(input, input_split_sizes, n, fn, "input")
     if output.shape[1:] != input.shape[1:]:
         raise ValueError(f"{fn}: output {list(output.shape)} and input {list(input.shape)} must agree past dim 0")
-    return finish(pg.alltoall_single(output, input, list(out_splits), list(in_splits)), async_op)
+    return run(pg.alltoall_single, async_op, output, input, list(out_splits), list(in_splits))
 
 
 def _root_only(pg, root, items, name, role) -> bool:
@@ -174,7 +174,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     at_root = _root_only(pg, root, gather_list, "gather_list", "destination")
     if at_root:
         _check_slots(pg, tensor, gather_list, "gather_list", fn)
-    return finish(pg.gather(tensor, gather_list if at_root else None, root), async_op)
+    return run(pg.gather, async_op, tensor, gather_list if at_root else None, root)
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
@@ -190,7 +190,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     at_root = _root_only(pg, root, scatter_list, "scatter_list", "source")
     if at_root:
         _check_slots(pg, tensor, scatter_list, "scatter_list", fn)
-    return finish(pg.scatter(tensor, scatter_list if at_root else None, root), async_op)
+    return run(pg.scatter, async_op, tensor, scatter_list if at_root else None, root)
 
 
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None) -> None:

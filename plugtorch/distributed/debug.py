@@ -64,6 +64,9 @@ class CheckedProcessGroup(ProcessGroup):
         self._check("barrier()")
         return self.pg.barrier()
 
+    def blocking(self):  # the wrapped group's, for the collective itself (the check's is waited anyway)
+        return self.pg.blocking()
+
     def allgather_object(self, obj):
         self._check("all_gather_object()")
         return self.pg.allgather_object(obj)

@@ -16,6 +16,7 @@ staging copy); this package never touches backend arrays.
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 
 from ..futures import Future
@@ -131,6 +132,14 @@ class ProcessGroup:
 
     def barrier(self) -> Work:
         raise NotImplementedError
+
+    def blocking(self) -> contextlib.AbstractContextManager:
+        """A context whose collectives (those this thread posts) the caller waits on at once,
+        before posting anything else (``async_op=False``), so a provider may skip what only
+        helps work in flight while its caller computes (the MPI plugin does not wake its
+        progress thread). It must not change what the ranks exchange: the others may have
+        posted the same collective async. This default changes nothing."""
+        return contextlib.nullcontext()
 
     # -- the rest of torch.distributed; the front end has checked shapes, dtypes and ranks ----
     def _missing(self, what: str):
