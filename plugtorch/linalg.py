@@ -1,20 +1,57 @@
-"""``plugtorch.linalg``: torch.linalg's norms and products that plugtorch has.
+"""``plugtorch.linalg``: torch.linalg's functions.
 
-The ops are declared in ``core/ops/linalg.py`` (registered, so the conformance kit checks
-them); this module gives them torch.linalg's names. Decompositions (``svd``, ``eigh``,
-``solve``, ...) and the norms built on singular values need primitives the backend
-contract does not have, so they are absent rather than slow host-side fallbacks.
+The norms and products are ops of ``core/ops/linalg.py``; the factorisations are ops on the
+backends' LAPACK-level primitives (``core/ops/decompositions.py``, ``solvers.py``) and the
+functions built on them (``linalg_api.py``, ``linalg_spectral.py``). See docs/linalg.md.
 """
-from __future__ import annotations
-
+from .core.ops.decompositions import LinAlgError
 from .core.ops.linalg import diagonal as _diagonal
 from .core.ops.linalg import linalg_cross as cross
 from .core.ops.linalg import linalg_matrix_norm as matrix_norm
 from .core.ops.linalg import linalg_norm as norm
 from .core.ops.linalg import linalg_vector_norm as vector_norm
 from .core.ops.linalg import matmul
+from .core.ops.linalg_api import (
+    cholesky,
+    cholesky_ex,
+    det,
+    inv,
+    inv_ex,
+    lu,
+    lu_factor,
+    lu_factor_ex,
+    lu_solve,
+    slogdet,
+    solve,
+    solve_ex,
+    solve_triangular,
+)
+from .core.ops.linalg_spectral import (
+    cond,
+    eig,
+    eigh,
+    eigvals,
+    eigvalsh,
+    householder_product,
+    lstsq,
+    matrix_rank,
+    multi_dot,
+    pinv,
+    qr,
+    svd,
+    svdvals,
+    tensorinv,
+    tensorsolve,
+    vander,
+)
+from .core.ops.linalg_spectral import linalg_matrix_exp as matrix_exp
+from .core.ops.products import matrix_power
 
-__all__ = ["cross", "diagonal", "matmul", "matrix_norm", "norm", "vector_norm", "vecdot"]
+__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals",
+           "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor", "lu_factor_ex",
+           "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm",
+           "pinv", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv",
+           "tensorsolve", "vander", "vecdot", "vector_norm"]
 
 
 def diagonal(A, *, offset=0, dim1=-2, dim2=-1):

@@ -15,6 +15,7 @@ import numpy
 from . import special
 from .bfloat16 import ACCUMULATING, BFLOAT16, keeps_bfloat16, widened
 from .bfloat16 import SCALAR as BF16_SCALAR
+from .linalg import make_linalg
 from .special_functions import numpy_special
 
 
@@ -430,6 +431,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         "from_host": from_host,
         "to_host": to_host,
     }
+    table.update(make_linalg(xp))
     if xp is numpy:  # bfloat16 accumulates in float32, as torch's CPU kernels do
         table.update({name: widened(name, table[name]) for name in ACCUMULATING})
         table.update({name: keeps_bfloat16(name, table[name]) for name in BINARY_UFUNCS if name in _QUIET})

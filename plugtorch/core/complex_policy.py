@@ -132,6 +132,8 @@ COMPLEX_RULES = frozenset("""
     fft_c2c fft_r2c fft_c2r gather getitem index_put index_put_zeros index_select masked_fill
     scatter_add scatter index_fill flip pad unfold cat clone contiguous expand permute reshape
     squeeze stack t transpose unsqueeze view col2im fold im2col windows
+    linalg_solve_triangular linalg_solve linalg_inv linalg_det linalg_logabsdet cholesky_factor qr_factors
+    svd_factors svd_values eigh_factors eigh_values eig_factors lu_factors
 """.split())
 
 # Holomorphic functions whose rule computes g * f'(z) (for a product, the other factor):

@@ -94,6 +94,26 @@ PRIMITIVES: dict[str, str] = {
     "cumsum": "cumsum(x, axis, dtype)",
     # linear algebra
     "matmul": "matmul(x, y): x and y have ndim >= 2 and broadcastable batch dims",
+    # matrix factorisations (LAPACK's): none composes from the others at O(n**3) with LAPACK's
+    # accuracy. x is a batch (..., m, n) of float32/float64/complex64/complex128 matrices, no
+    # entry of which need be finite; a tuple result is a tuple of native arrays
+    "cholesky": ("cholesky(x) -> L: the lower factor of x = L L^H (square x; only its lower triangle is "
+                 "read). Where the leading minor of order k is the first not positive-definite, L's "
+                 "diagonal is nan from entry k - 1 on (its other entries are then unspecified)"),
+    "qr": ("qr(x, complete) -> (Q, R): Q (..., m, k) with orthonormal columns, R (..., k, n) upper "
+           "triangular, k = min(m, n), or k = m when complete"),
+    "svd": ("svd(x, full_matrices, compute_uv) -> (U, S, Vh), or S alone when compute_uv is False: S "
+            "(..., min(m, n)) real and descending; U (..., m, m or k), Vh (..., n or k, n)"),
+    "eigh": ("eigh(x, upper, compute_v) -> (w, V), or w alone when compute_v is False: the eigenvalues "
+             "(real, ascending) and eigenvectors of Hermitian x, reading its upper or lower triangle"),
+    "eig": ("eig(x, compute_v) -> (w, V), or w alone: the eigenvalues and unit eigenvectors of square x, "
+            "complex (complex64 for float32 or complex64 x, else complex128)"),
+    "lu_factor": ("lu_factor(x) -> (LU, pivots): getrf's partial pivoting; LU holds L's strict lower part "
+                  "(unit diagonal implied) and U; pivots (..., min(m, n)) int32, 1-based: row i was "
+                  "swapped with row pivots[i] - 1. A zero pivot is left in U (no error)"),
+    "solve_triangular": ("solve_triangular(a, b, upper, unitriangular) -> X with a X = b: a (..., n, n) "
+                         "triangular (the other triangle is not read; unitriangular: nor the diagonal, "
+                         "taken as ones), b (..., n, k), batch dims broadcast; a zero pivot gives inf/nan"),
     # discrete Fourier transforms: no composition from the others is O(n log n)
     "fft": ("fft(x, axes, kind, norm, last_size): numpy.fft's n-dimensional transforms over axes (distinct "
             "non-negative ints, each of size >= 1): kind 'c2c' is fftn of complex x, 'ic2c' ifftn, 'r2c' rfftn "

@@ -147,9 +147,9 @@ def test_products_and_distances(torch, name):
         _same_error(torch, call, *inputs)
 
 
-def test_matrix_power_negative_says_what_is_missing():
-    with pytest.raises(NotImplementedError, match="matrix_power: n=-1 < 0 needs the matrix inverse"):
-        plugtorch.matrix_power(plugtorch.eye(2), -1)
+def test_matrix_power_negative_is_the_inverse_power(torch):
+    a = np.random.default_rng(3).standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    _compare(torch, lambda m, x: m.matrix_power(x, -3), a, grad=True)
 
 
 def test_chain_matmul_warns_as_torch(torch):

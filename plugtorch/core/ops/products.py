@@ -179,16 +179,16 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
 
 @op(exposed=_EVERYWHERE)
 def matrix_power(input, n):
-    """The matrix to the integer power ``n >= 0`` by repeated squaring (batched); ``n = 0`` gives
-    identities. A negative ``n`` needs a matrix inverse, which plugtorch does not have yet."""
+    """The matrix to the integer power ``n`` by repeated squaring (batched); ``n = 0`` gives
+    identities, a negative ``n`` the power of the inverse."""
     if input.ndim < 2:
         raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 dimensions.")
     if input.shape[-1] != input.shape[-2]:
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
                            f"{input.shape[-2]} by {input.shape[-1]} matrices")
-    if n < 0:
-        raise NotImplementedError(f"matrix_power: n={n} < 0 needs the matrix inverse, which plugtorch does not "
-                                  "provide yet; compute the power for -n and solve with it on the host instead")
+    if n < 0:  # the power of the inverse, as torch's
+        from .linalg_api import inv
+        return matrix_power(inv(input), -n)
     if n == 0:
         # identities in input's graph with a zero gradient: an empty slice's sum is exactly 0,
         # where input * 0 would turn an inf into nan

@@ -10,6 +10,7 @@ from . import (
     conv,
     counting,
     cumulative,
+    decompositions,
     distances,
     elementwise,
     fourier,
@@ -30,5 +31,5 @@ from . import (
 SAMPLES: dict = {}
 for _module in (elementwise, reductions, sorting, shapes, indexing, linalg, nn, losses, conv, sampling,
                 distances, attention, bitwise, cumulative, counting, optim, recurrent, special, fourier,
-                script_functions):
+                decompositions, script_functions):
     SAMPLES.update(_module.SAMPLES)
