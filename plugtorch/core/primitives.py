@@ -30,7 +30,7 @@ PRIMITIVES: dict[str, str] = {
     "expm1": "expm1(x): e**x - 1",
     "sqrt": "sqrt(x): square root; sqrt(<0) = nan, no warnings",
     "abs": "abs(x): |x|",
-    "sign": "sign(x): -1, 0 or 1 in x's dtype",
+    "sign": "sign(x): -1, 0 or 1 in x's dtype (0 at NaN, as torch's)",
     "sin": "sin(x)",
     "cos": "cos(x)",
     "tanh": "tanh(x)",
