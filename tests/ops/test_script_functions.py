@@ -446,3 +446,67 @@ def test_empty_strided_has_torchs_shape_strides_and_dtype(torch, size, stride):
     assert list(ours.shape) == list(theirs.shape) and ours.stride() == theirs.stride()
     assert ours.dtype is plugtorch.float64 and ours.requires_grad and ours.is_leaf
     assert ours.is_contiguous() == theirs.is_contiguous()
+
+
+# -- the CuPy backend's code path ---------------------------------------------------------------
+
+_ON_EMULATED_CUPY = r'''
+import numpy as np
+import plugtorch as pt
+
+def flat(v):
+    return [w for u in v for w in flat(u)] if isinstance(v, tuple) else [v]
+
+def both(fn, *arrays):
+    host = flat(fn(*[pt.tensor(a) for a in arrays]))
+    device = flat(fn(*[pt.tensor(a, device="cupy_emulated") for a in arrays]))
+    for x, y in zip(host, device, strict=True):
+        assert y.device.type == "cupy_emulated" and x.dtype == y.dtype and x.shape == y.shape, (fn, x, y)
+        assert np.allclose(np.asarray(x.tolist(), float), np.asarray(y.tolist(), float), equal_nan=True), (x, y)
+    return device
+
+rng = np.random.default_rng(0)
+f = rng.standard_normal((4, 5))
+f[0, 0] = np.nan
+ints = rng.integers(0, 3, (4, 5))
+both(pt.gcd, rng.integers(-30, 30, (4, 5)), rng.integers(-30, 30, 5))
+both(pt.lcm, rng.integers(-30, 30, (4, 5)), rng.integers(-30, 30, 5))
+both(pt.nextafter, f, np.ones(5))
+both(pt.frexp, f)
+both(lambda x: pt.mode(x, 1), ints)
+both(lambda x: pt.nanmedian(x, 1), f)
+both(lambda x: pt.unique_consecutive(x, return_inverse=True, return_counts=True), ints.reshape(-1))
+both(lambda x: pt.histogramdd(x, bins=[2, 3]), rng.standard_normal((50, 2)))
+both(lambda x: pt.renorm(x, 2, 0, 1.0), rng.standard_normal((3, 4)))
+both(lambda x: pt.gradient(x, edge_order=2), rng.standard_normal((3, 4)))
+assert both(lambda x: pt.as_strided(x, (3, 3), (2, 1), 1), np.arange(9.0))[0].stride() == (2, 1)
+x = pt.arange(9.0, device="cupy_emulated")
+x.as_strided((2, 2), (3, 1), 1).mul_(10)
+assert x.tolist() == [0.0, 10.0, 20.0, 3.0, 40.0, 50.0, 6.0, 7.0, 8.0]
+pt.manual_seed(0)
+draws = np.asarray(pt.poisson(pt.full((4000,), 30.0, device="cupy_emulated")).tolist())
+assert abs(draws.mean() - 30) < 5 * (30 / 4000) ** 0.5, draws.mean()
+print("ok")
+'''
+
+
+def test_the_cupy_backend_code_path_gives_the_numpy_backends_results():
+    """The emulated CuPy backend (CuPy's code path checked against CuPy's API, computed by NumPy)
+    runs every function here, the gcd and as_strided primitives included."""
+    import os
+    import subprocess
+    import sys
+
+    from plugtorch_backends.cupy_backend.probe import installed as cupy_installed
+
+    from plugtorch.testing.cuda_cpu import compiler_missing
+    if not cupy_installed():
+        pytest.skip("CuPy is not installed, and the emulated backend checks its calls against CuPy's API "
+                    "(pip install 'plugtorch[cupy13]')")
+    if compiler_missing():
+        pytest.skip(f"the emulated backend's kernels cannot run on the CPU: {compiler_missing()}")
+    env = dict(os.environ, PLUGTORCH_PLUGINS="plugtorch_backends.cupy_backend.emulation", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", _ON_EMULATED_CUPY], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
