@@ -8,18 +8,73 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 
 from .errors import BackendUnavailableError
 
+# torch's device types: a script may name any of them (``device("mps")`` to test for one) whether
+# or not a backend answers to it; plugtorch's backend names and aliases are valid too
+_TORCH_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
+                "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+_known_types = set(_TORCH_TYPES)
+_DEVICE_STRING = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)(?::(0|[1-9][0-9]*))?")  # torch's, digits allowed after
+
+
+def _check_type(name: str) -> None:
+    if name in _known_types:
+        return
+    if not name:
+        raise RuntimeError("Device string must not be empty")
+    from .plugins import get_registry
+    reg = get_registry()
+    if name in reg.backends or name in reg.aliases:
+        _known_types.add(name)
+        return
+    names = ", ".join([*_TORCH_TYPES, *sorted(set(reg.backends) | set(reg.aliases) - set(_TORCH_TYPES))])
+    raise RuntimeError(f"Expected one of {names} device type at start of device string: {name}")
+
+
+def _index(value, place: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"device(): argument 'index' ({place}) must be int, not {type(value).__name__}")
+    if value < 0:
+        raise RuntimeError("Device index must not be negative")
+    return value
+
 
 class Device:
+    """``plugtorch.device``, as torch's: ``device("cpu")``, ``device("cupy:0")``, ``device("cuda", 1)``;
+    the type is a torch device type or a backend's name or alias, checked when made."""
     __slots__ = ("type", "index")
 
-    def __init__(self, type: str, index: int | None = None):
-        if index is None and isinstance(type, str) and ":" in type:
-            type, _, idx = type.partition(":")
-            index = int(idx)
+    def __init__(self, type, index: int | None = None):
+        if isinstance(type, Device) and index is None:
+            type, index = type.type, type.index
+        elif isinstance(type, int) and not isinstance(type, bool) and index is None:  # device(1): the accelerator's
+            from ..accelerator import current_accelerator
+            acc = current_accelerator()
+            if acc is None:
+                raise RuntimeError("Cannot access accelerator device when none is available.")
+            type, index = acc.type, _index(type, "position 1")
+        elif not isinstance(type, str):
+            raise TypeError(f"device() received an invalid combination of arguments - got ({type.__class__.__name__}"
+                            f"{'' if index is None else ', ' + index.__class__.__name__}), but expected one of: "
+                            "(plugtorch.device device), (str type, int index = -1)")
+        elif type not in _known_types:  # a string to parse (the common names skip this)
+            if not type:
+                raise RuntimeError("Device string must not be empty")
+            parsed = _DEVICE_STRING.fullmatch(type)
+            if parsed is None:
+                raise RuntimeError(f"Invalid device string: '{type}'")
+            if parsed[2] is not None:
+                if index is not None:
+                    raise RuntimeError("type (string) must not include an index because index was passed "
+                                       f"explicitly: {type}")
+                type, index = parsed[1], int(parsed[2])
+        if index is not None:
+            index = _index(index, "position 2")
+        _check_type(type)
         self.type = type
         self.index = index
 
