@@ -19,7 +19,7 @@ import math
 
 import numpy
 
-from . import indexing, philox, special
+from . import indexing, linalg, philox, special
 
 # plugtorch dtype name -> the namespace's dtype attribute. The standard has no float16.
 DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64", "complex64", "complex128")
@@ -220,6 +220,7 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
         "from_host": from_host,
         "to_host": to_host,
         **philox.make_random_primitives(xp, native),
+        **{name: quiet(fn) for name, fn in linalg.make_linalg(xp).items()},
     }
 
 
