@@ -101,7 +101,8 @@ C_KERNEL_OPS = frozenset({"_fused_adam_",
                           "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
                           "fold", "gelu", "gelu_backward", "index_select", "layer_norm", "layer_norm_backward",
                           "layer_norm_weight_grad", "lstm_layer", "lstm_layer_backward", "max_pool2d",
-                          "max_pool2d_backward", "relu", "sigmoid_backward",
+                          "max_pool2d_backward", "relu", "scaled_dot_product_attention",
+                          "scaled_dot_product_attention_backward", "sigmoid_backward",
                           "tanh_backward", "threshold_backward"})
 _KERNEL_TESTS = {
     **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),

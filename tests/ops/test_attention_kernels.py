@@ -1,19 +1,29 @@
 """scaled_dot_product_attention and its backward op: the NumPy backend's kernels (the weights in
-one buffer, masked and normalised in place) against the ops' decompositions, for the layouts
-minGPT gives them (heads split by a transpose: non-contiguous), broadcast batch dims, every kind
-of mask, dropout masks and rows that see no key."""
+one buffer, masked and normalised in place; NumPy passes or the C softmax over rows) against the
+ops' decompositions, for the layouts minGPT gives them (heads split by a transpose:
+non-contiguous), broadcast batch dims, every kind of mask, dropout masks and rows that see no key;
+the C softmax's rows against torch's softmax, NaN and fully masked rows included."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from plugtorch_backends.numpy_backend import attention
+from plugtorch_backends.numpy_backend import attention, native
 
 import plugtorch
 from plugtorch.core.ops import attention as ops
 
 REG = plugtorch.get_registry().ops
+_NO_C = pytest.mark.skipif(not native.enabled(), reason=f"the C kernels are not here: {native.status()}")
+KERNELS = [pytest.param("numpy", id="numpy"), pytest.param("c", id="c", marks=_NO_C)]
+
+
+def _module(kind):
+    if kind == "numpy":
+        return attention
+    from plugtorch_backends.numpy_backend.native import attention as c_attention
+    return c_attention
 
 
 def _inputs(dtype, seed=0):
@@ -46,7 +56,9 @@ def _tol(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("mask_kind", "causal"), CASES)
 @pytest.mark.parametrize("dropout", [False, True])
-def test_kernels_equal_the_decompositions(dtype, mask_kind, causal, dropout):
+@pytest.mark.parametrize("kind", KERNELS)
+def test_kernels_equal_the_decompositions(dtype, mask_kind, causal, dropout, kind):
+    kernels = _module(kind)
     rng = np.random.default_rng(1)
     q, k, v = _inputs(dtype)
     mask = _masks(mask_kind, dtype, rng)
@@ -54,12 +66,12 @@ def test_kernels_equal_the_decompositions(dtype, mask_kind, causal, dropout):
     scale = 1 / math.sqrt(4)
     t = [None if a is None else plugtorch.tensor(a) for a in (q, k, v, mask, drop)]
 
-    got = attention.scaled_dot_product_attention(q, k, v, mask, drop, scale=scale, is_causal=causal)
+    got = kernels.scaled_dot_product_attention(q, k, v, mask, drop, scale=scale, is_causal=causal)
     want = REG["scaled_dot_product_attention"].decompose(*t, scale=scale, is_causal=causal)
     np.testing.assert_allclose(got, want.numpy(), **_tol(dtype))
 
     grad = rng.standard_normal(got.shape).astype(dtype)
-    flat = attention.scaled_dot_product_attention_backward(grad, q, k, v, mask, drop, scale=scale, is_causal=causal)
+    flat = kernels.scaled_dot_product_attention_backward(grad, q, k, v, mask, drop, scale=scale, is_causal=causal)
     want = REG["scaled_dot_product_attention_backward"].decompose(plugtorch.tensor(grad), *t, scale=scale,
                                                                   is_causal=causal)
     np.testing.assert_allclose(flat, want.numpy(), **_tol(dtype))
@@ -98,3 +110,35 @@ def test_the_backward_op_names_bad_shapes():
     q, k, v = (plugtorch.tensor(a) for a in _inputs(np.float64))
     with pytest.raises(RuntimeError, match="scaled_dot_product_attention_backward: expected query, key, value"):
         ops.scaled_dot_product_attention_backward(q[..., :3], q, k, v, scale=0.5, is_causal=False)
+
+
+@_NO_C
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("L", "S"), [(64, 64), (5, 40), (40, 5), (3, 1)])
+def test_the_c_softmax_rows_equal_torchs(dtype, L, S):
+    torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
+    from plugtorch_backends.numpy_backend.native import _kernels
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((3, L, S)) * 4).astype(dtype)
+    x[0, 1, :] = -np.inf            # every key masked: zeros, as torch's attention gives
+    x[1, 2, min(1, S - 1)] = np.nan  # a NaN: the row is NaN
+    x[2, 0, -1] = -np.inf
+    for causal in (False, True):
+        want = torch.from_numpy(x) * 0.3
+        if causal:
+            want = want.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
+        dead = (want == float("-inf")).all(-1)
+        want = torch.softmax(want, -1)
+        want[dead] = 0.0
+        assert torch.isnan(want[1, 2]).all()
+        out = np.empty_like(x)
+        _kernels.softmax_rows(x.reshape(-1, S), L, causal, 0.3, out.reshape(-1, S))
+        np.testing.assert_allclose(out, want.numpy(), **_tol(dtype))
+
+        y = np.nan_to_num(out)
+        g = rng.standard_normal(x.shape).astype(dtype)
+        ty = torch.from_numpy(y)
+        want_g = (ty * (torch.from_numpy(g) - (torch.from_numpy(g) * ty).sum(-1, keepdim=True))) * 0.3
+        got_g = np.empty_like(g)
+        _kernels.softmax_backward_rows(g.reshape(-1, S), y.reshape(-1, S), L, causal, 0.3, got_g.reshape(-1, S))
+        np.testing.assert_allclose(got_g, want_g.numpy(), **_tol(dtype))

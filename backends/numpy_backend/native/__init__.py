@@ -33,7 +33,7 @@ import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
 
-ABI = 7  # _kernels.c's interface version (its ABI constant); they change together
+ABI = 8  # _kernels.c's interface version (its ABI constant); they change together
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -91,13 +91,15 @@ def kernels() -> dict:
     from .. import fused
     from . import norm
     from .activation import gelu, gelu_backward, relu, sigmoid_backward, tanh_backward, threshold_backward
+    from .attention import ATTENTION_KERNELS
     from .conv import conv2d, conv2d_weight_grad, fold
     from .gather import index_select
     from .loss import cross_entropy, cross_entropy_backward
     from .optim import _fused_adam_, adam_step_
     from .pool import max_pool2d, max_pool2d_backward
     from .rnn import rnn_kernels
-    return {**rnn_kernels(), "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward, "fold": fold,
+    return {**rnn_kernels(), **ATTENTION_KERNELS, "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward,
+            "fold": fold,
             "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
             "_fused_adam_": _fused_adam_, "cross_entropy": cross_entropy,
             "cross_entropy_backward": cross_entropy_backward,

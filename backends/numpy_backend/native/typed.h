@@ -665,6 +665,155 @@ static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssiz
     return 0;
 }
 
+
+/* -- softmax over rows: softmax, scaled_dot_product_attention ------------------------------------ */
+
+/* The entries of row r that take part: all n, or with `causal` the first 1 + (r mod L) (query i of
+ * an (L, n) matrix sees keys 0..i, top-left aligned), at most n. */
+#define VISIBLE(r) (causal ? ((r) % L + 1 < n ? (r) % L + 1 : n) : n)
+/* a causal row's visible entries rounded up to whole SM_LANES blocks (at most n): the loops then
+ * run whole vectors, where a scalar tail of up to 15 entries cost as much as the vectors */
+#define PADDED(vis) ((vis) + SM_LANES - 1 - ((vis) + SM_LANES - 1) % SM_LANES < n \
+                     ? (vis) + SM_LANES - 1 - ((vis) + SM_LANES - 1) % SM_LANES : n)
+
+/* Row reductions in SM_LANES independent partial results, so that the compiler keeps them in
+ * vector registers (a single running max or double sum is one long dependency chain) */
+#define SM_LANES 16
+
+/* the largest of x[0..n) * scale, NaN ignored (the softmax looks for NaN itself) */
+static inline T FN(scaled_max)(const T *x, Py_ssize_t n, T scale)
+{
+    T lane[SM_LANES];
+    for (int l = 0; l < SM_LANES; l++)
+        lane[l] = (T)-INFINITY;
+    Py_ssize_t j = 0;
+    for (; j + SM_LANES <= n; j += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) {
+            T v = x[j + l] * scale;
+            lane[l] = v > lane[l] ? v : lane[l];
+        }
+    T m = (T)-INFINITY;
+    for (; j < n; j++) {
+        T v = x[j] * scale;
+        m = v > m ? v : m;
+    }
+    for (int half = SM_LANES / 2; half; half /= 2)  /* a tree: a chain of SM_LANES steps cost more than a row */
+        for (int l = 0; l < half; l++)
+            lane[l] = lane[l + half] > lane[l] ? lane[l + half] : lane[l];
+    return lane[0] > m ? lane[0] : m;
+}
+
+/* x[0..n) * scale - m into out, returning their sum in T: NaN exactly where one of them is (none
+ * is above 0, so no inf - inf) */
+static inline T FN(shifted)(const T *x, T *out, Py_ssize_t n, T scale, T m)
+{
+    T lane[SM_LANES] = {0};
+    Py_ssize_t j = 0;
+    for (; j + SM_LANES <= n; j += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) {
+            out[j + l] = x[j + l] * scale - m;
+            lane[l] += out[j + l];
+        }
+    T s = 0;
+    for (; j < n; j++) {
+        out[j] = x[j] * scale - m;
+        s += out[j];
+    }
+    for (int half = SM_LANES / 2; half; half /= 2)
+        for (int l = 0; l < half; l++)
+            lane[l] += lane[l + half];
+    return s + lane[0];
+}
+
+/* the sum of a[0..n) in double */
+static inline double FN(row_sum)(const T *a, Py_ssize_t n)
+{
+    double lane[SM_LANES] = {0};
+    Py_ssize_t j = 0;
+    for (; j + SM_LANES <= n; j += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++)
+            lane[l] += (double)a[j + l];
+    double s = 0;
+    for (; j < n; j++)
+        s += (double)a[j];
+    for (int half = SM_LANES / 2; half; half /= 2)
+        for (int l = 0; l < half; l++)
+            lane[l] += lane[l + half];
+    return s + lane[0];
+}
+
+/* the sum of a[0..n) * b[0..n) in double, each product rounded to T */
+static inline double FN(row_dot)(const T *a, const T *b, Py_ssize_t n)
+{
+    double lane[SM_LANES] = {0};
+    Py_ssize_t j = 0;
+    for (; j + SM_LANES <= n; j += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++)
+            lane[l] += (double)(a[j + l] * b[j + l]);
+    double s = 0;
+    for (; j < n; j++)
+        s += (double)(a[j] * b[j]);
+    for (int half = SM_LANES / 2; half; half /= 2)
+        for (int l = 0; l < half; l++)
+            lane[l] += lane[l + half];
+    return s + lane[0];
+}
+
+/* rows [lo, hi) of (rows, n) x into out (in place allowed): softmax(x * scale) over each row's
+ * visible entries, 0 past them; a row whose maximum is -inf (every key masked) gives zeros, not
+ * NaN, and a row holding a NaN gives NaN throughout, as torch's. The exponentials are summed in
+ * double and each multiplied by the sum's reciprocal rounded to T (as torch's kernel scales them). */
+VECTOR_CLONES static void FN(softmax_rows)(const T *x, T *out, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n,
+                                           Py_ssize_t L, int causal, T scale)
+{
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        const T *row = x + r * n;
+        T *o = out + r * n;
+        Py_ssize_t vis = VISIBLE(r), w = PADDED(vis);
+        T m = FN(scaled_max)(row, vis, scale);
+        T check = m == (T)-INFINITY ? 0 : FN(shifted)(row, o, vis, scale, m);
+        if (check != check || m == (T)-INFINITY) {  /* a NaN: NaN; every entry -inf: zeros */
+            int nan = 0; /* (a conditional `fill = NAN` in this loop came out 0 for doubles at -O3) */
+            for (Py_ssize_t j = 0; j < vis; j++)
+                nan |= row[j] != row[j];
+            for (Py_ssize_t j = 0; j < n; j++)  /* the whole row, as torch's softmax of the masked row */
+                o[j] = nan ? (T)NAN : 0;
+            w = n;
+        } else {
+            for (Py_ssize_t j = vis; j < w; j++)  /* exp(-inf) = 0 */
+                o[j] = (T)-INFINITY;
+            EXP_BLOCK(o, w);
+            T inv = (T)(1.0 / FN(row_sum)(o, w)); /* a multiply a key: a divide costs ten */
+            for (Py_ssize_t j = 0; j < w; j++)
+                o[j] = o[j] * inv;
+        }
+        if (w < n)
+            memset(o + w, 0, (size_t)(n - w) * sizeof(T));
+    }
+}
+
+/* rows [lo, hi) of softmax's input gradient from its output y and the output's gradient g, times
+ * scale: (y * (g - sum(g * y))) * scale, the sum in double; with causal only over the visible
+ * entries (padded as the forward's: y is 0 there), 0 past them. out may be g. */
+VECTOR_CLONES static void FN(softmax_bwd_rows)(const T *g, const T *y, T *out, Py_ssize_t lo, Py_ssize_t hi,
+                                               Py_ssize_t n, Py_ssize_t L, int causal, T scale)
+{
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        const T *gr = g + r * n, *yr = y + r * n;
+        T *o = out + r * n;
+        Py_ssize_t w = PADDED(VISIBLE(r));
+        T dot = (T)FN(row_dot)(gr, yr, w);
+        for (Py_ssize_t j = 0; j < w; j++)
+            o[j] = (yr[j] * (gr[j] - dot)) * scale;
+        if (w < n)
+            memset(o + w, 0, (size_t)(n - w) * sizeof(T));
+    }
+}
+
+#undef VISIBLE
+#undef PADDED
+#undef SM_LANES
+
 #undef FN
 #undef CAT
 #undef CAT_
