@@ -60,6 +60,7 @@ PARAMETER_TYPES: dict[str, str] = {
     "split_sizes": INTS,
     **dict.fromkeys(("running_mean", "running_var"), "Tensor | None"),  # None: batch statistics only
     "momentum": "_float | None",  # None: a cumulative average
+    "maxnorm": "_float", "storage_offset": "_int | None",  # renorm's cap; as_strided's start (None: 0)
     **dict.fromkeys(("other", "value", "min", "max", "start", "end"), SCALAR),
     "tensors": TENSORS,
     **dict.fromkeys((

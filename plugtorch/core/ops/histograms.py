@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections.abc import Sequence
 
 from ..dispatch import call_op, record
 from ..dtypes import bool_, int64
@@ -136,7 +137,7 @@ def _linear_edges(lo, hi, n, like):
     return ew.where(ew.lt(i, (n + 1) // 2), first + i * step, last - (n - i) * step)
 
 
-def _histogramdd(input, bins=10, *, range=None, weight=None, density=False):
+def _histogramdd(input, bins=10, *, range: Sequence[float] | None = None, weight=None, density=False):
     hist, edges = _run(input, bins, range, weight, density, "histogramdd")
     return histogramdd_result(hist, tuple(edges))
 
@@ -175,7 +176,7 @@ def histogramdd(input, weight, edges, *, bins, density):
 
 
 @public("plugtorch", "Tensor")
-def histogram(input, bins=100, *, range=None, weight=None, density=False):
+def histogram(input, bins=100, *, range: Sequence[float] | None = None, weight=None, density=False):
     """(hist, bin_edges): the histogram of ``input``'s values in ``bins`` equal bins over ``range``
     (default: the data's min and max), or in the bins whose edges the 1-D tensor ``bins`` gives."""
     if not isinstance(input, Tensor):

@@ -21,7 +21,7 @@ _EVERYWHERE = ("plugtorch", "Tensor")
 
 # -- renorm -------------------------------------------------------------------------------------
 
-def _renorm_args(input, p, dim, maxnorm):
+def _renorm_args(input, p: float, dim: int, maxnorm: float):
     if not isinstance(input, Tensor):
         raise TypeError(f"renorm(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
     if p <= 0:

@@ -52,7 +52,7 @@ def _check_geometry(size, stride, storage_offset, storage_elements, itemsize):
                            f"bounds for storage of size {storage_elements * itemsize}")
 
 
-def _as_strided_args(input, size, stride, storage_offset=None):
+def _as_strided_args(input, size, stride, storage_offset: int | None = None):
     if not isinstance(input, Tensor):
         raise TypeError(f"as_strided(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
     size, stride = _ints("as_strided", "size", size), _ints("as_strided", "stride", stride)
@@ -104,7 +104,7 @@ def as_strided(input, *, size, stride, storage_offset):
 
 
 @public("Tensor")
-def as_strided_(input, size, stride, storage_offset=None):
+def as_strided_(input, size, stride, storage_offset: int | None = None):
     """In place: ``input`` becomes ``input.as_strided(size, stride, storage_offset)``."""
     return _becomes(input, as_strided(input, size, stride, storage_offset), "as_strided_")
 
