@@ -7,7 +7,7 @@ This is what tells the drift test_imagenet.py allows apart from a bug: in float3
 weights differ by a few percent of the update after two steps, but so do PyTorch's float32 and
 float64 runs of the same steps (rounding in 224x224 sums, amplified by BatchNorm over two images);
 in float64 the libraries agree to ~1e-12. The model is ResNet-18 cut to one block per stage and the
-images are 64x64, so that the last stage's BatchNorm still normalises 8 values per channel (at 1x1,
+images are 48x48, so that the last stage's BatchNorm still normalises 8 values per channel (at 1x1,
 two values per channel, the step is ill-conditioned: PyTorch against itself with the input scaled by
 1 + 1e-14 drifts by 1e-3 in three steps)."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torchvision_resnet import resnet_models
 
 import plugtorch
 
-STEPS, SIZE = 3, 64
+STEPS, SIZE = 3, 48
 
 
 def _resnet10(lib):
