@@ -31,27 +31,28 @@ def _tensors(name, input, other):
             raise TypeError(f"{name}(): argument '{what}' (position {pos}) must be Tensor, not {type(v).__name__}")
 
 
-def _integer_front(name):
-    def check(fn):
-        def front(input, other):
-            _tensors(name, input, other)
-            dt = result_type(input, other)
-            if dt.is_floating_point or dt.is_complex or dt.name == "bool":
-                raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_C_WORD[dt.name]}\': {name} '
-                                          "takes integer tensors; convert with .long()")
-            return fn(input, other)
-        front.__doc__ = (f"The elementwise {'greatest common divisor' if name == 'gcd' else 'least common multiple'}"
-                         " of two integer tensors (non-negative), with broadcasting.")
-        return front
-    return check
+def _check_integers(name, input, other):
+    _tensors(name, input, other)
+    dt = result_type(input, other)
+    if dt.is_floating_point or dt.is_complex or dt.name == "bool":
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_C_WORD[dt.name]}\': {name} takes '
+                                  "integer tensors; convert with .long()")
+    return dt
 
 
-_gcd, gcd = ew._binary("gcd", dtypes="integers only", inplace=True, public=_integer_front("gcd"))
+def _gcd_front(fn):
+    def front(input, other):
+        _check_integers("gcd", input, other)
+        return fn(input, other)
+    front.__doc__ = "The elementwise greatest common divisor of two integer tensors (non-negative), with broadcasting."
+    return front
+
+
+_gcd, gcd = ew._binary("gcd", dtypes="integers only", inplace=True, public=_gcd_front)
 
 
 def _lcm_args(input, other):
-    _integer_front("lcm")(lambda a, b: None)(input, other)
-    dt = result_type(input, other)
+    dt = _check_integers("lcm", input, other)
     return (input.to(dt), other.to(dt)), {}
 
 
