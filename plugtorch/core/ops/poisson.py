@@ -8,9 +8,10 @@ draws number for number, only in distribution. Two methods, as torch's CPU kerne
 * rate >= 10: Hoermann's transformed rejection (PTRS, 1993), two uniforms per try, about
   1.1 tries per entry.
 
-Each round of either loop reads back to the host whether any entry is still pending (a few
-rounds for inversion at rates near 10, rarely more than 6 for rejection); entries are
-otherwise computed together, in float64, and cast to the rates' dtype at the end.
+Each round of either loop carries on with only the entries still pending, and reads back to the
+host how many there are (about 20 rounds for inversion at rates near 10, rarely more than 6 for
+rejection); the arithmetic is float64, cast to the rates' dtype at the end. About 1 s per
+million draws on one core, where torch's C++ kernel takes a few hundredths.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from ..grad_mode import no_grad
 from ..optable import public
 from ..tensor import Tensor
 from . import elementwise as ew
-from .creation import _random, zeros
+from .creation import _random, arange, zeros
 from .draws import _word, _zero_grad_from
+from .shape import stack
 from .special import lgamma
 
 _SMALL = 10.0  # below it, inversion; at or above it, transformed rejection (torch's threshold too)
@@ -32,35 +34,39 @@ def _uniform(shape, generator, device):
 
 
 def _by_inversion(lam, generator):
-    """Draws for rates below 10: the first k whose cumulative probability reaches a uniform."""
-    u = _uniform(tuple(lam.shape), generator, lam._backend.name)
+    """Draws for rates below 10 (a 1-D tensor): the first k whose cumulative probability reaches
+    a uniform. Each step walks only the entries still short of their uniform."""
+    device = lam._backend.name
+    out = zeros(lam.shape, dtype=float64, device=device)
+    u = _uniform(tuple(lam.shape), generator, device)
     p = ew.exp(-lam)
-    cdf = p
-    k = zeros(lam.shape, dtype=float64, device=lam._backend.name)
-    pending = ew.gt(u, cdf)
+    cdf, live = p, arange(lam.shape[0], device=device)
     for step in range(1, _MAX_ROUNDS):
-        if not bool(pending.any().item()):
+        pending = ew.gt(u, cdf)
+        live = live[pending]  # the read-back: how many entries walk on
+        if live.shape[0] == 0:
             break
+        u, p, cdf, lam = u[pending], p[pending], cdf[pending], lam[pending]
+        out[live] = float(step)
         p = p * lam / step
-        k = k + pending.to(float64)
         cdf = cdf + p
-        pending = ew.logical_and(pending, ew.gt(u, cdf))
-    return k
+    return out
 
 
 def _by_rejection(lam, generator):
-    """Draws for rates of 10 or more: PTRS, each entry retried until its candidate is accepted."""
+    """Draws for rates of 10 or more (a 1-D tensor): PTRS, each try on the entries not yet
+    accepted (about a tenth of the last try's)."""
     device = lam._backend.name
-    slam, loglam = ew.sqrt(lam), ew.log(lam)
-    b = 0.931 + 2.53 * slam
-    a = -0.059 + 0.02483 * b
-    log_inv_alpha = ew.log(1.1239 + 1.1328 / (b - 3.4))
-    vr = 0.9277 - 3.6224 / (b - 2)
     out = zeros(lam.shape, dtype=float64, device=device)
-    pending = ew.ge(lam, 0)  # every entry
-    while bool(pending.any().item()):
-        u = _uniform(tuple(lam.shape), generator, device) - 0.5
-        v = _uniform(tuple(lam.shape), generator, device)
+    b = 0.931 + 2.53 * ew.sqrt(lam)
+    a = -0.059 + 0.02483 * b
+    # the per-entry constants, one row each, so that one index keeps the pending entries' rows
+    rows = stack([lam, ew.log(lam), b, a, ew.log(1.1239 + 1.1328 / (b - 3.4)), 0.9277 - 3.6224 / (b - 2)], 1)
+    live = arange(lam.shape[0], device=device)
+    while live.shape[0]:
+        lam, loglam, b, a, log_inv_alpha, vr = rows.unbind(1)
+        u = _uniform(tuple(live.shape), generator, device) - 0.5
+        v = _uniform(tuple(live.shape), generator, device)
         us = 0.5 - ew.abs(u)
         k = ew.floor((2 * a / us + b) * u + lam + 0.43)
         quick = ew.logical_and(ew.ge(us, 0.07), ew.le(v, vr))
@@ -68,9 +74,10 @@ def _by_rejection(lam, generator):
         kk = ew.clamp_min(k, 0)  # lgamma(k + 1) of a hopeless k < 0 is not used
         bound = ew.log(v) + log_inv_alpha - ew.log(a / (us * us) + b)
         exact = ew.le(bound, -lam + kk * loglam - lgamma(kk + 1))
-        accept = ew.logical_and(pending, ew.logical_or(quick, ew.logical_and(ew.logical_not(hopeless), exact)))
-        out = ew.where(accept, k, out)
-        pending = ew.logical_and(pending, ew.logical_not(accept))
+        accept = ew.logical_or(quick, ew.logical_and(ew.logical_not(hopeless), exact))
+        out[live[accept]] = k[accept]
+        again = ew.logical_not(accept)
+        live, rows = live[again], rows[again]  # the read-back: how many entries try again
     return out
 
 
@@ -88,12 +95,14 @@ def poisson(input, generator=None):
         lam = input.detach().to(float64)
         if lam.numel() and not bool(ew.ge(lam, 0).all().item()):  # nan too, as torch
             raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-        small = ew.lt(lam, _SMALL)
-        draws = zeros(lam.shape, dtype=float64, device=lam._backend.name)
-        if lam.numel() and bool(small.any().item()):
-            draws = ew.where(small, _by_inversion(ew.where(small, lam, 0.0), generator), draws)
-        if lam.numel() and not bool(small.all().item()):
-            draws = ew.where(small, draws, _by_rejection(ew.where(small, _SMALL, lam), generator))
+        flat = lam.reshape(-1)
+        small = ew.lt(flat, _SMALL)
+        draws = zeros(flat.shape, dtype=float64, device=flat._backend.name)
+        if flat.numel():
+            draws[small] = _by_inversion(flat[small], generator)
+            large = ew.logical_not(small)
+            draws[large] = _by_rejection(flat[large], generator)
+        draws = draws.reshape(lam.shape)
         out = draws.to(input.dtype)
     return _zero_grad_from(out, input)
 
