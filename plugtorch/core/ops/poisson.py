@@ -10,8 +10,8 @@ draws number for number, only in distribution. Two methods, as torch's CPU kerne
 
 Each round of either loop carries on with only the entries still pending, and reads back to the
 host how many there are (about 20 rounds for inversion at rates near 10, rarely more than 6 for
-rejection); the arithmetic is float64, cast to the rates' dtype at the end. About 1 s per
-million draws on one core, where torch's C++ kernel takes a few hundredths.
+rejection); the arithmetic is float64, cast to the rates' dtype at the end. A million draws
+took about 0.5 s at rates 5 and 50 on one loaded core, torch's C++ kernel 0.13 to 0.17 s.
 """
 from __future__ import annotations
 
