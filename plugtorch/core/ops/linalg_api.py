@@ -52,6 +52,8 @@ def _first_failure(A, info, prefix, message) -> None:
 
 def _first_true(bad):
     """1 + the index of the first True along the last dim, 0 where there is none (an info)."""
+    if bad.shape[-1] == 0:
+        return bad.sum(-1).to(int32)
     any_bad = bad.any(-1)
     return ((bad.int().argmax(-1) + 1) * any_bad.int()).to(int32)
 
