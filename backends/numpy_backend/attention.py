@@ -48,11 +48,11 @@ def _weights(q, k, mask, scale, is_causal, rows=None):
     if rows is not None and s.size:
         flat = s.reshape(-1, s.shape[-1])
         if mask is None:
-            rows(flat, s.shape[-2], is_causal, scale, flat)
+            rows(flat, s.shape[-2], is_causal, scale, True, flat)
         else:  # (the op refuses a mask with is_causal)
             s *= s.dtype.type(scale)
             _mask_scores(s, mask)
-            rows(flat, s.shape[-2], False, 1.0, flat)
+            rows(flat, s.shape[-2], False, 1.0, True, flat)
         return s
     s *= s.dtype.type(scale)
     if is_causal:

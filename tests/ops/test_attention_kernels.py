@@ -132,7 +132,7 @@ def test_the_c_softmax_rows_equal_torchs(dtype, L, S):
         want[dead] = 0.0
         assert torch.isnan(want[1, 2]).all()
         out = np.empty_like(x)
-        _kernels.softmax_rows(x.reshape(-1, S), L, causal, 0.3, out.reshape(-1, S))
+        _kernels.softmax_rows(x.reshape(-1, S), L, causal, 0.3, True, out.reshape(-1, S))
         np.testing.assert_allclose(out, want.numpy(), **_tol(dtype))
 
         y = np.nan_to_num(out)
@@ -142,3 +142,18 @@ def test_the_c_softmax_rows_equal_torchs(dtype, L, S):
         got_g = np.empty_like(g)
         _kernels.softmax_backward_rows(g.reshape(-1, S), y.reshape(-1, S), L, causal, 0.3, got_g.reshape(-1, S))
         np.testing.assert_allclose(got_g, want_g.numpy(), **_tol(dtype))
+
+
+@_NO_C
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_c_softmax_kernel_equals_torchs(dtype):
+    torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
+    from plugtorch_backends.numpy_backend.native.activation import softmax
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, 3, 7, 70)) * 5).astype(dtype)
+    x[0, 0, 1] = -np.inf  # a row of -inf: NaN, as torch's
+    x[0, 1, 2, 3] = np.nan
+    x[1, 2, 3, ::2] = -np.inf
+    for a, dim in ((x, 3), (x, 1), (x.transpose(0, 1, 3, 2), 3)):  # the C, then NumPy's passes
+        want = torch.softmax(torch.from_numpy(np.ascontiguousarray(a)), dim).numpy()
+        np.testing.assert_allclose(softmax(a, dim=dim), want, **_tol(dtype))

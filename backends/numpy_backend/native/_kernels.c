@@ -1259,7 +1259,7 @@ typedef struct {
     void *out;
     Py_ssize_t n, L;
     double scale;
-    int causal;
+    int causal, dead_zero;
     char kind, backward;
 } SoftmaxCall;
 
@@ -1271,17 +1271,18 @@ static void softmax_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
         if (c->backward)
             softmax_bwd_rows_f(c->g, c->x, c->out, lo, hi, c->n, c->L, c->causal, (float)c->scale);
         else
-            softmax_rows_f(c->x, c->out, lo, hi, c->n, c->L, c->causal, (float)c->scale);
+            softmax_rows_f(c->x, c->out, lo, hi, c->n, c->L, c->causal, (float)c->scale, c->dead_zero);
     } else {
         if (c->backward)
             softmax_bwd_rows_d(c->g, c->x, c->out, lo, hi, c->n, c->L, c->causal, c->scale);
         else
-            softmax_rows_d(c->x, c->out, lo, hi, c->n, c->L, c->causal, c->scale);
+            softmax_rows_d(c->x, c->out, lo, hi, c->n, c->L, c->causal, c->scale, c->dead_zero);
     }
 }
 
 /* softmax's arrays: `count` C-contiguous (rows, n) arrays of one float dtype, out last; L > 0 */
-static PyObject *softmax_call(PyObject **objs, int count, Py_ssize_t L, int causal, double scale, const char *what)
+static PyObject *softmax_call(PyObject **objs, int count, Py_ssize_t L, int causal, double scale, int dead_zero,
+                              const char *what)
 {
     Buf bufs[3] = {0};
     char kind;
@@ -1301,7 +1302,7 @@ static PyObject *softmax_call(PyObject **objs, int count, Py_ssize_t L, int caus
         return NULL;
     }
     SoftmaxCall call = {count == 3 ? bufs[0].view.buf : NULL, bufs[count - 2].view.buf, bufs[count - 1].view.buf,
-                        n, L, scale, causal, kind, count == 3};
+                        n, L, scale, causal, dead_zero, kind, count == 3};
     int width = pool_width();
     if (n > 0) {
         Py_BEGIN_ALLOW_THREADS
@@ -1312,17 +1313,18 @@ static PyObject *softmax_call(PyObject **objs, int count, Py_ssize_t L, int caus
     Py_RETURN_NONE;
 }
 
-/* softmax_rows(x, L, causal, scale, out): out = softmax(x * scale) along rows, each (L, n) block's
- * row i limited to its first i + 1 entries with causal; in place allowed */
+/* softmax_rows(x, L, causal, scale, dead_zero, out): out = softmax(x * scale) along rows, each
+ * (L, n) block's row i limited to its first i + 1 entries with causal, a row of -inf all 0 with
+ * dead_zero (else NaN); in place allowed */
 static PyObject *softmax_rows(PyObject *self, PyObject *args)
 {
     PyObject *objs[2];
     Py_ssize_t L;
-    int causal;
+    int causal, dead_zero;
     double scale;
-    if (!PyArg_ParseTuple(args, "OnpdO:softmax_rows", &objs[0], &L, &causal, &scale, &objs[1]))
+    if (!PyArg_ParseTuple(args, "OnpdpO:softmax_rows", &objs[0], &L, &causal, &scale, &dead_zero, &objs[1]))
         return NULL;
-    return softmax_call(objs, 2, L, causal, scale, "softmax_rows");
+    return softmax_call(objs, 2, L, causal, scale, dead_zero, "softmax_rows");
 }
 
 /* softmax_backward_rows(grad, y, L, causal, scale, out): out = (y * (grad - sum(grad * y))) * scale
@@ -1335,11 +1337,11 @@ static PyObject *softmax_backward_rows(PyObject *self, PyObject *args)
     double scale;
     if (!PyArg_ParseTuple(args, "OOnpdO:softmax_backward_rows", &objs[0], &objs[1], &L, &causal, &scale, &objs[2]))
         return NULL;
-    return softmax_call(objs, 3, L, causal, scale, "softmax_backward_rows");
+    return softmax_call(objs, 3, L, causal, scale, 0, "softmax_backward_rows");
 }
 
 static PyMethodDef methods[] = {
-    {"softmax_rows", softmax_rows, METH_VARARGS, "softmax_rows(x, L, causal, scale, out)"},
+    {"softmax_rows", softmax_rows, METH_VARARGS, "softmax_rows(x, L, causal, scale, dead_zero, out)"},
     {"softmax_backward_rows", softmax_backward_rows, METH_VARARGS,
      "softmax_backward_rows(grad, y, L, causal, scale, out)"},
     {"max_pool2d", max_pool2d, METH_VARARGS, "max_pool2d(input, out, kh, kw, sh, sw, ph, pw, dh, dw)"},

@@ -760,11 +760,12 @@ static inline double FN(row_dot)(const T *a, const T *b, Py_ssize_t n)
 }
 
 /* rows [lo, hi) of (rows, n) x into out (in place allowed): softmax(x * scale) over each row's
- * visible entries, 0 past them; a row whose maximum is -inf (every key masked) gives zeros, not
- * NaN, and a row holding a NaN gives NaN throughout, as torch's. The exponentials are summed in
+ * visible entries, 0 past them; a row whose maximum is -inf (every key masked) gives zeros with
+ * dead_zero (torch's attention), else NaN (its softmax), and a row holding a NaN gives NaN
+ * throughout, as torch's. The exponentials are summed in
  * double and each multiplied by the sum's reciprocal rounded to T (as torch's kernel scales them). */
 VECTOR_CLONES static void FN(softmax_rows)(const T *x, T *out, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n,
-                                           Py_ssize_t L, int causal, T scale)
+                                           Py_ssize_t L, int causal, T scale, int dead_zero)
 {
     for (Py_ssize_t r = lo; r < hi; r++) {
         const T *row = x + r * n;
@@ -772,8 +773,8 @@ VECTOR_CLONES static void FN(softmax_rows)(const T *x, T *out, Py_ssize_t lo, Py
         Py_ssize_t vis = VISIBLE(r), w = PADDED(vis);
         T m = FN(scaled_max)(row, vis, scale);
         T check = m == (T)-INFINITY ? 0 : FN(shifted)(row, o, vis, scale, m);
-        if (check != check || m == (T)-INFINITY) {  /* a NaN: NaN; every entry -inf: zeros */
-            int nan = 0; /* (a conditional `fill = NAN` in this loop came out 0 for doubles at -O3) */
+        if (check != check || m == (T)-INFINITY) {  /* a NaN: NaN; every entry -inf: dead_zero ? 0 : NaN */
+            int nan = !dead_zero; /* (a conditional `fill = NAN` in this loop came out 0 for doubles at -O3) */
             for (Py_ssize_t j = 0; j < vis; j++)
                 nan |= row[j] != row[j];
             for (Py_ssize_t j = 0; j < n; j++)  /* the whole row, as torch's softmax of the masked row */
