@@ -43,12 +43,11 @@ ROUNDS = 15
 
 
 def worker(op: str, sizes: list[float], rounds: int) -> None:
-    from mpi4py import MPI
-
     import plugtorch
     import plugtorch.distributed as dist
 
-    dist.init()
+    dist.init()  # before mpi4py's import, as a plain training script: plugtorch initialises MPI
+    from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
     rank, world = comm.Get_rank(), comm.Get_size()
 
