@@ -58,10 +58,15 @@ special_c = Extension("plugtorch_backends.numpy_backend.native._special",
                       sources=["backends/numpy_backend/native/special.c"], extra_compile_args=flags, optional=True,
                       libraries=["m"] if sys.platform != "win32" else [])
 
+# The matrix product for the shapes OpenBLAS runs slowly (native/gemm.c; AVX-512 chosen at run time,
+# NumPy's matmul elsewhere): a module of its own, optional too.
+gemm_c = Extension("plugtorch_backends.numpy_backend.native._gemm", sources=["backends/numpy_backend/native/gemm.c"],
+                   extra_compile_args=flags, optional=True)
+
 # The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional
 # too; without it their Python twins run (plugtorch/core/native.py).
 core_c = Extension("plugtorch.core._native", sources=["plugtorch/core/_native.c"], extra_compile_args=flags,
                    optional=True)
 
 setup(packages=core + backends, package_dir={"plugtorch_backends": "backends"}, package_data=data,
-      ext_modules=[native, rnn_c, special_c, core_c])
+      ext_modules=[native, rnn_c, special_c, gemm_c, core_c])

@@ -3,13 +3,16 @@
 step, as cuDNN does it on a GPU.
 
 Each step's gate arithmetic is ``forward_step``/``backward_step``: NumPy passes here, one C
-pass where the native kernels are built (``native/rnn.py`` passes its own). The GEMMs stay
-NumPy's (OpenBLAS), and so do the weight and bias gradients: the op's rule forms them from
-this kernel's output with one matmul over every step at once.
+pass where the native kernels are built (``native/rnn.py`` passes its own). Each step's GEMM
+(batch x hidden rows: few) runs in the native product where it beats OpenBLAS
+(``native/gemm.py``), NumPy's elsewhere; the weight and bias gradients are the op's rule's,
+formed from this kernel's output with one matmul over every step at once.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .native.gemm import matmul
 
 
 def _steps(n, reverse):
@@ -72,10 +75,11 @@ def make_kernels(forward_step=forward_step, backward_step=backward_step):
         steps, batch, four_h = input_gates.shape
         state = np.empty((6, steps, batch, four_h // 4), input_gates.dtype)
         gates = np.empty((batch, four_h), input_gates.dtype)
-        w_t = weight_hh.T
+        # W_hh^T copied once for all steps: the native product takes B's rows whole (native/gemm.py)
+        w_t = np.ascontiguousarray(weight_hh.T)
         h, c = h0, np.ascontiguousarray(c0)
         for t in _steps(steps, reverse):
-            np.matmul(h, w_t, out=gates)
+            matmul(h, w_t, out=gates)
             np.add(gates, input_gates[t], out=gates)
             if bias_hh is not None:
                 np.add(gates, bias_hh, out=gates)
@@ -94,7 +98,7 @@ def make_kernels(forward_step=forward_step, backward_step=backward_step):
         for k in range(steps - 1, -1, -1):
             t = order[k]
             backward_step(grad_state, state, t, state[1, order[k - 1]] if k else c0, dh, dc, out[t])
-            np.matmul(out[t], weight_hh, out=dh)
+            matmul(out[t], weight_hh, out=dh)
         out[steps, :, :hidden] = dh
         out[steps, :, hidden:2 * hidden] = dc
         return out
@@ -107,11 +111,11 @@ def gru_layer(input_gates, h0, weight_hh, bias_hh, *, reverse):
     hidden = three_h // 3
     state = np.empty((5, steps, batch, hidden), input_gates.dtype)
     gh = np.empty((batch, three_h), input_gates.dtype)
-    w_t = weight_hh.T
+    w_t = np.ascontiguousarray(weight_hh.T)  # once for all steps, as the LSTM's
     h_prev = h0
     for t in _steps(steps, reverse):
         h, r, z, n, hn = state[:, t]
-        np.matmul(h_prev, w_t, out=gh)
+        matmul(h_prev, w_t, out=gh)
         if bias_hh is not None:
             np.add(gh, bias_hh, out=gh)
         x = input_gates[t]
@@ -163,7 +167,7 @@ def gru_layer_backward(grad_state, h0, weight_hh, state, *, reverse):
         hidden_side[:, :2 * hidden] = out[t][:, :2 * hidden]
         hidden_side[:, 2 * hidden:] = dhn
         np.multiply(dh, z, out=dh)
-        dh += np.matmul(hidden_side, weight_hh)
+        dh += matmul(hidden_side, weight_hh)
     out[steps, :, :hidden] = dh
     return out
 

@@ -3,9 +3,10 @@
 The ops' decompositions (``plugtorch/core/ops/conv.py``) pad the input, then copy the patches
 out of a window view; the C loop writes the same patch matrix straight from the unpadded input.
 Everything else is the decomposition's own computation (the same matmul calls on the same
-layouts, the same batch chunks for the weight gradient), so the values are its values, bit
-for bit. The forward's patches are written image by image and multiplied per image, so its
-output is (N, C, H, W) in memory, as torch's.
+layouts, the same batch chunks for the weight gradient; the products through ``gemm.matmul``, as
+the backend's matmul primitive), so the values are its values, bit for bit. The forward's patches
+are written image by image and multiplied per image, so its output is (N, C, H, W) in memory, as
+torch's.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from plugtorch.backend_api import batch_chunks, weight_grad_product, window_coun
 from .. import fused
 from . import FLOATS
 from . import _kernels as _loaded
+from .gemm import matmul
 
 assert _loaded is not None, "imported by native.kernels() only once the extension has loaded"
 _kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
@@ -57,7 +59,7 @@ def conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
     out = tuple(window_count(*t) for t in zip(input.shape[2:], (kh, kw), stride, padding, dilation))
     k = cg * kh * kw
     cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation, per_image=True)
-    y = np.matmul(weight.reshape(groups, o // groups, k), cols.reshape(n, groups, k, out[0] * out[1]))
+    y = matmul(weight.reshape(groups, o // groups, k), cols.reshape(n, groups, k, out[0] * out[1]))
     y = y.reshape((n, o) + out)  # (N, G, O/G, OH*OW) per image: NCHW as it comes
     if bias is None:
         return y
@@ -78,15 +80,15 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
         g = np.reshape(grad_output[a:b], (b - a, groups, o // groups, per))
         if product == "per_image":  # the decomposition's batch of per-image products, summed
             cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation, per_image=True)
-            part = np.matmul(cols.reshape(b - a, groups, cg * kh * kw, per), g.swapaxes(2, 3)).sum(0).swapaxes(1, 2)
+            part = matmul(cols.reshape(b - a, groups, cg * kh * kw, per), g.swapaxes(2, 3)).sum(0).swapaxes(1, 2)
         else:  # one product over the chunk, the gradient copied channel-major as the decomposition does
             cols = _im2col(input, a, b, out, (kh, kw), stride, padding, dilation).reshape(groups, cg * kh * kw,
                                                                                            (b - a) * per)
             g = g.transpose(1, 2, 0, 3).reshape(groups, o // groups, (b - a) * per)
             if product == "rows_first":
-                part = np.matmul(cols, g.swapaxes(1, 2)).swapaxes(1, 2)
+                part = matmul(cols, g.swapaxes(1, 2)).swapaxes(1, 2)
             else:
-                part = np.matmul(g, cols.swapaxes(1, 2))
+                part = matmul(g, cols.swapaxes(1, 2))
         gw = part if gw is None else gw + part
     assert gw is not None, "batch_chunks gives at least one chunk"
     return np.ascontiguousarray(gw.reshape(o, cg, kh, kw))

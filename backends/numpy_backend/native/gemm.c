@@ -1,0 +1,385 @@
+/* The NumPy backend's matrix product for the shapes OpenBLAS runs slowly: few rows (or few
+ * columns, transposed by the caller) and a moderate inner dimension, float32 and float64.
+ *
+ * NumPy's OpenBLAS (0.3.29) reaches about 40 % of an AVX-512 core's FMA peak on products such as
+ * (20 x 256) @ (256 x 1024), an LSTM step's recurrent product, or a small convolution's
+ * (16 x 144) @ (144 x 1024) per image: its kernels are tuned for large square blocks and pay
+ * their packing and edge handling on every call. Here one register-blocked micro-kernel computes
+ * an 8 x 32 block of C (float32; 8 x 16 for float64) from A's rows packed eight at a time and a
+ * panel of B's rows packed (32 columns, 256 rows: it stays in L1 while every row block of A passes
+ * over it; with one row block, B is read in place); edges are masked, so no element of C is
+ * written twice and none past the matrix.
+ *
+ * Each C[i, j] is the same chain of fused multiply-adds over k = 0, 1, ..., K-1, whatever the
+ * shape, the batch, the operands' strides or the element's place in a block: the result depends
+ * only on A's row and B's column, so the kernel is deterministic and a product computed in
+ * pieces (a convolution image by image, a matrix row by row) gives the same bits as in one call.
+ * It may differ from BLAS in the last bits (OpenBLAS's AVX-512 kernel sums short products in the
+ * same order, longer ones in blocks).
+ *
+ * The AVX-512 code is compiled with GCC's target attribute and chosen at run time
+ * (__builtin_cpu_supports); elsewhere (another CPU, another compiler, another architecture) the
+ * module still builds and `isa()` returns "", and the Python side (gemm.py) calls NumPy.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define GEMM_X86 1
+#include <immintrin.h>
+#endif
+
+/* The block sizes, chosen among 4 x 4, 8 x 2, 12 x 2 and 16 x 1 vectors and KC 128 or 256 by timing
+ * the models' products (docs/native_gemm.md); -D overrides them for such comparisons. */
+#ifndef MR
+#define MR 8 /* rows of C per micro-kernel call */
+#endif
+#ifndef NV
+#define NV 2 /* vectors of C's columns per micro-kernel call: 32 float32, 16 float64 */
+#endif
+#ifndef KC
+#define KC 256 /* inner-dimension block: one packed B panel (KC x NV vectors, 32 KiB) stays in L1 */
+#endif
+#ifndef DIRECT
+#define DIRECT MR /* up to this many rows, B is read in place: a packed panel would serve one row panel */
+#endif
+
+typedef struct {
+    char kind;                 /* 'f' or 'd' */
+    Py_ssize_t b1, b2, m, n, k; /* two batch dims, then the matrix dims */
+    const char *a, *b;
+    char *c;
+    Py_ssize_t as[4], bs[4], cs[4]; /* element strides: batch1, batch2, rows, columns */
+} Gemm;
+
+/* aligned scratch from malloc: the pointer to free is kept just before the aligned block */
+static void *scratch(size_t bytes)
+{
+    char *raw = PyMem_RawMalloc(bytes + 64 + sizeof(void *));
+    if (raw == NULL)
+        return NULL;
+    char *p = (char *)(((uintptr_t)(raw + sizeof(void *)) + 63) & ~(uintptr_t)63);
+    ((void **)p)[-1] = raw;
+    return p;
+}
+
+static void scratch_free(void *p)
+{
+    if (p != NULL)
+        PyMem_RawFree(((void **)p)[-1]);
+}
+
+#ifdef GEMM_X86
+#define AVX512 __attribute__((target("avx512f,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* out[r][c] = in[c][r] for a 16 x 16 float tile (rows `si` and `so` elements apart; out aligned):
+ * unpack pairs, then 4-element blocks, then 128-bit lanes twice */
+INLINE AVX512 void transpose16(const float *in, Py_ssize_t si, float *out, Py_ssize_t so)
+{
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_ps(in + i * si);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+    for (int i = 0; i < 16; i++)
+        _mm512_store_ps(out + i * so, r[i]);
+}
+
+/* the same for an 8 x 8 double tile, element by element (float64 products transpose rarely) */
+INLINE AVX512 void transpose8(const double *in, Py_ssize_t si, double *out, Py_ssize_t so)
+{
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            out[j * so + i] = in[i * si + j];
+}
+
+/* One kernel per element type: T the element, V its 512-bit vector, W lanes, M the mask type.
+ *  pack_a: rows [i0, i0 + 4) of A (zero past M) as K groups of 4, k-major.
+ *  pack_b: rows [k0, k0 + kc) of B as a dense kc x n block (for B whose columns are strided).
+ *  micro:  C[0:mr, 0:4W] (+)= A panel @ B rows, columns masked by m0..m3.
+ * `first`: C is written, not accumulated (the first inner block); later blocks continue each
+ * element's chain from the value stored, which is the same float the register held. */
+#define GEMM_KERNEL(S, T, V, W, M, SET1, FMADD, ZERO, MLOAD, MSTORE, LOAD, STORE, FULL, TILE)                  \
+    static void pack_a_##S(const T *a, Py_ssize_t sm, Py_ssize_t sk, Py_ssize_t rows, Py_ssize_t k, T *out)     \
+    {                                                                                                           \
+        for (Py_ssize_t p = 0; p < rows; p += MR) {                                                             \
+            T *o = out + p * k;                                                                                 \
+            Py_ssize_t live = rows - p < MR ? rows - p : MR;                                                    \
+            for (Py_ssize_t kk = 0; kk < k; kk++)                                                               \
+                for (Py_ssize_t r = 0; r < MR; r++)                                                             \
+                    o[kk * MR + r] = r < live ? a[(p + r) * sm + kk * sk] : (T)0;                               \
+        }                                                                                                       \
+    }                                                                                                           \
+                                                                                                                \
+    static M lanes_##S(Py_ssize_t live) /* the first `live` lanes of a vector (0..W) */                         \
+    {                                                                                                           \
+        return live <= 0 ? (M)0 : live >= W ? (M)FULL : (M)((1u << live) - 1);                                 \
+    }                                                                                                           \
+                                                                                                                \
+    /* B[0:kc, 0:nr] as kc rows of NV * W (zero past nr): one panel, then read from L1 by every row     \
+     * panel of A (KC * NV * W elements: 32 KiB). Prefetching the next panel's rows meanwhile made the    \
+     * products slower (it evicts this panel). */                                                          \
+    INLINE AVX512 void pack_b_##S(const T *b, Py_ssize_t sk, Py_ssize_t sn, Py_ssize_t kc, const M *mask,       \
+                                  T *out)                                                                       \
+    {                                                                                                           \
+        if (sn == 1) {                                                                                          \
+            for (Py_ssize_t kk = 0; kk < kc; kk++)                                                              \
+                for (int v = 0; v < NV; v++)                                                                    \
+                    STORE(out + kk * NV * W + v * W, MLOAD(mask[v], b + kk * sk + v * W));                      \
+            return;                                                                                             \
+        }                                                                                                       \
+        Py_ssize_t nr = 0;                                                                                      \
+        for (int v = 0; v < NV; v++)                                                                            \
+            nr += __builtin_popcount((unsigned)mask[v]);                                                        \
+        if (nr < NV * W)                                                                                        \
+            memset(out, 0, sizeof(T) * (size_t)(kc * NV * W));                                                  \
+        /* strided columns (a transposed B), W rows at a time: short runs of each column, written to W      \
+         * rows of the panel that stay in cache; whole W x W tiles of a B^T transposed in registers */         \
+        for (Py_ssize_t k0 = 0; k0 < kc; k0 += W) {                                                             \
+            Py_ssize_t ke = k0 + W < kc ? k0 + W : kc, j = 0;                                                   \
+            if (sk == 1 && ke - k0 == W)                                                                        \
+                for (; j + W <= nr; j += W)                                                                     \
+                    TILE(b + k0 + j * sn, sn, out + k0 * NV * W + j, NV * W);                                   \
+            for (; j < nr; j++)                                                                                 \
+                for (Py_ssize_t kk = k0; kk < ke; kk++)                                                         \
+                    out[kk * NV * W + j] = b[kk * sk + j * sn];                                                 \
+        }                                                                                                       \
+    }                                                                                                           \
+                                                                                                                \
+    INLINE AVX512 void micro_##S(Py_ssize_t kc, const T *ap, const T *bp, Py_ssize_t bk, T *c, Py_ssize_t cm,   \
+                                 int mr, M *mask, int first, int direct)                                                                     \
+    {                                                                                                           \
+        V acc[MR][NV];                                                                                          \
+        for (int r = 0; r < MR; r++)                                                                            \
+            for (int v = 0; v < NV; v++)                                                                        \
+                acc[r][v] = first ? ZERO() : MLOAD(mask[v], c + (r < mr ? r : 0) * cm + v * W);                 \
+        for (Py_ssize_t kk = 0; kk < kc; kk++) {                                                                \
+            V b[NV];                                                                                            \
+            for (int v = 0; v < NV; v++)                                                                        \
+                b[v] = direct ? MLOAD(mask[v], bp + v * W) : LOAD(bp + v * W);                                                                        \
+            for (int r = 0; r < MR; r++) {                                                                      \
+                V a = SET1(ap[r]);                                                                              \
+                for (int v = 0; v < NV; v++)                                                                    \
+                    acc[r][v] = FMADD(a, b[v], acc[r][v]);                                                      \
+            }                                                                                                   \
+            ap += MR;                                                                                           \
+            bp += direct ? bk : NV * W;                                                                         \
+        }                                                                                                       \
+        for (int r = 0; r < MR; r++)                                                                            \
+            if (r < mr)                                                                                         \
+                for (int v = 0; v < NV; v++)                                                                    \
+                    MSTORE(c + r * cm + v * W, mask[v], acc[r][v]);                                             \
+    }                                                                                                           \
+                                                                                                                \
+    /* C (m x n, rows cm apart, columns adjacent) = A @ B, A packed by pack_a (all rows, all k) */              \
+    AVX512 static void matrix_##S(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const T *ap, const T *b,            \
+                                  Py_ssize_t bk, Py_ssize_t bn, T *c, Py_ssize_t cm, T *bbuf)                   \
+    {                                                                                                           \
+        for (Py_ssize_t k0 = 0; k0 < k; k0 += KC) {                                                             \
+            Py_ssize_t kc = k - k0 < KC ? k - k0 : KC;                                                          \
+            int first = k0 == 0;                                                                                \
+            if (bn == 1 && m <= DIRECT) { /* one row panel: B's rows read in place */                                               \
+                for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                 \
+                    M mask[NV];                                                                                 \
+                    for (int v = 0; v < NV; v++)                                                                \
+                        mask[v] = lanes_##S(n - j0 - v * W);                                                    \
+                    for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                   \
+                        micro_##S(kc, ap + i0 * k + k0 * MR, b + k0 * bk + j0, bk, c + i0 * cm + j0, cm,        \
+                                  m - i0 < MR ? (int)(m - i0) : MR, mask, first, 1);                            \
+                }                                                                                               \
+                continue;                                                                                       \
+            }                                                                                                   \
+            for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                     \
+                M mask[NV];                                                                                     \
+                for (int v = 0; v < NV; v++)                                                                    \
+                    mask[v] = lanes_##S(n - j0 - v * W);                                                        \
+                pack_b_##S(b + k0 * bk + j0 * bn, bk, bn, kc, mask, bbuf);                                      \
+                for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                       \
+                    micro_##S(kc, ap + i0 * k + k0 * MR, bbuf, NV * W, c + i0 * cm + j0, cm,                    \
+                              m - i0 < MR ? (int)(m - i0) : MR, mask, first, 0);                                \
+            }                                                                                                   \
+        }                                                                                                       \
+    }                                                                                                           \
+                                                                                                                \
+    static int run_##S(const Gemm *g)                                                                           \
+    {                                                                                                           \
+        Py_ssize_t mp = (g->m + MR - 1) / MR * MR;                                                              \
+        T *ap = scratch((size_t)(mp * g->k) * sizeof(T));                                                       \
+        T *bbuf = scratch((size_t)(KC * NV * W) * sizeof(T));                                                   \
+        if (ap == NULL || bbuf == NULL) {                                                                       \
+            scratch_free(ap), scratch_free(bbuf);                                                               \
+            return -1;                                                                                          \
+        }                                                                                                       \
+        const T *a = (const T *)g->a, *b = (const T *)g->b;                                                     \
+        T *c = (T *)g->c;                                                                                       \
+        const T *packed = NULL; /* A's batch item packed last: a broadcast A is packed once */                 \
+        for (Py_ssize_t i = 0; i < g->b1; i++)                                                                  \
+            for (Py_ssize_t j = 0; j < g->b2; j++) {                                                            \
+                const T *ai = a + i * g->as[0] + j * g->as[1];                                                  \
+                if (ai != packed)                                                                               \
+                    pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, ap), packed = ai;                            \
+                matrix_##S(g->m, g->n, g->k, ap, b + i * g->bs[0] + j * g->bs[1], g->bs[2], g->bs[3],           \
+                           c + i * g->cs[0] + j * g->cs[1], g->cs[2], bbuf);                                    \
+            }                                                                                                   \
+        scratch_free(ap), scratch_free(bbuf);                                                                   \
+        return 0;                                                                                               \
+    }
+
+GEMM_KERNEL(f, float, __m512, 16, __mmask16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps, _mm512_maskz_loadu_ps,
+            _mm512_mask_storeu_ps, _mm512_load_ps, _mm512_store_ps, 0xFFFF, transpose16)
+GEMM_KERNEL(d, double, __m512d, 8, __mmask8, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_setzero_pd, _mm512_maskz_loadu_pd,
+            _mm512_mask_storeu_pd, _mm512_load_pd, _mm512_store_pd, 0xFF, transpose8)
+
+static int have_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+}
+#else
+static int have_avx512(void)
+{
+    return 0;
+}
+#endif
+
+/* -- Python ---------------------------------------------------------------------------------- */
+
+static int ISA = -1; /* whether the AVX-512 kernel runs here; decided at import */
+
+static const char *bare_format(const Py_buffer *v)
+{
+    const char *f = v->format ? v->format : "B";
+    return (*f == '@' || *f == '=' || *f == '<') ? f + 1 : f;
+}
+
+/* a 4-D float buffer's shape and element strides; -1 with an exception set otherwise */
+static int view4(PyObject *obj, Py_buffer *v, int writable, const char *what, char *kind, Py_ssize_t *strides)
+{
+    if (PyObject_GetBuffer(obj, v, PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    const char *f = bare_format(v);
+    if (v->ndim != 4 || (strcmp(f, "f") != 0 && strcmp(f, "d") != 0)) {
+        PyErr_Format(PyExc_ValueError, "gemm: %s must be a 4-d float32 or float64 array (got %d dims, format %s)",
+                     what, v->ndim, f);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    *kind = *f;
+    for (int i = 0; i < 4; i++) {
+        if (v->strides[i] % v->itemsize != 0) {
+            PyErr_Format(PyExc_ValueError, "gemm: %s's strides are not whole elements", what);
+            PyBuffer_Release(v);
+            return -1;
+        }
+        strides[i] = v->strides[i] / v->itemsize;
+    }
+    return 0;
+}
+
+static PyObject *gemm(PyObject *self, PyObject *args)
+{
+    PyObject *ao, *bo, *co;
+    if (!PyArg_ParseTuple(args, "OOO", &ao, &bo, &co))
+        return NULL;
+    if (ISA != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "gemm: this CPU has no AVX-512 (isa() is ''): use NumPy's matmul");
+        return NULL;
+    }
+    Py_buffer av, bv, cv;
+    Gemm g;
+    char kb, kc;
+    if (view4(ao, &av, 0, "a", &g.kind, g.as) < 0)
+        return NULL;
+    if (view4(bo, &bv, 0, "b", &kb, g.bs) < 0) {
+        PyBuffer_Release(&av);
+        return NULL;
+    }
+    if (view4(co, &cv, 1, "out", &kc, g.cs) < 0) {
+        PyBuffer_Release(&av), PyBuffer_Release(&bv);
+        return NULL;
+    }
+    int rc = 0;
+    const Py_ssize_t *as = av.shape, *bs = bv.shape, *cs = cv.shape;
+    if (kb != g.kind || kc != g.kind) {
+        PyErr_SetString(PyExc_ValueError, "gemm: a, b and out must share one dtype");
+        goto done;
+    }
+    if (as[0] != cs[0] || bs[0] != cs[0] || as[1] != cs[1] || bs[1] != cs[1] || as[2] != cs[2] || bs[3] != cs[3]
+        || as[3] != bs[2]) {
+        PyErr_Format(PyExc_ValueError,
+                     "gemm: shapes do not match: a (%zd, %zd, %zd, %zd) @ b (%zd, %zd, %zd, %zd) into out "
+                     "(%zd, %zd, %zd, %zd)",
+                     as[0], as[1], as[2], as[3], bs[0], bs[1], bs[2], bs[3], cs[0], cs[1], cs[2], cs[3]);
+        goto done;
+    }
+    if (g.cs[3] != 1 && cs[3] > 1) {
+        PyErr_SetString(PyExc_ValueError, "gemm: out's columns must be adjacent in memory");
+        goto done;
+    }
+    g.b1 = cs[0], g.b2 = cs[1], g.m = cs[2], g.n = cs[3], g.k = as[3];
+    g.a = av.buf, g.b = bv.buf, g.c = cv.buf;
+    if (g.b1 * g.b2 * g.m * g.n == 0)
+        goto done;
+    if (g.k == 0) { /* an empty sum: zeros */
+        Py_ssize_t item = cv.itemsize;
+        for (Py_ssize_t i = 0; i < g.b1; i++)
+            for (Py_ssize_t j = 0; j < g.b2; j++)
+                for (Py_ssize_t r = 0; r < g.m; r++)
+                    memset(g.c + (i * g.cs[0] + j * g.cs[1] + r * g.cs[2]) * item, 0, (size_t)(g.n * item));
+        goto done;
+    }
+#ifdef GEMM_X86
+    Py_BEGIN_ALLOW_THREADS
+    rc = g.kind == 'f' ? run_f(&g) : run_d(&g);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        PyErr_NoMemory();
+#endif
+done:
+    PyBuffer_Release(&av), PyBuffer_Release(&bv), PyBuffer_Release(&cv);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *isa(PyObject *self, PyObject *noargs)
+{
+    return PyUnicode_FromString(ISA == 1 ? "avx512" : "");
+}
+
+static PyMethodDef methods[] = {
+    {"gemm", gemm, METH_VARARGS,
+     "gemm(a, b, out): out[i, j] = a[i, j] @ b[i, j] for 4-d float arrays of one dtype (two batch dims; "
+     "out's columns adjacent)"},
+    {"isa", isa, METH_NOARGS, "isa() -> 'avx512' where the kernel runs, '' where it does not"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gemm", "The NumPy backend's small-matrix product.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__gemm(void)
+{
+    ISA = have_avx512();
+    return PyModule_Create(&module);
+}

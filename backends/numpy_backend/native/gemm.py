@@ -1,0 +1,137 @@
+"""The matrix product for the shapes NumPy's OpenBLAS runs slowly (``gemm.c``, the ``_gemm`` extension).
+
+NumPy's OpenBLAS reaches about 40 % of an AVX-512 core's peak on products with few rows: an LSTM
+step's (20 x 256) @ (256 x 1024) takes 0.12-0.18 ms there, 0.07 ms in PyTorch; a small
+convolution's per-image (16 x 144) @ (144 x 1024) 60-85 us, 30 us in PyTorch. The C kernel takes
+them in about 0.09-0.10 ms and 42-45 us (one thread; docs/native_gemm.md). :func:`matmul` is
+``np.matmul`` with that kernel where :func:`wins` says it does, computing B^T @ A^T where that
+product is the kernel's (many rows, few columns), and NumPy's elsewhere: other dtypes, vectors,
+more than two batch dims, operands with neither rows nor columns adjacent in memory, and any
+BLAS thread count but one (the kernel runs on one thread; OpenBLAS splits products over several).
+
+Its values may differ from NumPy's in the last bits (another summation order) but are
+deterministic, and each element depends only on its row of A and column of B: the same product
+computed whole, per image, inside a batch or transposed gives the same bits, so the NumPy
+backend's matmul primitive and the native convolution (both calling this) keep agreeing exactly,
+as do eager and compiled code. The kernel is off where the extension was not built, the CPU has
+no AVX-512, the native kernels are off (``PLUGTORCH_NATIVE_KERNELS=0``) or
+``PLUGTORCH_NATIVE_GEMM=0`` is set; :data:`STATUS` says which, and :data:`ON` is the switch.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import FLOATS, enabled
+
+# Where the kernel beat NumPy's OpenBLAS 0.3.29 (one thread, float32, AVX-512; timings in
+# docs/native_gemm.md): an inner dimension of 8 to 1024 (deeper sums, a convolution's weight
+# gradient over the whole batch, stay faster in BLAS), at least 32 columns (a block's width: fewer
+# waste lanes), and few rows: up to 32, up to 128 with 128 columns or more, up to 1024 with 512
+# columns or more where the sum is at most 64 deep (a convolution's input gradient, W^T @ grad).
+MIN_INNER, MAX_INNER = 8, 1024
+MIN_COLS = 32
+FEW_ROWS, MAX_ROWS, WIDE = 32, 128, 128
+SHORT_INNER, MAX_SHORT_ROWS, SHORT_WIDE = 64, 1024, 512
+
+
+def _load():
+    if not enabled():
+        return None, "off: the native kernels are off"
+    if os.environ.get("PLUGTORCH_NATIVE_GEMM", "1") == "0":
+        return None, "off: PLUGTORCH_NATIVE_GEMM=0"
+    try:
+        from . import _gemm
+    except ImportError as exc:  # built without a C compiler, or by a setup.py older than gemm.c
+        return None, f"off: not built ({exc})"
+    if _gemm.isa() != "avx512":
+        return None, "off: this CPU has no AVX-512 (NumPy's BLAS runs every product)"
+    return _gemm, "on (AVX-512)"
+
+
+_gemm, STATUS = _load()
+ON = _gemm is not None  # the switch: False sends every product to NumPy (tests turn it off)
+
+
+def _one_blas_thread() -> bool:
+    """Whether OpenBLAS runs on one thread: the pool it shares with the native kernels follows its
+    count (``blas_threads``); where that is not set up the count is unknown and BLAS keeps the work."""
+    from . import _kernels, blas_threads
+    return blas_threads.FOLLOWED is not None and _kernels is not None and _kernels.pool_info()[0] == 1
+
+
+def wins(m: int, k: int, n: int) -> bool:
+    """Whether the kernel beats NumPy's BLAS on one (m x k) @ (k x n) product (one thread)."""
+    if not (MIN_INNER <= k <= MAX_INNER and n >= MIN_COLS):
+        return False
+    return (m <= FEW_ROWS or (m <= MAX_ROWS and n >= WIDE)
+            or (k <= SHORT_INNER and m <= MAX_SHORT_ROWS and n >= SHORT_WIDE))
+
+
+def _native(a, b, out):
+    """The product through the kernel, or None where the rule sends it to NumPy."""
+    if a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in FLOATS:
+        return None
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if b.shape[-2] != k:
+        return None  # NumPy raises its own error
+    # where the transposed product (B^T @ A^T: few rows, many columns) is the kernel's, that is computed
+    transposed = not wins(m, k, n) and wins(n, k, m) and _panels(a.swapaxes(-1, -2))
+    if not transposed and not (wins(m, k, n) and _panels(b)):
+        return None
+    try:
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return None
+    if len(lead) > 2 or not _one_blas_thread():
+        return None
+    if out is not None and (out.shape != lead + (m, n) or out.dtype != a.dtype
+                            or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return None  # NumPy's matmul buffers an overlapping out itself
+    four = (1,) * (2 - len(lead)) + lead
+    if transposed:
+        a, b, m, n = b.swapaxes(-1, -2), a.swapaxes(-1, -2), n, m
+    direct = out is not None and not transposed and (out.strides[-1] == out.itemsize or n == 1)
+    got = out if direct else np.empty(lead + (m, n), a.dtype)
+    try:
+        _gemm.gemm(np.broadcast_to(a, four + (m, k)), np.broadcast_to(b, four + (k, n)), got.reshape(four + (m, n)))
+    except ValueError:  # strides that are not whole elements (an unaligned view of a byte buffer)
+        return None
+    if transposed:
+        got = got.swapaxes(-1, -2)
+    if out is None:
+        return np.ascontiguousarray(got)  # NumPy's products are C-ordered, and callers may count on it
+    if got is not out:
+        out[...] = got
+    return out
+
+
+def _panels(b) -> bool:
+    """Whether B's rows copy into the kernel's panels quickly: its columns adjacent in memory (rows
+    copied whole) or its rows (a transposed B, copied in 16 x 16 tiles)."""
+    return b.strides[-1] == b.itemsize or b.strides[-2] == b.itemsize or b.shape[-1] == 1
+
+
+def matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)``, through the C kernel where it wins."""
+    if ON:
+        got = _native(a, b, out)
+        if got is not None:
+            return got
+    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+
+
+def wrap(fallback):
+    """The matmul primitive ``fallback(x, y)`` with the kernel in front (``fallback`` itself where
+    the kernel is off at import)."""
+    if not ON:
+        return fallback
+
+    def matmul(x, y):
+        if ON:
+            got = _native(x, y, None)
+            if got is not None:
+                return got
+        return fallback(x, y)
+    return matmul

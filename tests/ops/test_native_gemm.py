@@ -1,0 +1,249 @@
+"""The NumPy backend's native matrix product (backends/numpy_backend/native/gemm.c, gemm.py).
+
+Values against NumPy in float64 within the dtype's rounding (the kernel sums in another order than
+BLAS, so not bit for bit), over shapes, layouts (transposed, strided, broadcast, misaligned) and
+edge sizes; the kernel's own contract bit for bit: each element depends only on its row of A and
+column of B (a product computed whole, per row, per image or transposed gives the same bits);
+and the switches that send every product to NumPy.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from plugtorch_backends.numpy_backend import native
+
+if not native.enabled():
+    pytest.skip(f"the native kernels are off here ({native.status()})", allow_module_level=True)
+
+from plugtorch_backends.numpy_backend.native import gemm
+
+if gemm._gemm is None:
+    pytest.skip(f"the native product is off here ({gemm.STATUS})", allow_module_level=True)
+kernel = gemm._gemm
+
+
+@pytest.fixture
+def one_thread():
+    """One BLAS thread, where the size rule lets the kernel run (OpenBLAS keeps multi-threaded work)."""
+    from threadpoolctl import threadpool_limits
+
+    import plugtorch  # the backend's registration shares the BLAS pool the rule reads
+    plugtorch.ones(1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert gemm._one_blas_thread(), "the pool does not follow OpenBLAS's thread count here"
+        yield
+
+
+def _run(a, b):
+    """The kernel itself on 2-d operands (no size rule)."""
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    kernel.gemm(a[None, None], b[None, None], out[None, None])
+    return out
+
+
+def _close(got, a, b):
+    """got == a @ b up to the dtype's rounding, measured against |a| @ |b| (the sum's magnitude)."""
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    eps = np.finfo(a.dtype).eps
+    tol = 4 * eps * (a.shape[1] + 1) * scale + np.finfo(a.dtype).tiny
+    bad = np.abs(got - want) > tol
+    assert not bad.any(), f"{bad.sum()} of {bad.size} elements off, worst {np.abs(got - want).max()}"
+
+
+def _layout(x, kind):
+    if kind == "C":
+        return np.ascontiguousarray(x)
+    if kind == "F":
+        return np.asfortranarray(x)
+    # every other row and column of a larger array
+    big = np.zeros((2 * x.shape[0] + 1, 2 * x.shape[1] + 1), x.dtype)
+    big[1::2, 1::2] = x
+    return big[1::2, 1::2]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 70), k=st.integers(0, 300), n=st.integers(1, 150),
+       dtype=st.sampled_from([np.float32, np.float64]), la=st.sampled_from("CFS"), lb=st.sampled_from("CFS"),
+       seed=st.integers(0, 2 ** 16))
+def test_values_match_numpy_in_float64(m, k, n, dtype, la, lb, seed):
+    r = np.random.default_rng(seed)
+    a = _layout(r.standard_normal((m, k)).astype(dtype), la)
+    b = _layout(r.standard_normal((k, n)).astype(dtype), lb)
+    got = _run(a, b)
+    _close(got, a, b)
+    if k == 0:
+        np.testing.assert_array_equal(got, np.zeros((m, n), dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 300, 1), (1, 64, 200), (200, 64, 1), (4, 129, 64), (5, 257, 65),
+                                     (20, 256, 1024), (16, 144, 1024), (300, 16, 130)])
+def test_edges_and_block_boundaries(m, k, n, dtype):
+    r = np.random.default_rng(m * k + n)
+    a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
+    _close(_run(a, b), a, b)
+    _close(_run(a, np.asfortranarray(b)), a, b)  # B's rows copied in tiles
+
+
+def test_empty_inner_dimension_gives_zeros_and_empty_outputs_are_left_alone():
+    a, b = np.ones((3, 0), np.float32), np.ones((0, 70), np.float32)
+    out = np.full((3, 70), np.nan, np.float32)
+    kernel.gemm(a[None, None], b[None, None], out[None, None])
+    np.testing.assert_array_equal(out, np.zeros((3, 70), np.float32))
+    empty = np.empty((1, 1, 0, 5), np.float32)
+    kernel.gemm(np.ones((1, 1, 0, 4), np.float32), np.ones((1, 1, 4, 5), np.float32), empty)
+
+
+def test_misaligned_and_offset_buffers():
+    r = np.random.default_rng(3)
+    want_a, want_b = r.standard_normal((37, 90)).astype(np.float32), r.standard_normal((90, 70)).astype(np.float32)
+    # float32 arrays 4 and 8 bytes past an aligned start, and one not on a float boundary at all
+    for offset in (4, 8, 1):
+        raw = bytearray(4 * (37 * 90 + 90 * 70 + 37 * 70) + 8)
+        a = np.frombuffer(raw, np.float32, 37 * 90, offset=offset).reshape(37, 90)
+        b = np.frombuffer(raw, np.float32, 90 * 70, offset=offset + 4 * 37 * 90).reshape(90, 70)
+        out = np.frombuffer(raw, np.float32, 37 * 70, offset=offset + 4 * (37 * 90 + 90 * 70)).reshape(37, 70)
+        a[...], b[...] = want_a, want_b
+        kernel.gemm(a[None, None], b[None, None], out[None, None])
+        _close(out, want_a, want_b)
+        _close(_run(a[1:, 3:], b[3:, 1:]), want_a[1:, 3:], want_b[3:, 1:])
+
+
+def test_each_element_depends_on_its_row_and_column_only():
+    r = np.random.default_rng(4)
+    a, b = r.standard_normal((37, 300)).astype(np.float32), r.standard_normal((300, 150)).astype(np.float32)
+    whole = _run(a, b)
+    for i in (0, 5, 36):  # a row alone: another row block, other masks
+        np.testing.assert_array_equal(_run(a[i:i + 1], b)[0], whole[i])
+    np.testing.assert_array_equal(_run(a, b[:, 70:]), whole[:, 70:])  # other column panels
+    np.testing.assert_array_equal(_run(b.T, a.T).T, whole)  # transposed: the same fused products
+    np.testing.assert_array_equal(_run(np.asfortranarray(a), np.asfortranarray(b)), whole)
+    # a batch, A broadcast across it (a convolution's weight against each image's patches)
+    bs = r.standard_normal((3, 2, 300, 150)).astype(np.float32)
+    out = np.empty((3, 2, 37, 150), np.float32)
+    kernel.gemm(np.broadcast_to(a, (3, 2, 37, 300)), bs, out)
+    for i in range(3):
+        for j in range(2):
+            np.testing.assert_array_equal(out[i, j], _run(a, bs[i, j]))
+    np.testing.assert_array_equal(_run(a, b), whole)  # and again: deterministic
+
+
+def test_bad_arguments_name_the_op_and_the_shapes():
+    f = np.ones((1, 1, 2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"gemm: shapes do not match: a \(1, 1, 2, 3\) @ b \(1, 1, 2, 3\)"):
+        kernel.gemm(f, f, np.empty((1, 1, 2, 3), np.float32))
+    with pytest.raises(ValueError, match="one dtype"):
+        kernel.gemm(f, np.ones((1, 1, 3, 2)), np.empty((1, 1, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="4-d float32 or float64"):
+        kernel.gemm(f[0], f, f)
+    with pytest.raises(ValueError, match="columns must be adjacent"):
+        kernel.gemm(f, np.ones((1, 1, 3, 4), np.float32), np.empty((1, 1, 4, 2), np.float32).swapaxes(2, 3))
+
+
+# -- the size rule and the switches (gemm.matmul, the backend's matmul primitive) -----------------
+
+@pytest.mark.parametrize("shapes", [((20, 256), (256, 1024)), ((2, 3, 16, 144), (3, 144, 256)),
+                                    ((144, 16), (16, 1024)), ((5, 100, 64), (64, 130)), ((1000, 256), (256, 30))])
+def test_matmul_follows_numpy_where_the_rule_sends_products_to_the_kernel(one_thread, shapes):
+    r = np.random.default_rng(5)
+    a, b = (r.standard_normal(s).astype(np.float32) for s in shapes)
+    assert gemm._native(a, b, None) is not None, "the rule sends this product to NumPy: pick another shape"
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    for x, y in ((a, b), (a, np.asfortranarray(b) if b.ndim == 2 else b)):
+        got = gemm.matmul(x, y)
+        assert got.shape == want.shape and got.dtype == np.float32 and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    out = np.empty(want.shape, np.float32)
+    assert gemm.matmul(a, b, out=out) is out
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_rule_keeps_blas_for_large_products_and_other_dtypes(one_thread):
+    r = np.random.default_rng(6)
+    big = r.standard_normal((300, 300)).astype(np.float32)
+    assert gemm._native(big, big, None) is None  # many rows and a deep sum: BLAS
+    small = r.standard_normal((20, 256)).astype(np.float32), r.standard_normal((256, 1024)).astype(np.float32)
+    assert gemm._native(*small, None) is not None
+    assert gemm._native(small[0].astype(np.float16), small[1].astype(np.float16), None) is None
+    assert gemm._native(small[0], small[1].astype(np.float64), None) is None
+    assert gemm._native(small[0][0], small[1], None) is None  # a vector: NumPy's
+    # the out array overlaps an operand: NumPy buffers it
+    x = np.ones((64, 64), np.float32)
+    assert gemm._native(x[:, :40], x[:40], x[:40, :]) is None
+
+
+def test_several_blas_threads_keep_blas():
+    from threadpoolctl import threadpool_limits
+
+    import plugtorch
+    plugtorch.ones(1)
+    a, b = np.ones((20, 256), np.float32), np.ones((256, 1024), np.float32)
+    with threadpool_limits(limits=2, user_api="blas"):
+        if native._kernels is None or native._kernels.pool_info()[0] != 2:
+            pytest.skip("the BLAS pool's width does not follow OpenBLAS here")
+        assert gemm._native(a, b, None) is None
+
+
+class _Spy:
+    """The extension, counting its products."""
+    def __init__(self):
+        self.calls = 0
+
+    def gemm(self, *args):
+        self.calls += 1
+        return kernel.gemm(*args)
+
+
+def test_the_switch_sends_every_product_to_numpy(one_thread, monkeypatch):
+    r = np.random.default_rng(7)
+    a, b = r.standard_normal((20, 256)).astype(np.float32), r.standard_normal((256, 1024)).astype(np.float32)
+    spy = _Spy()
+    monkeypatch.setattr(gemm, "_gemm", spy)
+    primitive = gemm.wrap(np.matmul)
+    gemm.matmul(a, b), primitive(a, b)
+    assert spy.calls == 2
+    monkeypatch.setattr(gemm, "ON", False)
+    np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
+    np.testing.assert_array_equal(primitive(a, b), np.matmul(a, b))
+    assert spy.calls == 2
+
+
+@pytest.mark.parametrize("env", ["PLUGTORCH_NATIVE_GEMM", "PLUGTORCH_NATIVE_KERNELS"])
+def test_the_environment_variables_turn_it_off(env):
+    code = ("import numpy as np, plugtorch\n"
+            "from threadpoolctl import threadpool_limits\n"
+            "from plugtorch_backends.numpy_backend.native import gemm\n"
+            "print(gemm.STATUS)\n"
+            "a = np.random.default_rng(0).standard_normal((20, 256)).astype(np.float32)\n"
+            "b = np.random.default_rng(1).standard_normal((256, 1024)).astype(np.float32)\n"
+            "with threadpool_limits(limits=1, user_api='blas'):\n"
+            "    got = (plugtorch.tensor(a) @ plugtorch.tensor(b)).numpy()\n"
+            "print(gemm.ON, np.array_equal(got, a @ b))\n")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, env: "0"}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    status, equal = done.stdout.split("\n")[:2]
+    assert status == ("off: PLUGTORCH_NATIVE_GEMM=0" if env == "PLUGTORCH_NATIVE_GEMM" else
+                      "off: the native kernels are off")
+    assert equal == "False True"
+
+
+def test_the_backend_primitive_and_the_native_convolution_agree_bit_for_bit(one_thread):
+    """The convolution's decomposition (the matmul primitive) and its native kernel call the product
+    on the same layouts: with the kernel on they still agree exactly (their contract)."""
+    import plugtorch as pt
+    from plugtorch.core.ops.conv import _conv
+    r = np.random.default_rng(8)
+    x = r.standard_normal((4, 16, 16, 16)).astype(np.float32)
+    w = r.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    attrs = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    assert gemm._native(w.reshape(1, 32, 144), np.ones((4, 1, 144, 256), np.float32), None) is not None
+    got = native.kernels()["conv2d"](x, w, None, **attrs)
+    np.testing.assert_array_equal(got, _conv(pt.tensor(x), pt.tensor(w), None, **attrs).numpy())
