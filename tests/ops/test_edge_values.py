@@ -170,3 +170,22 @@ def test_logical_ops_refuse_a_python_number_as_torch(torch, name):
     ours = getattr(plugtorch, name)(plugtorch.tensor(a), plugtorch.tensor(b))
     theirs = getattr(torch, name)(torch.tensor(a), torch.tensor(b))
     assert ours.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+def test_xlogy_and_xlog1py_values_and_gradients_where_input_is_zero(torch, name):
+    """torch's +0.0 where input is 0, and input's gradient xlogy(g, y) (the log's value even where
+    input is 0), 0 only where input is 0 and the log's argument is not positive."""
+    grid = [(x, y) for x in (-0.0, 0.0, 1.0, -1.5) for y in (-2.0, -1.0, -0.0, 0.0, 0.5, 2.0, math.nan, math.inf)]
+    results = []
+    for lib in (plugtorch, torch):
+        fn = lib.xlogy if name == "xlogy" else lib.special.xlog1py
+        x = lib.tensor([p[0] for p in grid], dtype=lib.float64, requires_grad=True)
+        y = lib.tensor([p[1] for p in grid], dtype=lib.float64, requires_grad=True)
+        out = fn(x, y)
+        out.backward(lib.full_like(out, 1.5))
+        results.append((out.detach().numpy(), x.grad.numpy(), y.grad.numpy()))
+    (ours, our_gx, our_gy), (theirs, their_gx, their_gy) = results
+    assert _agree(ours, theirs, "float64").all(), [grid[i] for i in np.flatnonzero(~_agree(ours, theirs, "float64"))]
+    np.testing.assert_allclose(our_gx, their_gx, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(our_gy, their_gy, rtol=1e-14, atol=0)

@@ -193,7 +193,12 @@ def igammac(input, other):
 def _xlogy_rule(ctx, g, log=ew.log):
     x, y = ctx.saved
     need = ctx.needs_input_grad
-    gx = g * ew.where(x == 0, 0.0, log(y)) if need[0] else None
+    gx = None
+    if need[0]:  # torch's xlogy(g, y) (xlog1py(g, y)), 0 where x is 0 and log's argument <= 0
+        if log is ew.log1p:
+            gx = ew.where((x == 0) & (y <= -1), 0.0, special_xlog1py(g, y))
+        else:
+            gx = ew.where((x == 0) & (y <= 0), 0.0, xlogy(g, y))
     gy = g * x / ((1 + y) if log is ew.log1p else y) if need[1] else None
     return gx, gy
 
@@ -208,16 +213,21 @@ def _one_where_zero(input, other, one=1.0):
     return ew.where((input == 0) & ~ew.isnan(other), one, other)
 
 
+def _plus_zero_at_zero(input, out):
+    """out, with torch's +0.0 where input is 0 (-0.0 * log(1) would be -0.0); nan stays nan."""
+    return ew.where((out == 0) & (input == 0), 0.0, out)
+
+
 @op(bind=_pair_args("xlogy"), derivative=_xlogy_rule, save="inputs", exposed=_EVERYWHERE, inplace=True)
 def xlogy(input, other):
     """input * log(other), 0 where input is 0 (unless other is nan)."""
-    return input * ew.log(_one_where_zero(input, other))
+    return _plus_zero_at_zero(input, input * ew.log(_one_where_zero(input, other)))
 
 
 @op(bind=_pair_args("special_xlog1py"), derivative=_xlog1py_rule, save="inputs")
 def special_xlog1py(input, other):
     """input * log1p(other), 0 where input is 0 (unless other is nan)."""
-    return input * ew.log1p(_one_where_zero(input, other, 0.0))
+    return _plus_zero_at_zero(input, input * ew.log1p(_one_where_zero(input, other, 0.0)))
 
 
 @op(bind=_unary_args("special_entr"), derivative=lambda ctx, g: g * -(1 + ew.log(ctx.saved[0])), save="inputs")
