@@ -56,7 +56,7 @@ class MultivariateNormal(Distribution):
         if scale_tril is not None:
             self._unbroadcasted_scale_tril = scale_tril
         elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
+            self._unbroadcasted_scale_tril = pt.linalg.cholesky(covariance_matrix)  # raises as torch
         else:
             self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
 

@@ -150,6 +150,8 @@ ERRORS = {
     "multi_dot one": lambda m: m.linalg.multi_dot([m.ones(2, 2)]),
     "cholesky_solve shapes": lambda m: m.cholesky_solve(m.ones(2, 2), m.ones(3, 3)),
     "matrix_exp not square": lambda m: m.linalg.matrix_exp(m.ones(2, 3)),
+    "MultivariateNormal not positive-definite": lambda m: m.distributions.MultivariateNormal(
+        m.zeros(2), m.tensor([[1.0, 2.0], [2.0, 1.0]]), validate_args=False),
     "qr complete not differentiable": lambda m: (lambda x: m.autograd.grad(
         m.linalg.qr(x + m.eye(3, 2), mode="complete").Q.sum(), [x]))(m.ones(3, 2, requires_grad=True)),
 }
