@@ -47,6 +47,8 @@ _kernels("amax=max_values_cpu amin=min_values_cpu max=max_all min=min_all median
          "ge=ge_cpu greater_equal=ge_cpu remainder=remainder_cpu fmod=fmod_cpu floor_divide=div_floor_cpu "
          "searchsorted=searchsorted_out_cpu bucketize=searchsorted_out_cpu histc=aminmax_cpu "
          "clamp_min=clamp_cpu clamp_max=clamp_cpu", _ORDER)
+_kernels("mode=mode_cpu", _ORDER)
+_kernels("unique_consecutive=unique", _PARTS)
 _kernels("round=round_vml_cpu frac=frac_cpu erf=erf_vml_cpu erfc=erfc_vml_cpu erfinv=erfinv_vml_cpu "
          "lgamma=lgamma_vml_cpu digamma=digamma polygamma=polygamma logit=logit_cpu xlogy=xlogy_cpu "
          "copysign=copysign_cpu atan2=atan2_cpu arctan2=atan2_cpu hypot=hypot_cpu i0=i0_cpu "

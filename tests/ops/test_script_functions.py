@@ -510,3 +510,28 @@ def test_the_cupy_backend_code_path_gives_the_numpy_backends_results():
     done = subprocess.run([sys.executable, "-c", _ON_EMULATED_CUPY], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+# -- complex tensors ----------------------------------------------------------------------------
+
+_Z = [[1 + 1j, 2 - 1j, 0.5j], [3, -1j, 2 + 2j]]
+
+
+@pytest.mark.parametrize("name", ["mode", "unique_consecutive", "histogram", "gcd", "nextafter", "frexp", "poisson"])
+def test_complex_tensors_are_refused_where_torch_refuses_them(torch, name):
+    def call(m):
+        z = m.tensor(_Z)
+        return getattr(m, name)(*((z, z) if name in ("gcd", "nextafter") else (z,)))
+    _raises_like(torch, call, call)
+
+
+def test_renorm_and_gradient_take_complex_tensors_as_torch(torch):
+    weights = [[1 + 2j, 3, -1j], [2, 1j, 1]]
+    grads = []
+    for m in (plugtorch, torch):
+        x = m.tensor(_Z, dtype=m.complex128, requires_grad=True)
+        y = m.renorm(x, 2, 0, 1.0)
+        (y * m.tensor(weights, dtype=m.complex128)).abs().sum().backward()
+        grads.append((y.detach(), x.grad, m.gradient(x.detach(), dim=1)[0]))
+    for ours, theirs in zip(*grads):
+        assert np.allclose(np.asarray(ours.tolist()), theirs.numpy(), atol=1e-9)

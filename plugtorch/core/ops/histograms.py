@@ -36,7 +36,8 @@ histogramdd_result = return_type("histogramdd", ["hist", "bin_edges"])
 _C_NAME = {"float16": "Half", "bfloat16": "BFloat16", "float32": "float", "float64": "double", "bool": "bool",
            "uint8": "unsigned char", "int8": "signed char", "int16": "short int", "int32": "int",
            "int64": "long int"}
-_WORD = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long"}
+_WORD = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long",
+         "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def _bin_along(values, edges):

@@ -44,7 +44,8 @@ def renorm(input, *, p, dim, maxnorm):
     """Each slice ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm
     ``maxnorm`` (by ``maxnorm / (norm + 1e-7)``, as torch); the others unchanged."""
     others = tuple(d for d in range(input.ndim) if d != dim)
-    norm = linalg_vector_norm(input, p, others, keepdim=True)
+    magnitude = ew.abs(input) if input.dtype.is_complex else input  # a complex slice's norm is its |z|'s
+    norm = linalg_vector_norm(magnitude, p, others, keepdim=True)
     factor = ew.where(ew.gt(norm, maxnorm), maxnorm / (norm + 1e-7), 1.0)
     return input * factor.to(input.dtype)
 

@@ -20,8 +20,9 @@ from ..grad_mode import no_grad
 from ..optable import public
 from ..tensor import Tensor
 from . import elementwise as ew
+from .arithmetic import _C_WORD
 from .creation import _random, arange, zeros
-from .draws import _word, _zero_grad_from
+from .draws import _zero_grad_from
 from .shape import stack
 from .special import lgamma
 
@@ -89,8 +90,8 @@ def poisson(input, generator=None):
     if not isinstance(input, Tensor):
         raise TypeError(f"poisson(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{_word(input.dtype)}': the rates must be a "
-                                  "floating point tensor; convert with .float()")
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{_C_WORD[input.dtype.name]}': the rates "
+                                  "must be a floating point tensor; convert with .float()")
     with no_grad():
         lam = input.detach().to(float64)
         if lam.numel() and not bool(ew.ge(lam, 0).all().item()):  # nan too, as torch
