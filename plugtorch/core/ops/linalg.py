@@ -334,10 +334,6 @@ def linalg_vector_norm(x, *, ord, dim, keepdim):
     return _vector_norm(x, ord, dim, keepdim)
 
 
-_NO_SVD = ("needs singular values, and plugtorch's backend contract has no SVD primitive; use "
-           "'fro', 1, -1, inf or -inf")
-
-
 def _linalg_matrix_norm_args(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     A = _norm_input("linalg.matrix_norm", A, dtype)
     if A.ndim < 2:
@@ -346,9 +342,7 @@ def _linalg_matrix_norm_args(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype
     dims = tuple(_wrap_dim(d, A.ndim) for d in dim)
     if len(dims) != 2 or dims[0] == dims[1]:
         raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple of different dims, got {dim}")
-    if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} {_NO_SVD}")
-    if ord != "fro" and ord not in (1, -1, math.inf, -math.inf):
+    if ord not in ("fro", "nuc") and ord not in (1, -1, 2, -2, math.inf, -math.inf):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if A.numel() == 0 and ord != "fro" and any(A.shape[d] == 0 for d in dims):
         raise IndexError(f"linalg.matrix_norm: Expected a non-empty matrix for ord={ord}")
@@ -357,10 +351,16 @@ def _linalg_matrix_norm_args(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype
 
 @op(bind=_linalg_matrix_norm_args)
 def linalg_matrix_norm(A, *, ord, dim, keepdim):
-    """The matrix ``ord``-norm over the two dims ``dim``: 'fro', 1, -1, inf or -inf."""
+    """The matrix ``ord``-norm over the two dims ``dim``: 'fro', 'nuc', 1, -1, 2, -2, inf or -inf
+    ('nuc', 2 and -2 from the singular values: their sum, largest and smallest)."""
     d0, d1 = dim
     if ord == "fro":
         return _vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        from .decompositions import svd_values  # (decompositions builds on this module)
+        s = svd_values(A.movedim((d0, d1), (-2, -1)))
+        out = s.sum(-1) if ord == "nuc" else (amax if ord == 2 else amin)(s, -1)
+        return out.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1)) if keepdim else out
     a = ew.abs(A)
     if ord in (1, -1):  # the largest (smallest) column sum
         sums, over = _sum(a, d0, keepdim=True), d1

@@ -207,6 +207,8 @@ def _matrix_norm(g):
         Sample((x, -1), call=call, ref=lambda a, o: n(a, -1), desc="ord -1"),
         Sample((x, float("inf")), call=call, ref=lambda a, o: n(a, np.inf), desc="ord inf: largest row sum"),
         Sample((x, float("-inf")), call=call, ref=lambda a, o: n(a, -np.inf), desc="ord -inf"),
+        Sample((x, 2), call=call, ref=lambda a, o: n(a, 2), desc="ord 2: largest singular value"),
+        Sample((g.away(2, 3, 2), "nuc", (2, 0), True), call=call, desc="nuclear, dims, keepdim"),
         Sample((g.away(2, 3, 2), "fro", (0, 2), True), call=call,
                ref=lambda a, o, d, k: np.sqrt((a * a).sum(axis=d, keepdims=True)), desc="dims, keepdim"),
         Sample((empty(0, 3),), call=call, ref=lambda a: np.asarray(0.0)),
