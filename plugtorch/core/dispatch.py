@@ -119,7 +119,9 @@ def backend_of(name: str, operands: Sequence[Any]) -> Backend:
 def record(out, opdef, operands, attrs=NO_ATTRS):
     """Attach a node to ``out`` whose rule (``opdef.rule``: the op's derivative, or its
     decomposition differentiated) gives gradients for ``operands``. Every differentiable op with
-    a graph to keep runs this (or ``record_one``/``record_pair``), so it is written for speed.
+    a graph to keep runs this (or ``record_one``/``record_pair``), so it is written for speed:
+    the rule's complex checks are decided here, once, from the operands' dtypes (a node none of
+    whose operands is complex runs ``opdef.real_rule``, which has none).
     """
     tensor = Tensor
     edges: list[Node | None] = []
@@ -146,7 +148,10 @@ def record(out, opdef, operands, attrs=NO_ATTRS):
     else:
         saved = tuple([o if i in positions else None for i, o in enumerate(operands)])
     metas = tuple(meta)
-    node = make_node(opdef.node_class or opdef.node_namer(metas, attrs), opdef.name, opdef.rule, tuple(edges),
+    rule = opdef.real_rule
+    if rule is not opdef.rule and _any_complex(metas):
+        rule = opdef.rule
+    node = make_node(opdef.node_class or opdef.node_namer(metas, attrs), opdef.name, rule, tuple(edges),
                      metas, saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
@@ -161,8 +166,12 @@ def record_one(out, opdef, x, attrs=NO_ATTRS):
         saved = (x,)
     else:
         saved = (None,)
-    meta = ((x._data.shape, x.dtype),)
-    node = make_node(opdef.node_class or opdef.node_namer(meta, attrs), opdef.name, opdef.rule, (edge(x),),
+    dtype = x.dtype
+    meta = ((x._data.shape, dtype),)
+    rule = opdef.real_rule
+    if rule is not opdef.rule and dtype.is_complex:
+        rule = opdef.rule
+    node = make_node(opdef.node_class or opdef.node_namer(meta, attrs), opdef.name, rule, (edge(x),),
                      meta, saved, None, attrs)
     return _attach(out, node, opdef, saved)
 
@@ -176,8 +185,12 @@ def record_pair(out, opdef, a, b):
         saved = (a, b)
     else:
         saved = (a if 0 in positions else None, b if 1 in positions else None)
-    meta = ((a._data.shape, a.dtype), (b._data.shape, b.dtype))
-    node = make_node(opdef.node_class or opdef.node_namer(meta, NO_ATTRS), opdef.name, opdef.rule,
+    da, db = a.dtype, b.dtype
+    meta = ((a._data.shape, da), (b._data.shape, db))
+    rule = opdef.real_rule
+    if rule is not opdef.rule and (da.is_complex or db.is_complex):
+        rule = opdef.rule
+    node = make_node(opdef.node_class or opdef.node_namer(meta, NO_ATTRS), opdef.name, rule,
                      (edge(a), edge(b)), meta, saved, None, NO_ATTRS)
     if positions is True and not opdef.saves_output and not anomaly._state.enabled:
         # mul's and div's: _attach's work for two saved tensors, inline (0.2 us of a 2 us op)
@@ -186,6 +199,13 @@ def record_pair(out, opdef, a, b):
         out.requires_grad = True
         return out
     return _attach(out, node, opdef, saved)
+
+
+def _any_complex(metas) -> bool:
+    for m in metas:
+        if m is not None and m[1].is_complex:
+            return True
+    return False
 
 
 def _attach(out, node, opdef, saved):

@@ -72,10 +72,17 @@ class OpDef:
     no_kernel: str = ""
     module: str = ""
     jvp: Callable | None = None
+    # the derivative for complex operands where ``derivative`` is written for real ones only
+    # (mul's and div's carry the conjugate): a node with a complex operand runs this instead
+    complex_derivative: Callable | None = None
     # what dispatch reads on every node, worked out from the fields above (__post_init__): the
-    # rule a node of this op runs when a kernel (or the primitive) computed it, what that rule
-    # saves, and the class of its nodes (None where the call decides it: node_namer(meta, attrs))
+    # rule a node of this op runs when a kernel (or the primitive) computed it, right for every
+    # dtype; ``real_rule``, the same without the complex checks and conjugates, which the records
+    # give a node none of whose operands is complex (``rule`` itself where the two are one);
+    # what the rule saves, and the class of its nodes (None where the call decides it:
+    # node_namer(meta, attrs))
     rule: Callable | None = field(init=False, repr=False)
+    real_rule: Callable | None = field(init=False, repr=False)
     saved_positions: bool | frozenset[int] | None = field(init=False, repr=False)
     saves_output: bool = field(init=False, repr=False)
     node_class: type | None = field(init=False, repr=False)
@@ -89,6 +96,9 @@ class OpDef:
         if bad:
             raise ValueError(f"OpDef '{self.name}': save may hold 'inputs', 'output' and operand "
                              f"positions, not {bad}")
+        if self.complex_derivative is not None and self.derivative is None:
+            raise ValueError(f"OpDef '{self.name}': complex_derivative replaces derivative for complex "
+                             "operands; give derivative too")
         unknown = set(self.exposed) - set(PLACES)
         if unknown:
             raise ValueError(f"OpDef '{self.name}': exposed names {sorted(unknown)}; use some of {PLACES}")
@@ -105,7 +115,14 @@ class OpDef:
             positions, output = True if "inputs" in save else (picked or None), "output" in save
         # a rule of the op's own that is not known right for complex inputs refuses them (or, for a
         # holomorphic op, is conjugated); a decomposition's gradient is its ops' rules, guarded each
-        setattr_(self, "rule", guard_rule(self.name, rule) if rule is self.derivative else rule)
+        # (a record picks the unguarded rule where no operand is complex, so real nodes pay nothing)
+        if rule is not self.derivative:
+            setattr_(self, "rule", rule)
+        elif self.complex_derivative is not None:
+            setattr_(self, "rule", self.complex_derivative)
+        else:
+            setattr_(self, "rule", guard_rule(self.name, rule))
+        setattr_(self, "real_rule", rule)
         setattr_(self, "saved_positions", positions)
         setattr_(self, "saves_output", output)
         setattr_(self, "node_class", node_class(self.name))

@@ -176,3 +176,24 @@ def test_other_derivatives_refuse_complex_inputs():
     x = pt.tensor(ZG.real, requires_grad=True)
     call_op(d, (x,)).sum().backward()  # the same rule on real inputs runs
     assert x.grad.tolist() == [[2.0] * 4] * 3
+
+
+@pytest.mark.parametrize(("name", "call"), [("tanh", pt.tanh), ("mul", lambda t: t * t), ("div", lambda t: t / (t + 3)),
+                                            ("exp", pt.exp), ("log", pt.log), ("sqrt", pt.sqrt)])
+def test_the_complex_checks_are_chosen_when_the_node_is_recorded(name, call):
+    # a node none of whose operands is complex runs the op's rule as written (no checks, no
+    # conjugates at backward); one with a complex operand, the checked or conjugating rule
+    from plugtorch.core.optable import TABLE
+    real, cplx = call(pt.tensor(ZG.real, requires_grad=True)), call(pt.tensor(ZG, requires_grad=True))
+    d = TABLE[name]  # (filled as the first op runs)
+    assert d.real_rule is d.derivative and d.rule is not d.real_rule
+    assert real.grad_fn.rule is d.real_rule and cplx.grad_fn.rule is d.rule
+
+
+def test_a_real_operand_beside_a_complex_one_gets_the_complex_rule():
+    from plugtorch.core.optable import TABLE
+    r, z = pt.tensor(ZG.real, requires_grad=True), pt.tensor(ZG, requires_grad=True)
+    pt.get_registry()  # the op table is filled
+    assert (r * z).grad_fn.rule is TABLE["mul"].rule and (r * 2j).grad_fn.rule is TABLE["mul"].rule
+    add = TABLE["add"]  # right for both as written: one rule
+    assert add.rule is add.real_rule and (z + r).grad_fn.rule is add.rule

@@ -59,7 +59,8 @@ FLOAT, SAME, INT_UNCHANGED, TO_BOOL = ("integers -> default float", "keeps the d
                                        "integers returned unchanged", "-> bool")
 
 
-def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases=()) -> Callable[..., Any]:
+def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases=(),
+           complex_rule=None) -> Callable[..., Any]:
     floating, keep_ints, refuse = dtypes == FLOAT, dtypes == INT_UNCHANGED, name in REFUSED
 
     def fn(input):
@@ -93,9 +94,9 @@ def _unary(name, rule=None, save=(), dtypes=FLOAT, inplace=True, doc="", aliases
     fn.__doc__ = doc or f"Elementwise {name}."
     fn.checks_complex = True  # type: ignore[attr-defined]
     # an elementwise op's Jacobian is diagonal: its forward derivative is its rule (_jvp.diagonal)
-    return op(name, primitive=name, front=lambda _: fn, derivative=rule, save=save, dtypes=dtypes,
-              exposed=_EVERYWHERE, inplace=inplace, aliases=aliases,
-              jvp=None if rule is None else diagonal(rule))(_computed_by_primitive(fn))
+    return op(name, primitive=name, front=lambda _: fn, derivative=rule, complex_derivative=complex_rule,
+              save=save, dtypes=dtypes, exposed=_EVERYWHERE, inplace=inplace, aliases=aliases,
+              jvp=None if rule is None else diagonal(complex_rule or rule))(_computed_by_primitive(fn))
 
 
 def _computed_by_primitive(front):
@@ -115,8 +116,9 @@ def _zero_grad(ctx, g):
 
 
 neg = _unary("neg", lambda ctx, g: -g, dtypes=SAME)
-exp = _unary("exp", lambda ctx, g: g * _conj(ctx.output), "output")
-log = _unary("log", lambda ctx, g: g / _conj(ctx.saved[0]), "inputs")
+# exp's and log's complex rules carry the conjugate; the real ones skip it (OpDef.complex_derivative)
+exp = _unary("exp", lambda ctx, g: g * ctx.output, "output", complex_rule=lambda ctx, g: g * _conj(ctx.output))
+log = _unary("log", lambda ctx, g: g / ctx.saved[0], "inputs", complex_rule=lambda ctx, g: g / _conj(ctx.saved[0]))
 log1p = _unary("log1p", lambda ctx, g: g / (ctx.saved[0] + 1), "inputs")
 expm1 = _unary("expm1", lambda ctx, g: g * (ctx.output + 1), "output")
 sqrt = _unary("sqrt", lambda ctx, g: g / (ctx.output * 2), "output")
@@ -257,7 +259,7 @@ def _promote_scalar(a, s):
 
 
 def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False, doc="",
-            alpha=None, public=None, primitive=None) -> Any:
+            alpha=None, public=None, primitive=None, complex_rule=None) -> Any:
     """Declare a binary op; returns its function. With ``alpha`` (the operator's symbol), the
     public function also takes torch's ``alpha`` (``other`` is scaled first) and both are
     returned, (two-operand function, public function): operators (``a + b``) bind the first
@@ -336,9 +338,9 @@ def _binary(name, rule=None, save=(), dtypes=PROMOTE, aliases=(), inplace=False,
         front = public(fn)
         front.__name__ = front.__qualname__ = name
     fn.checks_complex = front.checks_complex = True  # type: ignore[attr-defined]
-    op(name, primitive=primitive or name, front=lambda _: front, derivative=rule, save=save, dtypes=dtypes,
-       exposed=_EVERYWHERE, aliases=aliases, inplace=inplace,
-       jvp=None if rule is None else diagonal(rule))(_computed_by_primitive(front))
+    op(name, primitive=primitive or name, front=lambda _: front, derivative=rule, complex_derivative=complex_rule,
+       save=save, dtypes=dtypes, exposed=_EVERYWHERE, aliases=aliases, inplace=inplace,
+       jvp=None if rule is None else diagonal(complex_rule or rule))(_computed_by_primitive(front))
     return (fn, front) if alpha or public else fn
 
 
@@ -365,15 +367,29 @@ def _conj(v):
 
 
 def _mul_rule(ctx, g):
+    """mul's gradient where no operand is complex (a node with one runs _mul_complex_rule)."""
+    a, b = ctx.saved
+    need = ctx.needs_input_grad
+    return (g * b if need[0] else None), (g * a if need[1] else None)
+
+
+def _mul_complex_rule(ctx, g):
     a, b = ctx.saved
     need = ctx.needs_input_grad
     return (g * _conj(b) if need[0] else None), (g * _conj(a) if need[1] else None)
 
 
-mul = _binary("mul", _mul_rule, "inputs", aliases=("multiply",), inplace=True)
+mul = _binary("mul", _mul_rule, "inputs", aliases=("multiply",), inplace=True, complex_rule=_mul_complex_rule)
 
 
 def _div_rule(ctx, g):
+    """div's gradient where no operand is complex (a node with one runs _div_complex_rule)."""
+    a, b = ctx.saved
+    need = ctx.needs_input_grad
+    return (g / b if need[0] else None), (-g * (a / (b * b)) if need[1] else None)
+
+
+def _div_complex_rule(ctx, g):
     a, b = ctx.saved
     need = ctx.needs_input_grad
     return (g / _conj(b) if need[0] else None), (-g * _conj(a / (b * b)) if need[1] else None)
@@ -395,7 +411,7 @@ def _div_front(true_div):
 
 
 _div, div = _binary("div", _div_rule, "inputs", TRUE_DIVIDE, aliases=("divide",), inplace=True,
-                    public=_div_front)
+                    public=_div_front, complex_rule=_div_complex_rule)
 
 
 @public("plugtorch", "Tensor", inplace=True)
