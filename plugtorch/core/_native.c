@@ -3,6 +3,7 @@
    wrap(data, backend, requires_grad=False): dispatch.wrap, a Tensor around a backend array.
    node(cls, op, rule, next, meta, saved, output, attrs): cls(op, ...) as graph.py's Node.__init__
        makes it, cls being Node or a class of a built-in op's nodes (node_names.named_class).
+   edge(t): dispatch.edge, the node gradients for a tensor flow into (every recorded operand's).
    drain(ready, pending, deps, retain_graph, create_graph, step): the backward loop.
 
    drain pops nodes off the walk's ready list and, for a built-in op's node with no pre-hook and
@@ -21,13 +22,14 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define ABI 5 /* native.py checks it: a stale build of older sources is not used */
+#define ABI 6 /* native.py checks it: a stale build of older sources is not used */
 
 static PyTypeObject *node_type, *acc_type, *tensor_type;
 static PyObject *fn_accumulate, *fn_add, *fn_fit, *fn_check_versions, *fn_wrong_count, *fn_post_hooks;
 static PyObject *s_shape, *one, *zero; /* interned "shape", and the ints 1 and 0 */
 
 static PyObject *s_dtype_of; /* interned "dtype_of" */
+static PyObject *fn_refresh_view, *fn_python_edge; /* dispatch.py's (configure_edge) */
 
 /* slot offsets: Node's, AccumulateGrad's and Tensor's */
 static Py_ssize_t n_op, n_rule, n_next, n_meta, n_saved, n_versions, n_output, n_attrs, n_pre_hooks,
@@ -442,6 +444,62 @@ static PyObject *wrap(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return t;
 }
 
+static PyObject *configure_edge(PyObject *self, PyObject *args) {
+    PyObject *refresh, *python_edge;
+    if (!PyArg_ParseTuple(args, "OO", &refresh, &python_edge))
+        return NULL;
+    Py_XSETREF(fn_refresh_view, Py_NewRef(refresh));
+    Py_XSETREF(fn_python_edge, Py_NewRef(python_edge));
+    Py_RETURN_NONE;
+}
+
+/* edge(t): dispatch.edge's steps in the same order: a view whose generation is behind its memory's
+   takes its node again (refresh_view), then t's grad_fn, else for a tensor that requires grad its
+   AccumulateGrad (made once), else None. Anything but a Tensor with the usual fields (a list for
+   _vc, a 5-tuple for _view) goes to the Python twin, which fails or succeeds as it would. */
+static PyObject *edge(PyObject *self, PyObject *t) {
+    if (tensor_type == NULL || fn_python_edge == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_native.edge before configure_types and configure_edge");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(t, tensor_type))
+        return PyObject_CallOneArg(fn_python_edge, t);
+    PyObject *fn = SLOT(t, t_grad_fn), *view = SLOT(t, t_view), *rg = SLOT(t, t_requires_grad);
+    if (fn == NULL || view == NULL || rg == NULL || SLOT(t, t_accum) == NULL)
+        return PyObject_CallOneArg(fn_python_edge, t); /* an unset field: Python's error */
+    if (view != Py_None) {
+        PyObject *vc = SLOT(t, t_vc);
+        if (vc == NULL || !PyList_CheckExact(vc) || !PyTuple_CheckExact(view) || PyTuple_GET_SIZE(view) != 5)
+            return PyObject_CallOneArg(fn_python_edge, t);
+        if (PyList_GET_SIZE(vc) > 1) {
+            int stale = PyObject_RichCompareBool(PyTuple_GET_ITEM(view, 4), PyList_GET_ITEM(vc, 1), Py_NE);
+            if (stale < 0)
+                return NULL;
+            if (stale) {
+                PyObject *again = PyObject_CallOneArg(fn_refresh_view, t);
+                if (again == NULL || again != Py_None)
+                    return again;
+                Py_DECREF(again);
+                fn = Py_None;
+                rg = SLOT(t, t_requires_grad); /* refresh_view may have set it */
+            }
+        }
+    }
+    if (fn != Py_None)
+        return Py_NewRef(fn);
+    int wanted = rg == Py_True ? 1 : rg == Py_False ? 0 : PyObject_IsTrue(rg);
+    if (wanted <= 0)
+        return wanted < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *acc = SLOT(t, t_accum);
+    if (acc != NULL && acc != Py_None)
+        return Py_NewRef(acc);
+    acc = PyObject_CallOneArg((PyObject *)acc_type, t);
+    if (acc == NULL)
+        return NULL;
+    slot_set(t, t_accum, acc);
+    return acc;
+}
+
 static PyObject *node(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "node(cls, op, rule, next, meta, saved, output, attrs)");
@@ -483,6 +541,8 @@ static PyMethodDef methods[] = {
      "drain(ready, pending, deps, retain_graph, create_graph, step): run ready nodes until none is left"},
     {"wrap", (PyCFunction)(void (*)(void))wrap, METH_FASTCALL,
      "wrap(data, backend, requires_grad=False): a new Tensor around a native array (dispatch.wrap)"},
+    {"configure_edge", configure_edge, METH_VARARGS, "configure_edge(refresh_view, python_edge): dispatch.py's"},
+    {"edge", edge, METH_O, "edge(t): the graph node gradients for t flow into, or None (dispatch.edge)"},
     {"node", (PyCFunction)(void (*)(void))node, METH_FASTCALL,
      "node(cls, op, rule, next, meta, saved, output, attrs): a graph node of class cls, as cls(op, ...) makes it"},
     {NULL, NULL, 0, NULL},

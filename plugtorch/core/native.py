@@ -1,10 +1,11 @@
 """The core's C paths (``_native.c``), loaded once, and why they are off where they are.
 
-Three small functions stand in for the hottest Python in the core, each with the same effect
+Four small functions stand in for the hottest Python in the core, each with the same effect
 as its Python twin, which stays the reference:
 
 - ``wrap``: a Tensor around a backend array (``dispatch.wrap``);
 - ``node``: a graph node as ``cls(op, ...)`` makes it (the records in ``dispatch``);
+- ``edge``: the node a recorded operand's gradient flows into (``dispatch.edge``);
 - ``drain``: the backward loop, ``engine._Walk.step`` for built-in op nodes and leaves.
 
 At small sizes this is where the time goes: a 10-op chain with its backward on (8, 8) tensors
@@ -19,7 +20,7 @@ import os
 import sys
 from types import ModuleType
 
-ABI = 5  # _native.c's ABI constant: they change together
+ABI = 6  # _native.c's ABI constant: they change together
 
 
 def _load() -> tuple[ModuleType | None, str]:

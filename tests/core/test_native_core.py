@@ -55,6 +55,45 @@ def test_wrap_makes_the_tensor_the_python_wrap_makes(requires_grad):
     assert (c * 2).tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
 
 
+def _edge_cases():
+    """(name, tensor) pairs covering every branch of dispatch.edge."""
+    leaf = plugtorch.ones(2, 3, requires_grad=True)
+    made = leaf * 2
+    base = plugtorch.ones(2, 3, requires_grad=True).clone()
+    view, untracked = base[0], plugtorch.zeros(2, 3)[0]
+    base.mul_(3)  # an in-place op with a graph: the view's node is now stale
+    no_graph_base = plugtorch.zeros(2, 3)
+    no_graph_view = no_graph_base[1]
+    with plugtorch.no_grad():
+        no_graph_base.add_(1)
+    no_graph_base._vc.append(1)  # a newer generation, but the view was made without a graph
+    return [("no grad", plugtorch.zeros(2)), ("leaf", leaf), ("result", made), ("stale view", view),
+            ("untracked view", untracked), ("view without a graph", no_graph_view)]
+
+
+@C
+@pytest.mark.parametrize("case", range(6))
+def test_edge_gives_the_node_the_python_edge_gives(case):
+    name_c, t_c = _edge_cases()[case]
+    name_py, t_py = _edge_cases()[case]
+    c, py = native.ext.edge(t_c), dispatch.python_edge(t_py)
+    assert type(c) is type(py), name_c
+    if isinstance(c, Node):
+        assert c.op == py.op and len(c.next) == len(py.next)
+    if type(c).__name__ == "AccumulateGrad":
+        assert c.variable is t_c and native.ext.edge(t_c) is c  # made once, kept on the tensor
+    # the state either leaves behind (a regenerated view's node and generation) is the same
+    assert (t_c.grad_fn is None) == (t_py.grad_fn is None) and t_c.requires_grad == t_py.requires_grad
+    assert getattr(t_c, "_view", None) is None or t_c._view[4] == t_py._view[4]
+
+
+@C
+def test_edge_refuses_what_python_refuses():
+    with pytest.raises(AttributeError):
+        native.ext.edge(object())
+    assert dispatch.edge is native.ext.edge
+
+
 @C
 def test_node_makes_the_node_the_class_makes():
     def rule(ctx, g):
