@@ -217,10 +217,14 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
         if xp is not numpy:
             return lambda x, y: fn(x, y, out=...)
 
+        # bfloat16 needs care only beside a Python float (ml_dtypes would promote the pair to
+        # float32; two arrays keep their dtype): that test comes first, so two arrays, the commonest
+        # call, pay one type test and never read a dtype
         if fn.__name__ == "multiply":  # torch multiplies by the number in float32 (keeps_bfloat16)
             def mul(x, y):
-                out = fn(x, y, out=...)
-                return out.astype(BFLOAT16) if x.dtype is BFLOAT16 and out.dtype is not x.dtype else out
+                if type(y) is float and x.dtype is BFLOAT16:
+                    return fn(x, y, out=...).astype(BFLOAT16)
+                return fn(x, y, out=...)
             return mul
 
         def call(x, y):
