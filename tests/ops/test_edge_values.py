@@ -189,3 +189,17 @@ def test_xlogy_and_xlog1py_values_and_gradients_where_input_is_zero(torch, name)
     assert _agree(ours, theirs, "float64").all(), [grid[i] for i in np.flatnonzero(~_agree(ours, theirs, "float64"))]
     np.testing.assert_allclose(our_gx, their_gx, rtol=1e-14, atol=0)
     np.testing.assert_allclose(our_gy, their_gy, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("ns,name", [("F", "celu"), ("F", "hardswish"), ("", "logit"), ("", "sinc"),
+                                     ("F", "elu"), ("F", "selu"), ("F", "softplus"), ("F", "mish")])
+def test_gradients_at_extreme_values_match_torch(torch, ns, name):
+    """No nan from a branch where() leaves unused (celu at 1e10, hardswish at inf), sinc's 0 where
+    pi x^2 underflows, and logit's nan outside [0, 1]."""
+    values = [math.inf, -math.inf, 1e10, -1e10, 1e-300, -1e-300, 0.25, -0.25, 1.5, -1.5, 40.0, -40.0]
+    grads = []
+    for lib in (plugtorch, torch):
+        x = lib.tensor(values, dtype=lib.float64, requires_grad=True)
+        getattr(_namespace(lib, ns), name)(x).backward(lib.ones(len(values), dtype=lib.float64))
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-300)

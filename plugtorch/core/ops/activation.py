@@ -399,7 +399,8 @@ def softplus(input, *, beta, threshold):
 
 def _elu_rule(ctx, g):
     x = ctx.saved[0]
-    return ew.where(ew.gt(x, 0), g, g * ew.exp(x) * ctx.attrs["alpha"])
+    # x <= 0 tested, as torch's: at nan the gradient is the incoming one
+    return ew.where(ew.le(x, 0), g * ew.exp(x) * ctx.attrs["alpha"], g)
 
 
 def _elu_args(input, alpha=1.0, inplace=False):
@@ -460,7 +461,13 @@ def celu(input, alpha=1.0, inplace=False):
     if inplace:
         return _applied_in_place(celu, "celu_", input, alpha)
     x = _float_input("celu", input)
-    return ew.where(ew.gt(x, 0), x, ew.expm1(x / alpha) * alpha)
+    # x <= 0 tested, as torch's: nan takes the identity branch, whose gradient is the incoming one
+    below = ew.le(x, 0)
+    if alpha > 0:  # elu's rule, g * exp(z): expm1's, g * (expm1(z) + 1), is 0 below z = -37
+        return ew.where(below, elu(x / alpha, alpha=alpha), x)
+    # the exp of the non-positive part only: exp(x / alpha) of a large x would be inf, and the
+    # unused branch's gradient 0 * inf nan
+    return ew.where(below, ew.expm1(ew.where(below, x, 0.0) / alpha) * alpha, x)
 
 
 @op(exposed=_F)
@@ -488,7 +495,8 @@ def hardswish(input, inplace=False):
     # torch's x * relu6(x + 3) / 6 is x * 0 at or below -3: -0.0, or nan at -inf; nan takes the
     # last branch, so its gradient is the incoming one, as torch's
     low = ew.where(ew.eq(x, -math.inf), math.nan, -0.0)
-    s = ew.where(ew.isnan(x), 0.0, x)  # so that the unused branch's gradient is no nan * 0
+    # x inside (-3, 3) only, so that the unused branch's gradient is no nan * 0 at nan or +-inf
+    s = ew.where(ew.gt(x, -3) & ew.lt(x, 3), x, 0.0)
     return ew.where(ew.le(x, -3), low, ew.where(ew.lt(x, 3), s * (s + 3) / 6, x))
 
 

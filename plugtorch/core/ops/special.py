@@ -241,7 +241,8 @@ def special_entr(input):
 def _sinc_rule(ctx, g):
     x = ctx.saved[0]
     px = math.pi * x
-    return g * ew.where(x == 0, 0.0, (px * ew.cos(px) - ew.sin(px)) / (px * x))
+    # 0 where pi x^2 is 0, as torch's: a tiny x's square underflows (0 / 0 would be nan)
+    return g * ew.where(px * x == 0, 0.0, (px * ew.cos(px) - ew.sin(px)) / (px * x))
 
 
 @op(bind=_unary_args("sinc"), derivative=_sinc_rule, save="inputs", exposed=_EVERYWHERE, inplace=True)
@@ -259,8 +260,8 @@ def _logit_args(input, eps=None):
 def _logit_rule(ctx, g):
     x, eps = ctx.saved[0], ctx.attrs["eps"]
     grad = g / (x * (1 - x))
-    if eps is None:
-        return grad
+    if eps is None:  # outside [0, 1], where logit is nan, so is its gradient (torch's)
+        return ew.where((x < 0) | (x > 1), math.nan, grad)
     return ew.where((x < eps) | (x > 1 - eps), 0.0, grad)
 
 
