@@ -3,12 +3,13 @@
 or CuPy's cuSOLVER through ``cupy.linalg``.
 
 Every one takes a batch of matrices ``(..., m, n)`` and returns what the contract
-(``plugtorch.core.primitives``) states. Two have no batched LAPACK call in either library and
-are loops over the columns here, each step one vectorised operation over the whole batch:
-``lu_factor`` (LAPACK's getrf with partial pivoting: numpy.linalg exposes no LU factors) and
-``solve_triangular`` (trsm's substitution, which NumPy does not expose either). ``cholesky`` of
-a matrix that is not positive-definite is rerun as such a loop to find the failing minor, which
-neither library reports.
+(``plugtorch.core.primitives``) states. Two have no LAPACK call of their own in either library:
+``solve_triangular`` is gesv on the (upper) triangular matrix, which pivots nowhere and so
+substitutes as trsm does (a zero pivot falls back to a substitution loop, giving inf/nan), and
+``lu_factor`` is getrf's recursion written out: column panels factored by a loop (each step
+one vectorised operation over the whole batch), the rest a triangular solve and one product per
+level. ``cholesky`` of a matrix that is not positive-definite is rerun as a column loop to find
+the failing minor, which neither library reports.
 """
 from __future__ import annotations
 
@@ -107,16 +108,51 @@ def make_linalg(xp) -> dict:
         w, v = la.eig(x)
         return w.astype(cdtype, copy=False), v.astype(cdtype, copy=False)
 
-    def lu_factor(x):
-        # getf2: at column j the row of largest |a| (LAPACK's i?amax: |re| + |im| for complex, the
-        # first of ties) comes up; a zero pivot leaves its column unscaled, as LAPACK's does
-        lead, a = batch_of(x)
-        a = a.copy()
-        b, m, n = a.shape
-        k = min(m, n)
-        pivots = xp.zeros((b, k), dtype=xp.int32)
-        rows = xp.arange(b)
-        for j in range(k):
+    def upper_solve(u, b):
+        # LAPACK's gesv on an upper-triangular matrix pivots nowhere (each column's largest entry
+        # at or below the diagonal is the diagonal's: the rest are zeros), so its getrs is trsm's
+        # back substitution; a zero pivot is refused (NumPy) and left to the row loop
+        shape = tuple(numpy.broadcast_shapes(u.shape[:-2], b.shape[:-2]))
+        u = xp.broadcast_to(u, shape + u.shape[-2:])
+        b = xp.broadcast_to(b, shape + b.shape[-2:])
+        if u.size == 0 or b.size == 0:
+            return None
+        try:
+            return la.solve(u, b)
+        except errors:
+            return None
+
+    def substitution(a, b, upper, unitriangular):
+        # trsm's substitution, one row of the solution per step; a zero on the diagonal gives
+        # inf/nan, as LAPACK's does, rather than an error
+        n = a.shape[-1]
+        out = xp.zeros(tuple(numpy.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + b.shape[-2:],
+                       dtype=xp.result_type(a.dtype, b.dtype))
+        order = range(n - 1, -1, -1) if upper else range(n)
+        for i in order:
+            done = slice(i + 1, n) if upper else slice(0, i)
+            r = b[..., i, :] - xp.matmul(a[..., i, None, done], out[..., done, :])[..., 0, :]
+            out[..., i, :] = r if unitriangular else r / a[..., i, i, None]
+        return out
+
+    def solve_triangular(a, b, upper, unitriangular):
+        n = a.shape[-1]
+        t = xp.triu(a) if upper else xp.tril(a)
+        if unitriangular:
+            t = xp.where(xp.eye(n, dtype=bool), xp.ones((), dtype=t.dtype), t)
+        if upper:
+            out = upper_solve(t, b)
+        else:  # reversing the rows and columns of a lower-triangular matrix makes it upper
+            out = upper_solve(t[..., ::-1, ::-1], b[..., ::-1, :])
+            out = None if out is None else out[..., ::-1, :]
+        return substitution(t, b, upper, unitriangular) if out is None else out
+
+    def lu_panel(a, c0, c1, pivots, rows):
+        # getf2 on columns [c0, c1): at column j the row of largest |a| (LAPACK's i?amax: |re| +
+        # |im| for complex, the first of ties) comes up, swapped across whole rows; a zero pivot
+        # leaves its column unscaled, as LAPACK's does
+        m = a.shape[1]
+        for j in range(c0, c1):
             col = a[:, j:, j]
             size = xp.abs(col.real) + xp.abs(col.imag) if col.dtype.kind == "c" else xp.abs(col)
             p = xp.argmax(size, axis=-1) + j
@@ -127,22 +163,37 @@ def make_linalg(xp) -> dict:
             pivot = a[:, j, j]
             if j + 1 < m:
                 a[:, j + 1:, j] /= xp.where(pivot == 0, 1, pivot)[:, None]
-                if j + 1 < n:
-                    a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
-        return a.reshape(x.shape), pivots.reshape(lead + (k,))
+                if j + 1 < c1:
+                    a[:, j + 1:, j + 1:c1] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:c1]
 
-    def solve_triangular(a, b, upper, unitriangular):
-        # trsm's substitution, one row of the solution per step; a zero on the diagonal gives
-        # inf/nan, as LAPACK's does, rather than an error
-        n = a.shape[-1]
-        out = xp.zeros(xp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:],
-                       dtype=xp.result_type(a.dtype, b.dtype))
-        order = range(n - 1, -1, -1) if upper else range(n)
-        for i in order:
-            done = slice(i + 1, n) if upper else slice(0, i)
-            r = b[..., i, :] - xp.matmul(a[..., i, None, done], out[..., done, :])[..., 0, :]
-            out[..., i, :] = r if unitriangular else r / a[..., i, i, None]
-        return out
+    def unit_lower_solve(a, c0, c1, cols):
+        # L11^{-1} A12 for the unit lower factor in rows/columns [c0, c1)
+        lower = xp.tril(a[:, c0:c1, c0:c1], -1) + xp.eye(c1 - c0, dtype=a.dtype)
+        return solve_triangular(lower, a[:, c0:c1, cols], False, True)
+
+    def lu_columns(a, c0, c1, pivots, rows):
+        # getrf2's recursion: the left half, then the right half's update by a triangular solve and
+        # one product (BLAS), then the right half; the pivots are those of the column loop
+        if c1 - c0 <= 16:
+            lu_panel(a, c0, c1, pivots, rows)
+            return
+        h = c0 + (c1 - c0) // 2
+        lu_columns(a, c0, h, pivots, rows)
+        a[:, c0:h, h:c1] = unit_lower_solve(a, c0, h, slice(h, c1))
+        a[:, h:, h:c1] -= xp.matmul(a[:, h:, c0:h], a[:, c0:h, h:c1])
+        lu_columns(a, h, c1, pivots, rows)
+
+    def lu_factor(x):
+        lead, a = batch_of(x)
+        a = a.copy()
+        b, m, n = a.shape
+        k = min(m, n)
+        pivots = xp.zeros((b, k), dtype=xp.int32)
+        if a.size:
+            lu_columns(a, 0, k, pivots, xp.arange(b))
+            if n > k:  # a wide matrix: the columns right of the square part are U's
+                a[:, :k, k:] = unit_lower_solve(a, 0, k, slice(k, n))
+        return a.reshape(x.shape), pivots.reshape(lead + (k,))
 
     table = {"cholesky": cholesky, "qr": qr, "svd": svd, "eigh": eigh, "lu_factor": lu_factor,
              "solve_triangular": solve_triangular}

@@ -224,3 +224,20 @@ def test_multi_dot_householder_tensorinv_as_torch():
     _close(pt.linalg.householder_product(pt.tensor(h.numpy()), pt.tensor(tau.numpy())),
            torch.linalg.householder_product(h, tau))
     _close(*_both(lambda m, a: m.linalg.tensorinv(a[0].reshape(3, 3, 1), ind=1), A))
+
+
+@pytest.mark.parametrize("shape", [(2, 40, 40), (40, 25), (25, 40)])
+def test_blocked_lu_has_torch_s_pivots_and_factors(shape):
+    # past 16 columns the NumPy backend factors recursively (getrf2's blocking): same pivots
+    a = RNG.standard_normal(shape)
+    ours, theirs = _both(lambda m, x: tuple(m.linalg.lu_factor(x)), a)
+    _close(ours, theirs, atol=1e-11)
+    _close(*_both(lambda m, x: m.linalg.solve(x[..., :25, :25], x[..., :25, :3]), a), atol=1e-10)
+
+
+def test_a_zero_on_the_triangle_s_diagonal_gives_torch_s_inf_and_nan():
+    u = np.triu(RNG.standard_normal((3, 3)))
+    u[1, 1] = 0.0
+    ours, theirs = _both(lambda m, x, y: m.linalg.solve_triangular(x, y, upper=True), u, np.ones((3, 2)))
+    np.testing.assert_array_equal(np.isnan(_np(ours)), np.isnan(_np(theirs)))
+    np.testing.assert_array_equal(np.isinf(_np(ours)), np.isinf(_np(theirs)))
