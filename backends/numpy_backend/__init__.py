@@ -102,7 +102,7 @@ C_KERNEL_OPS = frozenset({"_fused_adam_",
                           "fold", "gelu", "gelu_backward", "index_select", "layer_norm", "layer_norm_backward",
                           "layer_norm_weight_grad", "lstm_layer", "lstm_layer_backward", "max_pool2d",
                           "max_pool2d_backward", "relu", "scaled_dot_product_attention",
-                          "scaled_dot_product_attention_backward", "sigmoid_backward", "softmax",
+                          "scaled_dot_product_attention_backward", "sigmoid_backward", "softmax", "softmax_backward",
                           "tanh_backward", "threshold_backward"})
 _KERNEL_TESTS = {
     **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),
@@ -114,7 +114,8 @@ _KERNEL_TESTS = {
     **dict.fromkeys(("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
                      "batch_norm_backward", "batch_norm_weight_grad"), "tests/ops/test_norm_kernels.py"),
     "index_select": "tests/ops/test_native_gather.py",
-    **dict.fromkeys(("scaled_dot_product_attention", "scaled_dot_product_attention_backward", "softmax"),
+    **dict.fromkeys(("scaled_dot_product_attention", "scaled_dot_product_attention_backward", "softmax",
+                     "softmax_backward"),
                     "tests/ops/test_attention_kernels.py"),
     **dict.fromkeys(("lstm_layer", "lstm_layer_backward"), "tests/ops/test_lstm_layer.py"),
     **dict.fromkeys(("gru_layer", "gru_layer_backward"), "tests/ops/test_gru_layer.py"),

@@ -174,6 +174,14 @@ def softmax(x, dim):
     return e
 
 
+def softmax_backward(grad_output, output, *, dim):
+    """y * (g - sum(g * y)) in three passes and one temporary besides the reduction."""
+    out = np.multiply(grad_output, output, out=np.empty(output.shape, output.dtype))  # an array, even 0-d
+    row = out.sum(axis=dim if out.ndim else None, keepdims=True)
+    np.subtract(grad_output, row, out=out)
+    return np.multiply(out, output, out=out)
+
+
 def log_softmax(x, dim):
     z = x - x.max(axis=dim, keepdims=True)
     with np.errstate(divide="ignore"):
@@ -390,5 +398,6 @@ FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoi
                  "layer_norm_weight_grad": layer_norm_weight_grad, "batch_norm": batch_norm,
                  "batch_norm_backward": batch_norm_backward, "batch_norm_weight_grad": batch_norm_weight_grad,
                  "tanh_backward": tanh_backward, "sigmoid_backward": sigmoid_backward, "softmax": softmax,
+                 "softmax_backward": softmax_backward,
                  "log_softmax": log_softmax, "cross_entropy": cross_entropy,
                  "cross_entropy_backward": cross_entropy_backward, "max_pool2d_backward": max_pool2d_backward}

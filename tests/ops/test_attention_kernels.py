@@ -157,3 +157,11 @@ def test_the_c_softmax_kernel_equals_torchs(dtype):
     for a, dim in ((x, 3), (x, 1), (x.transpose(0, 1, 3, 2), 3)):  # the C, then NumPy's passes
         want = torch.softmax(torch.from_numpy(np.ascontiguousarray(a)), dim).numpy()
         np.testing.assert_allclose(softmax(a, dim=dim), want, **_tol(dtype))
+
+
+def test_softmaxs_gradient_op_has_second_derivatives():
+    rng = np.random.default_rng(6)
+    x = plugtorch.tensor(rng.standard_normal((2, 3, 5)), requires_grad=True)
+    for dim in (-1, 1):
+        assert plugtorch.autograd.gradcheck(lambda t, d=dim: plugtorch.softmax(t, d), (x,))
+        assert plugtorch.autograd.gradgradcheck(lambda t, d=dim: plugtorch.softmax(t, d), (x,))

@@ -89,8 +89,8 @@ def kernels() -> dict:
     import functools
 
     from .. import fused
-    from . import norm
-    from .activation import gelu, gelu_backward, relu, sigmoid_backward, softmax, tanh_backward, threshold_backward
+    from . import activation, norm
+    from .activation import gelu, gelu_backward, relu, sigmoid_backward, tanh_backward, threshold_backward
     from .attention import ATTENTION_KERNELS
     from .conv import conv2d, conv2d_weight_grad, fold
     from .gather import index_select
@@ -105,7 +105,8 @@ def kernels() -> dict:
             "cross_entropy_backward": cross_entropy_backward,
             "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
             "sigmoid_backward": sigmoid_backward, "index_select": index_select, "gelu": gelu,
-            "gelu_backward": gelu_backward, "softmax": softmax,
+            "gelu_backward": gelu_backward, "softmax": activation.softmax,
+            "softmax_backward": activation.softmax_backward,
             **{name: functools.partial(getattr(norm, name), fallback=getattr(fused, name))
                for name in ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
                             "batch_norm_backward", "batch_norm_weight_grad")}}

@@ -120,3 +120,17 @@ def softmax(x, *, dim):
         _kernels.softmax_rows(x.reshape(-1, n), 1, False, 1.0, False, out.reshape(-1, n))
         return out
     return fused.softmax(x, dim)
+
+
+def softmax_backward(grad_output, output, *, dim):
+    """softmax's input gradient y * (g - sum(g * y)) along the last dim of C-contiguous float arrays,
+    in one C call a row (``softmax_backward_rows``, the sum in double); NumPy's passes
+    (fused.softmax_backward) elsewhere."""
+    if (output.dtype in FLOATS and grad_output.dtype == output.dtype and dim == output.ndim - 1 and output.size
+            and output.flags.c_contiguous and grad_output.flags.c_contiguous):
+        n = output.shape[-1]
+        out = np.empty(output.shape, output.dtype)
+        _kernels.softmax_backward_rows(grad_output.reshape(-1, n), output.reshape(-1, n), 1, False, 1.0,
+                                       out.reshape(-1, n))
+        return out
+    return fused.softmax_backward(grad_output, output, dim=dim)

@@ -192,8 +192,36 @@ def _softmax_args(name):
 
 
 def _softmax_rule(ctx, g):
-    y = ctx.output
-    return y * (g - (g * y).sum(ctx.attrs["dim"], keepdim=True))
+    return call_op("softmax_backward", (g, ctx.output), ctx.attrs)
+
+
+def _softmax_backward_args(grad_output, output, dim):
+    _check_gradient_pair("softmax_backward", grad_output, output, "output")
+    if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
+        grad_output, output = ew._promote_pair("softmax_backward", grad_output, output)
+    if not output.dtype.is_floating_point:
+        raise RuntimeError(f"softmax_backward(): expected floating point operands, got {output.dtype.name} "
+                           "(it is the gradient of a float op); convert them first with .float()")
+    return (grad_output, output), {"dim": _wrap_dim(dim, output.ndim) if output.ndim else 0}
+
+
+def _softmax_backward_rule(ctx, gg):
+    g, y = ctx.saved
+    dim = ctx.attrs["dim"]
+    need = ctx.needs_input_grad
+    # out = y * (g - s), s = sum(g * y): linear in g (softmax_backward again); in y, gg * (g - s)
+    # less g * sum(gg * y)
+    return ((call_op("softmax_backward", (gg, y), ctx.attrs) if need[0] else None),
+            (gg * (g - (g * y).sum(dim, keepdim=True)) - g * (gg * y).sum(dim, keepdim=True) if need[1] else None))
+
+
+@op(bind=_softmax_backward_args, derivative=_softmax_backward_rule, save="inputs")
+def softmax_backward(grad_output, output, *, dim):
+    """softmax's input gradient from its output y: y * (grad_output - sum(grad_output * y, dim)),
+    torch's aten::_softmax_backward_data. One op, so that a backend computes it in one pass (the
+    decomposition is four ops over the attention weights in a transformer, a reduction among them).
+    """
+    return output * (grad_output - (grad_output * output).sum(dim, keepdim=True))
 
 
 # softmax's Jacobian diag(y) - y y^T is symmetric: its JVP is its rule applied to the tangent
