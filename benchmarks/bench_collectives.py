@@ -25,6 +25,11 @@ Bandwidth is size / time (algorithm bandwidth). The two are timed in interleaved
 table gives the median time of each and ``plug/raw``, the median over rounds of raw time /
 plugtorch time in the same round (1.0: as fast as raw MPI). The load average is printed,
 since other processes may share the cores.
+
+With all_reduce among the ops, the alpha-beta model of docs/distributed.md ("Cost model")
+is fitted to plugtorch's 2-rank all-reduce times (``T = 2 alpha + n beta``, least squares on
+relative error) and checked against the other 2-rank collectives it covers:
+``reduce_scatter`` and ``all_gather`` (``alpha + n beta / 2``), ``broadcast`` (``alpha + n beta``).
 """
 from __future__ import annotations
 
@@ -111,6 +116,7 @@ def driver(args) -> None:
     print(f"load average {os.getloadavg()}; link: {args.link or 'memory (one host)'}; MB = 2**20 bytes; "
           f"MB/s = size / median time of {args.rounds} rounds; plug/raw = median of per-round raw/plugtorch time")
     print(f"{'op':>15} {'ranks':>5} {'size MB':>8} {'raw MB/s':>9} {'plug MB/s':>10} {'plug/raw':>9}")
+    seconds: dict[tuple[str, float], float] = {}  # (op, MB) -> plugtorch's median time on 2 ranks
     for op in args.ops.split(","):
         for n in (int(r) for r in args.ranks.split(",")):
             argv = [sys.executable, here, "--worker", "--op", op, "--sizes", args.sizes, "--rounds", str(args.rounds)]
@@ -130,7 +136,35 @@ def driver(args) -> None:
                 continue
             for name, world, mb, raw_bw, plug_bw, ratio in rows:
                 print(f"{name:>15} {world:>5} {mb:>8} {raw_bw:>9} {plug_bw:>10} {ratio:>9}", flush=True)
+                if world == "2":
+                    seconds[name, float(mb)] = float(mb) / float(plug_bw)
     print(f"load average {os.getloadavg()}")
+    check_model(seconds)
+
+
+# the 2-rank model: time = latencies * alpha + bytes * beta, as (latencies, share of n)
+MODEL = {"all_reduce": (2, 1.0), "reduce_scatter": (1, 0.5), "all_gather": (1, 0.5), "broadcast": (1, 1.0)}
+
+
+def check_model(seconds: dict) -> None:
+    """Fit alpha and beta to the 2-rank all-reduces; print the other collectives' predictions."""
+    fitted = [(mb * 2**20, t) for (op, mb), t in seconds.items() if op == "all_reduce"]
+    if len(fitted) < 2:
+        return
+    n = np.array([b for b, _ in fitted])
+    t = np.array([t for _, t in fitted])
+    a = np.stack([np.full_like(n, 2.0), n], axis=1) / t[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    alpha = max(float(alpha), 0.0)
+    print(f"alpha-beta fit to the 2-rank all_reduce: alpha {alpha * 1e6:.1f} us, beta {beta * 1e9:.3f} ns/B "
+          f"({1 / beta / 2**20:.0f} MB/s)")
+    print(f"{'op':>15} {'size MB':>8} {'measured ms':>12} {'predicted ms':>13} {'error':>7}")
+    for (op, mb), measured in sorted(seconds.items()):
+        if op in MODEL:
+            latencies, share = MODEL[op]
+            predicted = latencies * alpha + share * mb * 2**20 * beta
+            print(f"{op:>15} {mb:>8g} {measured * 1e3:12.2f} {predicted * 1e3:13.2f} "
+                  f"{predicted / measured - 1:+7.0%}")
 
 
 def main() -> None:
