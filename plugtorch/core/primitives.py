@@ -139,7 +139,8 @@ PRIMITIVES: dict[str, str] = {
     # torch's as_strided: a view no composition of the others can express
     "as_strided": ("as_strided(x, shape, strides, offset): a VIEW of contiguous x's memory whose entry "
                    "(i0, i1, ...) is x's row-major element offset + sum(i_k * strides_k) (strides in elements, "
-                   ">= 0; the core checks every position is in x); a backend without views leaves it out"),
+                   ">= 0; the core checks every position is in x); a backend without views returns a copy "
+                   "gathered from those positions (as its windows), or leaves it out"),
     "copy": "copy(x): a contiguous copy that owns its memory",
     "contiguous": "contiguous(x): x itself if already contiguous, else a contiguous copy",
     "strides": ("strides(x) -> tuple of ints: the distance in elements between neighbours along each "

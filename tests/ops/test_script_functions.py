@@ -535,3 +535,40 @@ def test_renorm_and_gradient_take_complex_tensors_as_torch(torch):
         grads.append((y.detach(), x.grad, m.gradient(x.detach(), dim=1)[0]))
     for ours, theirs in zip(*grads):
         assert np.allclose(np.asarray(ours.tolist()), theirs.numpy(), atol=1e-9)
+
+
+# -- the array API backend example (no views, no gcd in its standard) ---------------------------
+
+def test_the_array_api_example_builds_gcd_and_as_strided_from_the_standard():
+    import sys
+    from pathlib import Path
+
+    from plugtorch import library
+    pytest.importorskip("array_api_strict", reason="the example backend needs array_api_strict "
+                                                   "(pip install array-api-strict)")
+    root = Path(__file__).resolve().parents[2] / "examples" / "array_api_backend"
+    sys.path.insert(0, str(root))
+    try:
+        import plugtorch_arrayapi  # noqa: F401  (registers the 'arrayapi' backend)
+        rng = np.random.default_rng(14)
+        a, b = rng.integers(-40, 40, (3, 5)), rng.integers(-40, 40, 5)
+        a[0, :2], b[:1] = 0, 0
+        for fn in (plugtorch.gcd, plugtorch.lcm):
+            host = fn(plugtorch.tensor(a), plugtorch.tensor(b))
+            assert fn(plugtorch.tensor(a, device="arrayapi"), plugtorch.tensor(b, device="arrayapi")).tolist() == \
+                host.tolist()
+        values = rng.standard_normal(9)
+        for size, stride, offset in _GEOMETRIES:
+            x, host = (plugtorch.tensor(values, device=d, requires_grad=True) for d in ("arrayapi", "numpy"))
+            out, expected = x.as_strided(size, stride, offset), host.as_strided(size, stride, offset)
+            assert out.tolist() == expected.tolist()
+            out.sum().backward()
+            expected.sum().backward()
+            assert x.grad.tolist() == host.grad.tolist()
+    finally:
+        sys.path.remove(str(root))
+        if "arrayapi" in plugtorch.get_registry().plugin_names():
+            plugtorch.unregister_plugin("arrayapi")
+        library._LIBRARIES.pop("arrayapi", None)
+        for name in [m for m in sys.modules if m.startswith("plugtorch_arrayapi")]:
+            del sys.modules[name]

@@ -252,3 +252,17 @@ def make_windows(xp):
                  + tuple(lead + 2 * i + 1 for i in range(n)))
         return xp.permute_dims(out, order)
     return windows
+
+
+def make_as_strided(xp):
+    def as_strided(x, shape, strides, offset):
+        # A copy, not a view: the standard has no strides. Entry (i_0, i_1, ...) is x's row-major
+        # element offset + sum(i_k * strides_k), one take of those positions.
+        shape = tuple(shape)
+        index = xp.full(shape, offset, dtype=xp.int64)
+        for k, (n, s) in enumerate(zip(shape, strides)):
+            along = tuple(n if i == k else 1 for i in range(len(shape)))
+            index = index + xp.reshape(xp.arange(n, dtype=xp.int64) * s, along)
+        flat = xp.reshape(x, (-1,))
+        return xp.reshape(xp.take(flat, xp.reshape(index, (-1,)), axis=0), shape)
+    return as_strided

@@ -3,8 +3,9 @@
 Most primitives are one call into the standard. Where the standard has no function
 for one, it is built from standard functions, and a comment says so: ``erf``
 (special.py), random numbers (philox.py), NumPy-style advanced indexing, in-place
-writes at integer indices, accumulating scatters, constant padding and sliding windows
-(indexing.py), and here C's fmod, shifts past the bit width, strides and bitcast.
+writes at integer indices, accumulating scatters, constant padding, sliding windows and
+as_strided (indexing.py), and here C's fmod, shifts past the bit width, gcd, strides and
+bitcast.
 
 NumPy shows through in four places only, three of them through DLPack (which the
 standard defines, and which shares memory on the CPU): ``to_host`` (the contract asks
@@ -83,6 +84,15 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
         if xp.isdtype(x.dtype, "real floating"):
             return xp.copysign(r, x)
         return xp.where(x < 0, -r, r)
+
+    def gcd(x, y):
+        # The standard has no gcd: Euclid's loop, one remainder per step where the divisor is not 0
+        a, b = xp.broadcast_arrays(xp.abs(x), xp.abs(y))
+        while bool(xp.any(b != 0)):
+            divides = b != 0
+            step = xp.remainder(a, xp.where(divides, b, xp.ones_like(b)))
+            a, b = xp.where(divides, b, a), xp.where(divides, step, xp.zeros_like(b))
+        return a
 
     def strides(x):
         # The standard has no layout API, but DLPack, which it defines, carries the strides:
@@ -194,6 +204,7 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
         "atan2": xp.atan2, "fmod": quiet(fmod), "copysign": xp.copysign,
         "bitwise_and": xp.bitwise_and, "bitwise_or": xp.bitwise_or, "bitwise_xor": xp.bitwise_xor,
         "left_shift": shift(xp.bitwise_left_shift, False), "right_shift": shift(xp.bitwise_right_shift, True),
+        "gcd": gcd,
         "where": where,
         "sum": sum_, "prod": prod, "max": max_, "min": min_,
         "argmax": lambda x, axis, keepdims: xp.argmax(numeric(x), axis=axis, keepdims=keepdims),
@@ -211,6 +222,7 @@ def make_primitives(xp, backend_name: str = "arrayapi") -> dict:
         "concatenate": lambda xs, axis: xp.concat(list(xs), axis=axis),
         "pad": indexing.make_pad(xp),
         "windows": indexing.make_windows(xp),
+        "as_strided": indexing.make_as_strided(xp),
         "copy": copy, "contiguous": contiguous, "strides": strides, "bitcast": bitcast,
         "cast": quiet(cast),
         "zeros": lambda shape, dtype: xp.zeros(tuple(shape), dtype=native(dtype)),
