@@ -203,3 +203,34 @@ def test_gradients_at_extreme_values_match_torch(torch, ns, name):
         getattr(_namespace(lib, ns), name)(x).backward(lib.ones(len(values), dtype=lib.float64))
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-300)
+
+
+PAIR_EDGES = [math.nan, math.inf, -math.inf, -0.0, 0.0, -1.0, 1.0, 2.5, -2.5, 1e-300]
+
+
+@pytest.mark.parametrize("name", ["div", "atan2", "maximum", "minimum", "logaddexp", "logaddexp2", "mul", "sub"])
+def test_binary_gradients_at_edge_pairs_match_torch(torch, name):
+    """Every pair of edge values: div's other-gradient (a / b) / b (b * b underflows), atan2's 0 where
+    a^2 + b^2 is 0, maximum's and minimum's gradient to both operands where one is nan, logaddexp's
+    1 (not nan) beside an infinite operand."""
+    pairs = [(a, b) for a in PAIR_EDGES for b in PAIR_EDGES]
+    grads = []
+    for lib in (plugtorch, torch):
+        a = lib.tensor([p[0] for p in pairs], dtype=lib.float64, requires_grad=True)
+        b = lib.tensor([p[1] for p in pairs], dtype=lib.float64, requires_grad=True)
+        getattr(lib, name)(a, b).backward(lib.full((len(pairs),), 1.5, dtype=lib.float64))
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    for ours, theirs in zip(grads[0], grads[1]):
+        bad = ~np.isclose(ours, theirs, rtol=1e-12, atol=0, equal_nan=True)
+        assert not bad.any(), [(pairs[i], ours[i], theirs[i]) for i in np.flatnonzero(bad)]
+
+
+def test_div_gradient_of_a_tiny_float32_divisor_is_finite_as_torchs(torch):
+    # b * b underflows to 0 in float32 for |b| below ~1e-19; (a / b) / b does not
+    grads = []
+    for lib in (plugtorch, torch):
+        b = lib.tensor([1e-25, -3e-22, 2.0], requires_grad=True)
+        (lib.tensor([1e-30, 2e-30, 1.0]) / b).sum().backward()
+        grads.append(b.grad.numpy())
+    assert np.isfinite(grads[0]).all()
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)

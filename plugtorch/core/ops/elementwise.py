@@ -386,13 +386,14 @@ def _div_rule(ctx, g):
     """div's gradient where no operand is complex (a node with one runs _div_complex_rule)."""
     a, b = ctx.saved
     need = ctx.needs_input_grad
-    return (g / b if need[0] else None), (-g * (a / (b * b)) if need[1] else None)
+    # (a / b) / b, as torch's: b * b underflows to 0 for |b| below 1e-154 (1e-19 in float32)
+    return (g / b if need[0] else None), (-g * (a / b / b) if need[1] else None)
 
 
 def _div_complex_rule(ctx, g):
     a, b = ctx.saved
     need = ctx.needs_input_grad
-    return (g / _conj(b) if need[0] else None), (-g * _conj(a / (b * b)) if need[1] else None)
+    return (g / _conj(b) if need[0] else None), (-g * _conj(a / b / b) if need[1] else None)
 
 
 def _div_front(true_div):
@@ -457,9 +458,11 @@ pow = _binary("pow", _pow_rule, "inputs", inplace=True)
 def _max_min_rule(pick):
     def rule(ctx, g):
         a, b = ctx.saved
-        # Ties split the gradient evenly, as torch does.
-        wa = pick(a, b).to(g.dtype) + eq(a, b).to(g.dtype) * 0.5
-        return g * wa, (g * (1 - wa) if ctx.needs_input_grad[1] else None)
+        # torch's: ties split the gradient evenly, the operand that loses gets 0, and where either
+        # is nan (no comparison holds) both get the gradient
+        split = where(eq(a, b), g * 0.5, g)
+        return (where(pick(b, a), 0.0, split),
+                (where(pick(a, b), 0.0, split) if ctx.needs_input_grad[1] else None))
     return rule
 
 
@@ -518,7 +521,10 @@ def _atan2_rule(ctx, g):
     a, b = ctx.saved
     need = ctx.needs_input_grad
     r = a * a + b * b
-    return (g * b / r if need[0] else None), (-(g * a) / r if need[1] else None)
+    # 0 where a^2 + b^2 is 0 (at the origin, or underflowed), as torch's
+    origin = eq(r, 0)
+    inverse = where(origin, 0.0, 1 / where(origin, 1.0, r))
+    return (g * b * inverse if need[0] else None), (-(g * a) * inverse if need[1] else None)
 
 
 def _fmod_rule(ctx, g):

@@ -105,12 +105,12 @@ def _log_add_exp(input, other, base):
 
 def _logaddexp_rule(ctx, g):
     a, b = ctx.saved
-    out = ctx.output
     scale = 1.0 if ctx.attrs["base"] == "e" else _LN2
     need = ctx.needs_input_grad
-    # d/da log(e^a + e^b) = e^(a - out): each operand's share of the sum
-    return ((g * ew.exp((a - out) * scale) if need[0] else None),
-            (g * ew.exp((b - out) * scale) if need[1] else None))
+    # d/da log(e^a + e^b) = 1 / (1 + e^(b - a)), torch's form: at a = inf it is 1 (e^(a - out)
+    # would be e^nan)
+    return ((g / (ew.exp((b - a) * scale) + 1) if need[0] else None),
+            (g / (ew.exp((a - b) * scale) + 1) if need[1] else None))
 
 
 def _logaddexp_args(op_name, base):
@@ -121,14 +121,14 @@ def _logaddexp_args(op_name, base):
     return bind
 
 
-@op(bind=_logaddexp_args("logaddexp", "e"), derivative=_logaddexp_rule, save=("inputs", "output"),
+@op(bind=_logaddexp_args("logaddexp", "e"), derivative=_logaddexp_rule, save="inputs",
     exposed=_EVERYWHERE)
 def logaddexp(input, other, *, base):
     """log(e**input + e**other), without overflow (floating tensors)."""
     return _log_add_exp(input, other, base)
 
 
-@op(bind=_logaddexp_args("logaddexp2", "2"), derivative=_logaddexp_rule, save=("inputs", "output"),
+@op(bind=_logaddexp_args("logaddexp2", "2"), derivative=_logaddexp_rule, save="inputs",
     exposed=_EVERYWHERE)
 def logaddexp2(input, other, *, base):
     """log2(2**input + 2**other), without overflow (floating tensors)."""
