@@ -255,11 +255,17 @@ def _rhs(name, A, B, left):
 
 def solve_ex(A, B, *, left=True, check_errors=False):
     """(X, info): the solution of A X = B (X A = B), and per matrix LU's info (0: solved)."""
+    return _solve(A, B, left, check_errors, True)
+
+
+def _solve(A, B, left, check_errors, want_info):
     check_matrix("solve", A)
     A2, B2, vector = _rhs("linalg.solve", A, B, left)
     X = solvers.linalg_solve(A2, B2, left=left)
-    info = _singular_info(A2, X)
-    if check_errors:
+    # the info costs a host read (or, on a device backend, a second factorisation): only where
+    # it is returned or checked
+    info = _singular_info(A2, X) if want_info or (check_errors and checks_values(A)) else None
+    if check_errors and info is not None:
         _first_failure(A, info, "torch.linalg.solve",
                        lambda k: "The solver failed because the input matrix is singular.")
     if vector:
@@ -280,15 +286,19 @@ def _singular_info(A, X):
 
 def solve(A, B, *, left=True):
     """X with A X = B (left=True) or X A = B, A square; LinAlgError for a singular A."""
-    return solve_ex(A, B, left=left, check_errors=True).result
+    return _solve(A, B, left, True, False).result
 
 
 def inv_ex(A, *, check_errors=False):
     """(inverse, info): per matrix, info is 0 or the 1-based index of U's first zero pivot."""
+    return _inv(A, check_errors, True)
+
+
+def _inv(A, check_errors, want_info):
     check_matrix("inv", A)
     X = solvers.linalg_inv(A)
-    info = _singular_info(A, X)
-    if check_errors:
+    info = _singular_info(A, X) if want_info or (check_errors and checks_values(A)) else None
+    if check_errors and info is not None:
         _first_failure(A, info, "linalg.inv", lambda k: (
             f"The diagonal element {k} is zero, the inversion could not be completed because the input "
             "matrix is singular."))
@@ -297,7 +307,7 @@ def inv_ex(A, *, check_errors=False):
 
 def inv(A):
     """The inverse of square A; LinAlgError for a singular A."""
-    return inv_ex(A, check_errors=True).inverse
+    return _inv(A, True, False).inverse
 
 
 @public(*_EVERYWHERE)
