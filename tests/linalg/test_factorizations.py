@@ -241,3 +241,15 @@ def test_a_zero_on_the_triangle_s_diagonal_gives_torch_s_inf_and_nan():
     ours, theirs = _both(lambda m, x, y: m.linalg.solve_triangular(x, y, upper=True), u, np.ones((3, 2)))
     np.testing.assert_array_equal(np.isnan(_np(ours)), np.isnan(_np(theirs)))
     np.testing.assert_array_equal(np.isinf(_np(ours)), np.isinf(_np(theirs)))
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_lstsq_gelsy_gives_torch_s_least_norm_solution_of_a_rank_deficient_matrix(wide):
+    a = RNG.standard_normal((2, 5, 3))
+    a[0, :, 2] = 2 * a[0, :, 0]  # rank 2; the second matrix has full rank
+    b = RNG.standard_normal((2, 5, 2))
+    if wide:
+        a, b = a.transpose(0, 2, 1), b[:, :3]
+    ours, theirs = _both(lambda m, x, y: m.linalg.lstsq(x, y), a, b)
+    _close(ours.solution, theirs.solution)
+    _close(ours.rank, theirs.rank)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..debug import checks_values
 from ..dtypes import float32, int64
 from ..optable import public
 from . import decompositions as dec
@@ -103,9 +104,10 @@ def eigvals(A):
 # -- least squares, pseudo-inverse, rank, conditioning --------------------------------------------
 
 def lstsq(A, B, rcond=None, *, driver=None):
-    """(solution, residuals, rank, singular_values) of min ||A X - B||. 'gelsy' (the default) and
-    'gels' solve through QR (A of full rank), 'gelsd' and 'gelss' through the SVD (any rank, with
-    rcond); residuals, rank and singular values are filled as torch's CPU drivers fill them."""
+    """(solution, residuals, rank, singular_values) of min ||A X - B||. 'gels' solves through QR (A
+    of full rank), 'gelsd' and 'gelss' through the SVD (any rank, with rcond), 'gelsy' (the
+    default) through QR where A has full rank and the SVD where not; residuals, rank and singular
+    values are filled as torch's CPU drivers fill them."""
     driver = driver or "gelsy"
     if driver not in ("gels", "gelsy", "gelsd", "gelss"):
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
@@ -121,13 +123,9 @@ def lstsq(A, B, rcond=None, *, driver=None):
     A, B = _broadcast(A, B)
     m, n = A.shape[-2:]
     empty = A.real.new_zeros(0)
+    rcond = rcond if rcond is not None else _eps(A) * max(m, n)
     if driver in ("gelsd", "gelss"):
-        U, S, Vh = svd(A, full_matrices=False)
-        cut = _tolerance(S, None, rcond if rcond is not None else _eps(A) * max(m, n))
-        keep = cut < S
-        inv_s = (1 / S).where(keep, S.new_zeros(())).to(A.dtype)
-        X = mH(Vh) @ (inv_s.unsqueeze(-1) * (mH(U) @ B))
-        rank = keep.sum(-1)
+        X, rank, S = _svd_solve(A, B, rcond)
         residuals = _residuals(A, B, X) if m > n and bool((rank == n).all()) else empty
         return Lstsq(fortran(X), residuals, rank, S)
     if m >= n:
@@ -139,8 +137,26 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if driver == "gels":
         residuals = _residuals(A, B, X) if m > n else empty
         return Lstsq(fortran(X), residuals, empty.to(int64), empty)
+    # gelsy: the least-norm solution of the numerical rank (a complete orthogonal factorisation),
+    # which for a rank-deficient A is the SVD's; R's diagonal tells which matrices are
     rank = A.new_full(A.shape[:-2], min(m, n), dtype=int64)
+    d = R.diagonal(0, -2, -1).abs().detach()
+    if d.shape[-1]:
+        deficient = ~(d > rcond * d.amax(-1, keepdim=True)).all(-1)
+        if not checks_values(A) or bool(deficient.any()):
+            Xs, rank_s, _ = _svd_solve(A, B, rcond)
+            X = Xs.where(deficient.unsqueeze(-1).unsqueeze(-1), X)
+            rank = rank_s.where(deficient, rank)
     return Lstsq(fortran(X), empty, rank, empty)
+
+
+def _svd_solve(A, B, rcond):
+    """The least-norm least-squares solution through the SVD, singular values at or below rcond
+    times the largest counted as 0; with the rank and the singular values."""
+    U, S, Vh = svd(A, full_matrices=False)
+    keep = _tolerance(S, None, rcond) < S
+    inv_s = (1 / S).where(keep, S.new_zeros(())).to(A.dtype)
+    return mH(Vh) @ (inv_s.unsqueeze(-1) * (mH(U) @ B)), keep.sum(-1), S
 
 
 def _broadcast(A, B):
