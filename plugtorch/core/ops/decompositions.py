@@ -337,19 +337,19 @@ def eig_factors(A):
 
 def _lower_lu(backend, a):
     lu, piv = _primitive(backend, "lu_factor", "lu_factors")(a)
-    # the row permutation the swaps make (row r of P^T A is row perm[r] of A), one swap per step:
-    # perm[i] <- perm[j] by a write, perm[j] <- old perm[i] by adding the difference there
+    # the row permutation the swaps make (row r of P^T A is row perm[r] of A), one swap per step
+    # by two selections (where) over the positions i and j it exchanges
     P = backend.primitives
     lead, m, k = tuple(a.shape[:-2]), a.shape[-2], piv.shape[-1]
     axis = len(lead)
-    perm = P["copy"](P["broadcast_to"](P["arange"](0, m, 1, int64), lead + (m,)))
+    positions = P["arange"](0, m, 1, int64)
+    perm = P["copy"](P["broadcast_to"](positions, lead + (m,)))
     swaps = P["sub"](P["cast"](piv, int64), 1)
     for i in range(k):
         at_i = (Ellipsis, slice(i, i + 1))
         j = P["getitem"](swaps, at_i)
-        old, new = P["copy"](P["getitem"](perm, at_i)), P["gather"](perm, axis, j)
-        P["setitem"](perm, at_i, new)
-        perm = P["scatter_add"](perm, axis, j, P["sub"](old, new))
+        old, new = P["getitem"](perm, at_i), P["gather"](perm, axis, j)
+        perm = P["where"](P["eq"](positions, i), new, P["where"](P["eq"](positions, j), old, perm))
     return _pack(backend, a, (lu, piv, perm), backend.dtype_of(a))
 
 
