@@ -11,7 +11,7 @@ import numpy as np
 
 from plugtorch.backend_api import CONTRACT_VERSION, Backend, hookimpl
 
-from . import allocator, native
+from . import allocator, fused, native
 from .attention import ATTENTION_KERNELS
 from .bfloat16 import through_float32
 from .fused import FUSED_KERNELS
@@ -62,7 +62,7 @@ def _randint(gen, low, high, shape, dtype):
 
 
 def make_primitives():
-    table = make_table(np, to_host=lambda x: x, from_host_array=lambda a: a)
+    table = make_table(np, to_host=lambda x: x, from_host_array=lambda a: a, add_at=fused.add_at)
     table.update({
         "generator": _generator,
         "generator_get_state": _get_state,
