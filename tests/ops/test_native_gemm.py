@@ -84,7 +84,9 @@ def test_values_match_numpy_in_float64(m, k, n, dtype, la, lb, seed):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 300, 1), (1, 64, 200), (200, 64, 1), (4, 129, 64), (5, 257, 65),
-                                     (20, 256, 1024), (16, 144, 1024), (300, 16, 130)])
+                                     (20, 256, 1024), (16, 144, 1024), (300, 16, 130),
+                                     # C past the cache (rows outer, B packed in blocks of 1024 columns)
+                                     (300, 40, 700), (40, 20, 2100)])
 def test_edges_and_block_boundaries(m, k, n, dtype):
     r = np.random.default_rng(m * k + n)
     a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
@@ -208,7 +210,7 @@ def test_the_switch_sends_every_product_to_numpy(one_thread, monkeypatch):
     monkeypatch.setattr(gemm, "_gemm", spy)
     primitive = gemm.wrap(np.matmul)
     gemm.matmul(a, b), primitive(a, b)
-    assert spy.calls == 2
+    assert spy.calls == 2, "the rule sent the product to NumPy: pick another shape"
     monkeypatch.setattr(gemm, "ON", False)
     np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
     np.testing.assert_array_equal(primitive(a, b), np.matmul(a, b))
@@ -247,3 +249,58 @@ def test_the_backend_primitive_and_the_native_convolution_agree_bit_for_bit(one_
     assert gemm._native(w.reshape(1, 32, 144), np.ones((4, 1, 144, 256), np.float32), None) is not None
     got = native.kernels()["conv2d"](x, w, None, **attrs)
     np.testing.assert_array_equal(got, _conv(pt.tensor(x), pt.tensor(w), None, **attrs).numpy())
+
+
+_GEOMETRIES = [  # (N, C, H, W), (O, kh, kw), stride, padding, dilation: the ResNet's, and edges
+    ((3, 16, 32, 32), (16, 3, 3), (1, 1), (1, 1), (1, 1)),
+    ((2, 16, 32, 32), (32, 3, 3), (2, 2), (1, 1), (1, 1)),
+    ((2, 16, 32, 32), (32, 1, 1), (2, 2), (0, 0), (1, 1)),
+    ((2, 3, 32, 32), (16, 3, 3), (1, 1), (1, 1), (1, 1)),
+    ((2, 5, 13, 21), (24, 3, 5), (1, 2), (2, 0), (2, 1)),
+    ((1, 4, 9, 70), (8, 2, 3), (1, 1), (3, 4), (1, 3)),
+]
+
+
+class _ConvSpy(_Spy):
+    convs = 0
+
+    def conv2d(self, *args):
+        self.convs += 1
+        return kernel.conv2d(*args)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geometry", _GEOMETRIES)
+def test_the_convolution_packs_patches_to_the_same_bits_as_the_product_on_im2col(one_thread, monkeypatch, geometry,
+                                                                                  dtype):
+    """The forward without a patch matrix: bit for bit the op's decomposition (im2col + the backend's
+    matmul), and within rounding of torch's convolution."""
+    import torch
+
+    import plugtorch as pt
+    from plugtorch.core.ops.conv import _conv
+    shape, (o, kh, kw), stride, padding, dilation = geometry
+    r = np.random.default_rng(sum(shape) + o)
+    x = r.standard_normal(shape).astype(dtype)
+    w = r.standard_normal((o, shape[1], kh, kw)).astype(dtype)
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": 1}
+    spy = _ConvSpy()
+    monkeypatch.setattr(gemm, "_gemm", spy)
+    for view in (x, np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2), np.pad(x, 1)[1:-1, 1:-1,
+                                                                                                    1:-1, 1:-1]):
+        got = native.kernels()["conv2d"](view, w, None, **attrs)
+        want = _conv(pt.tensor(np.ascontiguousarray(view)), pt.tensor(w), None, **attrs).numpy()
+        np.testing.assert_array_equal(got, want)
+        ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), None, stride, padding, dilation)
+        np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4 if dtype == np.float32 else 1e-12,
+                                   atol=1e-4 if dtype == np.float32 else 1e-12)
+    assert spy.convs == 3, "the rule sent this convolution's product to NumPy: pick another geometry"
+    assert spy.calls == 3  # and the decomposition's product ran in the kernel too
+
+
+def test_convolution_arguments_are_checked():
+    x = np.ones((1, 2, 5, 5), np.float32)
+    with pytest.raises(ValueError, match=r"conv2d: input \(1, 2, 5, 5\), weight \(4, 9\)"):
+        kernel.conv2d(x, np.ones((4, 9), np.float32), np.empty((1, 4, 9), np.float32), 3, 3, 1, 1, 0, 0, 1, 1)
+    with pytest.raises(ValueError, match="one dtype"):
+        kernel.conv2d(x, np.ones((4, 18)), np.empty((1, 4, 9), np.float32), 3, 3, 1, 1, 0, 0, 1, 1)

@@ -6,7 +6,8 @@ Everything else is the decomposition's own computation (the same matmul calls on
 layouts, the same batch chunks for the weight gradient; the products through ``gemm.matmul``, as
 the backend's matmul primitive), so the values are its values, bit for bit. The forward's patches
 are written image by image and multiplied per image, so its output is (N, C, H, W) in memory, as
-torch's.
+torch's; where that product is the native GEMM's (``gemm.py``), the forward packs the patches
+from the input panel by panel inside it instead (no patch matrix in memory: the same values).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from plugtorch.backend_api import batch_chunks, weight_grad_product, window_count
 
 from .. import fused
-from . import FLOATS
+from . import FLOATS, gemm
 from . import _kernels as _loaded
 from .gemm import matmul
 
@@ -58,9 +59,12 @@ def conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
     o, cg, kh, kw = weight.shape
     out = tuple(window_count(*t) for t in zip(input.shape[2:], (kh, kw), stride, padding, dilation))
     k = cg * kh * kw
-    cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation, per_image=True)
-    y = matmul(weight.reshape(groups, o // groups, k), cols.reshape(n, groups, k, out[0] * out[1]))
-    y = y.reshape((n, o) + out)  # (N, G, O/G, OH*OW) per image: NCHW as it comes
+    y = np.empty((n, o) + out, dtype=input.dtype)
+    if groups != 1 or not gemm.conv2d(input, weight.reshape(o, k), y.reshape(n, o, -1), (kh, kw), stride, padding,
+                                      dilation):
+        cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation, per_image=True)
+        y = matmul(weight.reshape(groups, o // groups, k), cols.reshape(n, groups, k, out[0] * out[1]))
+        y = y.reshape((n, o) + out)  # (N, G, O/G, OH*OW) per image: NCHW as it comes
     if bias is None:
         return y
     if bias.dtype == y.dtype:

@@ -122,6 +122,19 @@ def matmul(a, b, out=None):
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
 
+def conv2d(input, weight, out, kernel, stride, padding, dilation) -> bool:
+    """out (N, O, P) = weight (O, K) @ each image's (K, P) patches (a convolution, groups 1), in the
+    kernel without the im2col copy: the patches are packed panel by panel from the input. Only where
+    the rule gives (O x K) @ (K x P) to the kernel, so the values are bit for bit that product on
+    im2col's patches (the op's decomposition); False, with nothing written, elsewhere."""
+    if not ON or input.dtype != weight.dtype or input.dtype not in FLOATS:
+        return False
+    if not wins(weight.shape[0], weight.shape[1], out.shape[-1]) or not _one_blas_thread():
+        return False
+    _gemm.conv2d(input, weight, out, *kernel, *stride, *padding, *dilation)
+    return True
+
+
 def wrap(fallback):
     """The matmul primitive ``fallback(x, y)`` with the kernel in front (``fallback`` itself where
     the kernel is off at import)."""
