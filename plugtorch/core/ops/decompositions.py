@@ -205,7 +205,7 @@ def _svd_backward(gU, gS, gVh, U, S, Vh):
     # plus the parts of gU and gV outside the spans of U and V
     m, n = U.shape[-2], Vh.shape[-1]
     V, gV = mH(Vh), mH(gVh)
-    UhgU = U.mT.conj() @ gU if U.dtype.is_complex else U.mT @ gU
+    UhgU = mH(U) @ gU
     UhgU = UhgU - mH(UhgU)
     VhgV = Vh @ gV
     VhgV = VhgV - mH(VhgV)
