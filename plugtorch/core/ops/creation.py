@@ -242,8 +242,21 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
                                   "a numeric dtype")
     if steps == 1:
         return full((1,), start, dtype=dtype, device=device, requires_grad=requires_grad)
-    idx = arange(steps, dtype=float64, device=device)
-    t = (idx * ((end - start) / (steps - 1)) + start).to(dtype)
+    # torch's CPU kernel: the ends in the dtype, the step in it (in float64 for integer dtypes),
+    # the first half counted up from start and the second down from end, so both ends are exact
+    exact = dtype.is_floating_point or dtype.is_complex
+    calc = dtype if exact else float64
+
+    def end_value(v):
+        v = v.to(dtype) if isinstance(v, Tensor) else full((), v, dtype=dtype, device=device)
+        return v.to(calc)
+    first, last = end_value(start), end_value(end)
+    step = (last - first) / (steps - 1)
+    idx = arange(steps, dtype=calc, device=device)
+    up, down = first + step * idx, last - step * ((steps - 1) - idx)
+    from .elementwise import where  # elementwise builds on this module's constructors
+    t = where(arange(steps, device=device) < steps // 2, up, down)
+    t = t if exact else t.to(dtype)
     return _finish(t, requires_grad)
 
 
