@@ -24,7 +24,7 @@ from ..tensor import Tensor
 from . import elementwise as ew
 from ._front import written_out
 from .counting import _no_derivative
-from .creation import arange, full, ones, zeros
+from .creation import linspace, ones, zeros
 from .index import scatter_add
 from .shape import cat
 from .sorting import argsort
@@ -125,17 +125,9 @@ def _edges(points, bins, range, dims):
             raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{lo:g}, {hi:g}] is not finite")
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
-        out.append(_linear_edges(lo, hi, b, points))
+        # torch's linspace: the data's min and max are exactly the first and last edges
+        out.append(linspace(lo, hi, b + 1, dtype=points.dtype, device=points._backend.name))
     return out
-
-
-def _linear_edges(lo, hi, n, like):
-    """``n + 1`` evenly spaced edges from lo to hi, as torch's linspace computes them (from both
-    ends, in the points' dtype), so that the data's min and max are the first and last edges."""
-    first, last = (full((), v, dtype=like.dtype, device=like._backend.name) for v in (lo, hi))
-    step = (last - first) / n
-    i = arange(n + 1, dtype=like.dtype, device=like._backend.name)
-    return ew.where(ew.lt(i, (n + 1) // 2), first + i * step, last - (n - i) * step)
 
 
 def _histogramdd(input, bins=10, *, range: Sequence[float] | None = None, weight=None, density=False):
