@@ -304,3 +304,10 @@ def test_convolution_arguments_are_checked():
         kernel.conv2d(x, np.ones((4, 9), np.float32), np.empty((1, 4, 9), np.float32), 3, 3, 1, 1, 0, 0, 1, 1)
     with pytest.raises(ValueError, match="one dtype"):
         kernel.conv2d(x, np.ones((4, 18)), np.empty((1, 4, 9), np.float32), 3, 3, 1, 1, 0, 0, 1, 1)
+
+
+def test_a_convolution_of_no_images(one_thread):
+    w = np.ones((16, 16, 3, 3), np.float32)
+    attrs = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    got = native.kernels()["conv2d"](np.ones((0, 16, 32, 32), np.float32), w, None, **attrs)
+    assert got.shape == (0, 16, 32, 32)

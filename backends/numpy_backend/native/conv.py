@@ -60,8 +60,8 @@ def conv2d(input, weight, bias=None, *, stride, padding, dilation, groups):
     out = tuple(window_count(*t) for t in zip(input.shape[2:], (kh, kw), stride, padding, dilation))
     k = cg * kh * kw
     y = np.empty((n, o) + out, dtype=input.dtype)
-    if groups != 1 or not gemm.conv2d(input, weight.reshape(o, k), y.reshape(n, o, -1), (kh, kw), stride, padding,
-                                      dilation):
+    if groups != 1 or not gemm.conv2d(input, weight.reshape(o, k), y.reshape(n, o, out[0] * out[1]), (kh, kw), stride,
+                                      padding, dilation):
         cols = _im2col(input, 0, n, out, (kh, kw), stride, padding, dilation, per_image=True)
         y = matmul(weight.reshape(groups, o // groups, k), cols.reshape(n, groups, k, out[0] * out[1]))
         y = y.reshape((n, o) + out)  # (N, G, O/G, OH*OW) per image: NCHW as it comes
