@@ -258,3 +258,28 @@ def _class_loss(name):
         counted = (t != attrs["ignore_index"]).reshape(size, -1).sum(1).to(total.dtype)
         return total / counted, 0
     return rule
+
+
+# -- matrix factorisations and solves: each already batches over its leading dims -----------
+
+@_rule("cholesky_factor", "qr_factors", "svd_factors", "svd_values", "eigh_factors", "eigh_values", "eig_factors",
+       "lu_factors", "linalg_inv", "linalg_det", "linalg_logabsdet")
+def _factorisation(name):
+    def rule(operands, bdims, attrs):
+        return call_op(name, tuple(operands), attrs), 0
+    return rule
+
+
+@_rule("linalg_solve", "linalg_solve_triangular")
+def _solve(name):
+    def rule(operands, bdims, attrs):
+        (a, ba), (b, bb) = zip(operands, bdims)
+        size = _size(operands, bdims)
+        rank = max(_rank(a, ba), _rank(b, bb))
+        a, b = _align(_batch(a, ba, size), 0, rank), _align(_batch(b, bb, size), 0, rank)
+        if name == "linalg_solve":  # its operands share their batch dims
+            from ..core.ops._args import broadcast_shapes
+            lead = tuple(broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+            a, b = a.expand(*lead, *a.shape[-2:]), b.expand(*lead, *b.shape[-2:])
+        return call_op(name, (a, b), attrs), 0
+    return rule

@@ -3,10 +3,13 @@ inputs) and its refusals (torch's messages, LinAlgError, the ``_ex`` variants' i
 without a primitive)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 import plugtorch as pt
+from plugtorch import func
 from plugtorch.autograd import gradcheck
 
 torch = pytest.importorskip("torch", reason="PyTorch (the reference oracle) is not installed; "
@@ -189,3 +192,21 @@ def test_a_backend_without_a_primitive_names_it(monkeypatch):
     monkeypatch.delitem(backend.primitives, "eig")
     with pytest.raises(NotImplementedError, match="op 'eig_factors' needs the primitive 'eig', which backend 'numpy'"):
         pt.linalg.eig(pt.eye(2))
+
+
+def test_vmap_runs_the_factorisations_on_the_whole_batch():
+    # each op batches over its leading dims, so vmap folds its batch in (no per-example loop)
+    a, b = pt.tensor(A), pt.tensor(B)
+    s = a @ a.mT + pt.eye(3, dtype=a.dtype)
+    calls = [(func.vmap(pt.linalg.det), (a,), pt.linalg.det(a)),
+             (func.vmap(pt.linalg.cholesky), (s,), pt.linalg.cholesky(s)),
+             (func.vmap(lambda x: pt.linalg.qr(x).R), (a,), pt.linalg.qr(a).R),
+             (func.vmap(pt.linalg.solve, in_dims=(None, 0)), (a[0], b), pt.linalg.solve(a[0], b)),
+             (func.vmap(lambda x, y: pt.linalg.solve_triangular(x, y, upper=True)), (a, b),
+              pt.linalg.solve_triangular(a, b, upper=True)),
+             (func.vmap(pt.linalg.eigvalsh), (s,), pt.linalg.eigvalsh(s)),
+             (func.vmap(func.grad(lambda x: pt.linalg.slogdet(x).logabsdet)), (a,), pt.linalg.inv(a).mT)]
+    for fn, args, expected in calls:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*batching rule")
+            np.testing.assert_allclose(fn(*args).numpy(), expected.numpy(), atol=1e-10)

@@ -41,7 +41,7 @@ LUUnpack = return_type("lu_unpack", ["P", "L", "U"])
 def _first_failure(A, info, prefix, message) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (``message(code)``), naming its batch
     element as torch does, where values can be read now."""
-    if not checks_values(A):
+    if not (checks_values(A) and checks_values(info)):  # (info is batched under vmap, A may not be)
         return
     codes = info.reshape(-1).tolist()
     for i, code in enumerate(codes):
@@ -52,10 +52,9 @@ def _first_failure(A, info, prefix, message) -> None:
 
 def _first_true(bad):
     """1 + the index of the first True along the last dim, 0 where there is none (an info)."""
-    if bad.shape[-1] == 0:
-        return bad.sum(-1).to(int32)
-    any_bad = bad.any(-1)
-    return ((bad.int().argmax(-1) + 1) * any_bad.int()).to(int32)
+    n = bad.shape[-1]
+    before = (bad.to(int32).cumsum(-1) == 0).sum(-1)  # the entries before the first True
+    return ((before + 1) * (before < n).to(int64)).to(int32)
 
 
 # -- Cholesky ----------------------------------------------------------------------------------
@@ -264,7 +263,7 @@ def _solve(A, B, left, check_errors, want_info):
     X = solvers.linalg_solve(A2, B2, left=left)
     # the info costs a host read (or, on a device backend, a second factorisation): only where
     # it is returned or checked
-    info = _singular_info(A2, X) if want_info or (check_errors and checks_values(A)) else None
+    info = _singular_info(A2, X) if want_info or (check_errors and checks_values(X)) else None
     if check_errors and info is not None:
         _first_failure(A, info, "torch.linalg.solve",
                        lambda k: "The solver failed because the input matrix is singular.")
@@ -278,7 +277,7 @@ def _solve(A, B, left, check_errors, want_info):
 def _singular_info(A, X):
     # a result with a non-finite entry may come from a zero pivot: only then factor again to say which
     bad = ~X.detach().isfinite().all(-1).all(-1)
-    if checks_values(A) and not bool(bad.any()):
+    if checks_values(X) and not bool(bad.any()):
         return bad.to(int32)
     LU_, _, _ = solvers.lu_parts(A.detach())
     return _first_true(LU_.diagonal(0, -2, -1) == 0)
@@ -297,7 +296,7 @@ def inv_ex(A, *, check_errors=False):
 def _inv(A, check_errors, want_info):
     check_matrix("inv", A)
     X = solvers.linalg_inv(A)
-    info = _singular_info(A, X) if want_info or (check_errors and checks_values(A)) else None
+    info = _singular_info(A, X) if want_info or (check_errors and checks_values(X)) else None
     if check_errors and info is not None:
         _first_failure(A, info, "linalg.inv", lambda k: (
             f"The diagonal element {k} is zero, the inversion could not be completed because the input "
