@@ -30,9 +30,9 @@ claimed as it is posted, where waits spin, and the thread is not woken for it: i
 nothing to progress, and waking it took ~40 µs of a small collective on busy cores. The
 watchdog still covers it: the thread looks at every deadline each ``IDLE_S``. Every
 collective stays a non-blocking MPI call even so: MPI never matches a blocking collective
-with a non-blocking one, and whether a caller waits is this rank's business (a joined rank's
-shadow of a DDP bucket waits where the others' bucket is in flight), so choosing MPI's
-blocking calls here would hang ranks that chose differently.
+with a non-blocking one, and whether a caller waits is this rank's business (a joined rank
+waits on the join protocol's all-reduces that the training ranks post async, as in torch),
+so choosing MPI's blocking calls here would hang ranks that chose differently.
 """
 from __future__ import annotations
 
