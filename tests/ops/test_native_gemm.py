@@ -311,3 +311,16 @@ def test_a_convolution_of_no_images(one_thread):
     attrs = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
     got = native.kernels()["conv2d"](np.ones((0, 16, 32, 32), np.float32), w, None, **attrs)
     assert got.shape == (0, 16, 32, 32)
+
+
+def test_a_cpu_without_avx512_gets_numpy(monkeypatch):
+    """The extension built for any x86-64 (or elsewhere, without the AVX-512 code) answers isa() == '':
+    then nothing is sent to it."""
+    class Portable:
+        @staticmethod
+        def isa():
+            return ""
+
+    monkeypatch.setitem(sys.modules, "plugtorch_backends.numpy_backend.native._gemm", Portable)
+    monkeypatch.setattr(native, "_gemm", Portable, raising=False)
+    assert gemm._load() == (None, "off: this CPU has no AVX-512 (NumPy's BLAS runs every product)")

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(GEMM_PORTABLE) /* -DGEMM_PORTABLE: the fallback */
 #define GEMM_X86 1
 #include <immintrin.h>
 #endif
@@ -67,6 +67,7 @@ typedef struct { /* a 2-d convolution, groups 1, as one product per image: W (O 
     Py_ssize_t xs[4], ws[2], ys[3];                  /* element strides: x (N, C, H, W), w (O, K), y */
 } Conv;
 
+#ifdef GEMM_X86
 /* aligned scratch from malloc: the pointer to free is kept just before the aligned block */
 static void *scratch(size_t bytes)
 {
@@ -84,7 +85,6 @@ static void scratch_free(void *p)
         PyMem_RawFree(((void **)p)[-1]);
 }
 
-#ifdef GEMM_X86
 #define AVX512 __attribute__((target("avx512f,fma")))
 #define INLINE static inline __attribute__((always_inline))
 
@@ -459,7 +459,6 @@ static PyObject *gemm(PyObject *self, PyObject *args)
         PyBuffer_Release(&av), PyBuffer_Release(&bv);
         return NULL;
     }
-    int rc = 0;
     const Py_ssize_t *as = av.shape, *bs = bv.shape, *cs = cv.shape;
     if (kb != g.kind || kc != g.kind) {
         PyErr_SetString(PyExc_ValueError, "gemm: a, b and out must share one dtype");
@@ -490,6 +489,7 @@ static PyObject *gemm(PyObject *self, PyObject *args)
         goto done;
     }
 #ifdef GEMM_X86
+    int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = g.kind == 'f' ? run_f(&g) : run_d(&g);
     Py_END_ALLOW_THREADS
@@ -526,7 +526,6 @@ static PyObject *conv2d(PyObject *self, PyObject *args)
         PyBuffer_Release(&xv), PyBuffer_Release(&wv);
         return NULL;
     }
-    int rc = 0;
     cv.n = xv.shape[0], cv.c = xv.shape[1], cv.h = xv.shape[2], cv.wd = xv.shape[3], cv.o = wv.shape[0];
     cv.oh = cv.sh > 0 ? (cv.h + 2 * cv.ph - cv.dh * (cv.kh - 1) - 1) / cv.sh + 1 : 0;
     cv.ow = cv.sw > 0 ? (cv.wd + 2 * cv.pw - cv.dw * (cv.kw - 1) - 1) / cv.sw + 1 : 0;
@@ -548,6 +547,7 @@ static PyObject *conv2d(PyObject *self, PyObject *args)
     if (cv.n * cv.o == 0)
         goto done;
 #ifdef GEMM_X86
+    int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = kx == 'f' ? conv_f(&cv) : conv_d(&cv);
     Py_END_ALLOW_THREADS
