@@ -126,13 +126,24 @@ INLINE AVX512 void transpose8(const double *in, Py_ssize_t si, double *out, Py_s
             out[j * so + i] = in[i * si + j];
 }
 
+/* the even lanes of lo:hi (a stride-2 row of inputs, 2W of them, as W outputs) */
+INLINE AVX512 __m512 even16(__m512 lo, __m512 hi)
+{
+    return _mm512_permutex2var_ps(lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi);
+}
+
+INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
+{
+    return _mm512_permutex2var_pd(lo, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), hi);
+}
+
 /* One kernel per element type: T the element, V its 512-bit vector, W lanes, M the mask type.
  *  pack_a: rows [i0, i0 + 4) of A (zero past M) as K groups of 4, k-major.
  *  pack_b: rows [k0, k0 + kc) of B as a dense kc x n block (for B whose columns are strided).
  *  micro:  C[0:mr, 0:4W] (+)= A panel @ B rows, columns masked by m0..m3.
  * `first`: C is written, not accumulated (the first inner block); later blocks continue each
  * element's chain from the value stored, which is the same float the register held. */
-#define GEMM_KERNEL(S, T, V, W, M, SET1, FMADD, ZERO, MLOAD, MSTORE, LOAD, STORE, FULL, TILE)                  \
+#define GEMM_KERNEL(S, T, V, W, M, SET1, FMADD, ZERO, MLOAD, MSTORE, LOAD, STORE, FULL, TILE, EVEN)            \
     static void pack_a_##S(const T *a, Py_ssize_t sm, Py_ssize_t sk, Py_ssize_t rows, Py_ssize_t k, T *out)     \
     {                                                                                                           \
         for (Py_ssize_t p = 0; p < rows; p += MR) {                                                             \
@@ -289,12 +300,17 @@ INLINE AVX512 void transpose8(const double *in, Py_ssize_t si, double *out, Py_s
                                      Py_ssize_t nr, T *out)                                                     \
     {                                                                                                           \
         Py_ssize_t taps = cv->kh * cv->kw;                                                                      \
-        int rows = cv->sw == 1 && cv->xs[3] == 1;                                                               \
+        int rows = cv->sw == 1 && cv->xs[3] == 1, halves = cv->sw == 2 && cv->xs[3] == 1;                       \
+        /* the row's (channel, kernel row, kernel column) and the panel's first output position, divided    \
+         * once: five integer divisions a row took longer than the row's copy */                                \
+        Py_ssize_t ci = k0 / taps, i = (k0 % taps) / cv->kw, jj = k0 % cv->kw;                                  \
+        Py_ssize_t y0 = j0 / cv->ow, xo0 = j0 % cv->ow;                                                         \
         for (Py_ssize_t kk = 0; kk < kc; kk++) {                                                                \
-            Py_ssize_t k = k0 + kk, ci = k / taps, i = (k % taps) / cv->kw, jj = k % cv->kw;                    \
+            if (kk > 0 && ++jj == cv->kw && (jj = 0, ++i == cv->kh))                                            \
+                i = 0, ci++;                                                                                    \
             const T *plane = x + ci * cv->xs[1];                                                                \
             T *o = out + kk * NV * W;                                                                           \
-            Py_ssize_t y = j0 / cv->ow, xo = j0 % cv->ow, jn = 0;                                               \
+            Py_ssize_t y = y0, xo = xo0, jn = 0;                                                                \
             while (jn < nr) {                                                                                   \
                 Py_ssize_t run = cv->ow - xo < nr - jn ? cv->ow - xo : nr - jn;                                 \
                 Py_ssize_t iy = y * cv->sh - cv->ph + i * cv->dh, ix = xo * cv->sw - cv->pw + jj * cv->dw;     \
@@ -307,6 +323,15 @@ INLINE AVX512 void transpose8(const double *in, Py_ssize_t si, double *out, Py_s
                         Py_ssize_t lo = -(ix + t), hi = cv->wd - (ix + t), len = run - t < W ? run - t : W;     \
                         M m = lanes_##S(hi < len ? hi : len) & ~lanes_##S(lo);                                  \
                         V v = MLOAD(m, src + ix + t);                                                           \
+                        MSTORE(o + jn + t, lanes_##S(len), v);                                                  \
+                    }                                                                                           \
+                } else if (halves) { /* stride 2: 2W inputs loaded, the even ones kept */                     \
+                    const T *src = plane + iy * cv->xs[2];                                                      \
+                    for (Py_ssize_t t = 0; t < run; t += W) {                                                   \
+                        Py_ssize_t base = ix + 2 * t, len = run - t < W ? run - t : W;                          \
+                        Py_ssize_t top = cv->wd - base < 2 * len ? cv->wd - base : 2 * len;                     \
+                        M ml = lanes_##S(top) & ~lanes_##S(-base), mh = lanes_##S(top - W) & ~lanes_##S(-base - W); \
+                        V v = EVEN(MLOAD(ml, src + base), MLOAD(mh, src + base + W));                           \
                         MSTORE(o + jn + t, lanes_##S(len), v);                                                  \
                     }                                                                                           \
                 } else {                                                                                        \
@@ -381,9 +406,9 @@ INLINE AVX512 void transpose8(const double *in, Py_ssize_t si, double *out, Py_s
     }
 
 GEMM_KERNEL(f, float, __m512, 16, __mmask16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps, _mm512_maskz_loadu_ps,
-            _mm512_mask_storeu_ps, _mm512_load_ps, _mm512_store_ps, 0xFFFF, transpose16)
+            _mm512_mask_storeu_ps, _mm512_load_ps, _mm512_store_ps, 0xFFFF, transpose16, even16)
 GEMM_KERNEL(d, double, __m512d, 8, __mmask8, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_setzero_pd, _mm512_maskz_loadu_pd,
-            _mm512_mask_storeu_pd, _mm512_load_pd, _mm512_store_pd, 0xFF, transpose8)
+            _mm512_mask_storeu_pd, _mm512_load_pd, _mm512_store_pd, 0xFF, transpose8, even8)
 
 static int have_avx512(void)
 {
