@@ -45,6 +45,8 @@ def _load():
         from . import _gemm
     except ImportError as exc:  # built without a C compiler, or by a setup.py older than gemm.c
         return None, f"off: not built ({exc})"
+    if not hasattr(_gemm, "conv2d"):  # built from older sources: an editable install not rebuilt
+        return None, "off: the built extension is stale; rebuild it with pip install -e ."
     if _gemm.isa() != "avx512":
         return None, "off: this CPU has no AVX-512 (NumPy's BLAS runs every product)"
     return _gemm, "on (AVX-512)"
