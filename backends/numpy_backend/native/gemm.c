@@ -317,6 +317,13 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                 if (iy < 0 || iy >= cv->h) {                                                                    \
                     for (Py_ssize_t t = 0; t < run; t++)                                                        \
                         o[jn + t] = 0;                                                                          \
+                } else if (rows && ix >= 0 && ix + run <= cv->wd) { /* no padding in the run */               \
+                    const T *src = plane + iy * cv->xs[2] + ix;                                                 \
+                    Py_ssize_t t = 0;                                                                           \
+                    for (; t + W <= run; t += W)                                                                \
+                        MSTORE(o + jn + t, (M)FULL, MLOAD((M)FULL, src + t));                                   \
+                    if (t < run)                                                                                \
+                        MSTORE(o + jn + t, lanes_##S(run - t), MLOAD(lanes_##S(run - t), src + t));             \
                 } else if (rows) {                                                                              \
                     const T *src = plane + iy * cv->xs[2];                                                      \
                     for (Py_ssize_t t = 0; t < run; t += W) {                                                   \
