@@ -1,9 +1,9 @@
 """The matrix product for the shapes NumPy's OpenBLAS runs slowly (``gemm.c``, the ``_gemm`` extension).
 
 NumPy's OpenBLAS reaches about 40 % of an AVX-512 core's peak on products with few rows: an LSTM
-step's (20 x 256) @ (256 x 1024) takes 0.12-0.18 ms there, 0.07 ms in PyTorch; a small
-convolution's per-image (16 x 144) @ (144 x 1024) 60-85 us, 30 us in PyTorch. The C kernel takes
-them in about 0.09-0.10 ms and 42-45 us (one thread; docs/native_gemm.md). :func:`matmul` is
+step's (20 x 256) @ (256 x 1024) takes 0.19 ms there, 0.075 ms in PyTorch; a small convolution's
+per-image (16 x 144) @ (144 x 1024) 82 us, 29 us in PyTorch. The C kernel takes them in 0.11 ms
+and 50 us (one thread; docs/native_gemm.md). :func:`matmul` is
 ``np.matmul`` with that kernel where :func:`wins` says it does, computing B^T @ A^T where that
 product is the kernel's (many rows, few columns), and NumPy's elsewhere: other dtypes, vectors,
 more than two batch dims, operands with neither rows nor columns adjacent in memory, and any
