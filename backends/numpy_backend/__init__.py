@@ -142,7 +142,12 @@ PLUGTORCH_KERNELS = {NAME: {op: (_kinds(op), _KERNEL_TESTS.get(op, ""))
 def plugtorch_register(registrar):
     allocator.tune()  # process-wide glibc settings that stop steps re-faulting their memory
     registrar.add_backend(make_backend())
-    kernels = {**NUMPY_KERNELS, **native.kernels()}
+    natives = native.kernels()
+    kernels = {**NUMPY_KERNELS, **natives}
     native.share_blas_threads()  # NumPy's OpenBLAS and the native kernels on one pool of threads
+    plain = set(OPTIM_KERNELS)
+    if natives:  # the C activations take bfloat16 as torch does themselves, at no cost to float32
+        from .native.activation import BFLOAT16_INSIDE
+        plain |= BFLOAT16_INSIDE
     for op, fn in kernels.items():
-        registrar.add_kernel(op, NAME, fn if op in OPTIM_KERNELS else through_float32(op, fn))
+        registrar.add_kernel(op, NAME, fn if op in plain else through_float32(op, fn))

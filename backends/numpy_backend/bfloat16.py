@@ -60,6 +60,15 @@ def widened(name: str, fn: Callable) -> Callable:
             return fn(x, y)
         return matmul
 
+    if name in ("sum", "prod"):  # the hot ones, with their own signature: no argument packing
+        @functools.wraps(fn)
+        def reduce_axes(x, axes, keepdims, dtype):
+            if dtype.name == "bfloat16":
+                wide = x.astype(_F32) if x.dtype == BFLOAT16 else x
+                return fn(wide, axes, keepdims, _float32()).astype(BFLOAT16)
+            return fn(x, axes, keepdims, dtype)
+        return reduce_axes
+
     @functools.wraps(fn)
     def reduce(x, *args, dtype, **kwargs):
         if dtype.name == "bfloat16":

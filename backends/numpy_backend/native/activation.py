@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import fused
+from ..bfloat16 import through_float32
 from ..layout import dense_alike, flat_views
 from ..xp_table import numpy_erf
 from . import FLOATS
@@ -24,11 +25,20 @@ def _threshold_formula(grad_output, input, *, threshold):
     return grad_output * ~(input <= threshold)
 
 
+# kernels that take bfloat16 as torch does themselves: bfloat16 is never one of FLOATS, so it
+# takes their NumPy path, which computes it in float32 (through_float32) or exactly (relu's
+# maximum); the backend registers them without a wrapper testing every call's dtype. Not
+# threshold_backward: its NumPy formula gives -0.0 where the C kernel (and torch) give +0.0
+BFLOAT16_INSIDE = frozenset({"relu", "tanh_backward", "sigmoid_backward"})
+
+
 def _flat_kernel(c_kernel, numpy_kernel):
     """A kernel of (grad_output, x) and the op's attrs that runs ``c_kernel`` on floats of one
     dtype laid out alike and densely (C order, what the engine mostly hands over, checked
     first and cheaply; or a convolution's channel-major layout) and ``numpy_kernel``, the same
-    values, elsewhere. The result is laid out as ``x``."""
+    values, elsewhere (bfloat16 in float32, rounded once). The result is laid out as ``x``."""
+    numpy_kernel = through_float32(c_kernel.__name__, numpy_kernel)
+
     def kernel(grad_output, x, **attrs):
         if x.dtype in FLOATS and grad_output.dtype == x.dtype:
             if x.flags.c_contiguous and grad_output.flags.c_contiguous:
