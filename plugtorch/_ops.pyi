@@ -144,6 +144,10 @@ def argwhere(input: Tensor) -> Tensor:
     """Indices of the non-zero elements, one row per element (int64, shape (n, ndim))."""
     ...
 
+def as_strided(input: Tensor, size: _int | Sequence[_int], stride: _int | Sequence[_int], storage_offset: _int | None = ...) -> Tensor:
+    """The tensor of shape ``size`` whose entry (i_0, i_1, ...) is the input's element at row-major"""
+    ...
+
 def as_tensor(data: Any, dtype: _dtype | None = ..., device: _device | _str | _int | None = ...) -> Tensor:
     """Like ``tensor`` but shares memory with ``data`` when backend and dtype allow."""
     ...
@@ -288,6 +292,18 @@ def chain_matmul(*matrices: Tensor | Sequence[Tensor], out: Tensor | None = ...)
     """The product of 2-D matrices left to right (deprecated in torch for linalg.multi_dot)."""
     ...
 
+def cholesky(input: Tensor, upper: _bool = ...) -> Any:
+    """torch.cholesky: linalg.cholesky's factor."""
+    ...
+
+def cholesky_inverse(input: Tensor, upper: _bool = ...) -> Any:
+    """The inverse of A from its Cholesky factor."""
+    ...
+
+def cholesky_solve(input: Tensor, input2: Tensor, upper: _bool = ...) -> Any:
+    """X with A X = B from A's Cholesky factor: ``cholesky_solve(B, L)``."""
+    ...
+
 def chunk(input: Tensor, chunks: _int, dim: _int = ...) -> tuple[Tensor, ...]:
     """Split into ``chunks`` views of ceil(size / chunks) along ``dim`` (the last may be smaller)."""
     ...
@@ -420,6 +436,10 @@ def deg2rad(input: Tensor) -> Tensor:
     """Degrees to radians (integers become the default float dtype)."""
     ...
 
+def det(input: Tensor) -> Any:
+    """torch.det: linalg.det."""
+    ...
+
 def diag(input: Tensor, diagonal: _int = ...) -> Tensor:
     """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal."""
     ...
@@ -479,6 +499,10 @@ def einsum(equation: _str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
 def empty(*sizes: _int | Sequence[_int], size: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
 def empty_like(input: Tensor, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
+
+def empty_strided(size: _int | Sequence[_int], stride: _int | Sequence[_int], *, dtype: _dtype | None = ..., layout: Any = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ..., pin_memory: _bool = ...) -> Any:
+    """A tensor of shape ``size`` with strides ``stride`` (where the backend has views), over"""
+    ...
 
 def eq(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise eq with broadcasting; ``other`` may be a Python number."""
@@ -574,6 +598,10 @@ def frac(input: Tensor) -> Tensor:
     """x - trunc(x): the fractional part, with x's sign; the gradient is 1."""
     ...
 
+def frexp(input: Tensor) -> return_types.frexp:
+    """(mantissa, exponent) with ``input = mantissa * 2 ** exponent`` and 0.5 <= |mantissa| < 1"""
+    ...
+
 def from_dlpack(ext_tensor: Any, *, device: _device | _str | _int | None = ..., copy: _bool | None = ...) -> Tensor:
     """A tensor from any DLPack producer (NumPy, PyTorch, CuPy, ...) or capsule, sharing its"""
     ...
@@ -594,6 +622,10 @@ def gather(input: Tensor, dim: _int, index: Tensor) -> Tensor:
     """Values along ``dim`` at ``index`` (take_along_axis); repeated indices accumulate gradients."""
     ...
 
+def gcd(input: Tensor, other: Tensor | _float) -> Tensor:
+    """The elementwise greatest common divisor of two integer tensors (non-negative), with broadcasting."""
+    ...
+
 def ge(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise ge with broadcasting; ``other`` may be a Python number."""
     ...
@@ -608,6 +640,10 @@ def get_default_device() -> Any:
 
 def get_printoptions() -> dict:
     """The current print options, as keyword arguments for set_printoptions."""
+    ...
+
+def gradient(input: Tensor, *, spacing: _int = ..., dim: _int | Sequence[_int] | None = ..., edge_order: _int = ...) -> Any:
+    """The derivative of ``input`` along each of ``dim`` (all dims by default) estimated by central"""
     ...
 
 def greater(input: Tensor, other: Tensor | _float) -> Tensor:
@@ -627,7 +663,7 @@ def gt(input: Tensor, other: Tensor | _float) -> Tensor:
     ...
 
 def hardshrink(input: Tensor, lambd: _float = ...) -> Tensor:
-    """``input`` where ``|input| > lambd``, else 0."""
+    """``input`` where ``|input| > lambd``, else 0 (nan stays nan, as torch's)."""
     ...
 
 def heaviside(input: Tensor, values: Tensor) -> Any:
@@ -636,6 +672,14 @@ def heaviside(input: Tensor, values: Tensor) -> Any:
 
 def histc(input: Tensor, bins: _int = ..., min: Tensor | _float = ..., max: Tensor | _float = ...) -> Any:
     """Counts of ``input``'s values in ``bins`` equal bins over [min, max] (the data's range when"""
+    ...
+
+def histogram(input: Tensor, bins: _int = ..., *, range: Sequence[_float] | None = ..., weight: Tensor | None = ..., density: _bool = ...) -> Any:
+    """(hist, bin_edges): the histogram of ``input``'s values in ``bins`` equal bins over ``range``"""
+    ...
+
+def histogramdd(input: Tensor, bins: _int = ..., *, range: Sequence[_float] | None = ..., weight: Tensor | None = ..., density: _bool = ...) -> Tensor:
+    """The D-dimensional histogram of the points in ``input``'s last dim: (hist, bin_edges), one"""
     ...
 
 def hsplit(input: Tensor, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
@@ -692,6 +736,10 @@ def index_select(input: Tensor, dim: _int, index: Tensor) -> Tensor:
 
 def inner(input: Tensor, other: Tensor | _float) -> Tensor:
     """Sum of products over the last dims (a 0-d operand scales the other)."""
+    ...
+
+def inverse(input: Tensor) -> Any:
+    """torch.inverse: linalg.inv."""
     ...
 
 def is_complex(input: Tensor) -> _bool:
@@ -758,6 +806,10 @@ def layer_norm(input: Tensor, normalized_shape: _int | Sequence[_int], weight: T
     """``torch.layer_norm``: nn.functional's, plus torch's cudnn_enable flag (there is no cuDNN to pick)."""
     ...
 
+def lcm(input: Tensor, other: Tensor | _float) -> Tensor:
+    """The elementwise least common multiple of two integer tensors (non-negative; 0 where"""
+    ...
+
 def ldexp(input: Tensor, other: Tensor | _float) -> Tensor:
     """``input * 2 ** other``, in a floating dtype."""
     ...
@@ -816,8 +868,12 @@ def logcumsumexp(input: Tensor, dim: _int | Sequence[_int] | None = ..., *, axis
     """log(cumsum(exp(input))) along ``dim``, without overflow (floating input)."""
     ...
 
+def logdet(input: Tensor) -> Any:
+    """log det A: nan where the determinant is negative, -inf where it is 0."""
+    ...
+
 def logical_and(input: Tensor, other: Tensor | _float) -> Tensor:
-    """Elementwise logical_and with broadcasting; ``other`` may be a Python number."""
+    """Elementwise logical_and of two tensors (non-zero is True), with broadcasting; a bool result."""
     ...
 
 def logical_not(input: Tensor) -> Tensor:
@@ -825,7 +881,7 @@ def logical_not(input: Tensor) -> Tensor:
     ...
 
 def logical_or(input: Tensor, other: Tensor | _float) -> Tensor:
-    """Elementwise logical_or with broadcasting; ``other`` may be a Python number."""
+    """Elementwise logical_or of two tensors (non-zero is True), with broadcasting; a bool result."""
     ...
 
 def logical_xor(input: Tensor, other: Tensor | _float) -> Tensor:
@@ -848,6 +904,18 @@ def lt(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise lt with broadcasting; ``other`` may be a Python number."""
     ...
 
+def lu(A: Any, pivot: _bool = ..., get_infos: _bool = ...) -> Any:
+    """torch.lu: (LU, pivots), and info with get_infos=True."""
+    ...
+
+def lu_solve(b: Tensor, LU_data: Any, LU_pivots: Any) -> Any:
+    """torch.lu_solve(b, LU, pivots)."""
+    ...
+
+def lu_unpack(LU_data: Any, LU_pivots: Any, unpack_data: _bool = ..., unpack_pivots: _bool = ...) -> Any:
+    """(P, L, U) from lu_factor's (LU, pivots)."""
+    ...
+
 def masked_fill(input: Tensor, mask: Tensor, value: Tensor | _float) -> Tensor:
     """``input`` with ``value`` where ``mask`` is True (mask broadcasts to input)."""
     ...
@@ -860,8 +928,12 @@ def matmul(input: Tensor, other: Tensor | _float) -> Tensor:
     """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims"""
     ...
 
+def matrix_exp(input: Tensor) -> Any:
+    """torch.matrix_exp: linalg.matrix_exp."""
+    ...
+
 def matrix_power(input: Tensor, n: _int) -> Tensor:
-    """The matrix to the integer power ``n >= 0`` by repeated squaring (batched); ``n = 0`` gives"""
+    """The matrix to the integer power ``n`` by repeated squaring (batched); ``n = 0`` gives"""
     ...
 
 def max(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, other: Tensor | _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Any:
@@ -908,6 +980,10 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Matrix product of two 2-D tensors."""
     ...
 
+def mode(input: Tensor, dim: _int = ..., keepdim: _bool = ...) -> return_types.mode:
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the index"""
+    ...
+
 def moveaxis(input: Tensor, source: Tensor | _int | Sequence[_int], destination: _int | Sequence[_int]) -> Tensor:
     """Move dims ``source`` to positions ``destination``; the others keep their order."""
     ...
@@ -948,6 +1024,10 @@ def nanmean(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bo
     """The mean of the elements that are not NaN (NaN where all are)."""
     ...
 
+def nanmedian(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ...) -> Any:
+    """The lower median of the values that are not nan (nan where all are), over all entries"""
+    ...
+
 def nanquantile(input: Tensor, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
     """``quantile`` of the elements that are not NaN (NaN where all are)."""
     ...
@@ -970,6 +1050,10 @@ def ne(input: Tensor, other: Tensor | _float) -> Tensor:
 
 def neg(input: Tensor) -> Tensor:
     """Elementwise neg."""
+    ...
+
+def nextafter(input: Tensor, other: Tensor | _float) -> Tensor:
+    """The next float after ``input`` towards ``other`` (``other`` where they are equal)."""
     ...
 
 def nonzero(input: Tensor, *, as_tuple: _bool = ...) -> Any:
@@ -1012,12 +1096,20 @@ def permute(input: Tensor, *dims: _int | Sequence[_int]) -> Tensor:
     """The dims of ``input`` reordered (a view)."""
     ...
 
+def pinverse(input: Tensor, rcond: _float = ...) -> Any:
+    """torch.pinverse: linalg.pinv with rtol=rcond."""
+    ...
+
 def pixel_shuffle(input: Tensor, upscale_factor: _int) -> Tensor:
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r): channel blocks become r x r pixel blocks."""
     ...
 
 def pixel_unshuffle(input: Tensor, downscale_factor: _int) -> Tensor:
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W): the inverse of pixel_shuffle."""
+    ...
+
+def poisson(input: Tensor, generator: _Generator | None = ...) -> Any:
+    """One Poisson draw per entry of ``input``, the rates (non-negative floats), in ``input``'s"""
     ...
 
 def polar(abs: Any, angle: Any) -> Any:
@@ -1046,6 +1138,10 @@ def printoptions(**kwargs: Any) -> Any:
 
 def prod(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
     """Product over ``dim`` (an int, a tuple, or None for all); the gradient is exact at zeros."""
+    ...
+
+def qr(input: Tensor, some: _bool = ...) -> Any:
+    """torch.qr: linalg.qr with some=True as mode='reduced'."""
     ...
 
 def quantile(input: Tensor, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
@@ -1096,6 +1192,10 @@ def relu(input: Tensor) -> Tensor:
 
 def remainder(input: Tensor, other: Tensor | _float) -> Tensor:
     """Elementwise remainder with broadcasting; ``other`` may be a Python number."""
+    ...
+
+def renorm(input: Tensor, p: _float, dim: _int, maxnorm: _float) -> Tensor:
+    """Each slice ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm"""
     ...
 
 def repeat_interleave(input: Tensor, repeats: Tensor | _int, dim: _int | Sequence[_int] | None = ..., *, output_size: _int | Sequence[_int | None] | None = ...) -> Tensor:
@@ -1198,6 +1298,10 @@ def slice_scatter(input: Tensor, src: Tensor, dim: _int = ..., start: Tensor | _
     """``input`` with ``src`` written where ``input[start:end:step]`` along ``dim`` reads."""
     ...
 
+def slogdet(input: Tensor) -> Any:
+    """torch.slogdet: (sign, logabsdet)."""
+    ...
+
 def softmax(input: Tensor, dim: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ...) -> Tensor:
     """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
     ...
@@ -1248,6 +1352,10 @@ def subtract(input: Tensor, other: Tensor | _float, *, alpha: _float = ...) -> T
 
 def sum(input: Tensor, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, dtype: _dtype | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
     """Sum over dims (all when dim is None); ``axis``/``keepdims`` are NumPy-style aliases."""
+    ...
+
+def svd(input: Tensor, some: _bool = ..., compute_uv: _bool = ...) -> Any:
+    """torch.svd: (U, S, V) with V, not Vh; some=True gives the reduced factors. compute_uv=False"""
     ...
 
 def swapaxes(input: Tensor, dim0: _int, dim1: _int) -> Tensor:
@@ -1314,6 +1422,10 @@ def trapz(y: Tensor, x: Tensor | None = ..., *, dx: _float | None = ..., dim: _i
     """``trapezoid``'s older name."""
     ...
 
+def triangular_solve(input: Tensor, A: Any, upper: _bool = ..., transpose: _bool = ..., unitriangular: _bool = ...) -> Any:
+    """torch.triangular_solve(b, A): (X, a copy of A) with op(A) X = b, op(A) = A or A^T."""
+    ...
+
 def tril(input: Tensor, diagonal: _int = ...) -> Tensor:
     """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
     ...
@@ -1348,6 +1460,10 @@ def unflatten(input: Tensor, dim: _int, sizes: _int | Sequence[_int]) -> Tensor:
 
 def unique(input: Tensor, sorted: _bool = ..., return_inverse: _bool = ..., return_counts: _bool = ..., dim: _int | Sequence[_int] | None = ...) -> Any:
     """The distinct values (or, with ``dim``, the distinct slices along it), sorted; optionally"""
+    ...
+
+def unique_consecutive(input: Tensor, return_inverse: _bool = ..., return_counts: _bool = ..., dim: _int | Sequence[_int] | None = ...) -> Any:
+    """Each run of equal consecutive values (with ``dim``: of equal slices along it) kept once;"""
     ...
 
 def unsqueeze(input: Tensor, dim: _int) -> Tensor:
@@ -1402,4 +1518,4 @@ def zeros(*sizes: _int | Sequence[_int], size: _int | Sequence[_int] | None = ..
 
 def zeros_like(input: Tensor, *, dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Tensor: ...
 
-__all__ = ['abs', 'acos', 'acosh', 'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'add', 'addbmm', 'addcdiv', 'addcmul', 'addmm', 'addmv', 'addr', 'all', 'allclose', 'alpha_dropout', 'amax', 'amin', 'aminmax', 'angle', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'are_deterministic_algorithms_enabled', 'argmax', 'argmin', 'argsort', 'argwhere', 'as_tensor', 'asarray', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'atleast_1d', 'atleast_2d', 'atleast_3d', 'avg_pool1d', 'avg_pool2d', 'baddbmm', 'batch_norm', 'bernoulli', 'binary_cross_entropy_with_logits', 'bincount', 'bitwise_and', 'bitwise_left_shift', 'bitwise_not', 'bitwise_or', 'bitwise_right_shift', 'bitwise_xor', 'block_diag', 'bmm', 'broadcast_shapes', 'broadcast_tensors', 'broadcast_to', 'bucketize', 'can_cast', 'cartesian_prod', 'cat', 'cdist', 'ceil', 'celu', 'chain_matmul', 'chunk', 'clamp', 'clamp_max', 'clamp_min', 'clip', 'clone', 'column_stack', 'combinations', 'complex', 'concat', 'concatenate', 'conj', 'conj_physical', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'copysign', 'corrcoef', 'cos', 'cosh', 'cosine_similarity', 'count_nonzero', 'cov', 'cross', 'cummax', 'cummin', 'cumprod', 'cumsum', 'cumulative_trapezoid', 'deg2rad', 'diag', 'diag_embed', 'diagonal', 'diagonal_scatter', 'diff', 'digamma', 'dist', 'div', 'divide', 'dot', 'dropout', 'dsplit', 'dstack', 'einsum', 'empty', 'empty_like', 'eq', 'equal', 'erf', 'erfc', 'erfinv', 'exp', 'exp2', 'expm1', 'eye', 'feature_alpha_dropout', 'feature_dropout', 'finfo', 'fix', 'flatten', 'flip', 'fliplr', 'flipud', 'float_power', 'floor', 'floor_divide', 'fmax', 'fmin', 'fmod', 'frac', 'from_dlpack', 'from_numpy', 'frombuffer', 'full', 'full_like', 'gather', 'ge', 'ger', 'get_default_device', 'get_printoptions', 'greater', 'greater_equal', 'group_norm', 'gt', 'hardshrink', 'heaviside', 'histc', 'hsplit', 'hstack', 'hypot', 'i0', 'igamma', 'igammac', 'iinfo', 'imag', 'index_add', 'index_copy', 'index_fill', 'index_put', 'index_select', 'inner', 'is_complex', 'is_conj', 'is_deterministic_algorithms_warn_only_enabled', 'is_floating_point', 'is_nonzero', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron', 'kthvalue', 'layer_norm', 'ldexp', 'le', 'lerp', 'less', 'less_equal', 'lgamma', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logaddexp2', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logit', 'logspace', 'logsumexp', 'lt', 'masked_fill', 'masked_select', 'matmul', 'matrix_power', 'max', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'maximum', 'mean', 'median', 'meshgrid', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'msort', 'mul', 'multinomial', 'multiply', 'mv', 'mvlgamma', 'nan_to_num', 'nanmean', 'nanquantile', 'nansum', 'narrow', 'narrow_copy', 'ne', 'neg', 'nonzero', 'norm', 'normal', 'not_equal', 'numel', 'ones', 'ones_like', 'outer', 'pairwise_distance', 'pdist', 'permute', 'pixel_shuffle', 'pixel_unshuffle', 'polar', 'polygamma', 'positive', 'pow', 'prelu', 'printoptions', 'prod', 'quantile', 'rad2deg', 'rand', 'rand_like', 'randint', 'randint_like', 'randn', 'randn_like', 'randperm', 'ravel', 'real', 'reciprocal', 'relu', 'remainder', 'repeat_interleave', 'reshape', 'resolve_conj', 'roll', 'rot90', 'round', 'row_stack', 'rsqrt', 'scatter', 'scatter_add', 'scatter_reduce', 'searchsorted', 'select', 'select_scatter', 'selu', 'set_default_device', 'set_printoptions', 'sgn', 'sigmoid', 'sign', 'signbit', 'sin', 'sinc', 'sinh', 'slice_scatter', 'softmax', 'softshrink', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'std_mean', 'sub', 'subtract', 'sum', 'swapaxes', 'swapdims', 't', 'take', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_split', 'tensordot', 'tile', 'topk', 'trace', 'transpose', 'trapezoid', 'trapz', 'tril', 'tril_indices', 'triu', 'triu_indices', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unique', 'unsqueeze', 'use_deterministic_algorithms', 'vander', 'var', 'var_mean', 'vdot', 'view_as_complex', 'view_as_real', 'vsplit', 'vstack', 'where', 'xlogy', 'zeros', 'zeros_like']
+__all__ = ['abs', 'acos', 'acosh', 'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'add', 'addbmm', 'addcdiv', 'addcmul', 'addmm', 'addmv', 'addr', 'all', 'allclose', 'alpha_dropout', 'amax', 'amin', 'aminmax', 'angle', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'are_deterministic_algorithms_enabled', 'argmax', 'argmin', 'argsort', 'argwhere', 'as_strided', 'as_tensor', 'asarray', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'atleast_1d', 'atleast_2d', 'atleast_3d', 'avg_pool1d', 'avg_pool2d', 'baddbmm', 'batch_norm', 'bernoulli', 'binary_cross_entropy_with_logits', 'bincount', 'bitwise_and', 'bitwise_left_shift', 'bitwise_not', 'bitwise_or', 'bitwise_right_shift', 'bitwise_xor', 'block_diag', 'bmm', 'broadcast_shapes', 'broadcast_tensors', 'broadcast_to', 'bucketize', 'can_cast', 'cartesian_prod', 'cat', 'cdist', 'ceil', 'celu', 'chain_matmul', 'cholesky', 'cholesky_inverse', 'cholesky_solve', 'chunk', 'clamp', 'clamp_max', 'clamp_min', 'clip', 'clone', 'column_stack', 'combinations', 'complex', 'concat', 'concatenate', 'conj', 'conj_physical', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'copysign', 'corrcoef', 'cos', 'cosh', 'cosine_similarity', 'count_nonzero', 'cov', 'cross', 'cummax', 'cummin', 'cumprod', 'cumsum', 'cumulative_trapezoid', 'deg2rad', 'det', 'diag', 'diag_embed', 'diagonal', 'diagonal_scatter', 'diff', 'digamma', 'dist', 'div', 'divide', 'dot', 'dropout', 'dsplit', 'dstack', 'einsum', 'empty', 'empty_like', 'empty_strided', 'eq', 'equal', 'erf', 'erfc', 'erfinv', 'exp', 'exp2', 'expm1', 'eye', 'feature_alpha_dropout', 'feature_dropout', 'finfo', 'fix', 'flatten', 'flip', 'fliplr', 'flipud', 'float_power', 'floor', 'floor_divide', 'fmax', 'fmin', 'fmod', 'frac', 'frexp', 'from_dlpack', 'from_numpy', 'frombuffer', 'full', 'full_like', 'gather', 'gcd', 'ge', 'ger', 'get_default_device', 'get_printoptions', 'gradient', 'greater', 'greater_equal', 'group_norm', 'gt', 'hardshrink', 'heaviside', 'histc', 'histogram', 'histogramdd', 'hsplit', 'hstack', 'hypot', 'i0', 'igamma', 'igammac', 'iinfo', 'imag', 'index_add', 'index_copy', 'index_fill', 'index_put', 'index_select', 'inner', 'inverse', 'is_complex', 'is_conj', 'is_deterministic_algorithms_warn_only_enabled', 'is_floating_point', 'is_nonzero', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron', 'kthvalue', 'layer_norm', 'lcm', 'ldexp', 'le', 'lerp', 'less', 'less_equal', 'lgamma', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logaddexp2', 'logcumsumexp', 'logdet', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logit', 'logspace', 'logsumexp', 'lt', 'lu', 'lu_solve', 'lu_unpack', 'masked_fill', 'masked_select', 'matmul', 'matrix_exp', 'matrix_power', 'max', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'maximum', 'mean', 'median', 'meshgrid', 'min', 'minimum', 'mm', 'mode', 'moveaxis', 'movedim', 'msort', 'mul', 'multinomial', 'multiply', 'mv', 'mvlgamma', 'nan_to_num', 'nanmean', 'nanmedian', 'nanquantile', 'nansum', 'narrow', 'narrow_copy', 'ne', 'neg', 'nextafter', 'nonzero', 'norm', 'normal', 'not_equal', 'numel', 'ones', 'ones_like', 'outer', 'pairwise_distance', 'pdist', 'permute', 'pinverse', 'pixel_shuffle', 'pixel_unshuffle', 'poisson', 'polar', 'polygamma', 'positive', 'pow', 'prelu', 'printoptions', 'prod', 'qr', 'quantile', 'rad2deg', 'rand', 'rand_like', 'randint', 'randint_like', 'randn', 'randn_like', 'randperm', 'ravel', 'real', 'reciprocal', 'relu', 'remainder', 'renorm', 'repeat_interleave', 'reshape', 'resolve_conj', 'roll', 'rot90', 'round', 'row_stack', 'rsqrt', 'scatter', 'scatter_add', 'scatter_reduce', 'searchsorted', 'select', 'select_scatter', 'selu', 'set_default_device', 'set_printoptions', 'sgn', 'sigmoid', 'sign', 'signbit', 'sin', 'sinc', 'sinh', 'slice_scatter', 'slogdet', 'softmax', 'softshrink', 'sort', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'std_mean', 'sub', 'subtract', 'sum', 'svd', 'swapaxes', 'swapdims', 't', 'take', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_split', 'tensordot', 'tile', 'topk', 'trace', 'transpose', 'trapezoid', 'trapz', 'triangular_solve', 'tril', 'tril_indices', 'triu', 'triu_indices', 'true_divide', 'trunc', 'unbind', 'unflatten', 'unique', 'unique_consecutive', 'unsqueeze', 'use_deterministic_algorithms', 'vander', 'var', 'var_mean', 'vdot', 'view_as_complex', 'view_as_real', 'vsplit', 'vstack', 'where', 'xlogy', 'zeros', 'zeros_like']

@@ -20,9 +20,95 @@ class cummin(NamedTuple):
     indices: Tensor
 
 
+class frexp(NamedTuple):
+    mantissa: Tensor
+    exponent: Tensor
+
+
+class histogram(NamedTuple):
+    hist: Tensor
+    bin_edges: Tensor
+
+
+class histogramdd(NamedTuple):
+    hist: Tensor
+    bin_edges: Tensor
+
+
 class kthvalue(NamedTuple):
     values: Tensor
     indices: Tensor
+
+
+class linalg_cholesky_ex(NamedTuple):
+    L: Tensor
+    info: Tensor
+
+
+class linalg_eig(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class linalg_eigh(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class linalg_inv_ex(NamedTuple):
+    inverse: Tensor
+    info: Tensor
+
+
+class linalg_lstsq(NamedTuple):
+    solution: Tensor
+    residuals: Tensor
+    rank: Tensor
+    singular_values: Tensor
+
+
+class linalg_lu(NamedTuple):
+    P: Tensor
+    L: Tensor
+    U: Tensor
+
+
+class linalg_lu_factor(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+
+
+class linalg_lu_factor_ex(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+    info: Tensor
+
+
+class linalg_qr(NamedTuple):
+    Q: Tensor
+    R: Tensor
+
+
+class linalg_slogdet(NamedTuple):
+    sign: Tensor
+    logabsdet: Tensor
+
+
+class linalg_solve_ex(NamedTuple):
+    result: Tensor
+    info: Tensor
+
+
+class linalg_svd(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+class lu_unpack(NamedTuple):
+    P: Tensor
+    L: Tensor
+    U: Tensor
 
 
 class max(NamedTuple):
@@ -40,9 +126,35 @@ class min(NamedTuple):
     indices: Tensor
 
 
+class mode(NamedTuple):
+    values: Tensor
+    indices: Tensor
+
+
+class nanmedian(NamedTuple):
+    values: Tensor
+    indices: Tensor
+
+
+class qr(NamedTuple):
+    Q: Tensor
+    R: Tensor
+
+
+class slogdet(NamedTuple):
+    sign: Tensor
+    logabsdet: Tensor
+
+
 class sort(NamedTuple):
     values: Tensor
     indices: Tensor
+
+
+class svd(NamedTuple):
+    U: Tensor
+    S: Tensor
+    V: Tensor
 
 
 class topk(NamedTuple):
@@ -50,4 +162,9 @@ class topk(NamedTuple):
     indices: Tensor
 
 
-__all__ = ['aminmax', 'cummax', 'cummin', 'kthvalue', 'max', 'median', 'min', 'sort', 'topk']
+class triangular_solve(NamedTuple):
+    solution: Tensor
+    cloned_coefficient: Tensor
+
+
+__all__ = ['aminmax', 'cummax', 'cummin', 'frexp', 'histogram', 'histogramdd', 'kthvalue', 'linalg_cholesky_ex', 'linalg_eig', 'linalg_eigh', 'linalg_inv_ex', 'linalg_lstsq', 'linalg_lu', 'linalg_lu_factor', 'linalg_lu_factor_ex', 'linalg_qr', 'linalg_slogdet', 'linalg_solve_ex', 'linalg_svd', 'lu_unpack', 'max', 'median', 'min', 'mode', 'nanmedian', 'qr', 'slogdet', 'sort', 'svd', 'topk', 'triangular_solve']

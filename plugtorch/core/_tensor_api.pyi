@@ -384,6 +384,14 @@ class TensorMethods:
         """Indices of the non-zero elements, one row per element (int64, shape (n, ndim))."""
         ...
 
+    def as_strided(self, size: _int | Sequence[_int], stride: _int | Sequence[_int], storage_offset: _int | None = ...) -> Tensor:
+        """The tensor of shape ``size`` whose entry (i_0, i_1, ...) is the input's element at row-major"""
+        ...
+
+    def as_strided_(self, size: _int | Sequence[_int], stride: _int | Sequence[_int], storage_offset: _int | None = ...) -> Tensor:
+        """In place: ``input`` becomes ``input.as_strided(size, stride, storage_offset)``."""
+        ...
+
     def asin(self) -> Tensor:
         """Elementwise asin."""
         ...
@@ -536,6 +544,18 @@ class TensorMethods:
         """``self.to(plugtorch.int8)``."""
         ...
 
+    def cholesky(self, upper: _bool = ...) -> Any:
+        """torch.cholesky: linalg.cholesky's factor."""
+        ...
+
+    def cholesky_inverse(self, upper: _bool = ...) -> Any:
+        """The inverse of A from its Cholesky factor."""
+        ...
+
+    def cholesky_solve(self, input2: Tensor, upper: _bool = ...) -> Any:
+        """X with A X = B from A's Cholesky factor: ``cholesky_solve(B, L)``."""
+        ...
+
     def chunk(self, chunks: _int, dim: _int = ...) -> tuple[Tensor, ...]:
         """Split into ``chunks`` views of ceil(size / chunks) along ``dim`` (the last may be smaller)."""
         ...
@@ -675,6 +695,10 @@ class TensorMethods:
         ...
 
     def dense_dim(self) -> Any: ...
+
+    def det(self) -> Any:
+        """torch.det: linalg.det."""
+        ...
 
     def diag(self, diagonal: _int = ...) -> Tensor:
         """1-D input: a square matrix with it on a diagonal; 2-D input: that diagonal."""
@@ -874,8 +898,20 @@ class TensorMethods:
         """x - trunc(x): the fractional part, with x's sign; the gradient is 1."""
         ...
 
+    def frexp(self) -> return_types.frexp:
+        """(mantissa, exponent) with ``input = mantissa * 2 ** exponent`` and 0.5 <= |mantissa| < 1"""
+        ...
+
     def gather(self, dim: _int, index: Tensor) -> Tensor:
         """Values along ``dim`` at ``index`` (take_along_axis); repeated indices accumulate gradients."""
+        ...
+
+    def gcd(self, other: Tensor | _float) -> Tensor:
+        """The elementwise greatest common divisor of two integer tensors (non-negative), with broadcasting."""
+        ...
+
+    def gcd_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``gcd``."""
         ...
 
     def ge(self, other: Tensor | _float) -> Tensor:
@@ -923,7 +959,7 @@ class TensorMethods:
         ...
 
     def hardshrink(self, lambd: _float = ...) -> Tensor:
-        """``input`` where ``|input| > lambd``, else 0."""
+        """``input`` where ``|input| > lambd``, else 0 (nan stays nan, as torch's)."""
         ...
 
     def heaviside(self, values: Tensor) -> Any:
@@ -936,6 +972,10 @@ class TensorMethods:
 
     def histc(self, bins: _int = ..., min: Tensor | _float = ..., max: Tensor | _float = ...) -> Any:
         """Counts of ``input``'s values in ``bins`` equal bins over [min, max] (the data's range when"""
+        ...
+
+    def histogram(self, bins: _int = ..., *, range: Sequence[_float] | None = ..., weight: Tensor | None = ..., density: _bool = ...) -> Any:
+        """(hist, bin_edges): the histogram of ``input``'s values in ``bins`` equal bins over ``range``"""
         ...
 
     def hsplit(self, indices_or_sections: Tensor | _int | Sequence[_int]) -> Any:
@@ -1019,6 +1059,10 @@ class TensorMethods:
         """``self.to(plugtorch.int32)``."""
         ...
 
+    def inverse(self) -> Any:
+        """torch.inverse: linalg.inv."""
+        ...
+
     def is_coalesced(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def is_complex(self) -> _bool:
@@ -1075,6 +1119,14 @@ class TensorMethods:
 
     @property
     def layout(self) -> Any: ...
+
+    def lcm(self, other: Tensor | _float) -> Tensor:
+        """The elementwise least common multiple of two integer tensors (non-negative; 0 where"""
+        ...
+
+    def lcm_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``lcm``."""
+        ...
 
     def ldexp(self, other: Tensor | _float) -> Tensor:
         """``input * 2 ** other``, in a floating dtype."""
@@ -1164,8 +1216,12 @@ class TensorMethods:
         """log(cumsum(exp(input))) along ``dim``, without overflow (floating input)."""
         ...
 
+    def logdet(self) -> Any:
+        """log det A: nan where the determinant is negative, -inf where it is 0."""
+        ...
+
     def logical_and(self, other: Tensor | _float) -> Tensor:
-        """Elementwise logical_and with broadcasting; ``other`` may be a Python number."""
+        """Elementwise logical_and of two tensors (non-zero is True), with broadcasting; a bool result."""
         ...
 
     def logical_and_(self, other: Tensor | _float) -> Tensor:
@@ -1181,7 +1237,7 @@ class TensorMethods:
         ...
 
     def logical_or(self, other: Tensor | _float) -> Tensor:
-        """Elementwise logical_or with broadcasting; ``other`` may be a Python number."""
+        """Elementwise logical_or of two tensors (non-zero is True), with broadcasting; a bool result."""
         ...
 
     def logical_or_(self, other: Tensor | _float) -> Tensor:
@@ -1220,6 +1276,14 @@ class TensorMethods:
         """In-place version of ``lt``."""
         ...
 
+    def lu(self, pivot: _bool = ..., get_infos: _bool = ...) -> Any:
+        """torch.lu: (LU, pivots), and info with get_infos=True."""
+        ...
+
+    def lu_solve(self, LU_data: Any, LU_pivots: Any) -> Any:
+        """torch.lu_solve(b, LU, pivots)."""
+        ...
+
     @property
     def mT(self) -> Tensor: ...
 
@@ -1247,8 +1311,12 @@ class TensorMethods:
         """Matrix product with torch.matmul's rank rules (1-D operands are vectors; batch dims"""
         ...
 
+    def matrix_exp(self) -> Any:
+        """torch.matrix_exp: linalg.matrix_exp."""
+        ...
+
     def matrix_power(self, n: _int) -> Tensor:
-        """The matrix to the integer power ``n >= 0`` by repeated squaring (batched); ``n = 0`` gives"""
+        """The matrix to the integer power ``n`` by repeated squaring (batched); ``n = 0`` gives"""
         ...
 
     def max(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, other: Tensor | _float | None = ..., axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Any:
@@ -1285,6 +1353,10 @@ class TensorMethods:
 
     def mm(self, mat2: Tensor) -> Tensor:
         """Matrix product of two 2-D tensors."""
+        ...
+
+    def mode(self, dim: _int = ..., keepdim: _bool = ...) -> return_types.mode:
+        """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the index"""
         ...
 
     def moveaxis(self, source: Tensor | _int | Sequence[_int], destination: _int | Sequence[_int]) -> Tensor:
@@ -1343,6 +1415,10 @@ class TensorMethods:
         """The mean of the elements that are not NaN (NaN where all are)."""
         ...
 
+    def nanmedian(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ...) -> Any:
+        """The lower median of the values that are not nan (nan where all are), over all entries"""
+        ...
+
     def nanquantile(self, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
         """``quantile`` of the elements that are not NaN (NaN where all are)."""
         ...
@@ -1385,6 +1461,14 @@ class TensorMethods:
 
     def new_zeros(self, *size: _int | Sequence[_int], dtype: _dtype | None = ..., device: _device | _str | _int | None = ..., requires_grad: _bool = ...) -> Any: ...
 
+    def nextafter(self, other: Tensor | _float) -> Tensor:
+        """The next float after ``input`` towards ``other`` (``other`` where they are equal)."""
+        ...
+
+    def nextafter_(self, other: Tensor | _float) -> Tensor:
+        """In-place version of ``nextafter``."""
+        ...
+
     def nonzero(self, *, as_tuple: _bool = ...) -> Any:
         """argwhere(input); with as_tuple=True, one 1-D index tensor per dim (usable as x[...])."""
         ...
@@ -1411,6 +1495,10 @@ class TensorMethods:
 
     def permute(self, *dims: _int | Sequence[_int]) -> Tensor:
         """The dims of ``input`` reordered (a view)."""
+        ...
+
+    def pinverse(self, rcond: _float = ...) -> Any:
+        """torch.pinverse: linalg.pinv with rtol=rcond."""
         ...
 
     def polygamma(self, n: _int) -> Any:
@@ -1447,6 +1535,10 @@ class TensorMethods:
 
     def put_(self, index: Tensor, source: Tensor | _int | Sequence[_int], accumulate: _bool = ...) -> Tensor:
         """In-place version of ``put``."""
+        ...
+
+    def qr(self, some: _bool = ...) -> Any:
+        """torch.qr: linalg.qr with some=True as mode='reduced'."""
         ...
 
     def quantile(self, q: Tensor | _float, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, interpolation: _str = ...) -> Any:
@@ -1494,6 +1586,14 @@ class TensorMethods:
 
     def remainder_(self, other: Tensor | _float) -> Tensor:
         """In-place version of ``remainder``."""
+        ...
+
+    def renorm(self, p: _float, dim: _int, maxnorm: _float) -> Tensor:
+        """Each slice ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm"""
+        ...
+
+    def renorm_(self, p: _float, dim: _int, maxnorm: _float) -> Tensor:
+        """In-place version of ``renorm``."""
         ...
 
     def repeat(self, *sizes: _int | Sequence[_int]) -> Tensor:
@@ -1622,6 +1722,10 @@ class TensorMethods:
         """``input`` with ``src`` written where ``input[start:end:step]`` along ``dim`` reads."""
         ...
 
+    def slogdet(self) -> Any:
+        """torch.slogdet: (sign, logabsdet)."""
+        ...
+
     def softmax(self, dim: _int | Sequence[_int] | None = ..., dtype: _dtype | None = ...) -> Tensor:
         """exp(x) / sum(exp(x)) along dim, computed after subtracting the max."""
         ...
@@ -1694,6 +1798,10 @@ class TensorMethods:
 
     def sum_to_size(self, *size: _int | Sequence[_int]) -> Any:
         """Sum ``input`` down to ``size`` (which must broadcast to its shape)."""
+        ...
+
+    def svd(self, some: _bool = ..., compute_uv: _bool = ...) -> Any:
+        """torch.svd: (U, S, V) with V, not Vh; some=True gives the reduced factors. compute_uv=False"""
         ...
 
     def swapaxes(self, dim0: _int, dim1: _int) -> Tensor:
@@ -1780,6 +1888,10 @@ class TensorMethods:
         """In place: ``input`` becomes ``input.transpose(dim0, dim1)``."""
         ...
 
+    def triangular_solve(self, A: Any, upper: _bool = ..., transpose: _bool = ..., unitriangular: _bool = ...) -> Any:
+        """torch.triangular_solve(b, A): (X, a copy of A) with op(A) X = b, op(A) = A or A^T."""
+        ...
+
     def tril(self, diagonal: _int = ...) -> Tensor:
         """The lower triangle of the last two dims (j - i <= diagonal); the rest zero."""
         ...
@@ -1834,6 +1946,10 @@ class TensorMethods:
 
     def unique(self, sorted: _bool = ..., return_inverse: _bool = ..., return_counts: _bool = ..., dim: _int | Sequence[_int] | None = ...) -> Any:
         """The distinct values (or, with ``dim``, the distinct slices along it), sorted; optionally"""
+        ...
+
+    def unique_consecutive(self, return_inverse: _bool = ..., return_counts: _bool = ..., dim: _int | Sequence[_int] | None = ...) -> Any:
+        """Each run of equal consecutive values (with ``dim``: of equal slices along it) kept once;"""
         ...
 
     def unsqueeze(self, dim: _int) -> Tensor:

@@ -113,7 +113,7 @@ def group_norm(input: Tensor, num_groups: _int, weight: Tensor | None = ..., bia
     ...
 
 def hardshrink(input: Tensor, lambd: _float = ...) -> Tensor:
-    """``input`` where ``|input| > lambd``, else 0."""
+    """``input`` where ``|input| > lambd``, else 0 (nan stays nan, as torch's)."""
     ...
 
 def hardsigmoid(input: Tensor, inplace: _bool = ...) -> Tensor:
