@@ -379,8 +379,20 @@ class Tensor(_BoundMethods):
         return handle
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from ..autograd.functional import backward
+        backward = _autograd_backward or _load_autograd_backward()
         backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+
+# autograd.functional.backward, imported on the first backward (autograd imports this module); an
+# import statement in Tensor.backward would run the import machinery's lookups every pass (~1 us)
+_autograd_backward: Any = None
+
+
+def _load_autograd_backward():
+    global _autograd_backward
+    from ..autograd.functional import backward
+    _autograd_backward = backward
+    return backward
 
 
 class Size(tuple):
