@@ -47,6 +47,8 @@ class Device:
     """``plugtorch.device``, as torch's: ``device("cpu")``, ``device("cupy:0")``, ``device("cuda", 1)``;
     the type is a torch device type or a backend's name or alias, checked when made."""
     __slots__ = ("type", "index")
+    type: str
+    index: int | None
 
     def __init__(self, type, index: int | None = None):
         if isinstance(type, Device) and index is None:
