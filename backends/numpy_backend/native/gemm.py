@@ -20,6 +20,7 @@ no AVX-512, the native kernels are off (``PLUGTORCH_NATIVE_KERNELS=0``) or
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -59,8 +60,16 @@ ON = _gemm is not None  # the switch: False sends every product to NumPy (tests 
 def _one_blas_thread() -> bool:
     """Whether OpenBLAS runs on one thread: the pool it shares with the native kernels follows its
     count (``blas_threads``); where that is not set up the count is unknown and BLAS keeps the work."""
-    from . import _kernels, blas_threads
-    return blas_threads.FOLLOWED is not None and _kernels is not None and _kernels.pool_info()[0] == 1
+    # the modules are looked up once: an import statement per product costs about a microsecond
+    global _kernels, _blas_threads
+    if _blas_threads is None:
+        from . import _kernels, blas_threads
+        _blas_threads = blas_threads
+    return _blas_threads.FOLLOWED is not None and _kernels is not None and _kernels.pool_info()[0] == 1
+
+
+_kernels: Any = None
+_blas_threads: Any = None
 
 
 def wins(m: int, k: int, n: int) -> bool:
@@ -82,10 +91,13 @@ def _native(a, b, out):
     transposed = not wins(m, k, n) and wins(n, k, m) and _panels(a.swapaxes(-1, -2))
     if not transposed and not (wins(m, k, n) and _panels(b)):
         return None
-    try:
-        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        return None
+    if a.ndim == b.ndim == 2:
+        lead = ()  # the common case, without broadcast_shapes' Python-level work
+    else:
+        try:
+            lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            return None
     if len(lead) > 2 or not _one_blas_thread():
         return None
     if out is not None and (out.shape != lead + (m, n) or out.dtype != a.dtype
@@ -97,7 +109,7 @@ def _native(a, b, out):
     direct = out is not None and not transposed and (out.strides[-1] == out.itemsize or n == 1)
     got = out if direct else np.empty(lead + (m, n), a.dtype)
     try:
-        _gemm.gemm(np.broadcast_to(a, four + (m, k)), np.broadcast_to(b, four + (k, n)), got.reshape(four + (m, n)))
+        _gemm.gemm(_four(a, lead, four), _four(b, lead, four), got.reshape(four + (m, n)))
     except ValueError:  # strides that are not whole elements (an unaligned view of a byte buffer)
         return None
     if transposed:
@@ -107,6 +119,14 @@ def _native(a, b, out):
     if got is not out:
         out[...] = got
     return out
+
+
+def _four(x, lead, four):
+    """x as the kernel's four-dimensional operand: unit dims put in front by a reshape (a view, never
+    a copy) where x already has the batch dims; broadcast_to (far slower per call) only where it does not."""
+    if x.shape[:-2] == lead:
+        return x.reshape(four + x.shape[-2:])
+    return np.broadcast_to(x, four + x.shape[-2:])
 
 
 def _panels(b) -> bool:
