@@ -56,6 +56,14 @@ def _roots(outputs):
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (torch.autograd.backward)."""
+    if type(tensors) is Tensor and grad_tensors is None and inputs is None:
+        # loss.backward(), once per training step: the checks below for one plain tensor (never a
+        # batched one, a subclass) without their loops; any that fails takes the general path to say so
+        node = edge(tensors)
+        if node is not None and tensors.numel() == 1 and tensors.dtype.is_floating_point:
+            run_backward([node], [ones_like(tensors)], create_graph if retain_graph is None else retain_graph,
+                         create_graph)
+            return
     outputs = _as_tuple(tensors)
     _refuse_batched("backward", outputs)
     if grad_tensors is None:
