@@ -234,3 +234,18 @@ def test_div_gradient_of_a_tiny_float32_divisor_is_finite_as_torchs(torch):
         grads.append(b.grad.numpy())
     assert np.isfinite(grads[0]).all()
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
+
+
+def test_logical_ops_refuse_a_number_while_an_fx_proxy_lives():
+    """A live Proxy anywhere in the process (a trace, a failed test's traceback) switches on the
+    functions' Proxy lookup; a number is still refused, and a Proxy operand still records."""
+    import plugtorch.fx as fx
+    graph = fx.Graph()
+    x = fx.Proxy(graph.placeholder("x"))
+    for name in ("logical_and", "logical_or"):
+        with pytest.raises(TypeError, match=rf"{name}\(\): argument 'other' \(position 2\) must be Tensor, not int"):
+            getattr(plugtorch, name)(plugtorch.tensor([0.0, 1.0]), 1)
+        assert getattr(plugtorch, name)(x, x).node.target is getattr(plugtorch, name)
+    with pytest.raises(TypeError, match=r"gcd\(\): argument 'other' \(position 2\) must be Tensor, not int"):
+        plugtorch.gcd(plugtorch.tensor([4, 6]), 2)
+    assert plugtorch.gcd(x, x).node.target is plugtorch.gcd

@@ -42,6 +42,8 @@ def _check_integers(name, input, other):
 
 def _gcd_front(fn):
     def front(input, other):
+        if (out := ew.proxied(front, (input, other))) is not NotImplemented:
+            return out
         _check_integers("gcd", input, other)
         return fn(input, other)
     front.__doc__ = "The elementwise greatest common divisor of two integer tensors (non-negative), with broadcasting."

@@ -494,12 +494,20 @@ gt = _binary("gt", dtypes=COMPARE, aliases=("greater",))
 ge = _binary("ge", dtypes=COMPARE, aliases=("greater_equal",))
 
 
+def proxied(front, args):
+    """What an fx Proxy among ``args`` makes of a call of ``front`` (its node's Proxy), or
+    NotImplemented where there is none: for fronts that check their operands' types themselves."""
+    return INTERCEPT.call(front, args, NO_ATTRS) if INTERCEPT.on else NotImplemented
+
+
 def _tensor_operands(name):
     """torch's logical_and and logical_or take two tensors: a Python number is a TypeError naming
     the argument (the other binary ops' numbers stay accepted); an fx Proxy is recorded as usual."""
     def check(fn):
         def front(input, other):
-            if not (isinstance(input, Tensor) and isinstance(other, Tensor)) and not INTERCEPT.on:
+            if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+                if (out := proxied(front, (input, other))) is not NotImplemented:
+                    return out
                 raise _not_a_tensor(name, input, other)
             return fn(input, other)
         front.__doc__ = f"Elementwise {name} of two tensors (non-zero is True), with broadcasting; a bool result."
