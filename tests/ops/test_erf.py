@@ -44,9 +44,11 @@ def test_erf_matches_libm(impl, dtype):
     want = _reference(x.astype(np.float64)).astype(dtype)
     got = fn(x)
     assert got.dtype == dtype and got.shape == x.shape
-    # the C is libm's erf, or for float glibc's vector erff (libmvec, within 2 ulp) where linked;
-    # the NumPy operations are exact in float32 (computed in float64) and within 16 ulp in float64
-    tolerances = {("native", np.float32): 2, ("native", np.float64): 1}
+    # the C is libm's erf, or for float glibc's vector erff (libmvec) where linked: its four-lane
+    # form is within 2 ulp; the 8- and 16-lane forms (AVX2, AVX-512) reach -1/1 from |x| ~ 3.67,
+    # where erf is 1 - 2.4e-7: 4 ulp of the value below 1, 2.4e-7 absolute. The NumPy operations
+    # are exact in float32 (computed in float64) and within 16 ulp in float64
+    tolerances = {("native", np.float32): 4, ("native", np.float64): 1}
     tolerance = tolerances.get((impl, dtype), 1 if dtype == np.float32 else 16)
     worst = _ulps(got, want)
     assert worst.max() <= tolerance, f"{impl} {dtype.__name__}: {worst.max()} ulp at x={x[worst.argmax()]!r}"
