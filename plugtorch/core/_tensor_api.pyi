@@ -18,6 +18,9 @@ class TensorMethods:
     """What Tensor gains at import: the ops' methods, in-place forms and operators."""
 
     @property
+    def H(self) -> Tensor: ...
+
+    @property
     def T(self) -> Tensor: ...
 
     def __abs__(self) -> Tensor:
@@ -282,6 +285,10 @@ class TensorMethods:
 
     def addr_(self, vec1: Tensor, vec2: Tensor, *, beta: _float = ..., alpha: _float = ...) -> Tensor:
         """In-place version of ``addr``."""
+        ...
+
+    def adjoint(self) -> Any:
+        """The conjugate transpose of a matrix or a batch of matrices (the last two dims)."""
         ...
 
     def all(self, dim: _int | Sequence[_int] | None = ..., keepdim: _bool = ..., *, axis: _int | Sequence[_int] | None = ..., keepdims: _bool | None = ...) -> Tensor:
@@ -1283,6 +1290,9 @@ class TensorMethods:
     def lu_solve(self, LU_data: Any, LU_pivots: Any) -> Any:
         """torch.lu_solve(b, LU, pivots)."""
         ...
+
+    @property
+    def mH(self) -> Tensor: ...
 
     @property
     def mT(self) -> Tensor: ...

@@ -39,11 +39,22 @@ OPERATORS = {
     "__ixor__": T.bitwise_xor_, "__ilshift__": T.bitwise_left_shift_,
     "__irshift__": T.bitwise_right_shift_,
     "T": property(lambda self: shape.permute(self, tuple(range(self.ndim - 1, -1, -1)))),
-    "mT": property(lambda self: shape.transpose(self, -2, -1)),
+    "mT": property(lambda self: complex_ops.matrix_transpose(self, "mT")),
+    "mH": property(lambda self: complex_ops.matrix_transpose(self, "mH", conjugate=True)),
+    "H": property(lambda self: _conjugate_transpose(self)),
     # views of a complex tensor's parts, written through by ``z.real = ...`` as in torch
     "real": property(complex_ops.real, lambda self, value: complex_ops.real(self).copy_(value)),
     "imag": property(complex_ops.imag, lambda self, value: complex_ops.imag(self).copy_(value)),
 }
+
+
+def _conjugate_transpose(self):
+    if self.ndim > 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor. For "
+                           "batches of matrices, consider using tensor.mH")
+    if self.ndim == 1:
+        raise RuntimeError("tensor.H is only supported on matrices (2-D tensors). Got 1-D tensor.")
+    return complex_ops.matrix_transpose(self, "H", conjugate=True)
 
 
 def _full_like_scalar(self, value):

@@ -118,3 +118,27 @@ def test_complex_leaf_gradient_is_conjugate_wirtinger():
 def test_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3), (2, 2, 3)], ids=str)
+@pytest.mark.parametrize("attr", ["H", "mH", "mT", "T", "adjoint"])
+def test_conjugate_transposes_as_torch(torch, shape, attr):
+    """``H`` (matrices), ``mH``/``mT``/``adjoint()`` (batches of matrices) and ``T``: torch's values,
+    and torch's message where the rank does not fit."""
+    values = (np.arange(int(np.prod(shape)), dtype=np.float32) - 2).reshape(shape) * (1 - 2j) + 0.5j
+
+    def take(lib):
+        t = lib.tensor(values.astype(np.complex64))
+        try:
+            out = t.adjoint() if attr == "adjoint" else getattr(t, attr)
+        except RuntimeError as e:
+            return str(e)
+        return out.resolve_conj().numpy().tolist() if lib is torch else out.numpy().tolist()
+    assert take(pt) == take(torch)
+
+
+def test_mh_of_a_real_matrix_is_its_transpose_with_gradient():
+    x = pt.randn(2, 3, requires_grad=True)
+    assert x.mH.tolist() == x.mT.tolist() == pt.adjoint(x).tolist()
+    (x.mH * pt.arange(6.0).reshape(3, 2)).sum().backward()
+    assert x.grad.tolist() == pt.arange(6.0).reshape(3, 2).t().tolist()

@@ -18,7 +18,7 @@ from ..optable import op, public
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import broadcast_shapes
-from .shape import contiguous, stack
+from .shape import contiguous, stack, transpose
 
 _EVERYWHERE = ("plugtorch", "Tensor")
 
@@ -125,6 +125,21 @@ def conj(input):
         return input
     parts = view_as_real(input)
     return complex_(parts[..., 0], -parts[..., 1])
+
+
+def matrix_transpose(input, what, conjugate=False):
+    """The last two dims swapped (and conjugated), as torch's ``mT``/``mH``/``adjoint``: a 0-d
+    tensor is its own transpose, a 1-D one is refused with torch's message."""
+    if input.ndim == 1:
+        raise RuntimeError(f"tensor.{what} is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    t = input if input.ndim == 0 else transpose(input, -2, -1)
+    return conj(t) if conjugate else t
+
+
+@public("plugtorch", "Tensor")
+def adjoint(input):
+    """The conjugate transpose of a matrix or a batch of matrices (the last two dims)."""
+    return matrix_transpose(input, "adjoint()", conjugate=True)
 
 
 @public("plugtorch", "Tensor")
