@@ -142,3 +142,23 @@ def test_mh_of_a_real_matrix_is_its_transpose_with_gradient():
     assert x.mH.tolist() == x.mT.tolist() == pt.adjoint(x).tolist()
     (x.mH * pt.arange(6.0).reshape(3, 2)).sum().backward()
     assert x.grad.tolist() == pt.arange(6.0).reshape(3, 2).t().tolist()
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_rand_and_randn_draw_complex_as_torch(torch, dtype):
+    """torch's complex draws: parts independent, uniform in [0, 1) for rand, normal with variance
+    1/2 each for randn (E|z|^2 = 1); reproducible from the seed; the _like forms keep the dtype."""
+    pt.manual_seed(3)
+    z = pt.randn(100_000, dtype=getattr(pt, dtype))
+    u = pt.rand(100_000, dtype=getattr(pt, dtype))
+    theirs = torch.randn(100_000, dtype=getattr(torch, dtype))
+    assert str(z.dtype) == str(u.dtype) == "plugtorch." + dtype
+    for part in (z.real, z.imag):
+        assert abs(part.mean().item()) < 0.01 and abs(part.var().item() - 0.5) < 0.01
+    assert abs(theirs.real.var().item() - 0.5) < 0.01 and abs((z.abs() ** 2).mean().item() - 1) < 0.02
+    for part in (u.real, u.imag):
+        assert part.min().item() >= 0 and part.max().item() < 1 and abs(part.mean().item() - 0.5) < 0.01
+    assert abs(np.corrcoef(z.real.numpy(), z.imag.numpy())[0, 1]) < 0.02
+    pt.manual_seed(3)
+    assert pt.randn(100_000, dtype=getattr(pt, dtype)).tolist()[:5] == z.tolist()[:5]
+    assert pt.randn_like(z).dtype is z.dtype and pt.rand_like(u).dtype is u.dtype

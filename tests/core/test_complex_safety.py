@@ -14,9 +14,10 @@ torch = pytest.importorskip("torch")
 
 Z = np.array([[1 + 2j, 0.5 - 1j, -0.3 + 0.2j], [2 - 0.1j, -1.5 - 2j, 0.25 + 0.75j]], dtype=np.complex64)
 R = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
-# joins given one tensor (torch wants a sequence) and uninitialised memory: not about complex numbers
+# joins given one tensor (torch wants a sequence), uninitialised memory and random draws (each
+# library's generator; tests/core/test_complex.py checks the complex draws): not comparable here
 NOT_COMPARABLE = {"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
-                  "row_stack", "empty_like"}
+                  "row_stack", "empty_like", "rand_like", "randn_like"}
 # switches of global state (set_printoptions(z) would leave printing broken for later tests)
 SWITCHES = {"manual_seed", "seed", "use_deterministic_algorithms", "save", "load",
             "compile"}  # torch.compile(z) imports dynamo, which turns distributions' validation off

@@ -6,7 +6,7 @@ import warnings
 
 from ..device import default_backend, get_backend
 from ..dispatch import wrap
-from ..dtypes import bool_, complex128, float64, get_default_dtype, int64, to_complex
+from ..dtypes import bool_, complex128, float64, get_default_dtype, int64, to_complex, to_real
 from ..dtypes import dtype as _dtype
 from ..optable import public
 from ..plugins import get_registry
@@ -277,10 +277,22 @@ def _random(kind, size, generator, dtype, device, requires_grad, *args):
     b = _backend_for(device)
     gen = (generator or default_generator).native(b)
     dtype = dtype or get_default_dtype()
+    if dtype.is_complex and kind in ("uniform", "normal"):  # rand/randn: each part drawn as torch's
+        return _finish(_complex_draw(kind, b, gen, _size(size), dtype), requires_grad)
     if not dtype.is_floating_point:
         raise RuntimeError(f"{kind}(): expected a floating point dtype, got {dtype.name}")
     arr = b.primitives[kind](gen, _size(size), *args, dtype)
     return _finish(wrap(arr, b), requires_grad)
+
+
+def _complex_draw(kind, b, gen, size, dtype):
+    """torch's complex rand/randn: the real and imaginary parts independent, uniform in [0, 1)
+    (rand), or normal with variance 1/2 each, so that E|z|^2 = 1 (randn)."""
+    from .complex import view_as_complex  # complex builds on this module's constructors
+    scale = 0.5 ** 0.5 if kind == "normal" else 1.0
+    low, high = (0.0, 1.0) if kind == "uniform" else (0.0, scale)
+    parts = wrap(b.primitives[kind](gen, (*size, 2), low, high, to_real(dtype)), b)
+    return view_as_complex(parts)
 
 
 @public("plugtorch")
