@@ -26,9 +26,8 @@ _C_WORD = {"float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float
 
 
 def _tensors(name, input, other):
-    for pos, (what, v) in enumerate((("input", input), ("other", other)), 1):
-        if not isinstance(v, Tensor):
-            raise TypeError(f"{name}(): argument '{what}' (position {pos}) must be Tensor, not {type(v).__name__}")
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise ew._not_a_tensor(name, input, other)
 
 
 def _check_integers(name, input, other):
