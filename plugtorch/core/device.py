@@ -24,8 +24,6 @@ _DEVICE_STRING = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)(?::(0|[1-9][0-9]*))?")  #
 def _check_type(name: str) -> None:
     if name in _known_types:
         return
-    if not name:
-        raise RuntimeError("Device string must not be empty")
     from .plugins import get_registry
     reg = get_registry()
     if name in reg.backends or name in reg.aliases:

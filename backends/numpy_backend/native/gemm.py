@@ -88,8 +88,9 @@ def _native(a, b, out):
     if b.shape[-2] != k:
         return None  # NumPy raises its own error
     # where the transposed product (B^T @ A^T: few rows, many columns) is the kernel's, that is computed
-    transposed = not wins(m, k, n) and wins(n, k, m) and _panels(a.swapaxes(-1, -2))
-    if not transposed and not (wins(m, k, n) and _panels(b)):
+    as_given = wins(m, k, n)
+    transposed = not as_given and wins(n, k, m) and _panels(a.swapaxes(-1, -2))
+    if not transposed and not (as_given and _panels(b)):
         return None
     if a.ndim == b.ndim == 2:
         lead = ()  # the common case, without broadcast_shapes' Python-level work
