@@ -64,9 +64,12 @@ class Buffer:
     def __init__(self, tensor, device_direct: bool):
         data = tensor._data
         backend = tensor._backend
-        primitives = backend.primitives
         self.tensor = tensor
         on_host = isinstance(data, np.ndarray) and getattr(backend, "host_memory", True)
+        if on_host and data.flags.c_contiguous:  # MPI's own buffer: nothing to stage or copy back
+            self.array, self.staged, self.copied = data, False, False
+            return
+        primitives = backend.primitives
         self.staged = not on_host and not device_direct
         if not on_host and device_direct:
             # MPI reads device memory directly, without waiting for the kernels queued on the

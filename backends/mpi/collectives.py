@@ -44,10 +44,10 @@ _BOOL_OPS = {ReduceOp.SUM: MPI.MAX, ReduceOp.MAX: MPI.MAX, ReduceOp.BOR: MPI.MAX
 
 def reduction(array, op: ReduceOp):
     """(MPI buffer spec, MPI op) reducing ``array`` with ``op``."""
-    if getattr(array, "dtype", None) == np.bool_:
+    kind = array.dtype.type  # NumPy and CuPy arrays alike; `is` tests: `dtype == x` costs ~0.3 us each
+    if kind is np.bool_:
         return array.view(np.uint8), _BOOL_OPS[op]
-    if op in (ReduceOp.SUM, ReduceOp.AVG) and getattr(array, "dtype", None) == np.float16 \
-            and isinstance(array, np.ndarray):
+    if kind is np.float16 and (op is ReduceOp.SUM or op is ReduceOp.AVG) and isinstance(array, np.ndarray):
         # MPICH's own float16 sum is ~4x slower than a float32 one; ours runs at NumPy speed
         return [array, MPI.UINT16_T], sum_op("float16")
     return array, MPI_OPS[op]
@@ -56,6 +56,12 @@ def reduction(array, op: ReduceOp):
 def as_bytes(array):
     """The bytes of a contiguous array (host or device), as a 1-d view that MPI writes through."""
     return array.reshape(-1).view(np.uint8)
+
+
+def byte_spec(array) -> list:
+    """A contiguous array (host or device) as an MPI buffer of bytes, so that every dtype travels:
+    mpi4py counts them from the buffer (cheaper than ``as_bytes``' view: ~0.15 us against 0.45)."""
+    return [array, MPI.BYTE]
 
 
 def _host_bytes(tensor) -> np.ndarray:
@@ -106,7 +112,7 @@ class Collectives:
 
     def allgather_into_tensor(self, output, input):
         send, recv = Buffer(input, self.device_direct), Buffer(output, self.device_direct)
-        request = self.comm.Iallgather(as_bytes(send.array), as_bytes(recv.array))
+        request = self.comm.Iallgather(byte_spec(send.array), byte_spec(recv.array))
         return self._post(request, recv.store, lambda: f"all_gather_into_tensor({_describe(input)})", [output])
 
     def alltoall(self, outputs: list, inputs: list):
@@ -135,7 +141,7 @@ class Collectives:
         send_counts = np.array(input_splits, dtype=np.int64) * row
         recv_counts = np.array(output_splits, dtype=np.int64) * row
         if len(set(input_splits) | set(output_splits)) <= 1:  # equal blocks: MPICH's Alltoall beats its Alltoallv
-            request = self.comm.Ialltoall(as_bytes(send.array), as_bytes(recv.array))
+            request = self.comm.Ialltoall(byte_spec(send.array), byte_spec(recv.array))
         else:
             request = self.comm.Ialltoallv(
                 [as_bytes(send.array), (send_counts, _displacements(send_counts)), MPI.BYTE],
@@ -146,7 +152,7 @@ class Collectives:
     def gather(self, tensor, outputs: list | None, dst: int):
         send = Buffer(tensor, self.device_direct)
         recv = send.empty_like(self._size) if self._rank == dst else None
-        request = self.comm.Igather(as_bytes(send.array), None if recv is None else as_bytes(recv), root=dst)
+        request = self.comm.Igather(byte_spec(send.array), None if recv is None else byte_spec(recv), root=dst)
 
         def finish():
             if recv is not None and outputs is not None:
@@ -157,19 +163,19 @@ class Collectives:
     def scatter(self, tensor, inputs: list | None, src: int):
         recv = Buffer(tensor, self.device_direct)
         send = np.concatenate([_host_bytes(t) for t in inputs]) if inputs is not None else None
-        request = self.comm.Iscatter(send, as_bytes(recv.array), root=src)
+        request = self.comm.Iscatter(send, byte_spec(recv.array), root=src)
         return self._post(request, recv.store, f"scatter({_describe(tensor)}, src={src})", [tensor])
 
     # -- point to point ----------------------------------------------------------------------
     def send(self, tensor, dst: int, tag: int):
         buf = Buffer(tensor, self.device_direct)
-        request = self.comm.Isend(as_bytes(buf.array), dest=dst, tag=tag)
+        request = self.comm.Isend(byte_spec(buf.array), dest=dst, tag=tag)
         return self._post(request, None, f"send({_describe(tensor)}, dst={dst}, tag={tag})", [tensor])
 
     def recv(self, tensor, src: int | None, tag: int):
         buf = Buffer(tensor, self.device_direct)
         source = MPI.ANY_SOURCE if src is None else src
-        request = self.comm.Irecv(as_bytes(buf.array), source=source, tag=tag)
+        request = self.comm.Irecv(byte_spec(buf.array), source=source, tag=tag)
         return self._post(request, buf.store, f"recv({_describe(tensor)}, src={src}, tag={tag})", [tensor],
                           status=MPI.Status() if src is None else None)
 
