@@ -43,6 +43,8 @@ def check_list_len(ts: list, size: int, name: str, fn: str) -> None:
 
 def reduce_op(op, dtype, fn: str):
     """(the ReduceOp the process group runs, the PREMUL_SUM factor or None)."""
+    if op is ReduceOp.SUM:  # every dtype sums; the common case skips the checks below
+        return op, None
     if isinstance(op, PremulSum):
         if not dtype.is_floating_point:
             raise TypeError(f"{fn}: ReduceOp.PREMUL_SUM scales floating-point tensors, got {dtype.name}")

@@ -111,6 +111,8 @@ def group_rank(pg: ProcessGroup, global_rank: int | None, rank_in_group: int | N
         r = rank_in_group
     elif global_rank is None:
         raise ValueError(f"{fn}: Must specify {role} or group_{role}")
+    elif pg.global_ranks is None and type(global_rank) is int and 0 <= global_rank < pg.size():
+        return global_rank  # the world's group, whose ranks are the global ones: no list to build
     else:
         ranks = ranks_of(pg)
         if global_rank not in ranks:
