@@ -98,7 +98,7 @@ def make_backend(name: str = NAME, aliases=("cpu",), host_memory: bool = True) -
 # all of this in step.
 C_KERNEL_OPS = frozenset({"_fused_adam_",
                           "adam_step_", "batch_norm", "batch_norm_backward", "batch_norm_weight_grad", "conv2d",
-                          "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
+                          "conv2d_input_grad", "conv2d_weight_grad", "cross_entropy", "cross_entropy_backward",
                           "fold", "gelu", "gelu_backward", "index_select", "layer_norm", "layer_norm_backward",
                           "layer_norm_weight_grad", "lstm_layer", "lstm_layer_backward", "max_pool2d",
                           "max_pool2d_backward", "relu", "scaled_dot_product_attention",
@@ -108,6 +108,7 @@ _KERNEL_TESTS = {
     **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),
     **dict.fromkeys(("_fused_adam_", "_fused_sgd_"), "tests/optim/test_foreach_adamw.py"),
     **dict.fromkeys(("conv2d", "conv2d_weight_grad"), "tests/ops/test_native_conv.py"),
+    "conv2d_input_grad": "tests/ops/test_native_conv_input_grad.py",
     **dict.fromkeys(("cross_entropy", "cross_entropy_backward"), "tests/ops/test_fused_cross_entropy.py"),
     "fold": "tests/ops/test_fused_fold.py",
     **dict.fromkeys(("gelu", "gelu_backward"), "tests/ops/test_gelu_kernels.py"),

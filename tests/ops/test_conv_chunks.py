@@ -33,6 +33,10 @@ def images_per_chunk(request, monkeypatch):
         seen.append(out)
         return out
     monkeypatch.setattr(conv, "batch_chunks", chunks)
+    from plugtorch_backends.numpy_backend import native
+    if native.kernels():  # the NumPy backend's kernels chunk the same way where they take these shapes
+        from plugtorch_backends.numpy_backend.native import conv as native_conv
+        monkeypatch.setattr(native_conv, "batch_chunks", chunks)
     return k, seen
 
 

@@ -92,7 +92,7 @@ def kernels() -> dict:
     from . import activation, norm
     from .activation import gelu, gelu_backward, relu, sigmoid_backward, tanh_backward, threshold_backward
     from .attention import ATTENTION_KERNELS
-    from .conv import conv2d, conv2d_weight_grad, fold
+    from .conv import conv2d, conv2d_input_grad, conv2d_weight_grad, fold
     from .gather import index_select
     from .loss import cross_entropy, cross_entropy_backward
     from .optim import _fused_adam_, adam_step_
@@ -100,7 +100,8 @@ def kernels() -> dict:
     from .rnn import rnn_kernels
     return {**rnn_kernels(), **ATTENTION_KERNELS, "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward,
             "fold": fold,
-            "conv2d": conv2d, "conv2d_weight_grad": conv2d_weight_grad, "adam_step_": adam_step_,
+            "conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad, "conv2d_weight_grad": conv2d_weight_grad,
+            "adam_step_": adam_step_,
             "_fused_adam_": _fused_adam_, "cross_entropy": cross_entropy,
             "cross_entropy_backward": cross_entropy_backward,
             "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,

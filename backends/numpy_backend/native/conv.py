@@ -1,4 +1,5 @@
-"""conv2d's forward and weight gradient with a C im2col, and fold (col2im) in C.
+"""conv2d's forward and weight gradient with a C im2col, its input gradient through the forward's
+native GEMM, and fold (col2im) in C.
 
 The ops' decompositions (``plugtorch/core/ops/conv.py``) pad the input, then copy the patches
 out of a window view; the C loop writes the same patch matrix straight from the unpadded input.
@@ -96,6 +97,48 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
         gw = part if gw is None else gw + part
     assert gw is not None, "batch_chunks gives at least one chunk"
     return np.ascontiguousarray(gw.reshape(o, cg, kh, kw))
+
+
+def conv2d_input_grad(grad_output, weight, *, input_shape, stride, padding, dilation, groups):
+    """The input gradient. With stride 1 and groups 1 it is a convolution of the output gradient with
+    the weight flipped and its channel axes swapped, padded by ``d * (k - 1) - p``: that runs in the
+    forward's native GEMM, which packs its patches from the gradient itself, with neither the
+    decomposition's (C*kh*kw, OH*OW) patch gradient per image nor fold's scatter. Its sums run over
+    (output channel, kernel offset) in one chain, so values differ from the decomposition's in the
+    last bits. Elsewhere (strides, groups, other dtypes, padding past the kernel's reach, or where
+    the GEMM rule sends the product to BLAS) the decomposition's products and fold, as it makes them."""
+    n, c, h, w = input_shape
+    o, cg, kh, kw = weight.shape
+    oh, ow = grad_output.shape[2:]
+    flipped = tuple(d * (k - 1) - p for d, k, p in zip(dilation, (kh, kw), padding))
+    if groups == 1 and tuple(stride) == (1, 1) and min(flipped) >= 0 and grad_output.dtype == weight.dtype \
+            and (oh, ow) == (h + 2 * padding[0] - dilation[0] * (kh - 1), w + 2 * padding[1] - dilation[1] * (kw - 1)):
+        # (C, O, kh, kw), the kernel turned half a circle: a small copy (the weight, not the activations)
+        wt = np.ascontiguousarray(weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(c, o * kh * kw)
+        dx = np.empty((n, c, h * w), dtype=grad_output.dtype)
+        if n * c == 0 or gemm.conv2d(grad_output, wt, dx, (kh, kw), (1, 1), flipped, dilation):
+            return dx.reshape(n, c, h, w)
+    return _input_grad_products(grad_output, weight, input_shape, stride, padding, dilation, groups)
+
+
+def _input_grad_products(grad_output, weight, input_shape, stride, padding, dilation, groups):
+    """The decomposition's input gradient: W^T @ grad per image and batch chunk, folded back."""
+    n, c, h, w = input_shape
+    o, cg, kh, kw = weight.shape
+    oh, ow = grad_output.shape[2:]
+    per = oh * ow
+    wmat_t = weight.reshape(groups, o // groups, cg * kh * kw).swapaxes(1, 2)  # (G, K, O/G)
+    padded = (h + 2 * padding[0], w + 2 * padding[1])
+    parts = []
+    for a, b in batch_chunks(n, c * kh * kw * per * grad_output.dtype.itemsize):
+        g = np.reshape(grad_output[a:b], (b - a, groups, o // groups, per))
+        dcols = matmul(wmat_t, g).reshape(b - a, c, kh, kw, oh, ow).transpose(0, 1, 4, 5, 2, 3)
+        parts.append(fold(dcols, shape=(b - a, c) + padded, window=(kh, kw), strides=tuple(stride),
+                          dilation=tuple(dilation)))
+    dx = parts[0] if len(parts) == 1 else np.concatenate(parts, 0)
+    if any(padding):  # the padding's share dropped, contiguous as torch's gradient
+        dx = np.ascontiguousarray(dx[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w])
+    return dx
 
 
 def fold(cols, *, shape, window, strides, dilation):
