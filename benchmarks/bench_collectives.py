@@ -20,10 +20,13 @@ on float32 NumPy arrays and plugtorch tensors sharing their memory (equally warm
 The size is the largest buffer of the call, as nccl-tests count it: all_reduce's tensor (of
 zeros, so that repeated in-place sums stay finite), all_gather's output,
 reduce_scatter's input, each rank's whole all_to_all input, the broadcast or sent tensor.
-Bandwidth is size / time (algorithm bandwidth). The two are timed in interleaved rounds
+Bandwidth is size / time (algorithm bandwidth). They are timed in interleaved rounds
 (alternating which goes first), each round the slowest rank's mean over a few calls; the
 table gives the median time of each and ``plug/raw``, the median over rounds of raw time /
-plugtorch time in the same round (1.0: as fast as raw MPI). The load average is printed,
+plugtorch time in the same round (1.0: as fast as raw MPI). ``posted`` is raw mpi4py's
+non-blocking call waited on at once (``Iallreduce(...).Wait()``, ...), the MPI call plugtorch
+makes: raw against posted is MPI's own price for the non-blocking algorithm, posted against
+plug plugtorch's. The load average is printed,
 since other processes may share the cores.
 
 Over a link, with all_reduce among the ops, the alpha-beta model of docs/distributed.md
@@ -73,40 +76,50 @@ def worker(op: str, sizes: list[float], rounds: int) -> None:
         if op == "all_reduce":
             big[:] = 0  # summed in place over and over: zeros stay finite and normal
             raw = lambda: comm.Allreduce(MPI.IN_PLACE, big, MPI.SUM)
+            posted = lambda: comm.Iallreduce(MPI.IN_PLACE, big, MPI.SUM).Wait()
             plug = lambda: dist.all_reduce(t_big)
         elif op == "all_gather":
             raw = lambda: comm.Allgather(small, out_big)
+            posted = lambda: comm.Iallgather(small, out_big).Wait()
             plug = lambda: dist.all_gather_into_tensor(t_out, t_small)
         elif op == "reduce_scatter":
             raw = lambda: comm.Reduce_scatter_block(big, small, MPI.SUM)
+            posted = lambda: comm.Ireduce_scatter_block(big, small, MPI.SUM).Wait()
             plug = lambda: dist.reduce_scatter_tensor(t_small, t_big)
         elif op == "broadcast":
             raw = lambda: comm.Bcast(big, root=0)
+            posted = lambda: comm.Ibcast(big, root=0).Wait()
             plug = lambda: dist.broadcast(t_big, src=0)
         elif op == "all_to_all":
             raw = lambda: comm.Alltoall(big, out_big)
+            posted = lambda: comm.Ialltoall(big, out_big).Wait()
             plug = lambda: dist.all_to_all_single(t_out, t_big)
         elif op == "send_recv":
             if peer >= world:
                 raise SystemExit("send_recv pairs ranks (0, 1), (2, 3), ...: run an even number of ranks")
             if rank % 2 == 0:
                 raw = lambda: comm.Send(big, dest=peer)
+                posted = lambda: comm.Isend(big, dest=peer).Wait()
                 plug = lambda: dist.send(t_big, dst=peer)
             else:
                 raw = lambda: comm.Recv(big, source=peer)
+                posted = lambda: comm.Irecv(big, source=peer).Wait()
                 plug = lambda: dist.recv(t_big, src=peer)
         else:
             raise SystemExit(f"unknown op {op!r}; one of {', '.join(OPS)}")
         reps = max(2, int(16 / mb))
-        raw(), plug()  # warm up: connections, registrations, first-touch pages
-        times: dict[str, list[float]] = {"raw": [], "plug": []}
+        raw(), posted(), plug()  # warm up: connections, registrations, first-touch pages
+        fns = {"raw": raw, "posted": posted, "plug": plug}
+        times: dict[str, list[float]] = {name: [] for name in fns}
         for i in range(rounds):
-            for name, fn in ((("raw", raw), ("plug", plug)) if i % 2 else (("plug", plug), ("raw", raw))):
-                times[name].append(timed(fn, reps))
+            order = ("raw", "posted", "plug") if i % 2 else ("plug", "posted", "raw")
+            for name in order:
+                times[name].append(timed(fns[name], reps))
         if rank == 0:
-            raw_t, plug_t = np.median(times["raw"]), np.median(times["plug"])
+            raw_t, posted_t, plug_t = (np.median(times[name]) for name in fns)
             ratio = float(np.median(np.array(times["raw"]) / np.array(times["plug"])))
-            print(f"RESULT {op} {world} {mb:g} {mb / raw_t:.0f} {mb / plug_t:.0f} {ratio:.3f}", flush=True)
+            print(f"RESULT {op} {world} {mb:g} {mb / raw_t:.0f} {mb / posted_t:.0f} {mb / plug_t:.0f} {ratio:.3f}",
+                  flush=True)
 
 
 def driver(args) -> None:
@@ -115,7 +128,8 @@ def driver(args) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     print(f"load average {os.getloadavg()}; link: {args.link or 'memory (one host)'}; MB = 2**20 bytes; "
           f"MB/s = size / median time of {args.rounds} rounds; plug/raw = median of per-round raw/plugtorch time")
-    print(f"{'op':>15} {'ranks':>5} {'size MB':>8} {'raw MB/s':>9} {'plug MB/s':>10} {'plug/raw':>9}")
+    print(f"{'op':>15} {'ranks':>5} {'size MB':>8} {'raw MB/s':>9} {'posted MB/s':>12} {'plug MB/s':>10} "
+          f"{'plug/raw':>9}")
     seconds: dict[tuple[str, float], float] = {}  # (op, MB) -> plugtorch's median time on 2 ranks
     for op in args.ops.split(","):
         for n in (int(r) for r in args.ranks.split(",")):
@@ -134,8 +148,8 @@ def driver(args) -> None:
             if result.returncode != 0 or not rows:
                 print(f"{op} on {n} ranks failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
                 continue
-            for name, world, mb, raw_bw, plug_bw, ratio in rows:
-                print(f"{name:>15} {world:>5} {mb:>8} {raw_bw:>9} {plug_bw:>10} {ratio:>9}", flush=True)
+            for name, world, mb, raw_bw, posted_bw, plug_bw, ratio in rows:
+                print(f"{name:>15} {world:>5} {mb:>8} {raw_bw:>9} {posted_bw:>12} {plug_bw:>10} {ratio:>9}", flush=True)
                 if world == "2":
                     seconds[name, float(mb)] = float(mb) / float(plug_bw)
     print(f"load average {os.getloadavg()}")
