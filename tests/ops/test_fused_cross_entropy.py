@@ -88,3 +88,38 @@ def test_native_kernels_on_awkward_rows(case, reduction):
         want_grad = _cross_entropy_backward(pt.tensor(g), pt.tensor(x.copy()), pt.tensor(t), None, **attrs).numpy()
     np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-6)
     np.testing.assert_allclose(grad, want_grad, rtol=2e-6, atol=1e-6)
+
+
+@NATIVE
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("c", [37, 2000])  # whole 16-lane blocks and a tail; a language model's vocabulary
+@pytest.mark.parametrize("case", ["plain", "strided", "-inf entries", "+inf", "all -inf", "nan ignored"])
+def test_native_kernels_on_wide_rows_match_torch(case, c, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((12, c)) * 4).astype(dtype)
+    t = rng.integers(0, c, 12)
+    t[::5] = -100
+    if case == "strided":
+        x = np.ascontiguousarray(x.T).T[:, ::-1]
+    elif case == "-inf entries":    # masked classes: exp(-inf) = 0, the rest as usual
+        x[:, ::3] = -np.inf
+        t[t % 3 == 0] += 1
+        t[t >= c] = 1
+    elif case == "+inf":            # NaN rows, as torch's log_softmax gives them
+        x[1, 4] = x[3, 0] = np.inf
+    elif case == "all -inf":
+        x[2] = -np.inf
+    else:                           # NaN in an ignored row still gives a NaN gradient row, as torch's
+        x[0, 7] = np.nan
+    for reduction in ("mean", "sum", "none"):
+        attrs = dict(ignore_index=-100, reduction=reduction, label_smoothing=0.0)
+        out = NATIVE_KERNELS["cross_entropy"](x, t, None, **attrs)
+        g = np.asarray(rng.standard_normal(out.shape), dtype=dtype)
+        grad = NATIVE_KERNELS["cross_entropy_backward"](g, x, t, None, **attrs)
+        tx = torch.tensor(x.copy(), requires_grad=True)
+        want = torch.nn.functional.cross_entropy(tx, torch.tensor(t), reduction=reduction)
+        want.backward(torch.tensor(g))
+        tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(out, want.detach().numpy(), **tol)
+        np.testing.assert_allclose(grad, tx.grad.numpy(), **tol)

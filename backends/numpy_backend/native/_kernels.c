@@ -683,12 +683,18 @@ static PyObject *cross_entropy(PyObject *self, PyObject *args)
     }
     Py_ssize_t n = bufs[0].view.shape[0], c = bufs[0].view.shape[1], r;
     const long long *t = bufs[2].view.buf;
+    void *row = PyMem_RawMalloc((size_t)(c ? c : 1) * (size_t)bufs[0].view.itemsize); /* a row's exponentials */
+    if (row == NULL) {
+        release(bufs, 3);
+        return PyErr_NoMemory();
+    }
     Py_BEGIN_ALLOW_THREADS
     if (kind == 'f')
-        r = ce_fwd_f(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf);
+        r = ce_fwd_f(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf, row);
     else
-        r = ce_fwd_d(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf);
+        r = ce_fwd_d(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf, row);
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(row);
     release(bufs, 3);
     return r < 0 ? bad_target(r) : PyLong_FromSsize_t(r);
 }
