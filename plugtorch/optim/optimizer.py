@@ -235,7 +235,7 @@ class Optimizer:
                 index.setdefault(id(p), len(index))
             packed["params"] = [index[id(p)] for p in group["params"]]
             groups.append(packed)
-        state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
+        state = {index[id(p)]: _saved_scalars(s) for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -280,9 +280,33 @@ def _copy_state(sd):
     return sd
 
 
+# per-parameter scalars that torch keeps as 0-d tensors (step; NAdam's mu_product; ASGD's eta and
+# mu) and plugtorch as Python numbers, which its update reads without a tensor's item() per step
+_SCALAR_STATE = frozenset({"step", "mu_product", "eta", "mu"})
+
+
+def _saved_scalars(state):
+    """``state`` as torch saves it: the scalars above as 0-d tensors in torch's scalar dtype
+    (float32, or float64 where that is the default dtype), so that torch's optimizers load it;
+    the live dict itself where there are none."""
+    if not any(type(state.get(k)) in (int, float) for k in _SCALAR_STATE):
+        return state
+    from ..core.dtypes import float32, float64, get_default_dtype
+    from ..core.ops.creation import tensor
+    dtype = float64 if get_default_dtype() is float64 else float32
+    return {k: tensor(float(v), dtype=dtype) if k in _SCALAR_STATE and type(v) in (int, float) else v
+            for k, v in state.items()}
+
+
 def _cast_like(param, key, value):
-    """State tensors follow the parameter's dtype and backend; the step counter stays as saved."""
-    if not isinstance(value, Tensor) or key == "step":
+    """State tensors follow the parameter's dtype and backend; the scalars (torch's 0-d tensors)
+    become the Python numbers the updates read: step an int, the others floats."""
+    if key in _SCALAR_STATE:
+        if isinstance(value, Tensor):
+            value = value.item()
+            return int(value) if key == "step" else float(value)
+        return value
+    if not isinstance(value, Tensor):
         return value
     if value.is_floating_point():
         return value.to(dtype=param.dtype, device=param.backend)
