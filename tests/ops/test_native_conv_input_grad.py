@@ -131,7 +131,65 @@ def test_gradcheck(stride, padding, one_thread, monkeypatch):
     real = gemm.conv2d
     monkeypatch.setattr(gemm, "conv2d", lambda *a: ran.append(real(*a)) or ran[-1])
     rng = np.random.default_rng(5)
-    x = pt.tensor(rng.standard_normal((2, 3, 8, 8)), requires_grad=True)  # 64 columns: the GEMM's rule takes it
-    w = pt.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
+    took = []
+    real_takes = gemm.takes
+    monkeypatch.setattr(gemm, "takes", lambda *a: took.append(real_takes(*a)) or took[-1])
+    x = pt.tensor(rng.standard_normal((2, 4, 8, 8)), requires_grad=True)  # 64 columns: the GEMM's rule takes it
+    w = pt.tensor(rng.standard_normal((4, 4, 3, 3)), requires_grad=True)
     assert pt.autograd.gradcheck(lambda a, b: pt.nn.functional.conv2d(a, b, stride=stride, padding=padding), (x, w))
     assert (True in ran) == (stride == (1, 1))  # the input gradient's flipped convolution was checked
+    assert (True in took) == (stride == (1, 1))  # and the weight gradient's per-image products (64 positions)
+
+
+# -- the weight gradient's per-image native products --------------------------------------------
+
+WEIGHT_CASES = [  # in, out, kernel, stride, padding, dilation, groups, input size; 64+ output positions
+    (16, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 11)),
+    (8, 6, (3, 2), (2, 1), (2, 0), (2, 1), 1, (19, 9)),       # strided, dilated, uneven
+    (32, 16, (1, 1), (2, 2), (0, 0), (1, 1), 1, (16, 17)),    # 1x1, strided
+    (3, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1, (8, 8)),        # 27 patch rows: BLAS's batch product
+]
+PER_IMAGE = [True, True, True, False]  # whether the native per-image products take each case
+
+
+def _torch_weight_grad(case, x, w, gy):
+    _, _, _, stride, padding, dilation, groups, _ = case
+    tw = torch.tensor(w, requires_grad=True)
+    torch.nn.functional.conv2d(torch.tensor(x), tw, None, stride, padding, dilation, groups).backward(torch.tensor(gy))
+    return tw.grad.numpy()
+
+
+@pytest.mark.parametrize("chunk", [1 << 30, 1], ids=["one-chunk", "image-by-image"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case, per_image", zip(WEIGHT_CASES, PER_IMAGE), ids=str)
+def test_the_weight_gradient_is_torchs(case, per_image, dtype, chunk, one_thread, monkeypatch):
+    from plugtorch_backends.numpy_backend.native import conv, gemm
+    monkeypatch.setattr(conv, "_CACHED_PATCHES", chunk)
+    ran = []
+    real = gemm.takes
+    monkeypatch.setattr(gemm, "takes", lambda *a: ran.append(real(*a)) or ran[-1])
+    x, w, gy = _data(case, dtype, seed=6)
+    _, _, _, stride, padding, dilation, groups, _ = case
+    got = KERNELS["conv2d_weight_grad"](gy, x, weight_shape=w.shape, stride=stride, padding=padding,
+                                        dilation=dilation, groups=groups)
+    assert ran == [per_image]
+    assert got.shape == w.shape and got.dtype == w.dtype and got.flags.c_contiguous
+    terms = 3 * gy.shape[2] * gy.shape[3]
+    tol = (1e-5 if dtype == np.float32 else 1e-12) * terms
+    np.testing.assert_allclose(got, _torch_weight_grad(case, x, w, gy), rtol=1e-5, atol=tol)
+    # a non-contiguous output gradient and input: the same values
+    gy_t = np.ascontiguousarray(gy.swapaxes(0, 1)).swapaxes(0, 1)
+    x_t = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)
+    np.testing.assert_array_equal(KERNELS["conv2d_weight_grad"](gy_t, x_t, weight_shape=w.shape, stride=stride,
+                                                                padding=padding, dilation=dilation, groups=groups),
+                                  got)
+
+
+def test_the_weight_gradient_through_autograd(one_thread):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 8, 10, 10)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    ours, theirs = pt.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+    (pt.nn.functional.conv2d(pt.tensor(x), ours, padding=1) ** 2).sum().backward()
+    (torch.nn.functional.conv2d(torch.tensor(x), theirs, padding=1) ** 2).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-2)
