@@ -20,7 +20,10 @@ _AN_ARRAY: Any = ...
 
 
 def relu(x):
-    return np.maximum(x, 0, out=_AN_ARRAY)
+    if x.dtype.kind in "biu":
+        return np.maximum(x, 0, out=_AN_ARRAY)
+    # torch's x < 0 ? 0 : x: nan stays nan and -0 stays -0 (NumPy's maximum gives +0 there)
+    return np.where(x < 0, x.dtype.type(0), x)
 
 
 def sigmoid(x):

@@ -37,8 +37,6 @@ KNOWN = {
     # the sign of a zero inside the band depends on where torch's element sits: its vectorised
     # loop gives +0.0 (as plugtorch), its scalar tail x * 0 (-0.0 for a negative x)
     **{("F", "softshrink", dt): {-0.0, -0.5} for dt in ("float32", "float64")},
-    # relu(-0.0): torch keeps -0.0, plugtorch's (NumPy's maximum, in the native kernel) gives +0.0
-    **{(ns, "relu", dt): {-0.0} for ns in ("", "F") for dt in ("float32", "float64")},
     # far out, both are rounding noise; in float64, SciPy's J0(3) and J1(3) are the correctly
     # rounded ones (torch's differ by 2e-11 relative)
     **{("special", f, dt): {1e30, -1e30, 3.0, -3.0} for f in ("bessel_j0", "bessel_j1")
@@ -249,3 +247,27 @@ def test_logical_ops_refuse_a_number_while_an_fx_proxy_lives():
     with pytest.raises(TypeError, match=r"gcd\(\): argument 'other' \(position 2\) must be Tensor, not int"):
         plugtorch.gcd(plugtorch.tensor([4, 6]), 2)
     assert plugtorch.gcd(x, x).node.target is plugtorch.gcd
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_family_keeps_the_sign_of_zero_as_torch(torch, dtype):
+    """relu is x < 0 ? 0 : x (torch's): -0.0 stays -0.0 and nan stays nan, through the native
+    kernel (C-ordered), NumPy's (a strided view), the decomposition (under a mode), in place, and
+    in relu6, hardtanh, leaky_relu and elu; the gradient at +-0 is 0."""
+    values = [-0.0, 0.0, math.nan, -math.inf, math.inf, -1e-45, 1e-45, -2.0, 3.0, 7.0]
+    x, tx = plugtorch.tensor(values, dtype=getattr(plugtorch, dtype)), torch.tensor(values, dtype=getattr(torch, dtype))
+    F, TF = plugtorch.nn.functional, torch.nn.functional
+    cases = [(F.relu(x), TF.relu(tx)), (plugtorch.relu(x.reshape(2, 5).t()), torch.relu(tx.reshape(2, 5).t())),
+             (x.clone().relu_(), tx.clone().relu_()), (F.relu6(x), TF.relu6(tx)), (F.hardtanh(x), TF.hardtanh(tx)),
+             (F.leaky_relu(x), TF.leaky_relu(tx)), (F.elu(x), TF.elu(tx))]
+    with plugtorch.autograd.forward_ad.dual_level():  # a mode: the op's decomposition, not a kernel
+        dual = plugtorch.autograd.forward_ad.make_dual(x, plugtorch.ones_like(x))
+        cases.append((plugtorch.autograd.forward_ad.unpack_dual(F.relu(dual)).primal.detach(), TF.relu(tx)))
+    for i, (ours, theirs) in enumerate(cases):
+        assert _agree(ours.numpy(), theirs.numpy(), dtype).all(), (i, ours.numpy(), theirs.numpy())
+    grads = []
+    for lib, t in ((plugtorch, x), (torch, tx)):
+        t = t.clone().requires_grad_(True)
+        lib.relu(t).backward(lib.ones_like(t))
+        grads.append(t.grad.numpy())
+    np.testing.assert_array_equal(*grads)

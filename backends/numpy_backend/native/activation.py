@@ -3,7 +3,7 @@ decomposition is a comparison, a cast and a multiply, three passes and two tempo
 every activation), tanh_backward and sigmoid_backward (three passes each in fused.py); erf, the
 primitive NumPy has no ufunc for, is libm's.
 
-relu is NumPy's ``maximum(x, 0)`` (fused.py), the same values (+0 for -0, nan for nan), with
+relu is torch's ``x < 0 ? 0 : x`` (fused.py's, the same values: -0 for -0, nan for nan), with
 its loop split over the pool's threads: on 2 threads a CNN's first activation (3.2 MB) takes
 about half as long as NumPy's one-thread pass."""
 from __future__ import annotations

@@ -174,13 +174,13 @@ VECTOR_CLONES static void FN(adam)(T *restrict p, const T *restrict gr, T *restr
 
 /* -- relu ------------------------------------------------------------------------------------ */
 
-/* max(x, 0) as NumPy's maximum gives it: x where x > 0 or x is nan, else +0 (also for -0). A
- * select, which vectorises. */
+/* max(x, 0) as torch's relu gives it: 0 where x < 0, else x (so nan stays nan and -0 stays -0).
+ * A select, which vectorises. */
 static void FN(relu)(const T *restrict x, T *restrict out, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         T v = x[i];
-        out[i] = (v > 0 || v != v) ? v : 0;
+        out[i] = v < 0 ? 0 : v;
     }
 }
 

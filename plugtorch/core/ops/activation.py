@@ -48,9 +48,9 @@ def _relu_rule(ctx, g):
 @op(derivative=_relu_rule, save="output", exposed=_EVERYWHERE, inplace=True, jvp=diagonal(_relu_rule))
 def relu(input):
     """max(x, 0); the gradient at 0 is 0."""
-    # 0 where x <= 0, so nan stays nan (as torch's relu and NumPy's maximum give it; a test of
-    # x > 0 would turn it into 0) and -0 gives +0 (NumPy's maximum; torch keeps -0)
-    return ew.where(ew.le(input, 0), 0, input)
+    # 0 where x < 0, so nan stays nan (a test of x > 0 would turn it into 0) and -0 stays -0,
+    # as torch's relu gives them
+    return ew.where(ew.lt(input, 0), 0, input)
 
 
 def _threshold_backward_rule(ctx, g):
