@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import builtins
 
+from .. import anomaly
+from ..dispatch import edge
 from ..dtypes import bool_, int64
-from ..optable import Done, op
+from ..grad_mode import _state as _grad_state
+from ..grad_mode import no_grad
+from ..graph import Node, OutputNode
+from ..optable import MODES, Done, op
 from ..tensor import Tensor, _wrap_dim
 from . import elementwise as ew
 from ._args import shape_args
 from ._jvp import linear
-from .creation import arange, tensor, zeros_like
+from .creation import arange, tensor, zeros, zeros_like
 from .index import index_select
 from .shape import cat, clone, permute
 
@@ -167,11 +172,58 @@ def split(tensor, split_size_or_sections, dim=0):
             raise RuntimeError(
                 f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
                 f"dimension {d}), but got split_sizes={sizes}")
+    if tensor.requires_grad and _grad_state.enabled and not MODES.on:
+        with no_grad():
+            pieces = _pieces(tensor, d, sizes)
+        return _share_node(pieces, tensor, d, sizes, isinstance(split_size_or_sections, builtins.int))
+    return _pieces(tensor, d, sizes)
+
+
+def _pieces(tensor, d, sizes):
     out, start = [], 0
     for s in sizes:
         out.append(_slice_along(tensor, d, start, start + s))
         start += s
     return tuple(out)
+
+
+class _SplitNode(Node):
+    """The one node of a split's pieces (torch's SplitBackward0 / SplitWithSizesBackward0), reached
+    through an OutputNode per piece: the engine hands its rule the pieces' gradients as a list."""
+
+    __slots__ = ("n_outputs",)
+
+
+_SPLIT_NODES = {even: type(name, (_SplitNode,), {"__slots__": (), "__module__": "plugtorch.core.graph"})
+                for even, name in ((True, "SplitBackward0"), (False, "SplitWithSizesBackward0"))}
+
+
+def _split_rule(ctx, grads):
+    """The input's gradient as one ``cat`` of the pieces' (zeros only for a piece none reached):
+    each piece's own gradient, as a slice's, is a zero tensor the size of the whole, and the
+    engine summed one per piece (three full-size buffers for a transformer's q, k, v)."""
+    d, sizes = ctx.attrs["dim"], ctx.attrs["sizes"]
+    shape, dtype = ctx.meta[0]
+    device = next(g for g in grads if g is not None).device
+    parts = []
+    for g, s in zip(grads, sizes):
+        if g is None:
+            g = zeros(tuple(shape[:d]) + (s,) + tuple(shape[d + 1:]), dtype=dtype, device=device)
+        parts.append(g)
+    return cat(parts, d)
+
+
+def _share_node(pieces, tensor, d, sizes, even):
+    """``pieces`` (views made without a graph) given one node whose rule is ``_split_rule``."""
+    node = _SPLIT_NODES[even]("split", _split_rule, (edge(tensor),), ((tensor._data.shape, tensor.dtype),),
+                              None, None, {"dim": d, "sizes": tuple(sizes)})
+    node.n_outputs = len(pieces)
+    if anomaly._state.enabled:
+        node.trace = anomaly.creation_trace()
+    for i, piece in enumerate(pieces):
+        piece.grad_fn = OutputNode(node, i)
+        piece.requires_grad = True
+    return pieces
 
 
 @op(multi_output=True, exposed=_EVERYWHERE)
