@@ -77,13 +77,14 @@ class Engine:
             self.thread = threading.Thread(target=self._run, name="plugtorch-mpi", daemon=True)
             self.thread.start()
             atexit.register(self.stop)  # before mpi4py finalises MPI
+        self.quiet_waits = self.thread is not None and not self.sleep_in_wait  # see post
 
     # -- the main thread's side ----------------------------------------------------------
     def post(self, work, waited: bool = False) -> None:
         """Number ``work`` and give it its deadline; ``waited``: its caller waits on it at once."""
         # claimed now, no thread woken, where the caller will spin on it itself; where it
         # sleeps, the thread completes the work and must hear of it
-        quiet = waited and self.thread is not None and not self.sleep_in_wait
+        quiet = waited and self.quiet_waits
         with self.lock:
             self.seq += 1
             work.seq = self.seq

@@ -60,17 +60,20 @@ class MPIWork(Work):
             return True
         if timeout is None:
             self.engine.wait(self)
-        else:
-            seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
-            deadline = time.monotonic() + seconds
-            while not self.engine.test(self):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"collective #{self.seq} {self.what} did not complete within {seconds:g} s "
-                                       "(Work.wait(timeout=)); are all ranks calling the same collectives in "
-                                       "the same order?")
-                if self.engine.thread is None:
-                    self.engine.service()
-                time.sleep(POLL_S)
+            self.finished = True  # _finish's work inline: a waited collective's every call counts
+            if self.finish is not None:
+                self.finish()
+            return True
+        seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+        deadline = time.monotonic() + seconds
+        while not self.engine.test(self):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"collective #{self.seq} {self.what} did not complete within {seconds:g} s "
+                                   "(Work.wait(timeout=)); are all ranks calling the same collectives in "
+                                   "the same order?")
+            if self.engine.thread is None:
+                self.engine.service()
+            time.sleep(POLL_S)
         self._finish()
         return True
 
