@@ -47,3 +47,10 @@ def test_the_watchdog_covers_new_ops_on_subgroups(op, what):
     assert f"{what} did not complete within 2 s" in result.stderr, result.stderr
     assert "Ranks that did not arrive: [1]" in result.stderr
     assert "was not stopped" not in result.stdout
+
+
+@needs_mpi
+def test_byte_moving_ops_carry_every_dtype():
+    """all_gather_into_tensor, gather, scatter, send/recv and all_to_all_single hand MPI byte
+    specs: bfloat16, bool, complex and int8 arrive bit for bit on 3 ranks."""
+    check(launch(3, "byte_dtypes.py", timeout=60), 3)
