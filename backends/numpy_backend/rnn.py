@@ -90,7 +90,9 @@ def make_kernels(forward_step=forward_step, backward_step=backward_step):
     def lstm_layer_backward(grad_state, c0, weight_hh, state, *, reverse):
         _, steps, batch, hidden = state.shape
         grad_state, state = np.ascontiguousarray(grad_state), np.ascontiguousarray(state)
-        out = np.zeros((steps + 1, batch, 4 * hidden), state.dtype)
+        # every step writes its row whole; only the last row's tail past dh, dc needs zeros
+        out = np.empty((steps + 1, batch, 4 * hidden), state.dtype)
+        out[steps, :, 2 * hidden:] = 0
         dh = np.zeros((batch, hidden), state.dtype)
         dc = np.zeros((batch, hidden), state.dtype)
         c0 = np.ascontiguousarray(c0)
