@@ -2,7 +2,8 @@
 
 All are compositions of the movement primitives (slices, reshape, permute,
 broadcast, pad), so their gradients come from those ops' rules; ``flip`` and
-``pad`` record their own (cheaper) adjoints.
+``pad`` record their own (cheaper) adjoints, and ``split``/``chunk`` give their
+pieces one node whose rule concatenates the pieces' gradients.
 """
 from __future__ import annotations
 
