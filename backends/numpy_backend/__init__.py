@@ -108,7 +108,7 @@ _KERNEL_TESTS = {
     **dict.fromkeys(("adam_step_", "sgd_step_"), "tests/optim/test_fused_updates.py"),
     **dict.fromkeys(("_fused_adam_", "_fused_sgd_"), "tests/optim/test_foreach_adamw.py"),
     **dict.fromkeys(("conv2d", "conv2d_weight_grad"), "tests/ops/test_native_conv.py"),
-    "conv2d_input_grad": "tests/ops/test_native_conv_input_grad.py",
+    "conv2d_input_grad": "tests/ops/test_native_conv_grads.py",
     **dict.fromkeys(("cross_entropy", "cross_entropy_backward"), "tests/ops/test_fused_cross_entropy.py"),
     "fold": "tests/ops/test_fused_fold.py",
     **dict.fromkeys(("gelu", "gelu_backward"), "tests/ops/test_gelu_kernels.py"),

@@ -89,7 +89,7 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
     per = out[0] * out[1]
     k = cg * kh * kw
     if groups == 1 and input.dtype in FLOATS and grad_output.dtype == input.dtype and per >= 64 \
-            and gemm.takes(o, per, k):
+            and _batch_in_gemm(o, per, k):
         return _weight_grad_per_image(grad_output, input, weight_shape, out, stride, padding, dilation)
     product = weight_grad_product(o // groups, cg * kh * kw, n, per)
     gw = None
@@ -109,6 +109,12 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
         gw = part if gw is None else gw + part
     assert gw is not None, "batch_chunks gives at least one chunk"
     return np.ascontiguousarray(gw.reshape(o, cg, kh, kw))
+
+
+def _batch_in_gemm(m, k, n):
+    """Whether ``gemm.matmul`` runs a batch of (m x k) @ (k x n) products in the native kernel: its size
+    rule and one BLAS thread (a batch shares the kernel's fixed cost, so small products count too)."""
+    return gemm.ON and gemm.wins(m, k, n) and gemm._one_blas_thread()
 
 
 def _weight_grad_per_image(grad_output, input, weight_shape, out, stride, padding, dilation):

@@ -1,8 +1,9 @@
-"""conv2d's input gradient on the NumPy backend (``native/conv.py``): with stride 1 and groups 1 a
-convolution of the output gradient with the flipped weight in the native GEMM, elsewhere the
-decomposition's products and fold. Against torch (values and, through autograd, gradients) over
-strides, padding, dilation, 1x1 and odd sizes, groups, dtypes and layouts; which path ran; and
-gradcheck through the op."""
+"""conv2d's gradients on the NumPy backend (``native/conv.py``). The input gradient: with stride 1
+and groups 1 a convolution of the output gradient with the flipped weight in the native GEMM,
+elsewhere the decomposition's products and fold. The weight gradient: per-image native products
+where the GEMM takes them. Against torch (values and, through autograd, gradients) over strides,
+padding, dilation, 1x1 and odd sizes, groups, dtypes and layouts; which path ran; and gradcheck
+through the op."""
 from __future__ import annotations
 
 import numpy as np
@@ -126,14 +127,14 @@ def test_autograd_runs_the_kernel_and_matches_torch(numpy_kernel_calls, one_thre
 
 @pytest.mark.parametrize("stride, padding", [((1, 1), (1, 1)), ((2, 1), (0, 1))])
 def test_gradcheck(stride, padding, one_thread, monkeypatch):
-    from plugtorch_backends.numpy_backend.native import gemm
+    from plugtorch_backends.numpy_backend.native import conv, gemm
     ran = []
     real = gemm.conv2d
     monkeypatch.setattr(gemm, "conv2d", lambda *a: ran.append(real(*a)) or ran[-1])
     rng = np.random.default_rng(5)
     took = []
-    real_takes = gemm.takes
-    monkeypatch.setattr(gemm, "takes", lambda *a: took.append(real_takes(*a)) or took[-1])
+    real_takes = conv._batch_in_gemm
+    monkeypatch.setattr(conv, "_batch_in_gemm", lambda *a: took.append(real_takes(*a)) or took[-1])
     x = pt.tensor(rng.standard_normal((2, 4, 8, 8)), requires_grad=True)  # 64 columns: the GEMM's rule takes it
     w = pt.tensor(rng.standard_normal((4, 4, 3, 3)), requires_grad=True)
     assert pt.autograd.gradcheck(lambda a, b: pt.nn.functional.conv2d(a, b, stride=stride, padding=padding), (x, w))
@@ -163,11 +164,11 @@ def _torch_weight_grad(case, x, w, gy):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case, per_image", zip(WEIGHT_CASES, PER_IMAGE), ids=str)
 def test_the_weight_gradient_is_torchs(case, per_image, dtype, chunk, one_thread, monkeypatch):
-    from plugtorch_backends.numpy_backend.native import conv, gemm
+    from plugtorch_backends.numpy_backend.native import conv
     monkeypatch.setattr(conv, "_CACHED_PATCHES", chunk)
     ran = []
-    real = gemm.takes
-    monkeypatch.setattr(gemm, "takes", lambda *a: ran.append(real(*a)) or ran[-1])
+    real = conv._batch_in_gemm
+    monkeypatch.setattr(conv, "_batch_in_gemm", lambda *a: ran.append(real(*a)) or ran[-1])
     x, w, gy = _data(case, dtype, seed=6)
     _, _, _, stride, padding, dilation, groups, _ = case
     got = KERNELS["conv2d_weight_grad"](gy, x, weight_shape=w.shape, stride=stride, padding=padding,
