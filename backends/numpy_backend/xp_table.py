@@ -165,6 +165,39 @@ def torch_sign(xp, fn):
     return sign
 
 
+def torch_remainder(xp, fn):
+    """``fn`` (the namespace's remainder, or a call of it) giving a zero result torch's sign.
+    NumPy's remainder is Python's: a zero takes the divisor's sign; torch's takes fmod's result
+    and adds the divisor where the signs differ, so a zero keeps the dividend's (remainder(3, -3)
+    is +0.0, remainder(-0.0, 2) is -0.0). Non-zero results are the same."""
+    def remainder(x, y, **kwargs):
+        out = fn(x, y, **kwargs)
+        if out.dtype.kind not in "biu":  # complex input is refused by the core
+            xp.copyto(out, xp.copysign(out, x), where=out == 0)
+        return out
+    return remainder
+
+
+def refusing_integer_zero(xp, name, fn):
+    """``fn``, the integer division ``name`` (remainder, fmod, floor_divide), refusing a zero
+    divisor in integer dtypes as torch does (NumPy quietly gives 0 there); floats give inf or
+    nan as usual, and only integer operands pay the test."""
+    def divide(x, y, **kwargs):
+        if getattr(x, "dtype", None) is not None and x.dtype.kind in "iu":
+            if (not y) if type(y) is int else not xp.all(y):
+                raise RuntimeError(f"ZeroDivisionError: {name} of an integer tensor ({x.dtype}) by zero; "
+                                   "divide floating point tensors (.float()) to get inf or nan")
+        return fn(x, y, **kwargs)
+    return divide
+
+
+def _torch_integer_division(xp, table):
+    """The division primitives of ``table`` (kernels or out variants) made torch's in place."""
+    table["remainder"] = torch_remainder(xp, table["remainder"])
+    for name in ("remainder", "fmod", "floor_divide"):
+        table[name] = refusing_integer_zero(xp, name, table[name])
+
+
 def make_out_variants(xp, *, quiet: bool = True) -> dict:
     """primitive name -> ``fn(*arrays, out=buffer)``, the elementwise primitives writing into a
     buffer of their result's shape and dtype (``Backend.out_variants``): plugtorch.compile
@@ -176,6 +209,7 @@ def make_out_variants(xp, *, quiet: bool = True) -> dict:
     variants = {name: (ignoring_fp_errors if quiet and name in _QUIET else plain)(getattr(xp, ufunc))
                 for name, ufunc in (UNARY_UFUNCS | BINARY_UFUNCS).items()}
     variants["sign"] = torch_sign(xp, variants["sign"])
+    _torch_integer_division(xp, variants)
     return variants
 
 
@@ -416,6 +450,7 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     table["sign"] = torch_sign(xp, table["sign"])
     table.update({name: (quiet if name in _QUIET else binary)(getattr(xp, ufunc))
                   for name, ufunc in BINARY_UFUNCS.items()})
+    _torch_integer_division(xp, table)
     table["erf"] = erf or host_erf
     table["special"] = special or host_special
     table = table | {

@@ -89,17 +89,18 @@ def test_nextafter_matches_torch_bit_for_bit(torch, dtype):
     assert ours.view(getattr(plugtorch, width)).tolist() == theirs.view(getattr(torch, width)).tolist()
 
 
-def test_nextafter_promotes_refuses_integers_and_has_no_derivative(torch):
+def test_nextafter_promotes_refuses_integers_and_has_torchs_derivative(torch):
     _same(plugtorch.nextafter(plugtorch.tensor([1.0]), plugtorch.tensor([2.0], dtype=plugtorch.float64)),
           torch.nextafter(torch.tensor([1.0]), torch.tensor([2.0], dtype=torch.float64)), atol=0)
     _raises_like(torch, lambda m: m.nextafter(m.tensor([1]), m.tensor([2])),
                  lambda m: m.nextafter(m.tensor([1]), m.tensor([2])))
     _raises_like(torch, lambda m: m.nextafter(m.tensor([1.0]), 2.0), lambda m: m.nextafter(m.tensor([1.0]), 2.0))
-    x = plugtorch.tensor([1.0], requires_grad=True)
-    out = plugtorch.nextafter(x, plugtorch.tensor([2.0]))
-    assert out.requires_grad
-    with pytest.raises(RuntimeError, match="not implemented"):
-        out.sum().backward()
+    # input's gradient passes through except where the operands are equal, other's is 0
+    grads = []
+    for m in (plugtorch, torch):
+        x, y = m.tensor([1.0, 2.0, 3.0], requires_grad=True), m.tensor([2.0, 2.0, 0.0], requires_grad=True)
+        grads.append([g.tolist() for g in m.autograd.grad(m.nextafter(x, y).sum(), (x, y))])
+    assert grads[0] == grads[1] == [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
     px, tx = _pair(torch, [1.0, 2.0], "float32")
     px.nextafter_(plugtorch.tensor([0.0, 3.0]))
     tx.nextafter_(torch.tensor([0.0, 3.0]))

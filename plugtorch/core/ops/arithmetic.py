@@ -13,7 +13,6 @@ from ..optable import op
 from ..return_types import return_type
 from ..tensor import Tensor
 from . import elementwise as ew
-from .counting import _no_derivative
 from .creation import ones_like
 
 _EVERYWHERE = ("plugtorch", "Tensor")
@@ -82,7 +81,15 @@ def _nextafter_args(input, other):
     return (input.to(dt), other.to(dt)), {}
 
 
-@op(bind=_nextafter_args, derivative=_no_derivative, exposed=_EVERYWHERE, inplace=True,
+def _nextafter_rule(ctx, g):
+    # torch's: input's gradient passes through except where the operands are equal (the result
+    # is then other), other's is 0
+    a, b = ctx.saved
+    need = ctx.needs_input_grad
+    return (ew.where(ew.eq(a, b), 0.0, g) if need[0] else None), (ew.zeros_like(g) if need[1] else None)
+
+
+@op(bind=_nextafter_args, derivative=_nextafter_rule, save="inputs", exposed=_EVERYWHERE, inplace=True,
     dtypes="floating only; the operands promote")
 def nextafter(input, other):
     """The next float after ``input`` towards ``other`` (``other`` where they are equal)."""

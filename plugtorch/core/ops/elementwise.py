@@ -20,7 +20,7 @@ from typing import Any
 
 from ..complex_policy import REFUSED, refused_error
 from ..dispatch import NO_ATTRS, call_op, record, record_one, record_pair, wrap
-from ..dtypes import _COMPLEX, _FLOAT, _INT, get_default_dtype, int64, promote_types, result_type, to_complex
+from ..dtypes import _COMPLEX, _FLOAT, _INT, bool_, get_default_dtype, int64, promote_types, result_type, to_complex
 from ..errors import BackendMismatchError
 from ..grad_mode import _state as _grad
 from ..optable import INTERCEPT, MODES, TABLE, Done, op, public
@@ -28,7 +28,7 @@ from ..tensor import Tensor
 from ._args import broadcast_shapes
 from ._jvp import diagonal
 from .conversion import cast
-from .creation import zeros_like
+from .creation import ones_like, zeros_like
 
 _NUMBER = (builtins.int, builtins.float, builtins.bool, builtins.complex)
 _EVERYWHERE = ("plugtorch", "Tensor")
@@ -426,7 +426,13 @@ def _trunc_divide(a, b):
         a = b._full_like_scalar(a)
     if result_type(a, b).is_floating_point:
         from .pointwise import trunc  # pointwise builds on this module
-        return trunc(_div(a, b))
+        if not (_grad.enabled and (a.requires_grad or isinstance(b, Tensor) and b.requires_grad)):
+            return trunc(_div(a, b))
+        # torch's gradient is 0 everywhere; trunc's 0 chained through div's rule would be
+        # 0 * inf = nan where b is 0 or a is infinite. The value from the operands detached,
+        # the graph through floor_divide, whose gradient is 0, in where's unused branch
+        value = trunc(_div(a.detach(), b.detach() if isinstance(b, Tensor) else b))
+        return where(ones_like(value, dtype=bool_), value, floor_divide(a, b))
     q = floor_divide(a, b)
     # floor and trunc differ by one where the division is inexact and the signs differ
     signs_differ = ne(lt(a, 0), lt(b, 0)) if isinstance(b, Tensor) else (lt(a, 0) if b > 0 else ge(a, 0))
@@ -439,16 +445,17 @@ def _pow_rule(ctx, g):
     ga = gb = None
     if need[0]:
         if not isinstance(b, Tensor):
-            ga = zeros_like(g) if b == 0 else g * b * pow(a, b - 1)
+            ga = zeros_like(g) if b == 0 else g * (b * pow(a, b - 1))
         else:  # torch: 0 where the exponent is 0 (b * a**(b-1) is 0 * inf at a = 0); the
             # exponent there is replaced first so that no inf is made (nor a nan in double backward)
             zero = eq(b, 0)
-            ga = where(zero, 0.0, g * b * pow(a, where(zero, 1.0, b) - 1))
+            ga = where(zero, 0.0, g * (b * pow(a, where(zero, 1.0, b) - 1)))
     if need[1]:
-        # d/db a**b = a**b * log(a); torch defines it as 0 where a == 0 and b >= 0.
-        # (a complex exponent's real part: complex numbers have no order)
-        safe = where(logical_and(eq(a, 0), ge(b.real if b.dtype.is_complex else b, 0)), 0.0, log(a))
-        gb = g * pow(a, b) * safe
+        # d/db a**b = a**b * log(a); torch defines it as 0 (+0, whatever g's sign) where a == 0
+        # and b >= 0. (A complex exponent's real part: complex numbers have no order.) The
+        # products grouped as torch's, g * (...): they round alike near the subnormals
+        zero = logical_and(eq(a, 0), ge(b.real if b.dtype.is_complex else b, 0))
+        gb = where(zero, 0.0, g * (pow(a, b) * where(zero, 0.0, log(a))))
     return ga, gb
 
 
