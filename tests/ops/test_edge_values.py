@@ -271,3 +271,26 @@ def test_relu_family_keeps_the_sign_of_zero_as_torch(torch, dtype):
         lib.relu(t).backward(lib.ones_like(t))
         grads.append(t.grad.numpy())
     np.testing.assert_array_equal(*grads)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_angle_and_hypot_gradients_at_nan_and_the_origin_match_torch(torch, dtype):
+    """angle's gradient on real input is 0 everywhere, nan included (its value passes nan on);
+    hypot's is x / hypot(x, y), nan at the origin as torch's (0 / 0: hypot has no gradient there),
+    and inf beats nan in its value."""
+    values = [math.nan, -0.0, 0.0, -1.0, 2.0, math.inf, -math.inf]
+    others = [0.0, 0.0, -0.0, 0.0, math.nan, 1.0, math.nan]
+    results = []
+    for lib in (plugtorch, torch):
+        dt = getattr(lib, dtype)
+        x = lib.tensor(values, dtype=dt, requires_grad=True)
+        angle = lib.angle(x)
+        (ga,) = lib.autograd.grad(angle.sum(), x)
+        a, b = lib.tensor(values, dtype=dt, requires_grad=True), lib.tensor(others, dtype=dt, requires_grad=True)
+        h = lib.hypot(a, b)
+        gh = lib.autograd.grad(h, (a, b), lib.full_like(h, 1.5))
+        results.append([angle.detach().numpy(), ga.numpy(), h.detach().numpy(), *(g.numpy() for g in gh)])
+    for ours, theirs in zip(*results):
+        assert _agree(ours, theirs, dtype).all(), (ours, theirs)
+    assert not results[0][1].any()
+    assert np.isnan(results[0][3][1:3]).all()  # (-0, 0) and (0, -0): the origin

@@ -168,6 +168,7 @@ def angle(input):
         parts = view_as_real(input)
         return ew.atan2(parts[..., 1], parts[..., 0])
     x = ew.as_float(input)
-    # through where, x's gradient is zero except at nan (torch's is zero everywhere); pi is
-    # a number beside a tensor of x's dtype, so float64 gets it to float64's precision
-    return ew.where(x < 0, math.pi, ew.where(ew.isnan(x), x, 0.0))
+    # torch's gradient is zero everywhere, nan included: the nan is passed on times 0, whose
+    # gradient is 0 (x's own would be 1). pi is a number beside a tensor of x's dtype, so
+    # float64 gets it to float64's precision
+    return ew.where(x < 0, math.pi, ew.where(ew.isnan(x), x, 0.0) * 0.0)

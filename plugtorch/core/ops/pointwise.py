@@ -139,9 +139,8 @@ def _hypot_rule(ctx, g):
     a, b = ctx.saved
     out = ctx.output
     need = ctx.needs_input_grad
-    safe = ew.where(ew.eq(out, 0), 1.0, out)  # torch: 0 / 0 -> the gradient at the origin is 0
-    return ((ew.where(ew.eq(out, 0), 0.0, g * a / safe) if need[0] else None),
-            (ew.where(ew.eq(out, 0), 0.0, g * b / safe) if need[1] else None))
+    # x / hypot, as torch's: nan at the origin (0 / 0), where hypot has no gradient
+    return (g * a / out if need[0] else None), (g * b / out if need[1] else None)
 
 
 def _hypot_args(input, other):
