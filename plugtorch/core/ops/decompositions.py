@@ -358,19 +358,36 @@ def lu_shapes(m, n):
 
 
 def _lu_rule(ctx, g):
+    """torch's linalg_lu_backward, for square, wide (m < n) and tall (m > n) A."""
+    from .shape import cat
     A, = ctx.saved
     m, n = A.shape[-2:]
-    if m != n:
-        raise NotImplementedError("lu_factor: the derivative is implemented for square matrices only; "
-                                  "differentiate a square A, or compute the factors with gradients disabled")
     LU, _, perm = unpack(ctx.output, lu_shapes(m, n))
     gLU = unpack(g, lu_shapes(m, n))[0]
-    eye = LU.real.new_ones(n).diag_embed().to(LU.dtype)
-    L, U = LU.tril(-1) + eye, LU.triu()
-    # torch's linalg_lu_backward: gA = P L^{-H} [tril(L^H gL, -1) + triu(gU U^H)] U^{-H}
-    phi = (mH(L) @ gLU.tril(-1)).tril(-1) + (gLU.triu() @ mH(U)).triu()
-    X = _solve_tri(mH(U), phi, upper=False, left=False)
-    X = _solve_tri(mH(L), X, upper=True, unitriangular=True)
+    k = min(m, n)
+    eye = LU.real.new_ones(k).diag_embed().to(LU.dtype)
+    L1, U1 = LU[..., :k, :k].tril(-1) + eye, LU[..., :k, :k].triu()
+    if m == n:
+        # gA = P L^{-H} [tril(L^H gL, -1) + triu(gU U^H)] U^{-H}
+        phi = (mH(L1) @ gLU.tril(-1)).tril(-1) + (gLU.triu() @ mH(U1)).triu()
+        X = _solve_tri(mH(U1), phi, upper=False, left=False)
+        X = _solve_tri(mH(L1), X, upper=True, unitriangular=True)
+    elif m < n:
+        # wide, L m x m and U = [U1 U2]: gA1 = P L^{-H} [gU1 + tril(L^H gL - gU U^H, -1) U1^{-H}],
+        # gA2 = P L^{-H} gU2
+        U = LU.triu()
+        X = mH(L1) @ gLU[..., :k].tril(-1) - gLU.triu() @ mH(U)
+        X = _solve_tri(mH(U1), X.tril(-1), upper=False, left=False)
+        X = cat([X + gLU[..., :k].triu(), gLU[..., k:]], -1)
+        X = _solve_tri(mH(L1), X, upper=True, unitriangular=True)
+    else:
+        # tall, L = [L1; L2] and U n x n: gA1 = P [gL1 + L1^{-H} triu(gU U^H - L^H gL)] U^{-H},
+        # gA2 = P gL2 U^{-H}
+        L = cat([L1, LU[..., k:, :]], -2)
+        X = gLU[..., :k, :].triu() @ mH(U1) - mH(L) @ gLU.tril(-1)
+        X = _solve_tri(mH(L1), X.triu(), upper=True, unitriangular=True)
+        X = cat([X + gLU[..., :k, :].tril(-1), gLU[..., k:, :]], -2)
+        X = _solve_tri(mH(U1), X, upper=False, left=False)
     return unpermute_rows(X, perm)
 
 

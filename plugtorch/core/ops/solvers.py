@@ -3,8 +3,9 @@
 ``linalg_solve``, ``linalg_inv``, ``linalg_det`` and ``linalg_logabsdet`` are ops whose body is
 the computation on LU and whose derivative is their own (torch's): a solve's gradient is
 another solve, a determinant's the inverse transposed, rather than the LU's derivative
-chained through triangular solves. Singular input gives inf/nan here; the public functions
-(``linalg_api``) raise torch's errors where the values can be read for free.
+chained through triangular solves. Singular input gives inf/nan here (but for det's gradient,
+the adjugate, which the SVD gives finite); the public functions (``linalg_api``) raise torch's
+errors where the values can be read for free.
 """
 from __future__ import annotations
 
@@ -74,7 +75,26 @@ def linalg_inv(A):
 def _det_rule(ctx, g):
     A, = ctx.saved
     d = ctx.output
+    if bool((d == 0).any()):
+        # det A * A^-H is the adjugate's conjugate transpose, which stays finite at a singular A
+        # (for rank n - 1 it is not even 0): from the SVD, as torch's
+        return g.unsqueeze(-1).unsqueeze(-1) * _adjugate_h(A)
     return (g * d.conj()).unsqueeze(-1).unsqueeze(-1) * mH(linalg_inv(A))
+
+
+def _adjugate_h(A):
+    """adj(A)^H for square A: with A = U diag(S) Vh, conj(det U det Vh) U diag(p) Vh where p_i is
+    the product of the singular values but the i-th (prefix and suffix products, no division)."""
+    from .decompositions import svd_factors, svd_shapes
+    from .shape import cat
+    n = A.shape[-1]
+    U, S, Vh = unpack(svd_factors(A, full_matrices=True), svd_shapes(n, n, True))
+    S = S.real if A.dtype.is_complex else S
+    one = S[..., :1] * 0 + 1
+    before = cat([one, S[..., :-1]], -1).cumprod(-1)
+    after = cat([S[..., 1:], one], -1).flip(-1).cumprod(-1).flip(-1)
+    c = (linalg_det(U) * linalg_det(Vh)).conj().unsqueeze(-1).unsqueeze(-1)
+    return c * ((U * (before * after).to(U.dtype).unsqueeze(-2)) @ Vh)
 
 
 @op(derivative=_det_rule, save=("inputs", "output"))
