@@ -94,20 +94,24 @@ class DispatchMode:
 class _Modes:
     """The dispatch modes in force, per thread (as torch's modes and autocast are), innermost last.
 
-    ``on`` counts the modes in force in any thread. Every path that runs a kernel for an op
-    called on tensors (``call_op``, ``call_op1``, the elementwise fronts, ``cast``, the in-place
-    fast path) tests it first, so with no mode anywhere an op pays that one attribute test; when
-    it is not zero, ``call_op`` hands the call to :meth:`dispatch` if this thread's stack
-    (:meth:`here`) holds a mode, and runs it plainly otherwise (another thread's mode, or a mode
-    off inside its own ``dispatch``).
+    ``on`` is whether any thread has a mode in force (``_count`` counts them). Every path that
+    runs a kernel for an op called on tensors (``call_op``, ``call_op1``, the elementwise fronts,
+    ``cast``) tests it first, so with no mode anywhere an op pays that one attribute test (a
+    bool, which the interpreter tests without a call, where a count would cost one); when it is
+    true, ``call_op`` hands the call to :meth:`dispatch` if this thread's stack (:meth:`here`)
+    holds a mode, and runs it plainly otherwise (another thread's mode, or a mode off inside its
+    own ``dispatch``). ``on_enter`` holds callables run when a mode is entered: caches of fast
+    paths that skip the test (the in-place methods' out= variants) forget what they learnt.
     """
 
-    __slots__ = ("on", "_local", "_lock")
+    __slots__ = ("on", "_count", "on_enter", "_local", "_lock")
 
     def __init__(self) -> None:
-        self.on = 0
+        self.on = False
+        self._count = 0
+        self.on_enter: list[Callable[[], None]] = []
         self._local = threading.local()
-        self._lock = threading.Lock()  # on is shared by the threads: its updates must not be lost
+        self._lock = threading.Lock()  # the count is shared by the threads: its updates must not be lost
 
     @property
     def stack(self) -> list[DispatchMode]:
@@ -125,7 +129,10 @@ class _Modes:
     def push(self, mode: DispatchMode) -> None:
         self.stack.append(mode)
         with self._lock:
-            self.on += 1
+            self._count += 1
+            self.on = True
+        for forget in self.on_enter:  # after on is set: a cache filled meanwhile checks on again
+            forget()
 
     def pop(self, mode: DispatchMode) -> None:
         stack = self.stack
@@ -134,7 +141,8 @@ class _Modes:
                                f"{type(stack[-1]).__name__ if stack else 'none'} is innermost")
         stack.pop()
         with self._lock:
-            self.on -= 1
+            self._count -= 1
+            self.on = self._count > 0
 
     def cast_operands(self, name: str, operands: tuple) -> tuple | None:
         """The operands as the innermost mode that casts them would (``DispatchMode.cast_operands``),

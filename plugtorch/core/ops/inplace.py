@@ -229,7 +229,8 @@ _NUMBER = (int, float, bool)
 
 
 def _learn_variant(op_name, b, kernel, seen):
-    """(``kernel``, ``b``'s out= variant for ``op_name`` where ``_into`` may run it, else None),
+    """(``kernel``, ``b``'s out= variant for ``op_name`` where ``_into`` may run it, else None,
+    that variant as ``_positional`` gives it),
     kept in ``seen`` (one dict per in-place method) for ``b``: the registry rebuilds
     ``b.kernels`` when an op, a kernel or a backend changes, and plugtorch.compile wraps the
     kernels it records, so ``_into`` asks again whenever it finds another kernel."""
@@ -240,8 +241,22 @@ def _learn_variant(op_name, b, kernel, seen):
         # a kernel registered over the primitive, or plugtorch.compile's recording wrappers, must run
         if found is not None and kernel is b.primitives.get(d.primitive):
             variant = found
-    seen[b] = known = (kernel, variant)
+    seen[b] = known = (kernel, variant, _positional(variant))
+    if MODES.on:  # a mode entered while this ran: it may have cleared seen before the line above
+        seen.pop(b, None)
     return known
+
+
+def _positional(variant):
+    """``variant`` as ``fn(a, b, out)``, the in-place methods' fast call: a binary ufunc (NumPy's
+    or CuPy's, which say so by their nin and nout) takes its output positionally as it is, which
+    spares it parsing the keyword (~300 of add_'s ~8,400 instructions); any other out= variant
+    through a call that names the keyword."""
+    if variant is None:
+        return None
+    if getattr(variant, "nin", None) == 2 and getattr(variant, "nout", None) == 1:
+        return variant
+    return lambda a, b, out: variant(a, b, out=out)
 
 
 def _into(x, op_name, args, kwargs, seen):
@@ -303,6 +318,16 @@ def _broadcasts_to(shape, target) -> bool:
 _SEEN: list[dict] = []  # every in-place method's ``seen`` (tests clear them to force the general path)
 
 
+def _forget_variants() -> None:
+    # a mode entered: the fast path, which does not test MODES.on, must miss until _into, which
+    # learns nothing while a mode is in force anywhere, fills ``seen`` again
+    for seen in _SEEN:
+        seen.clear()
+
+
+MODES.on_enter.append(_forget_variants)
+
+
 def inplace(fn, name):
     """``x.<name>(*args)``: ``x = fn(x, *args)`` done in place."""
     op_name = name[:-1]
@@ -326,10 +351,10 @@ def inplace(fn, name):
             known = seen.get(b)
             if (known is not None and known[1] is not None and isinstance(other, Tensor) and other._backend is b
                     and other.dtype is x.dtype and x.dtype.is_floating_point
-                    and not ((x.requires_grad or other.requires_grad) and _grad.enabled) and not MODES.on
-                    and known[0] is b.kernels.get(op_name)):
+                    and not ((x.requires_grad or other.requires_grad) and _grad.enabled)
+                    and known[0] is b.kernels.get(op_name)):  # (no MODES.on test: _forget_variants)
                 try:
-                    known[1](data, other._data, out=data)
+                    known[2](data, other._data, data)
                 except ValueError:  # a shape that does not fit, or read-only memory: the general path says so
                     pass
                 else:
