@@ -181,6 +181,22 @@ def test_the_rule_keeps_blas_for_large_products_and_other_dtypes(one_thread):
     assert gemm._native(x[:, :40], x[:40], x[:40, :]) is None
 
 
+def test_small_two_dim_products_stay_in_numpy(one_thread):
+    """Below MIN_MACS multiply-adds a 2-D product is NumPy's, bit for bit (an MLP's weight gradients,
+    which the kernel's fixed cost made slower), though the shape rule alone would take it; the same
+    product inside a batch, and a 2-D one of MIN_MACS, still go to the kernel."""
+    r = np.random.default_rng(9)
+    for m, k, n in ((10, 64, 128), (64, 10, 128), (128, 64, 32)):
+        assert m * k * n < gemm.MIN_MACS and (gemm.wins(m, k, n) or gemm.wins(n, k, m))
+        a, b = r.standard_normal((m, k)).astype(np.float32), r.standard_normal((k, n)).astype(np.float32)
+        assert gemm._native(a, b, None) is None
+        np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
+    a, b = r.standard_normal((10, 64)).astype(np.float32), r.standard_normal((64, 128)).astype(np.float32)
+    assert gemm._native(a[None], b[None], None) is not None  # a batch shares the fixed cost
+    a, b = r.standard_normal((16, 256)).astype(np.float32), r.standard_normal((256, 256)).astype(np.float32)
+    assert gemm.MIN_MACS == 16 * 256 * 256 and gemm._native(a, b, None) is not None
+
+
 def test_several_blas_threads_keep_blas():
     from threadpoolctl import threadpool_limits
 
