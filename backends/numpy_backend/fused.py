@@ -20,10 +20,12 @@ _AN_ARRAY: Any = ...
 
 
 def relu(x):
-    if x.dtype.kind in "biu":
-        return np.maximum(x, 0, out=_AN_ARRAY)
-    # torch's x < 0 ? 0 : x: nan stays nan and -0 stays -0 (NumPy's maximum gives +0 there)
-    return np.where(x < 0, x.dtype.type(0), x)
+    out = np.maximum(x, 0, out=_AN_ARRAY)
+    if x.dtype.kind not in "biu":
+        # torch's x < 0 ? 0 : x keeps -0, where NumPy's maximum gives +0: x's zeros copied back
+        # (a where() select instead is ~10x slower on a strided input)
+        np.copyto(out, x, where=x == 0)
+    return out
 
 
 def sigmoid(x):

@@ -194,3 +194,14 @@ def test_relus_decomposition_keeps_nan():
     got = DECOMPOSITIONS["relu"](pt.tensor(x)).numpy()
     np.testing.assert_array_equal(got, np.maximum(x, 0))
     np.testing.assert_array_equal(np.signbit(got), [False, True, False, False, False, False, False])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_numpy_relu_keeps_negative_zero_on_strided_input(dtype):
+    # the NumPy kernel serves what the C one declines (strided views, float16): torch's values too
+    x = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, -1e-45, 1e-45, -2.0, 3.0, -0.0] * 3, dtype)
+    for view in (x, x[::2], x[::-3]):
+        got = fused.relu(view)
+        want = np.where(view < 0, dtype(0), view)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
