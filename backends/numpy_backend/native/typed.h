@@ -797,7 +797,7 @@ VECTOR_CLONES static Py_ssize_t FN(ce_fwd)(const T *x, Py_ssize_t xs0, Py_ssize_
 /* The gradient: (softmax(x) - onehot(t)) * w * k per row, w 1 or 0 (an ignored target), and k
  * scale[i] (reduction 'none'), scale[0] (sum) or scale[0] / the count of targets not ignored
  * (mean); dx (N, C) C-contiguous, holding each row's exponentials until they are scaled by the
- * reciprocal of their sum (as the softmax rows). A row whose softmax is NaN is NaN throughout,
+ * reciprocal of their sum, in double. A row whose softmax is NaN is NaN throughout,
  * ignored or not (0 * NaN, as torch's). Returns 0, or -1 - i for a row whose target is out of
  * range. */
 VECTOR_CLONES static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t n,
@@ -824,10 +824,10 @@ VECTOR_CLONES static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_
                 out[j] = (T)NAN;
             continue;
         }
-        T inv = (T)(1.0 / s);
-        T p_t = kept ? out[target] * inv : 0;
+        double inv = 1.0 / s;  /* each probability rounded once, from double, as a divide by s would */
+        T p_t = kept ? (T)(out[target] * inv) : 0;
         for (Py_ssize_t j = 0; j < c; j++)
-            out[j] = ((out[j] * inv) * w) * ki;
+            out[j] = ((T)(out[j] * inv) * w) * ki;
         if (kept)
             out[target] = ((p_t - 1) * w) * ki;
     }
