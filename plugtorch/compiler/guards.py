@@ -91,11 +91,16 @@ def unflatten(structure, tensors):
 
 def arguments_key(args, kwargs, tensors: list) -> tuple:
     """The structure of the arguments and which tensor arguments share one array."""
+    if not args and not kwargs:  # a training step's closure: checked before each replay
+        return _NO_ARGUMENTS
     structure = flatten((args, kwargs), tensors)
     if len(tensors) < 2:
         return structure, ()
     first: dict[int, int] = {}
     return structure, tuple(first.setdefault(id(t._data), i) for i, t in enumerate(tensors))
+
+
+_NO_ARGUMENTS = (flatten(((), {}), []), ())
 
 
 # -- modules ------------------------------------------------------------------------------

@@ -192,15 +192,14 @@ class Optimizer:
         state = self.state
         out: list = [state, self.param_groups]
         for group in self.param_groups:
-            params = group["params"]
             out.append(group)
             out += self._captured_options(group)
-            out += params
-            states = list(map(state.get, params))
-            out += states
-            for s in states:
-                if s:
-                    out += [v for v in s.values() if isinstance(v, Tensor)]
+            out += group["params"]
+        # the state dicts as the table holds them, keys and values, rather than looked up per
+        # parameter: this runs before every replay, and a tensor's hash is a Python call
+        out += state.keys()
+        out += state.values()
+        out += [v for s in state.values() for v in s.values() if isinstance(v, Tensor)]
         return out
 
     def _captured_options(self, group: dict[str, Any]) -> tuple:

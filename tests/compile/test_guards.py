@@ -305,3 +305,26 @@ def test_tensor_hooks_run_eagerly_and_a_new_hook_is_not_skipped():
     with pytest.warns(UserWarning, match="autograd hook"):
         assert f(x).tolist() == [20.0] * 3
     assert f(x).tolist() == [20.0] * 3 and len(seen) == 2
+
+
+def _adam_closure_run(compiled: bool) -> list[bytes]:
+    """A step with no arguments (its data closed over, as a training loop's), with Adam's state
+    edited between steps: one moment tensor replaced, then one parameter's state dropped."""
+    model, opt, step = _linear_step(plugtorch.optim.Adam, lr=0.1)
+    x, y = plugtorch.ones(4, 5), plugtorch.zeros(4, 3)
+    run = plugtorch.compile(lambda: step(x, y)) if compiled else (lambda: step(x, y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(9):
+            if i == 4:
+                opt.state[model.weight]["exp_avg"] = plugtorch.zeros(3, 5)
+            if i == 6:
+                del opt.state[model.bias]  # made afresh at the next step, its count from 1
+            run()
+    if compiled:
+        assert run.replays >= 3 and run.captures >= 2
+    return [p.detach().numpy().tobytes() for p in model.parameters()]
+
+
+def test_optimizer_state_replaced_between_argumentless_steps():
+    assert _adam_closure_run(False) == _adam_closure_run(True)
