@@ -294,3 +294,29 @@ def test_angle_and_hypot_gradients_at_nan_and_the_origin_match_torch(torch, dtyp
         assert _agree(ours, theirs, dtype).all(), (ours, theirs)
     assert not results[0][1].any()
     assert np.isnan(results[0][3][1:3]).all()  # (-0, 0) and (0, -0): the origin
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_threshold_as_torchs_at_signed_zero_and_nan(torch, dtype):
+    """x <= threshold ? value : x: -0.0 is at a threshold of 0 (value's sign then), nan passes with
+    a gradient of 1; in place through F.threshold(inplace=True) and threshold_; integers take the
+    number cast to their dtype."""
+    floats = dtype != "int64"
+    values = [-0.0, 0.0, math.nan, -1.0, 2.0, 0.5, 1.0, math.inf] if floats else [-3, 0, 1, 2, 5]
+    settings = [(0.0, -0.0), (-0.0, 5.0), (1.0, math.nan), (0.5, -2.5)] if floats else [(1, 0), (2, 0.5), (-4, 9)]
+    for th, value in settings:
+        results = []
+        for lib in (plugtorch, torch):
+            F = lib.nn.functional
+            x = lib.tensor(values, dtype=getattr(lib, dtype), requires_grad=floats)
+            out = [F.threshold(x, th, value), lib.threshold(x, th, value)]
+            y = x.detach().clone()
+            F.threshold(y, th, value, inplace=True)
+            z = x.detach().clone()
+            lib.threshold_(z, th, value)
+            out += [y, z]
+            if floats:
+                out.append(lib.autograd.grad((out[0] * 1.5).sum(), x)[0])
+            results.append([t.detach().numpy() for t in out])
+        for ours, theirs in zip(*results):
+            assert _agree(ours, theirs, dtype).all(), (th, value, ours, theirs)

@@ -320,6 +320,37 @@ def leaky_relu(input, *, negative_slope):
     return ew.where(ew.gt(input, 0), input, input * negative_slope)
 
 
+def _threshold_rule(ctx, g):
+    return call_op("threshold_backward", (g, ctx.saved[0]), {"threshold": ctx.attrs["threshold"]})
+
+
+def _threshold_args(input, threshold, value, inplace=False):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"threshold(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if not input.dtype.is_floating_point and not input.dtype.is_complex:
+        value = int(value)  # torch casts the number to the tensor's dtype
+    if inplace:
+        return Done(_applied_in_place(_threshold_op, "threshold_", input, threshold, value))
+    return (input,), {"threshold": threshold, "value": value}
+
+
+@op(bind=_threshold_args, derivative=_threshold_rule, save="inputs", exposed=("plugtorch", "nn.functional"),
+    jvp=diagonal(_threshold_rule))
+def threshold(input, *, threshold, value):
+    """``value`` where x <= threshold, else x (torch's test: nan passes, and -0.0 is at or below a
+    threshold of 0); the gradient is threshold_backward's."""
+    return ew.where(ew.le(input, threshold), value, input)
+
+
+_threshold_op = threshold
+
+
+@public("plugtorch", "nn.functional")
+def threshold_(input, threshold, value):
+    """threshold written into ``input``."""
+    return _threshold_op(input, threshold, value, True)
+
+
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 _SQRT_2_OVER_PI = 0.7978845608028654
