@@ -5,6 +5,7 @@ import math
 
 import plugtorch
 
+from ...core.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -48,13 +49,18 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound, generator=generator)
 
     def forward(self, input):
-        if input.ndim == 0 or input.shape[-1] != self.in_features:
-            raise RuntimeError(
-                f"Linear(in_features={self.in_features}, out_features={self.out_features}): expected "
-                f"input of shape (*, {self.in_features}), got {list(input.shape)}; check the "
-                f"previous layer's output size (e.g. flatten images before a Linear layer)"
-            )
-        return F.linear(input, self.weight, self.bias)
+        try:
+            return F.linear(input, self.weight, self.bias)
+        except RuntimeError:
+            # the layer's own words for a wrong input size, checked only once linear has refused
+            # (not before the call: two shape reads on every call of every layer)
+            if isinstance(input, Tensor) and (input.ndim == 0 or input.shape[-1] != self.in_features):
+                raise RuntimeError(
+                    f"Linear(in_features={self.in_features}, out_features={self.out_features}): expected "
+                    f"input of shape (*, {self.in_features}), got {list(input.shape)}; check the "
+                    f"previous layer's output size (e.g. flatten images before a Linear layer)"
+                ) from None
+            raise
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
