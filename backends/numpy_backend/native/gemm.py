@@ -86,12 +86,6 @@ def wins(m: int, k: int, n: int) -> bool:
             or (k <= SHORT_INNER and m <= MAX_SHORT_ROWS and n >= SHORT_WIDE))
 
 
-def takes(m: int, k: int, n: int) -> bool:
-    """Whether :func:`matmul` runs an (m x k) @ (k x n) product in the kernel as given (float operands
-    with columns or rows adjacent): on, the rule, and one BLAS thread."""
-    return ON and wins(m, k, n) and _one_blas_thread()
-
-
 def _native(a, b, out):
     """The product through the kernel, or None where the rule sends it to NumPy."""
     if a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in FLOATS:
