@@ -18,9 +18,10 @@ pytestmark = pytest.mark.skipif(not KERNELS, reason=native.status())
 
 CASES = [  # in, out, kernel, stride, padding, dilation, groups, input size
     (16, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 11)),     # a ResNet block's convolution, odd sizes
-    (5, 7, (3, 3), (1, 1), (0, 0), (1, 1), 1, (8, 10)),       # no padding: the flipped kernel pads by 2
-    (4, 6, (3, 2), (1, 1), (2, 0), (2, 1), 1, (11, 9)),       # dilated, uneven kernel and padding
-    (3, 8, (1, 1), (1, 1), (0, 0), (1, 1), 1, (7, 13)),       # 1x1
+    (7, 5, (3, 3), (1, 1), (0, 0), (1, 1), 1, (8, 10)),       # no padding: the flipped kernel pads by 2
+    (6, 4, (3, 2), (1, 1), (2, 0), (2, 1), 1, (11, 9)),       # dilated, uneven kernel and padding
+    (12, 8, (1, 1), (1, 1), (0, 0), (1, 1), 1, (7, 13)),      # 1x1
+    (16, 32, (3, 3), (1, 1), (1, 1), (1, 1), 1, (14, 14)),    # fewer input than output channels: decomposition
     (6, 9, (3, 3), (1, 1), (3, 1), (1, 1), 1, (6, 12)),       # padding past the kernel's reach: decomposition
     (16, 32, (3, 3), (2, 2), (1, 1), (1, 1), 1, (9, 11)),     # strided: decomposition
     (16, 32, (1, 1), (2, 2), (0, 0), (1, 1), 1, (8, 8)),      # the projection shortcut
@@ -43,7 +44,8 @@ def one_thread():
 
 def _fast(case):
     c, o, k, stride, padding, dilation, groups, _ = case
-    return groups == 1 and stride == (1, 1) and all(d * (kk - 1) >= p for d, kk, p in zip(dilation, k, padding))
+    reach = all(d * (kk - 1) >= p for d, kk, p in zip(dilation, k, padding))
+    return groups == 1 and stride == (1, 1) and c >= o and reach
 
 
 def _torch_grad(case, x, w, gy):
