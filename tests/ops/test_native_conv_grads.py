@@ -129,31 +129,42 @@ def test_autograd_runs_the_kernel_and_matches_torch(numpy_kernel_calls, one_thre
 
 @pytest.mark.parametrize("stride, padding", [((1, 1), (1, 1)), ((2, 1), (0, 1))])
 def test_gradcheck(stride, padding, one_thread, monkeypatch):
-    from plugtorch_backends.numpy_backend.native import conv, gemm
+    from plugtorch_backends.numpy_backend.native import gemm
     ran = []
     real = gemm.conv2d
     monkeypatch.setattr(gemm, "conv2d", lambda *a: ran.append(real(*a)) or ran[-1])
     rng = np.random.default_rng(5)
-    took = []
-    real_takes = conv._batch_in_gemm
-    monkeypatch.setattr(conv, "_batch_in_gemm", lambda *a: took.append(real_takes(*a)) or took[-1])
     x = pt.tensor(rng.standard_normal((1, 4, 8, 8)), requires_grad=True)  # 64 columns: the GEMM's rule takes it
     w = pt.tensor(rng.standard_normal((4, 4, 3, 3)), requires_grad=True)
     assert pt.autograd.gradcheck(lambda a, b: pt.nn.functional.conv2d(a, b, stride=stride, padding=padding), (x, w))
     assert (True in ran) == (stride == (1, 1))  # the input gradient's flipped convolution was checked
-    assert (True in took) == (stride == (1, 1))  # and the weight gradient's per-image products (64 positions)
+
+
+def test_gradcheck_of_the_per_image_weight_gradient(one_thread, monkeypatch):
+    from plugtorch_backends.numpy_backend.native import conv
+    took = []
+    real = conv._batch_in_gemm
+    monkeypatch.setattr(conv, "_batch_in_gemm", lambda *a: took.append(real(*a)) or took[-1])
+    rng = np.random.default_rng(5)
+    x = pt.tensor(rng.standard_normal((2, 4, 16, 16)))  # 256 positions: the per-image products take it
+    w = pt.tensor(rng.standard_normal((4, 4, 3, 3)), requires_grad=True)
+    weights = pt.tensor(rng.standard_normal((2, 4, 16, 16)))  # a scalar output: one backward, 144 weights nudged
+    assert pt.autograd.gradcheck(lambda b: (pt.nn.functional.conv2d(x, b, padding=1) * weights).sum(), (w,))
+    assert True in took
 
 
 # -- the weight gradient's per-image native products --------------------------------------------
 
-WEIGHT_CASES = [  # in, out, kernel, stride, padding, dilation, groups, input size; 64+ output positions
-    (16, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 11)),
-    (8, 6, (3, 2), (1, 1), (2, 0), (2, 1), 1, (9, 9)),        # dilated, uneven
-    (32, 16, (1, 1), (1, 1), (0, 0), (1, 1), 1, (8, 9)),      # 1x1
+WEIGHT_CASES = [  # in, out, kernel, stride, padding, dilation, groups, input size; 256+ output positions
+    (16, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (16, 17)),
+    (8, 6, (3, 2), (1, 1), (2, 0), (2, 1), 1, (17, 17)),      # dilated, uneven
+    (32, 16, (1, 1), (1, 1), (0, 0), (1, 1), 1, (16, 17)),    # 1x1
     (8, 6, (3, 2), (2, 1), (2, 0), (2, 1), 1, (19, 9)),       # strided: one product over the batch
-    (3, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1, (8, 8)),        # 27 patch rows: BLAS's batch product
+    (16, 32, (3, 3), (1, 1), (1, 1), (1, 1), 1, (16, 16)),    # fewer input than output channels: one product
+    (16, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (15, 15)),    # 225 positions: one product
+    (3, 3, (3, 3), (1, 1), (1, 1), (1, 1), 1, (16, 16)),      # 27 patch rows: BLAS's batch product
 ]
-PER_IMAGE = [True, True, True, None, False]  # whether the native per-image products take each case (None: not asked)
+PER_IMAGE = [True, True, True, None, None, None, False]  # whether the per-image products take each (None: not asked)
 
 
 def _torch_weight_grad(case, x, w, gy):
