@@ -288,6 +288,14 @@ def tanhshrink(input: Tensor) -> Tensor:
     """x - tanh(x)."""
     ...
 
+def threshold(input: Tensor, threshold: _float, value: Tensor | _float, inplace: _bool = ...) -> Tensor:
+    """``value`` where x <= threshold, else x (torch's test: nan passes, and -0.0 is at or below a"""
+    ...
+
+def threshold_(input: Tensor, threshold: _float, value: Tensor | _float) -> Any:
+    """threshold written into ``input``."""
+    ...
+
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: _float = ..., p: _float = ..., eps: _float = ..., swap: _bool = ..., size_average: _bool | None = ..., reduce: _bool | None = ..., reduction: _str = ...) -> Tensor:
     """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-distance; ``swap`` uses"""
     ...
@@ -308,4 +316,4 @@ def upsample_nearest(input: Tensor, size: _int | Sequence[_int] | None = ..., sc
     """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')``."""
     ...
 
-__all__ = ['adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d', 'alpha_dropout', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'cosine_similarity', 'cross_entropy', 'ctc_loss', 'elu', 'feature_alpha_dropout', 'fold', 'gelu', 'glu', 'group_norm', 'hardshrink', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'interpolate', 'kl_div', 'l1_loss', 'layer_norm', 'leaky_relu', 'linear', 'log_softmax', 'logsigmoid', 'margin_ranking_loss', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'max_unpool1d', 'max_unpool2d', 'max_unpool3d', 'mish', 'mse_loss', 'nll_loss', 'normalize', 'one_hot', 'pad', 'pairwise_distance', 'pdist', 'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'relu6', 'scaled_dot_product_attention', 'selu', 'sigmoid', 'silu', 'smooth_l1_loss', 'softmax', 'softmin', 'softplus', 'softshrink', 'softsign', 'tanhshrink', 'triplet_margin_loss', 'unfold', 'upsample', 'upsample_bilinear', 'upsample_nearest']
+__all__ = ['adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d', 'alpha_dropout', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d', 'batch_norm', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'celu', 'conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'cosine_similarity', 'cross_entropy', 'ctc_loss', 'elu', 'feature_alpha_dropout', 'fold', 'gelu', 'glu', 'group_norm', 'hardshrink', 'hardsigmoid', 'hardswish', 'hardtanh', 'huber_loss', 'interpolate', 'kl_div', 'l1_loss', 'layer_norm', 'leaky_relu', 'linear', 'log_softmax', 'logsigmoid', 'margin_ranking_loss', 'max_pool1d', 'max_pool2d', 'max_pool3d', 'max_unpool1d', 'max_unpool2d', 'max_unpool3d', 'mish', 'mse_loss', 'nll_loss', 'normalize', 'one_hot', 'pad', 'pairwise_distance', 'pdist', 'pixel_shuffle', 'pixel_unshuffle', 'poisson_nll_loss', 'prelu', 'relu6', 'scaled_dot_product_attention', 'selu', 'sigmoid', 'silu', 'smooth_l1_loss', 'softmax', 'softmin', 'softplus', 'softshrink', 'softsign', 'tanhshrink', 'threshold', 'threshold_', 'triplet_margin_loss', 'unfold', 'upsample', 'upsample_bilinear', 'upsample_nearest']
