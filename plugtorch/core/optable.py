@@ -335,7 +335,7 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
         (operands if i < n_operands and p.kind is not p.KEYWORD_ONLY else attrs).append(p.name)
     # a Proxy argument records the call (plugtorch.fx) before a bind or a kernel sees it
     intercept = ("    if _fx.on:\n"
-                 f"        _fx_out = _fx.call_bound({name}, locals())\n"
+                 "        _fx_out = _fx.call_bound(_fx_front, locals())\n"
                  "        if _fx_out is not NotImplemented:\n"
                  "            return _fx_out\n")
     if bound:
@@ -359,8 +359,13 @@ def _generated_front(opname: str, fn: Callable, n_operands: int, variadic: bool,
     src = f"def {name}({', '.join(text)}):\n{intercept}{body}"
     namespace = {"_fx": INTERCEPT, "_call_op": call_op, "_call_op1": call_op1, "_NO_ATTRS": NO_ATTRS, "_bind": fn,
                  "_Done": Done, **defaults}
+    # the front reaches itself as _fx_front, not by its name, which a parameter may share (threshold's)
+    clash = sorted({p.name for p in params} & (namespace.keys() | {"_fx_front"}))
+    if clash:
+        raise TypeError(f"op '{opname}': parameter names {clash} are the generated front's own; rename them")
     exec(compile(src, f"<plugtorch op {opname}>", "exec"), namespace)
     front: Any = namespace[name]
+    namespace["_fx_front"] = front
     front.__doc__ = fn.__doc__
     front.__module__ = fn.__module__
     front.__qualname__ = opname if opname.isidentifier() else fn.__qualname__

@@ -15,7 +15,7 @@ plugtorch.get_registry()  # fills the op table the last test is parametrised ove
 
 # written by hand for speed (core/ops/_front.py): outside a trace they do not see a Proxy, inside
 # one they record (docs/fx.md); as Proxy methods (x.reshape(...)) they always do
-HAND_WRITTEN = {"cast", "contiguous", "expand", "getitem", "histogramdd", "index_select", "move", "pad", "permute",
+HAND_WRITTEN = {"cast", "contiguous", "expand", "getitem", "histogramdd", "index_select", "move", "permute",
                 "reshape", "view"}  # (unique records: its complex check is a wrapper that does)
 
 
