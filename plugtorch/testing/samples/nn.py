@@ -534,4 +534,19 @@ def _prelu(g):
     ]
 
 
-SAMPLES.update(hardshrink=_shrink(_hardshrink_ref), softshrink=_shrink(_softshrink_ref), prelu=_prelu)
+def _threshold(g):
+    """torch.threshold: value where x <= threshold, else x; inputs kept off the threshold, where
+    the gradient steps."""
+    def call(threshold, value):
+        return lambda m, a: F(m).threshold(a, threshold, value)
+    return [
+        Sample((g.away(3, 4),), call=call(0.0, 0.0), desc="as relu"),
+        Sample((np.array([-1.0, 0.1, 0.9, 2.0]),), call=call(0.5, -3.0), desc="threshold 0.5, value -3"),
+        Sample((g.away(4, 3).T,), call=call(0.0, 20.0), desc="transposed"),
+        Sample((scalar(-2.0),), call=call(0.0, 1.5)),
+        Sample((empty(0, 2),), call=call(0.0, 1.5)),
+    ]
+
+
+SAMPLES.update(hardshrink=_shrink(_hardshrink_ref), softshrink=_shrink(_softshrink_ref), prelu=_prelu,
+               threshold=_threshold)
