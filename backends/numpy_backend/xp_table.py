@@ -192,10 +192,13 @@ def refusing_integer_zero(xp, name, fn):
 
 
 def _torch_integer_division(xp, table):
-    """The division primitives of ``table`` (kernels or out variants) made torch's in place."""
+    """The division primitives of ``table`` (kernels or out variants) made torch's in place.
+    Only host memory refuses an integer zero divisor: finding one reads the divisor, which on
+    a device is a synchronisation per division (torch's CUDA kernels do not check either)."""
     table["remainder"] = torch_remainder(xp, table["remainder"])
-    for name in ("remainder", "fmod", "floor_divide"):
-        table[name] = refusing_integer_zero(xp, name, table[name])
+    if xp is numpy:
+        for name in ("remainder", "fmod", "floor_divide"):
+            table[name] = refusing_integer_zero(xp, name, table[name])
 
 
 def make_out_variants(xp, *, quiet: bool = True) -> dict:

@@ -159,3 +159,25 @@ def test_integer_division_by_zero_is_refused_as_torch(torch, name, dtype):
     theirs = run(torch, torch.tensor([2.0, 0.0, -0.0])).numpy()
     np.testing.assert_array_equal(ours, theirs)
     assert (np.signbit(ours) == np.signbit(theirs)).all()
+
+
+def test_a_device_namespace_does_not_read_the_divisor_back():
+    """The refusal reads the divisor (``all``); on a device that is a host synchronisation per
+    integer division, so only NumPy's table checks, as torch's CUDA kernels do not."""
+    from types import SimpleNamespace
+
+    from plugtorch_backends.numpy_backend.xp_table import _torch_integer_division
+
+    def host_read(*args, **kwargs):
+        raise AssertionError("the divisor was read back to the host")
+
+    device = SimpleNamespace(copyto=np.copyto, copysign=np.copysign, all=host_read)
+    table = {"remainder": np.remainder, "fmod": np.fmod, "floor_divide": np.floor_divide}
+    _torch_integer_division(device, table)
+    with np.errstate(divide="ignore"):
+        for name in table:
+            table[name](np.array([7, 3]), np.array([2, 0]))
+    host = {"remainder": np.remainder, "fmod": np.fmod, "floor_divide": np.floor_divide}
+    _torch_integer_division(np, host)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        host["fmod"](np.array([7, 3]), np.array([2, 0]))
