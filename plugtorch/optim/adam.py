@@ -116,8 +116,15 @@ class Adam(Optimizer):
     _capturable_step = True  # plugtorch.compile can replay its updates (see _attrs)
 
     def _captured_options(self, group) -> tuple:
-        # which update a step calls, and with how many lists
-        return (group["foreach"] is False or group["fused"] is False, bool(group["amsgrad"]))
+        # which update a step calls, and with how many lists: one _fused_adam_ call only where
+        # the parameters to update are at one step count (a frozen and thawed one lags behind),
+        # so a replay of it must not run once they are not (its one count would be wrong for some)
+        return (group["foreach"] is False or group["fused"] is False, bool(group["amsgrad"]),
+                self._one_step_count(group))
+
+    def _one_step_count(self, group) -> bool:
+        state = self.state
+        return len({int(s["step"]) for p in group["params"] if p.grad is not None and (s := state.get(p))}) <= 1
 
     @staticmethod
     def _attrs(state, group) -> dict:
