@@ -16,6 +16,7 @@ from . import special
 from .bfloat16 import ACCUMULATING, BFLOAT16, keeps_bfloat16, widened
 from .bfloat16 import SCALAR as BF16_SCALAR
 from .linalg import make_linalg
+from .native import out_ufunc
 from .special_functions import numpy_special
 
 
@@ -258,23 +259,25 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
             return lambda x, y: fn(x, y, out=...)
 
         # bfloat16 needs care only beside a Python float (ml_dtypes would promote the pair to
-        # float32; two arrays keep their dtype): that test comes first, so two arrays, the commonest
-        # call, pay one type test and never read a dtype
+        # float32; two arrays keep their dtype): the Python functions below take those calls, and
+        # out_ufunc sends every other call (two arrays, the commonest) to the ufunc from C
         if fn.__name__ == "multiply":  # torch multiplies by the number in float32 (keeps_bfloat16)
             def mul(x, y):
                 if type(y) is float and x.dtype is BFLOAT16:
                     return fn(x, y, out=...).astype(BFLOAT16)
                 return fn(x, y, out=...)
-            return mul
+            return out_ufunc(fn, 2, mul, float_slow=BFLOAT16)
 
         def call(x, y):
             if type(y) is float and x.dtype is BFLOAT16:  # as torch, the number in the tensor's dtype
                 y = BF16_SCALAR(y)                       # (ml_dtypes would promote to float32)
             return fn(x, y, out=...)
-        return call
+        return out_ufunc(fn, 2, call, float_slow=BFLOAT16)
 
     def unary(fn):
-        return (lambda x: fn(x, out=...)) if ufunc_out else fn
+        if not ufunc_out:
+            return fn
+        return out_ufunc(fn, 1, lambda x: fn(x, out=...)) if xp is numpy else (lambda x: fn(x, out=...))
 
     def cast(x, dtype):
         return x.astype(to_native[dtype], copy=False)

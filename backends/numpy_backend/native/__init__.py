@@ -82,6 +82,16 @@ def primitives() -> dict:
     return {"erf": erf}
 
 
+def out_ufunc(ufunc, nin: int, slow, float_slow: np.dtype | None = None):
+    """``slow``, a Python function calling ``ufunc(*args, out=...)`` on ``nin`` arrays, made a C
+    call (``_kernels.OutUfunc``): the same call without the Python frame, a fifth of ``a + b`` on
+    small tensors. Keyword arguments, another argument count and a Python float beside a first
+    operand of dtype ``float_slow`` (bfloat16's scalar rule) still go to ``slow``; so does
+    everything where the extension is off or older."""
+    cls = getattr(_kernels, "OutUfunc", None)
+    return slow if cls is None else cls(ufunc, nin, slow, float_slow)
+
+
 def kernels() -> dict:
     """op name -> native kernel, for the backend to register (empty when not enabled)."""
     if not enabled():

@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <string.h>
 
@@ -1417,6 +1418,136 @@ static PyObject *softmax_backward_rows(PyObject *self, PyObject *args)
     return softmax_call(objs, 3, L, causal, scale, 0, "softmax_backward_rows");
 }
 
+/* -- ufuncs called with out=... ------------------------------------------------------------ */
+
+/* A primitive that is a ufunc asked for ``out=...`` (an array even for 0-d operands, where NumPy
+ * would return a scalar) costs a Python frame per call when written as a lambda: about a fifth
+ * of ``a + b`` on small tensors. OutUfunc makes that call from C, with the keyword passed by
+ * vectorcall (functools.partial would build a dict per call). Anything but the common case goes
+ * to ``slow``, the Python function it stands in for: keyword arguments, another argument count,
+ * and a Python float second operand beside a first operand of dtype ``float_slow`` (bfloat16,
+ * whose scalar rule is decided there). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ufunc;
+    PyObject *slow;
+    PyObject *float_slow; /* a dtype, or NULL */
+    Py_ssize_t nin;
+    vectorcallfunc vectorcall;
+} OutUfunc;
+
+static PyObject *OUT_KWNAMES; /* ("out",) */
+static PyObject *DTYPE_NAME;  /* "dtype" */
+
+/* Whether x's dtype is ``dtype`` (-1 with an exception set where x has none). */
+static int has_dtype(PyObject *x, PyObject *dtype)
+{
+    PyObject *dt = PyObject_GetAttr(x, DTYPE_NAME);
+    if (dt == NULL)
+        return -1;
+    int same = dt == dtype;
+    Py_DECREF(dt);
+    return same;
+}
+
+static PyObject *out_ufunc_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    OutUfunc *self = (OutUfunc *)op;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || n != self->nin)
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    if (self->float_slow != NULL && n == 2 && PyFloat_CheckExact(args[1])) {
+        int slow = has_dtype(args[0], self->float_slow);
+        if (slow != 0) {
+            PyErr_Clear(); /* no dtype: slow says what is wrong */
+            return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+        }
+    }
+    PyObject *stack[3];
+    for (Py_ssize_t i = 0; i < n; i++)
+        stack[i] = args[i];
+    stack[n] = Py_Ellipsis;
+    return PyObject_Vectorcall(self->ufunc, stack, n, OUT_KWNAMES);
+}
+
+static PyObject *out_ufunc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *ufunc, *slow, *float_slow = Py_None;
+    Py_ssize_t nin;
+    static char *names[] = {"ufunc", "nin", "slow", "float_slow", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OnO|O:OutUfunc", names, &ufunc, &nin, &slow, &float_slow))
+        return NULL;
+    if (nin != 1 && nin != 2) {
+        PyErr_Format(PyExc_ValueError, "OutUfunc: nin must be 1 or 2, not %zd", nin);
+        return NULL;
+    }
+    if (!PyCallable_Check(ufunc) || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "OutUfunc: ufunc and slow must be callable");
+        return NULL;
+    }
+    OutUfunc *self = (OutUfunc *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->ufunc = Py_NewRef(ufunc);
+    self->slow = Py_NewRef(slow);
+    self->nin = nin;
+    self->float_slow = float_slow == Py_None ? NULL : Py_NewRef(float_slow);
+    self->vectorcall = out_ufunc_vectorcall;
+    return (PyObject *)self;
+}
+
+static int out_ufunc_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    OutUfunc *self = (OutUfunc *)op;
+    Py_VISIT(self->ufunc);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->float_slow);
+    return 0;
+}
+
+static int out_ufunc_clear(PyObject *op)
+{
+    OutUfunc *self = (OutUfunc *)op;
+    Py_CLEAR(self->ufunc);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->float_slow);
+    return 0;
+}
+
+static void out_ufunc_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    out_ufunc_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *out_ufunc_repr(PyObject *op)
+{
+    return PyUnicode_FromFormat("<OutUfunc %R(..., out=...)>", ((OutUfunc *)op)->ufunc);
+}
+
+static PyMemberDef out_ufunc_members[] = {
+    {"ufunc", T_OBJECT, offsetof(OutUfunc, ufunc), READONLY, "the ufunc called with out=..."},
+    {"slow", T_OBJECT, offsetof(OutUfunc, slow), READONLY, "the Python function for the other calls"},
+    {NULL},
+};
+
+static PyTypeObject OutUfuncType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "plugtorch_backends.numpy_backend.native._kernels.OutUfunc",
+    .tp_basicsize = sizeof(OutUfunc),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "OutUfunc(ufunc, nin, slow, float_slow=None): ufunc(*args, out=...) called from C",
+    .tp_new = out_ufunc_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(OutUfunc, vectorcall),
+    .tp_traverse = out_ufunc_traverse,
+    .tp_clear = out_ufunc_clear,
+    .tp_dealloc = out_ufunc_dealloc,
+    .tp_repr = out_ufunc_repr,
+    .tp_members = out_ufunc_members,
+};
+
 static PyMethodDef methods[] = {
     {"softmax_rows", softmax_rows, METH_VARARGS, "softmax_rows(x, L, causal, scale, dead_zero, out)"},
     {"softmax_backward_rows", softmax_backward_rows, METH_VARARGS,
@@ -1472,6 +1603,16 @@ PyMODINIT_FUNC PyInit__kernels(void)
     /* IM2COL_PER_IMAGE: im2col takes (images, rows, positions) cols too; an addition the ABI
      * leaves alone (conv.py copies those patches with NumPy where an older build lacks it) */
     if (m && (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddIntConstant(m, "IM2COL_PER_IMAGE", 1) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* OutUfunc: an addition the ABI leaves alone too (xp_table keeps its Python wrappers without it) */
+    if (m && ((OUT_KWNAMES == NULL && (OUT_KWNAMES = Py_BuildValue("(s)", "out")) == NULL)
+              || (DTYPE_NAME == NULL && (DTYPE_NAME = PyUnicode_InternFromString("dtype")) == NULL))) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (m && (PyType_Ready(&OutUfuncType) < 0 || PyModule_AddObjectRef(m, "OutUfunc", (PyObject *)&OutUfuncType) < 0)) {
         Py_DECREF(m);
         return NULL;
     }
