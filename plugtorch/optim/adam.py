@@ -1,7 +1,7 @@
 """Adam and AdamW: moment estimates with bias correction, L2 or decoupled weight decay, AMSGrad."""
 from __future__ import annotations
 
-from ..compiler import dynamic_attrs, not_capturable
+from ..compiler import capturing, dynamic_attrs, guard, not_capturable
 from ..core.grad_mode import no_grad
 from ..core.ops.creation import zeros_like
 from ..core.ops.optimizer_updates import _fused_adam_, adam_attrs, adam_step_
@@ -49,6 +49,8 @@ class Adam(Optimizer):
         every parameter past its first step, at one step count, of one dtype and backend), else
         one ``adam_step_`` each. The values are the same either way."""
         loss = self._evaluate(closure)
+        if capturing():
+            guard(self._step_lags)
         with no_grad():
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
@@ -116,15 +118,19 @@ class Adam(Optimizer):
     _capturable_step = True  # plugtorch.compile can replay its updates (see _attrs)
 
     def _captured_options(self, group) -> tuple:
-        # which update a step calls, and with how many lists: one _fused_adam_ call only where
-        # the parameters to update are at one step count (a frozen and thawed one lags behind),
-        # so a replay of it must not run once they are not (its one count would be wrong for some)
-        return (group["foreach"] is False or group["fused"] is False, bool(group["amsgrad"]),
-                self._one_step_count(group))
+        # which update a step calls, and with how many lists
+        return (group["foreach"] is False or group["fused"] is False, bool(group["amsgrad"]))
 
-    def _one_step_count(self, group) -> bool:
-        state = self.state
-        return len({int(s["step"]) for p in group["params"] if p.grad is not None and (s := state.get(p))}) <= 1
+    def _step_lags(self) -> tuple:
+        """Each parameter's step count less the first's. Whether the parameters a step updates are
+        at one count decides between one ``_fused_adam_`` call (one count for all) and one call
+        each; a parameter frozen for a while lags behind. A capture replays only while this is
+        as it was: a fused replay would give a lagging parameter's neighbours its count. Read
+        from the state table's values, as ``_captured_state`` is (hashing tensors costs a call)."""
+        steps = [s.get("step", 0) for s in self.state.values()]
+        if not steps or steps.count(steps[0]) == len(steps):
+            return len(steps)  # all at one count, the common case: how many is the whole pattern
+        return tuple(int(x) - int(steps[0]) for x in steps)
 
     @staticmethod
     def _attrs(state, group) -> dict:

@@ -198,11 +198,13 @@ def test_adam_over_new_parameters_captures_again_after_making_its_state():
     assert run.captures == 2 and run.replays == 2
 
 
+@pytest.mark.parametrize("grads_before", ["kept", "none"])
 @pytest.mark.parametrize("opt_cls", [plugtorch.optim.Adam, plugtorch.optim.AdamW])
-def test_adam_fused_over_one_step_count_is_not_replayed_once_the_counts_differ(opt_cls):
+def test_adam_fused_over_one_step_count_is_not_replayed_once_the_counts_differ(opt_cls, grads_before):
     """A parameter frozen for a step lags one step behind the others, so Adam updates each alone
     (one count each) where it had updated all in one _fused_adam_ call (one count for all).
-    Replaying that earlier capture gave the others the lagging count's bias correction."""
+    Replaying that earlier capture gave the others the lagging count's bias correction. The
+    guard is read before the call, where the gradients may all be None (``grads_before``)."""
     def world(compiled):
         plugtorch.manual_seed(0)
         model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
@@ -212,16 +214,18 @@ def test_adam_fused_over_one_step_count_is_not_replayed_once_the_counts_differ(o
             opt.zero_grad()
             F.mse_loss(model(x), y).backward()
             opt.step()
-        return model, plugtorch.compile(step) if compiled else step
+        return model, opt, plugtorch.compile(step) if compiled else step
 
-    (eager, run_e), (compiled, run_c) = world(False), world(True)
+    (eager, opt_e, run_e), (compiled, opt_c, run_c) = world(False), world(True)
     rng = np.random.default_rng(0)
     for k in range(6):
         x = plugtorch.from_numpy(rng.standard_normal((4, 6)).astype(np.float32))
         y = plugtorch.from_numpy(rng.standard_normal((4, 3)).astype(np.float32))
-        for model, run in ((eager, run_e), (compiled, run_c)):
+        for model, opt, run in ((eager, opt_e, run_e), (compiled, opt_c, run_c)):
             if k in (2, 3):  # frozen for one step, then trained again
                 model[2].bias.requires_grad_(k == 3)
+            if grads_before == "none":
+                opt.zero_grad(set_to_none=True)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 run(x, y)
