@@ -55,7 +55,7 @@ def widened(name: str, fn: Callable) -> Callable:
     accumulate in float32 too; other dtypes pass straight through."""
     if name == "matmul":
         def matmul(x, y):
-            if x.dtype == BFLOAT16:
+            if x.dtype is BFLOAT16:
                 return fn(x.astype(_F32), y.astype(_F32)).astype(BFLOAT16)
             return fn(x, y)
         return matmul

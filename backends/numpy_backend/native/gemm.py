@@ -173,7 +173,8 @@ def wrap(fallback):
         return fallback
 
     def matmul(x, y):
-        if ON:
+        # a small 2-D product (most of a step's backward) goes to NumPy before _native's other tests
+        if ON and not (x.ndim == 2 == y.ndim and x.shape[0] * x.shape[1] * y.shape[-1] < MIN_MACS):
             got = _native(x, y, None)
             if got is not None:
                 return got
