@@ -219,8 +219,11 @@ def _linear_rule(ctx, g):
     x, w = ctx.saved[0], ctx.saved[1]
     need = ctx.needs_input_grad
     gx = g @ w if need[0] else None
-    # the weight's gradient in its own (out, in) layout, the batch dims folded into one
-    gw = g.reshape(-1, g.shape[-1]).mT @ x.reshape(-1, x.shape[-1]) if need[1] else None
+    # the weight's gradient in its own (out, in) layout, the batch dims folded into one (a 2-D
+    # input, the common case, skips the reshapes: two op calls, about 1 us each, per layer)
+    gw = None
+    if need[1]:
+        gw = (g if g.ndim == 2 else g.reshape(-1, g.shape[-1])).mT @ (x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))
     gb = None
     if need[2]:
         gb = g if g.ndim == 1 else g.sum(tuple(range(g.ndim - 1)))
