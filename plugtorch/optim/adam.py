@@ -121,7 +121,7 @@ class Adam(Optimizer):
         # which update a step calls, and with how many lists
         return (group["foreach"] is False or group["fused"] is False, bool(group["amsgrad"]))
 
-    def _step_lags(self) -> tuple:
+    def _step_lags(self) -> int | tuple:
         """Each parameter's step count less the first's. Whether the parameters a step updates are
         at one count decides between one ``_fused_adam_`` call (one count for all) and one call
         each; a parameter frozen for a while lags behind. A capture replays only while this is
