@@ -277,7 +277,8 @@ def make_table(xp, to_host, from_host_array, *, ufunc_out=True, add_at=None, as_
     def unary(fn):
         if not ufunc_out:
             return fn
-        return out_ufunc(fn, 1, lambda x: fn(x, out=...)) if xp is numpy else (lambda x: fn(x, out=...))
+        call = lambda x: fn(x, out=...)  # also out_ufunc's slow path
+        return out_ufunc(fn, 1, call) if xp is numpy else call
 
     def cast(x, dtype):
         return x.astype(to_native[dtype], copy=False)

@@ -1600,19 +1600,15 @@ PyMODINIT_FUNC PyInit__kernels(void)
 {
     choose_mvec_width();
     PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
     /* IM2COL_PER_IMAGE: im2col takes (images, rows, positions) cols too; an addition the ABI
-     * leaves alone (conv.py copies those patches with NumPy where an older build lacks it) */
-    if (m && (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddIntConstant(m, "IM2COL_PER_IMAGE", 1) < 0)) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    /* OutUfunc: an addition the ABI leaves alone too (xp_table keeps its Python wrappers without it) */
-    if (m && ((OUT_KWNAMES == NULL && (OUT_KWNAMES = Py_BuildValue("(s)", "out")) == NULL)
-              || (DTYPE_NAME == NULL && (DTYPE_NAME = PyUnicode_InternFromString("dtype")) == NULL))) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (m && (PyType_Ready(&OutUfuncType) < 0 || PyModule_AddObjectRef(m, "OutUfunc", (PyObject *)&OutUfuncType) < 0)) {
+     * leaves alone (conv.py copies those patches with NumPy where an older build lacks it).
+     * OutUfunc: an addition the ABI leaves alone too (xp_table keeps its Python wrappers without it) */
+    if (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddIntConstant(m, "IM2COL_PER_IMAGE", 1) < 0
+        || (OUT_KWNAMES == NULL && (OUT_KWNAMES = Py_BuildValue("(s)", "out")) == NULL)
+        || (DTYPE_NAME == NULL && (DTYPE_NAME = PyUnicode_InternFromString("dtype")) == NULL)
+        || PyType_Ready(&OutUfuncType) < 0 || PyModule_AddObjectRef(m, "OutUfunc", (PyObject *)&OutUfuncType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
