@@ -28,6 +28,23 @@ def relu(x):
     return out
 
 
+_SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def threshold_backward(grad_output, input, *, threshold):
+    """0 where input <= threshold, else grad_output, bit for bit as the op's select: the gradient's
+    bits ANDed with a mask of all ones or all zeros. A multiply by the mask would give -0 and nan
+    where the select gives +0; NumPy's where() branches per element and is ~5x slower."""
+    itype = _SAME_WIDTH_INT.get(grad_output.dtype.itemsize)
+    if itype is None or grad_output.dtype.kind == "c":  # bytes and complex: no same-width mask
+        return np.where(np.less_equal(input, threshold), grad_output.dtype.type(0), grad_output)
+    mask = np.subtract(np.less_equal(input, threshold), 1, dtype=itype)  # 0 at or below, else -1
+    out = np.empty(grad_output.shape, grad_output.dtype)
+    # a view as the same-width integer is legal for any strides (no itemsize change)
+    np.bitwise_and(grad_output.view(itype), mask, out=out.view(itype))
+    return out
+
+
 def sigmoid(x):
     # exp(-|x|) never overflows; pick the algebraically matching form per sign.
     e = np.exp(-np.abs(x))
@@ -429,7 +446,8 @@ def fold(cols, *, shape, window, strides, dilation):
     return acc
 
 
-FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "sigmoid": sigmoid, "gelu": gelu,
+FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "threshold_backward": threshold_backward,
+                 "sigmoid": sigmoid, "gelu": gelu,
                  "gelu_backward": gelu_backward, "layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
                  "layer_norm_weight_grad": layer_norm_weight_grad, "batch_norm": batch_norm,
                  "batch_norm_backward": batch_norm_backward, "batch_norm_weight_grad": batch_norm_weight_grad,

@@ -1,10 +1,9 @@
 """The activations' gradient ops, threshold_backward (relu's), tanh_backward and sigmoid_backward:
 the NumPy backend's kernels (NumPy passes in fused.py, one C pass in native/) equal the ops'
-decompositions bit for bit in every layout and float dtype (the native threshold_backward gives
-0, not nan, where the gradient is not finite and the input is at or below the threshold, as
-torch does), and relu's, tanh's, sigmoid's and an LSTM cell's backward run them. (Against
-torch's aten ops, gradients and second gradients included: the conformance kit runs the ops'
-samples.)"""
+decompositions bit for bit in every layout and float dtype (threshold_backward's give torch's
++0, not -0 or nan, at or below the threshold, whatever the gradient there), and relu's,
+tanh's, sigmoid's and an LSTM cell's backward run them. (Against torch's aten ops, gradients and
+second gradients included: the conformance kit runs the ops' samples.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -105,13 +104,14 @@ def test_threshold_kernel_is_the_decomposition(dtype, threshold):
 
 
 @pytest.mark.skipif(not NATIVE, reason=native.status())
-def test_threshold_mixed_layouts_and_dtypes_take_the_formula():
+def test_threshold_mixed_layouts_and_dtypes_take_the_numpy_kernel():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 4)).astype(np.float32)
     for g in (np.asfortranarray(rng.standard_normal((5, 4)).astype(np.float32)),
               rng.standard_normal((5, 4))):
-        np.testing.assert_array_equal(NATIVE["threshold_backward"](g, x, threshold=0),
-                                      g * (x > 0).astype(g.dtype))
+        got = NATIVE["threshold_backward"](g, x, threshold=0)
+        assert got.dtype == g.dtype
+        np.testing.assert_array_equal(_bits(got), _bits(np.where(x > 0, g, g.dtype.type(0))))
     x[1, 2] = np.nan  # the formula's rule is the kernel's: a NaN input passes the gradient on
     g = np.asfortranarray(rng.standard_normal((5, 4)).astype(np.float32))
     assert NATIVE["threshold_backward"](g, x, threshold=0)[1, 2] == g[1, 2]
@@ -205,3 +205,66 @@ def test_numpy_relu_keeps_negative_zero_on_strided_input(dtype):
         want = np.where(view < 0, dtype(0), view)
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def _bits(a):
+    """An array's bit patterns, so that -0 differs from +0 and one nan from another."""
+    a = np.asarray(a)
+    return a.view({2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize])
+
+
+THRESHOLD_KERNELS = [pytest.param(_threshold_backward, id="decomposition"),
+                     pytest.param(fused.threshold_backward, id="numpy"),
+                     pytest.param(NATIVE.get("threshold_backward"), id="native",
+                                  marks=pytest.mark.skipif(not NATIVE, reason=native.status()))]
+
+
+@pytest.mark.parametrize("kernel", THRESHOLD_KERNELS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("threshold", [0, 0.5])
+def test_threshold_backward_is_torchs_bit_for_bit(torch, kernel, dtype, threshold):
+    # +0 at or below the threshold, for a negative, infinite or nan gradient too (a multiply by
+    # the mask gives -0 and nan there), and the gradient's own bits above it (-0 and nan kept)
+    special = [-0.0, 0.0, -1.0, np.inf, -np.inf, np.nan, -2.5, 0.5]
+    rng = np.random.default_rng(3)
+    g = np.concatenate([special * 3, rng.standard_normal(40)]).astype(np.float32)
+    x = np.concatenate([[-1.0] * 8 + [threshold] * 8 + [1.0] * 8, rng.standard_normal(40)]).astype(np.float32)
+    x[[5, 13]] = np.nan  # a nan input passes the gradient on
+    tg, tx = (torch.tensor(a).to(getattr(torch, dtype)) for a in (g, x))
+    want = torch.ops.aten.threshold_backward(tg, tx, threshold)
+    ours = [pt.tensor(a).to(getattr(pt, dtype)) for a in (g, x)]
+    if kernel is _threshold_backward:
+        got = kernel(*ours, threshold=threshold)
+        assert got.dtype is getattr(pt, dtype)
+        got_nan, got_bits = got.isnan().numpy(), _int_bits(got)
+    else:  # the backend's arrays (bfloat16: ml_dtypes')
+        got = kernel(*(o._data for o in ours), threshold=threshold)
+        assert got.dtype == ours[0]._data.dtype
+        got_nan, got_bits = np.isnan(got.astype(np.float32)), _bits(got)
+    # nan's payload is the conversions' (torch rounds float32 nan to bfloat16 0xffff, NumPy's
+    # ml_dtypes to 0x7fc0): nan where torch has nan, and the same bits everywhere else
+    nan = want.isnan().numpy()
+    np.testing.assert_array_equal(got_nan, nan)
+    np.testing.assert_array_equal(got_bits[~nan], _int_bits(want)[~nan])
+
+
+def _int_bits(t):
+    """A plugtorch or torch floating tensor's bit patterns as a NumPy integer array."""
+    width = {2: "int16", 4: "int32", 8: "int64"}[t.element_size()]
+    if isinstance(t, pt.Tensor):
+        return t.view(getattr(pt, width)).numpy()
+    import torch
+    return t.view(getattr(torch, width)).numpy()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_relus_gradient_is_torchs_bit_for_bit(torch, dtype):
+    # through whichever kernel the backend registered (the C one, or the NumPy one where it is off)
+    rng = np.random.default_rng(6)
+    x, g = (rng.standard_normal((4, 33)).astype(np.float32) for _ in range(2))
+    grads = []
+    for m in (pt, torch):
+        v = m.tensor(x).to(getattr(m, dtype)).requires_grad_()
+        m.relu(v).backward(m.tensor(g).to(getattr(m, dtype)))
+        grads.append(_int_bits(v.grad))
+    np.testing.assert_array_equal(*grads)

@@ -1,9 +1,8 @@
 // The activations' gradients, one launch each where their decompositions take three
 // (core/ops/activation.py); each runs as the NumPy backend's native kernel does
 // (backends/numpy_backend/native/typed.h), so the two agree bit for bit:
-//   threshold_bwd: 0 where input <= threshold, else grad, as torch's kernel (a NaN input passes
-//       grad on; 0 also where grad is inf or nan, where the decomposition's multiply by the mask
-//       gives nan);
+//   threshold_bwd: 0 where input <= threshold, else grad, as torch's kernel and the op's select (a
+//       NaN input passes grad on; +0 also where grad is negative, inf or nan);
 //   tanh_bwd: grad * (1 - y * y), and sigmoid_bwd: grad * (1 - y) * y, from the op's output y,
 //       each product rounded to T (rounding.cuh: no FMA contraction).
 // Grid-stride over n elements; all arrays C-contiguous, of one dtype and n elements.

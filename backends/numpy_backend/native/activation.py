@@ -1,6 +1,6 @@
-"""relu, gelu, erf, and the activations' gradients in one C pass each: threshold_backward (relu's; the
-decomposition is a comparison, a cast and a multiply, three passes and two temporaries over
-every activation), tanh_backward and sigmoid_backward (three passes each in fused.py); erf, the
+"""relu, gelu, erf, and the activations' gradients in one C pass each: threshold_backward (relu's;
+the decomposition is a comparison and a select, two passes and a temporary over every
+activation), tanh_backward and sigmoid_backward (three passes each in fused.py); erf, the
 primitive NumPy has no ufunc for, is libm's.
 
 relu is torch's ``x < 0 ? 0 : x`` (fused.py's, the same values: -0 for -0, nan for nan), with
@@ -21,15 +21,11 @@ assert _loaded is not None, "imported by native.kernels() only once the extensio
 _kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
-def _threshold_formula(grad_output, input, *, threshold):
-    return grad_output * ~(input <= threshold)
-
-
 # kernels that take bfloat16 as torch does themselves: bfloat16 is never one of FLOATS, so it
 # takes their NumPy path, which computes it in float32 (through_float32) or exactly (relu's
-# maximum); the backend registers them without a wrapper testing every call's dtype. Not
-# threshold_backward: its NumPy formula gives -0.0 where the C kernel (and torch) give +0.0
-BFLOAT16_INSIDE = frozenset({"relu", "tanh_backward", "sigmoid_backward"})
+# maximum, threshold_backward's bit mask); the backend registers them without a wrapper testing
+# every call's dtype
+BFLOAT16_INSIDE = frozenset({"relu", "threshold_backward", "tanh_backward", "sigmoid_backward"})
 
 
 def _flat_kernel(c_kernel, numpy_kernel):
@@ -114,7 +110,7 @@ def erf(x):
     return out
 
 
-threshold_backward = _flat_kernel(_kernels.threshold_backward, _threshold_formula)
+threshold_backward = _flat_kernel(_kernels.threshold_backward, fused.threshold_backward)
 tanh_backward = _flat_kernel(_kernels.tanh_backward, fused.tanh_backward)
 sigmoid_backward = _flat_kernel(_kernels.sigmoid_backward, fused.sigmoid_backward)
 
