@@ -78,4 +78,10 @@ def numpy_special(name, x, y, n):
                            "(not built here) or SciPy (not installed); rebuild with a C compiler "
                            "(pip install -e .) or pip install scipy")
     with numpy.errstate(all="ignore"):
-        return from_scipy(scipy_special)(name, x, y, n)
+        out = from_scipy(scipy_special)(name, x, y, n)
+    # torch's values (and the C's) where SciPy's differ: lgamma(-inf) is inf, erfinv(-0) is -0
+    if name == "lgamma":
+        return numpy.where(numpy.isneginf(x), x.dtype.type(numpy.inf), out)
+    if name == "erfinv":
+        return numpy.where(x == 0, x, out)
+    return out
