@@ -149,6 +149,41 @@ def test_bad_arguments_name_the_op_and_the_shapes():
         kernel.gemm(f, np.ones((1, 1, 3, 4), np.float32), np.empty((1, 1, 4, 2), np.float32).swapaxes(2, 3))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n", [(0, 3), (1, 1), (1, 37), (37, 1), (16, 16), (17, 33), (64, 1024), (130, 47)])
+def test_transpose_copies_every_element(dtype, m, n):
+    """The product's way back to C order after computing B^T @ A^T: whole tiles and the edges."""
+    src = np.random.default_rng(m * n).standard_normal((m, n)).astype(dtype)
+    for view in (src, np.pad(src, ((0, 0), (3, 5)))[:, 3:3 + n]):  # rows further apart than n
+        out = np.full((n, m), np.nan, dtype)
+        kernel.transpose(view, out)
+        np.testing.assert_array_equal(out, view.T)
+
+
+def test_transpose_arguments_are_checked():
+    with pytest.raises(ValueError, match=r"transpose: src \(2, 3\) and out \(2, 3\)"):
+        kernel.transpose(np.ones((2, 3), np.float32), np.empty((2, 3), np.float32))
+    with pytest.raises(ValueError, match="one dtype"):
+        kernel.transpose(np.ones((2, 3), np.float32), np.empty((3, 2)))
+    with pytest.raises(ValueError, match="columns adjacent"):
+        kernel.transpose(np.ones((3, 2), np.float32).T, np.empty((3, 2), np.float32))
+    with pytest.raises(ValueError, match="2-d float32 or float64"):
+        kernel.transpose(np.ones(3, np.float32), np.empty(3, np.float32))
+
+
+def test_a_product_computed_transposed_comes_back_in_the_order_asked_for(one_thread):
+    r = np.random.default_rng(8)
+    a, b = r.standard_normal((1000, 256)).astype(np.float32), r.standard_normal((256, 30)).astype(np.float32)
+    assert not gemm.wins(1000, 256, 30) and gemm.wins(30, 256, 1000)  # the kernel's as B^T @ A^T
+    want = _run(b.T, a.T).T  # the kernel's bits
+    got = gemm.matmul(a, b)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+    for out in (np.empty((1000, 30), np.float32), np.empty((30, 1000), np.float32).T):  # C and Fortran order
+        assert gemm.matmul(a, b, out=out) is out
+        np.testing.assert_array_equal(out, want)
+
+
 # -- the size rule and the switches (gemm.matmul, the backend's matmul primitive) -----------------
 
 @pytest.mark.parametrize("shapes", [((20, 256), (256, 1024)), ((2, 3, 16, 144), (3, 144, 256)),
