@@ -363,8 +363,8 @@ VECTOR_CLONES static void FN(ln_wgrad)(const T *g, const T *x, double *acc, Py_s
 
 /* Channel c of an (N, C, HW) C-contiguous array: its mean and biased variance, in double, the
  * variance from the centred values (as ln_stats, over the N planes of HW elements). */
-static void FN(bn_stats)(const T *x, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW, Py_ssize_t c, double *mean,
-                         double *var)
+static inline void FN(bn_stats)(const T *x, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW, Py_ssize_t c,
+                                double *mean, double *var)
 {
     double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
     for (Py_ssize_t n = 0; n < N; n++) {
@@ -399,9 +399,38 @@ static void FN(bn_stats)(const T *x, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW, 
     *var = v / count;
 }
 
+/* Channel c's sum of g (with x NULL) or of g * (x - m), in double, in eight partial sums (a
+ * running sum is one chain of dependent adds, which GCC leaves scalar) */
+static inline double FN(bn_dot)(const T *g, const T *x, double m, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW,
+                                Py_ssize_t c)
+{
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
+    Py_ssize_t whole = HW - HW % 8;
+    for (Py_ssize_t n = 0; n < N; n++) {
+        const T *gp = g + (n * C + c) * HW, *p = x ? x + (n * C + c) * HW : NULL;
+        if (p) {
+            for (Py_ssize_t k = 0; k < whole; k += 8)
+                for (int j = 0; j < 8; j++)
+                    acc[j] += (double)gp[k + j] * ((double)p[k + j] - m);
+            for (Py_ssize_t k = whole; k < HW; k++)
+                s += (double)gp[k] * ((double)p[k] - m);
+        } else {
+            for (Py_ssize_t k = 0; k < whole; k += 8)
+                for (int j = 0; j < 8; j++)
+                    acc[j] += (double)gp[k + j];
+            for (Py_ssize_t k = whole; k < HW; k++)
+                s += (double)gp[k];
+        }
+    }
+    for (int j = 0; j < 8; j++)
+        s += acc[j];
+    return s;
+}
+
 /* channels [lo, hi): (x - mean) * rstd * w + b, from the batch's statistics (training; written to
- * mean_out and var_out) or the running ones */
-static void FN(bn_fwd)(const T *x, const T *w, const T *b, const T *rm, const T *rv, T *out, double *mean_out,
+ * mean_out and var_out) or the running ones; the batch_norm kernels in wider vectors where the
+ * CPU has them (VECTOR_CLONES: the same bits) */
+VECTOR_CLONES static void FN(bn_fwd)(const T *x, const T *w, const T *b, const T *rm, const T *rv, T *out, double *mean_out,
                        double *var_out, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi,
                        double eps, int training)
 {
@@ -430,8 +459,9 @@ static void FN(bn_fwd)(const T *x, const T *w, const T *b, const T *rm, const T 
 
 /* channels [lo, hi) of the input gradient: training, a (g - mean(g)) - xc * mean(g * xc) * a rstd^2
  * with a = rstd * w; evaluation, g * rstd * w with the running variance */
-static void FN(bn_bwd)(const T *g, const T *x, const T *w, const T *rv, T *gx, Py_ssize_t N, Py_ssize_t C,
-                       Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi, double eps, int training)
+VECTOR_CLONES static void FN(bn_bwd)(const T *g, const T *x, const T *w, const T *rv, T *gx, Py_ssize_t N,
+                                     Py_ssize_t C, Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi, double eps,
+                                     int training)
 {
     for (Py_ssize_t c = lo; c < hi; c++) {
         double wc = w ? (double)w[c] : 1.0;
@@ -445,15 +475,9 @@ static void FN(bn_bwd)(const T *g, const T *x, const T *w, const T *rv, T *gx, P
             }
             continue;
         }
-        double m, v, sg = 0, sgx = 0;
+        double m, v;
         FN(bn_stats)(x, N, C, HW, c, &m, &v);
-        for (Py_ssize_t n = 0; n < N; n++) {
-            const T *gp = g + (n * C + c) * HW, *p = x + (n * C + c) * HW;
-            for (Py_ssize_t k = 0; k < HW; k++) {
-                sg += (double)gp[k];
-                sgx += (double)gp[k] * ((double)p[k] - m);
-            }
-        }
+        double sg = FN(bn_dot)(g, NULL, 0, N, C, HW, c), sgx = FN(bn_dot)(g, x, m, N, C, HW, c);
         double count = (double)N * (double)HW, rs = 1.0 / sqrt(v + eps), a = rs * wc;
         T ta = (T)a, tm = (T)m, tmg = (T)(sg / count), tb = (T)(sgx / count * a * rs * rs);
         for (Py_ssize_t n = 0; n < N; n++) {
@@ -467,23 +491,19 @@ static void FN(bn_bwd)(const T *g, const T *x, const T *w, const T *rv, T *gx, P
 
 /* channels [lo, hi) of the weight's gradient: sum of g * (x - mean) * rstd, with the batch's
  * statistics (training) or the running ones */
-static void FN(bn_wgrad)(const T *g, const T *x, const T *rm, const T *rv, T *gw, Py_ssize_t N, Py_ssize_t C,
-                         Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi, double eps, int training)
+VECTOR_CLONES static void FN(bn_wgrad)(const T *g, const T *x, const T *rm, const T *rv, T *gw, Py_ssize_t N,
+                                       Py_ssize_t C, Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi, double eps,
+                                       int training)
 {
     for (Py_ssize_t c = lo; c < hi; c++) {
-        double m, v, s = 0;
+        double m, v;
         if (training)
             FN(bn_stats)(x, N, C, HW, c, &m, &v);
         else {
             m = (double)rm[c];
             v = (double)rv[c];
         }
-        for (Py_ssize_t n = 0; n < N; n++) {
-            const T *gp = g + (n * C + c) * HW, *p = x + (n * C + c) * HW;
-            for (Py_ssize_t k = 0; k < HW; k++)
-                s += (double)gp[k] * ((double)p[k] - m);
-        }
-        gw[c] = (T)(s / sqrt(v + eps));
+        gw[c] = (T)(FN(bn_dot)(g, x, m, N, C, HW, c) / sqrt(v + eps));
     }
 }
 
