@@ -119,6 +119,50 @@ def test_the_batch_norm_kernel_is_the_decomposition(kernel, name, dtype, affine,
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=label)
 
 
+def _offset_channels(rng):
+    """(label, x): float32 channels whose statistics lose everything to a careless sum: a mean
+    10^4 standard deviations from 0, a first image far from the rest, a constant channel."""
+    x = rng.standard_normal((16, 3, 9, 9))
+    x[:, 0] = 1e4 + x[:, 0] * 1e-2
+    x[0, 1] = 1e4  # every other image of channel 1 near 0
+    x[:, 2] = 7.25
+    return x.astype(np.float32)
+
+
+def test_batch_norm_statistics_survive_a_large_mean_and_an_outlying_image():
+    # the running statistics after one step of momentum 1 are the batch's own: the C's must be
+    # float64's, rounded once to float32 (it sums in double, in one shifted pass). (The NumPy
+    # passes, as the decomposition and torch's kernel, compute in float32: torch's variance of
+    # channel 0 is 1.02004e-4 against float64's 1.01993e-4.)
+    if not NATIVE:
+        pytest.skip(native.status())
+    x = _offset_channels(np.random.default_rng(3))
+    rm, rv = np.zeros(3, np.float32), np.ones(3, np.float32)
+    NATIVE["batch_norm"](x, rm, rv, None, None, training=True, momentum=1.0, eps=1e-5)
+    wide = x.astype(np.float64)
+    want_mean, want_var = wide.mean((0, 2, 3)), wide.var((0, 2, 3), ddof=1)
+    np.testing.assert_allclose(rm, want_mean, rtol=2e-7)
+    np.testing.assert_allclose(rv, want_var, rtol=4e-7)
+    assert rv[2] == 0  # a constant channel's variance is 0 exactly, not a rounding residue
+
+
+@pytest.mark.parametrize("name", ["batch_norm_backward", "batch_norm_weight_grad"])
+def test_batch_norm_gradients_survive_a_large_mean(name):
+    if not NATIVE:
+        pytest.skip(native.status())
+    rng = np.random.default_rng(4)
+    x = (100 + rng.standard_normal((16, 3, 9, 9))).astype(np.float32)  # mean^2 / var = 10^4
+    x[0, 1] += 50  # and an outlying first image
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    rm, rv = np.zeros(3, np.float32), np.ones(3, np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    args = (g, x, w, rm, rv) if name == "batch_norm_backward" else (g, x, rm, rv)
+    got = NATIVE[name](*args, training=True, eps=1e-5)
+    wide = [None if a is None else pt.tensor(a.astype(np.float64)) for a in args]
+    want = BN_DECOMPOSITIONS[name](*wide, training=True, eps=1e-5).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4 * np.abs(want).max())
+
+
 def test_a_batch_norm_layer_runs_the_kernels_and_matches_torch(numpy_kernel_calls):
     torch = pytest.importorskip("torch", reason="torch is the reference for batch_norm")
     calls = numpy_kernel_calls(*BN_NAMES)

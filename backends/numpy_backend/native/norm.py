@@ -66,7 +66,8 @@ def _vector(t):
 
 
 def batch_norm(input, running_mean, running_var, weight, bias, *, training, momentum, eps, fallback):
-    """batch_norm in one C pass per channel (two for the batch's statistics), channels split over
+    """batch_norm in one C pass per channel (one more for a float32 batch's statistics, two for
+    float64's: typed.h's bn_moments and bn_stats), channels split over
     the pool; the running statistics move in place from those statistics, as the op says."""
     dtypes = {t.dtype for t in (running_mean, running_var, weight, bias) if t is not None} | {input.dtype}
     if input.dtype not in FLOATS or len(dtypes) > 1:

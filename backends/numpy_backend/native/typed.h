@@ -399,6 +399,96 @@ static inline void FN(bn_stats)(const T *x, Py_ssize_t N, Py_ssize_t C, Py_ssize
     *var = v / count;
 }
 
+#ifndef PLUGTORCH_V8D
+#define PLUGTORCH_V8D
+/* eight doubles as one value of GCC's vector extension: a zmm, two ymm or four xmm registers by
+ * the clone's ISA, the same bits on each (lane-wise arithmetic, no FMA contraction) */
+typedef double v8d __attribute__((vector_size(64)));
+/* (always inlined into the clones: GCC's note on passing 64-byte vectors by value is moot) */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float v8f __attribute__((vector_size(32)));
+static inline __attribute__((always_inline)) v8d v8d_of_f(const float *p)
+{
+    v8f f;
+    memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, v8d);
+}
+static inline __attribute__((always_inline)) v8d v8d_of_d(const double *p)
+{
+    v8d d;
+    memcpy(&d, p, sizeof d);
+    return d;
+}
+static inline __attribute__((always_inline)) double v8d_total(v8d v)
+{
+    double s = 0;
+    for (int i = 0; i < 8; i++)
+        s += v[i];
+    return s;
+}
+#endif
+#define LOAD8 CAT(v8d_of, SUFFIX)
+
+/* float32 channel c's mean and biased variance, and with g its sum of g and of g * (x - mean), in
+ * one pass over x (and g) where bn_stats and bn_dot take four: the sums of d = x - x0, d^2, g and
+ * g * d in double, then mean = x0 + sum(d) / n, var = (sum(d^2) - sum(d)^2 / n) / n and
+ * sum(g * (x - mean)) = sum(g * d) - sum(d) / n * sum(g). The subtractions lose (mean - x0)^2 / var
+ * times double's rounding (unshifted it would be mean^2 / var, unbounded); with x0 the mean of the
+ * first of the N planes that ratio is at most N (Cauchy-Schwarz), so the loss stays ~N * 2^-53
+ * relative, far below float32's rounding. Eight lanes, one vector each. */
+/* (always inline: a call out of a VECTOR_CLONES kernel would run the baseline ISA's copy) */
+static inline __attribute__((always_inline)) void FN(bn_moments)(const T *x, const T *g, Py_ssize_t N, Py_ssize_t C,
+                                                                 Py_ssize_t HW, Py_ssize_t c, double *mean,
+                                                                 double *var, double *sg, double *sgx)
+{
+    double x0 = 0, t[4] = {0, 0, 0, 0};
+    v8d s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
+    Py_ssize_t whole = HW - HW % 8;
+    if (N && HW) {  /* the shift: the first plane's mean */
+        const T *p = x + c * HW;
+        for (Py_ssize_t k = 0; k < whole; k += 8)
+            s1 += LOAD8(p + k);
+        for (Py_ssize_t k = whole; k < HW; k++)
+            t[0] += (double)p[k];
+        x0 = (v8d_total(s1) + t[0]) / (double)HW;
+        s1 = (v8d){0}, t[0] = 0;
+    }
+    for (Py_ssize_t n = 0; n < N; n++) {
+        const T *p = x + (n * C + c) * HW, *gp = g ? g + (n * C + c) * HW : NULL;
+        if (gp) {
+            for (Py_ssize_t k = 0; k < whole; k += 8) {
+                v8d d = LOAD8(p + k) - x0, gv = LOAD8(gp + k);
+                s1 += d, s2 += d * d, s3 += gv, s4 += gv * d;
+            }
+            for (Py_ssize_t k = whole; k < HW; k++) {
+                double d = (double)p[k] - x0;
+                t[0] += d, t[1] += d * d, t[2] += (double)gp[k], t[3] += (double)gp[k] * d;
+            }
+        } else {
+            for (Py_ssize_t k = 0; k < whole; k += 8) {
+                v8d d = LOAD8(p + k) - x0;
+                s1 += d, s2 += d * d;
+            }
+            for (Py_ssize_t k = whole; k < HW; k++) {
+                double d = (double)p[k] - x0;
+                t[0] += d, t[1] += d * d;
+            }
+        }
+    }
+    double count = (double)N * (double)HW, sd = v8d_total(s1) + t[0], shift = sd / count;
+    double centred = v8d_total(s2) + t[1] - sd * shift;
+    *mean = x0 + shift;
+    *var = (centred > 0 ? centred : 0) / count;
+    if (g) {
+        *sg = v8d_total(s3) + t[2];
+        *sgx = v8d_total(s4) + t[3] - shift * *sg;
+    }
+}
+
+/* float32 goes through bn_moments' one pass; float64 keeps the two-pass statistics (bn_stats) and
+ * bn_dot, whose subtraction-free sums it needs at its own precision */
+#define BN_ONE_PASS (sizeof(T) == sizeof(float))
+
 /* Channel c's sum of g (with x NULL) or of g * (x - m), in double, in eight partial sums (a
  * running sum is one chain of dependent adds, which GCC leaves scalar) */
 static inline double FN(bn_dot)(const T *g, const T *x, double m, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW,
@@ -437,7 +527,10 @@ VECTOR_CLONES static void FN(bn_fwd)(const T *x, const T *w, const T *b, const T
     for (Py_ssize_t c = lo; c < hi; c++) {
         double m, v;
         if (training) {
-            FN(bn_stats)(x, N, C, HW, c, &m, &v);
+            if (BN_ONE_PASS)
+                FN(bn_moments)(x, NULL, N, C, HW, c, &m, &v, NULL, NULL);
+            else
+                FN(bn_stats)(x, N, C, HW, c, &m, &v);
             mean_out[c] = m;
             var_out[c] = v;
         } else {
@@ -475,9 +568,13 @@ VECTOR_CLONES static void FN(bn_bwd)(const T *g, const T *x, const T *w, const T
             }
             continue;
         }
-        double m, v;
-        FN(bn_stats)(x, N, C, HW, c, &m, &v);
-        double sg = FN(bn_dot)(g, NULL, 0, N, C, HW, c), sgx = FN(bn_dot)(g, x, m, N, C, HW, c);
+        double m, v, sg = 0, sgx = 0;
+        if (BN_ONE_PASS)
+            FN(bn_moments)(x, g, N, C, HW, c, &m, &v, &sg, &sgx);
+        else {
+            FN(bn_stats)(x, N, C, HW, c, &m, &v);
+            sg = FN(bn_dot)(g, NULL, 0, N, C, HW, c), sgx = FN(bn_dot)(g, x, m, N, C, HW, c);
+        }
         double count = (double)N * (double)HW, rs = 1.0 / sqrt(v + eps), a = rs * wc;
         T ta = (T)a, tm = (T)m, tmg = (T)(sg / count), tb = (T)(sgx / count * a * rs * rs);
         for (Py_ssize_t n = 0; n < N; n++) {
@@ -496,7 +593,12 @@ VECTOR_CLONES static void FN(bn_wgrad)(const T *g, const T *x, const T *rm, cons
                                        int training)
 {
     for (Py_ssize_t c = lo; c < hi; c++) {
-        double m, v;
+        double m, v, sg = 0, sgx = 0;
+        if (training && BN_ONE_PASS) {
+            FN(bn_moments)(x, g, N, C, HW, c, &m, &v, &sg, &sgx);
+            gw[c] = (T)(sgx / sqrt(v + eps));
+            continue;
+        }
         if (training)
             FN(bn_stats)(x, N, C, HW, c, &m, &v);
         else {
