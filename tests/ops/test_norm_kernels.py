@@ -119,6 +119,22 @@ def test_the_batch_norm_kernel_is_the_decomposition(kernel, name, dtype, affine,
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=label)
 
 
+def test_layer_norm_weight_gradient_survives_a_large_mean():
+    # rows at 10^4 with standard deviation 10^-2: the C's row statistics (one shifted pass in
+    # double for float32) must keep float64's weight gradient; an unshifted sum of squares
+    # loses 1e-3 of it
+    if not NATIVE:
+        pytest.skip(native.status())
+    rng = np.random.default_rng(5)
+    x = (1e4 + 1e-2 * rng.standard_normal((64, 130))).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    attrs = {"normalized_shape": (130,), "eps": 1e-12}
+    got = NATIVE["layer_norm_weight_grad"](g, x, **attrs)
+    want = DECOMPOSITIONS["layer_norm_weight_grad"](pt.tensor(g.astype(np.float64)), pt.tensor(x.astype(np.float64)),
+                                                    **attrs).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 def _offset_channels(rng):
     """(label, x): float32 channels whose statistics lose everything to a careless sum: a mean
     10^4 standard deviations from 0, a first image far from the rest, a constant channel."""

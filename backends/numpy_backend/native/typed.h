@@ -248,6 +248,36 @@ static void FN(gelu_bwd)(const T *restrict g, const T *restrict x, T *restrict o
 
 /* -- layer_norm -------------------------------------------------------------------------------- */
 
+#ifndef PLUGTORCH_V8D
+#define PLUGTORCH_V8D
+/* eight doubles as one value of GCC's vector extension: a zmm, two ymm or four xmm registers by
+ * the clone's ISA, the same bits on each (lane-wise arithmetic, no FMA contraction) */
+typedef double v8d __attribute__((vector_size(64)));
+/* (always inlined into the clones: GCC's note on passing 64-byte vectors by value is moot) */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float v8f __attribute__((vector_size(32)));
+static inline __attribute__((always_inline)) v8d v8d_of_f(const float *p)
+{
+    v8f f;
+    memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, v8d);
+}
+static inline __attribute__((always_inline)) v8d v8d_of_d(const double *p)
+{
+    v8d d;
+    memcpy(&d, p, sizeof d);
+    return d;
+}
+static inline __attribute__((always_inline)) double v8d_total(v8d v)
+{
+    double s = 0;
+    for (int i = 0; i < 8; i++)
+        s += v[i];
+    return s;
+}
+#endif
+#define LOAD8 CAT(v8d_of, SUFFIX)
+
 /* One row's mean and 1 / sqrt(biased variance + eps), in double, the variance from the centred
  * values (two passes: no cancellation); eight partial sums, which the compiler keeps in a
  * vector register. */
@@ -279,6 +309,47 @@ static inline void FN(ln_stats)(const T *restrict x, Py_ssize_t n, double eps, d
     *rstd = 1.0 / sqrt(v / (double)n + eps);
 }
 
+/* A float32 row's mean and rstd, and with g its sums of gy = g * w (or g) and of gy * (x - mean),
+ * in one pass where ln_stats and ln_bwd's sums take four: bn_moments' shifted sums, x0 the row's
+ * first element (the cancellation stays within n times double's rounding, as there). */
+static inline __attribute__((always_inline)) void FN(ln_moments)(const T *x, const T *g, const T *w, Py_ssize_t n,
+                                                                 double eps, double *mean, double *rstd, double *sg,
+                                                                 double *sgx)
+{
+    double x0 = n ? (double)x[0] : 0, t[4] = {0, 0, 0, 0};
+    v8d s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
+    Py_ssize_t whole = n - n % 8, k;
+    if (g) {
+        for (k = 0; k < whole; k += 8) {
+            v8d d = LOAD8(x + k) - x0, gy = w ? LOAD8(g + k) * LOAD8(w + k) : LOAD8(g + k);
+            s1 += d, s2 += d * d, s3 += gy, s4 += gy * d;
+        }
+        for (; k < n; k++) {
+            double d = (double)x[k] - x0, gy = w ? (double)g[k] * (double)w[k] : (double)g[k];
+            t[0] += d, t[1] += d * d, t[2] += gy, t[3] += gy * d;
+        }
+    } else {
+        for (k = 0; k < whole; k += 8) {
+            v8d d = LOAD8(x + k) - x0;
+            s1 += d, s2 += d * d;
+        }
+        for (; k < n; k++) {
+            double d = (double)x[k] - x0;
+            t[0] += d, t[1] += d * d;
+        }
+    }
+    double sd = v8d_total(s1) + t[0], shift = sd / (double)n, centred = v8d_total(s2) + t[1] - sd * shift;
+    *mean = x0 + shift;
+    *rstd = 1.0 / sqrt((centred > 0 ? centred : 0) / (double)n + eps);
+    if (g) {
+        *sg = v8d_total(s3) + t[2];
+        *sgx = v8d_total(s4) + t[3] - shift * *sg;
+    }
+}
+
+/* float32 rows go through ln_moments' one pass; float64 keeps ln_stats' two passes */
+#define LN_ONE_PASS (sizeof(T) == sizeof(float))
+
 /* rows [lo, hi) of (x - mean) * rstd * w + b (w, b may be NULL), each row of n elements; the
  * layer_norm kernels in wider vectors where the CPU has them (VECTOR_CLONES: the same bits) */
 VECTOR_CLONES static void FN(ln_fwd)(const T *x, const T *w, const T *b, T *out, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n,
@@ -288,7 +359,10 @@ VECTOR_CLONES static void FN(ln_fwd)(const T *x, const T *w, const T *b, T *out,
         const T *xr = x + r * n;
         T *o = out + r * n;
         double m, rs;
-        FN(ln_stats)(xr, n, eps, &m, &rs);
+        if (LN_ONE_PASS)
+            FN(ln_moments)(xr, NULL, NULL, n, eps, &m, &rs, NULL, NULL);
+        else
+            FN(ln_stats)(xr, n, eps, &m, &rs);
         T tm = (T)m, tr = (T)rs;
         for (Py_ssize_t j = 0; j < n; j++) {
             T v = (xr[j] - tm) * tr;
@@ -311,31 +385,37 @@ VECTOR_CLONES static void FN(ln_bwd)(const T *g, const T *x, const T *w, T *gx, 
         const T *xr = x + r * n, *gr = g + r * n;
         T *o = gx + r * n;
         double m, rs, a = 0, bsum = 0, a8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        FN(ln_stats)(xr, n, eps, &m, &rs);
-        Py_ssize_t j = 0, whole = n - n % 8;
-        /* one loop per sum: GCC vectorises each (two sums in one loop stayed scalar) */
-        if (w) {
-            for (j = 0; j < whole; j += 8)
-                for (int k = 0; k < 8; k++)
-                    a8[k] += (double)gr[j + k] * (double)w[j + k];
-            for (j = 0; j < whole; j += 8)
-                for (int k = 0; k < 8; k++)
-                    b8[k] += (double)gr[j + k] * (double)w[j + k] * ((double)xr[j + k] - m);
-        } else {
-            for (j = 0; j < whole; j += 8)
-                for (int k = 0; k < 8; k++)
-                    a8[k] += (double)gr[j + k];
-            for (j = 0; j < whole; j += 8)
-                for (int k = 0; k < 8; k++)
-                    b8[k] += (double)gr[j + k] * ((double)xr[j + k] - m);
+        Py_ssize_t j;
+        if (LN_ONE_PASS)
+            FN(ln_moments)(xr, gr, w, n, eps, &m, &rs, &a, &bsum);
+        else {
+            FN(ln_stats)(xr, n, eps, &m, &rs);
+            Py_ssize_t whole = n - n % 8;
+            j = 0;
+            /* one loop per sum: GCC vectorises each (two sums in one loop stayed scalar) */
+            if (w) {
+                for (j = 0; j < whole; j += 8)
+                    for (int k = 0; k < 8; k++)
+                        a8[k] += (double)gr[j + k] * (double)w[j + k];
+                for (j = 0; j < whole; j += 8)
+                    for (int k = 0; k < 8; k++)
+                        b8[k] += (double)gr[j + k] * (double)w[j + k] * ((double)xr[j + k] - m);
+            } else {
+                for (j = 0; j < whole; j += 8)
+                    for (int k = 0; k < 8; k++)
+                        a8[k] += (double)gr[j + k];
+                for (j = 0; j < whole; j += 8)
+                    for (int k = 0; k < 8; k++)
+                        b8[k] += (double)gr[j + k] * ((double)xr[j + k] - m);
+            }
+            for (; j < n; j++) {
+                double gy = w ? (double)gr[j] * (double)w[j] : (double)gr[j];
+                a += gy;
+                bsum += gy * ((double)xr[j] - m);
+            }
+            for (int k = 0; k < 8; k++)
+                a += a8[k], bsum += b8[k];
         }
-        for (; j < n; j++) {
-            double gy = w ? (double)gr[j] * (double)w[j] : (double)gr[j];
-            a += gy;
-            bsum += gy * ((double)xr[j] - m);
-        }
-        for (int k = 0; k < 8; k++)
-            a += a8[k], bsum += b8[k];
         T tr = (T)rs, tm = (T)m;
         T cb = (T)(bsum / (double)n * rs * rs * rs), cc = (T)(a / (double)n * rs);
         if (w)
@@ -353,7 +433,10 @@ VECTOR_CLONES static void FN(ln_wgrad)(const T *g, const T *x, double *acc, Py_s
     for (Py_ssize_t r = 0; r < rows; r++) {
         const T *xr = x + r * n, *gr = g + r * n;
         double m, rs;
-        FN(ln_stats)(xr, n, eps, &m, &rs);
+        if (LN_ONE_PASS)
+            FN(ln_moments)(xr, NULL, NULL, n, eps, &m, &rs, NULL, NULL);
+        else
+            FN(ln_stats)(xr, n, eps, &m, &rs);
         for (Py_ssize_t j = 0; j < n; j++)
             acc[j] += (double)gr[j] * (((double)xr[j] - m) * rs);
     }
@@ -399,35 +482,6 @@ static inline void FN(bn_stats)(const T *x, Py_ssize_t N, Py_ssize_t C, Py_ssize
     *var = v / count;
 }
 
-#ifndef PLUGTORCH_V8D
-#define PLUGTORCH_V8D
-/* eight doubles as one value of GCC's vector extension: a zmm, two ymm or four xmm registers by
- * the clone's ISA, the same bits on each (lane-wise arithmetic, no FMA contraction) */
-typedef double v8d __attribute__((vector_size(64)));
-/* (always inlined into the clones: GCC's note on passing 64-byte vectors by value is moot) */
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef float v8f __attribute__((vector_size(32)));
-static inline __attribute__((always_inline)) v8d v8d_of_f(const float *p)
-{
-    v8f f;
-    memcpy(&f, p, sizeof f);
-    return __builtin_convertvector(f, v8d);
-}
-static inline __attribute__((always_inline)) v8d v8d_of_d(const double *p)
-{
-    v8d d;
-    memcpy(&d, p, sizeof d);
-    return d;
-}
-static inline __attribute__((always_inline)) double v8d_total(v8d v)
-{
-    double s = 0;
-    for (int i = 0; i < 8; i++)
-        s += v[i];
-    return s;
-}
-#endif
-#define LOAD8 CAT(v8d_of, SUFFIX)
 
 /* float32 channel c's mean and biased variance, and with g its sum of g and of g * (x - mean), in
  * one pass over x (and g) where bn_stats and bn_dot take four: the sums of d = x - x0, d^2, g and
