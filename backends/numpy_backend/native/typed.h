@@ -251,10 +251,10 @@ static void FN(gelu_bwd)(const T *restrict g, const T *restrict x, T *restrict o
 #ifndef PLUGTORCH_V8D
 #define PLUGTORCH_V8D
 /* eight doubles as one value of GCC's vector extension: a zmm, two ymm or four xmm registers by
- * the clone's ISA, the same bits on each (lane-wise arithmetic, no FMA contraction) */
-typedef double v8d __attribute__((vector_size(64)));
-/* (always inlined into the clones: GCC's note on passing 64-byte vectors by value is moot) */
+ * the clone's ISA, the same bits on each (lane-wise arithmetic, no FMA contraction). The helpers
+ * are always inlined into the clones, so GCC's note on passing 64-byte vectors by value is moot. */
 #pragma GCC diagnostic ignored "-Wpsabi"
+typedef double v8d __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 static inline __attribute__((always_inline)) v8d v8d_of_f(const float *p)
 {
@@ -352,8 +352,8 @@ static inline __attribute__((always_inline)) void FN(ln_moments)(const T *x, con
 
 /* rows [lo, hi) of (x - mean) * rstd * w + b (w, b may be NULL), each row of n elements; the
  * layer_norm kernels in wider vectors where the CPU has them (VECTOR_CLONES: the same bits) */
-VECTOR_CLONES static void FN(ln_fwd)(const T *x, const T *w, const T *b, T *out, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n,
-                       double eps)
+VECTOR_CLONES static void FN(ln_fwd)(const T *x, const T *w, const T *b, T *out, Py_ssize_t lo, Py_ssize_t hi,
+                                     Py_ssize_t n, double eps)
 {
     for (Py_ssize_t r = lo; r < hi; r++) {
         const T *xr = x + r * n;
@@ -376,8 +376,9 @@ VECTOR_CLONES static void FN(ln_fwd)(const T *x, const T *w, const T *b, T *out,
 }
 
 /* rows [lo, hi) of the input gradient: with gy = g * w (or g), xc = x - mean,
- * rstd * gy - xc * (rstd^3 * mean(gy * xc)) - rstd * mean(gy); the two sums in eight partial
- * sums each, as ln_stats (a running sum is a chain of dependent adds: 1.4x the time) */
+ * rstd * gy - xc * (rstd^3 * mean(gy * xc)) - rstd * mean(gy); float32 takes the statistics and
+ * both sums from ln_moments' one pass, float64 from ln_stats and two more loops, eight partial sums
+ * each (a running sum is a chain of dependent adds, 1.4x the time) */
 VECTOR_CLONES static void FN(ln_bwd)(const T *g, const T *x, const T *w, T *gx, Py_ssize_t lo, Py_ssize_t hi,
                                      Py_ssize_t n, double eps)
 {
@@ -574,9 +575,9 @@ static inline double FN(bn_dot)(const T *g, const T *x, double m, Py_ssize_t N, 
 /* channels [lo, hi): (x - mean) * rstd * w + b, from the batch's statistics (training; written to
  * mean_out and var_out) or the running ones; the batch_norm kernels in wider vectors where the
  * CPU has them (VECTOR_CLONES: the same bits) */
-VECTOR_CLONES static void FN(bn_fwd)(const T *x, const T *w, const T *b, const T *rm, const T *rv, T *out, double *mean_out,
-                       double *var_out, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW, Py_ssize_t lo, Py_ssize_t hi,
-                       double eps, int training)
+VECTOR_CLONES static void FN(bn_fwd)(const T *x, const T *w, const T *b, const T *rm, const T *rv, T *out,
+                                     double *mean_out, double *var_out, Py_ssize_t N, Py_ssize_t C, Py_ssize_t HW,
+                                     Py_ssize_t lo, Py_ssize_t hi, double eps, int training)
 {
     for (Py_ssize_t c = lo; c < hi; c++) {
         double m, v;
