@@ -191,18 +191,20 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
+    /* rows (MR, or MR / 2 for a last row panel of at most MR / 2 rows) is a constant at each call: the         \
+     * inlined kernel keeps that many rows of accumulators (a 20-row product cost 24 rows' time) */             \
     INLINE AVX512 void micro_##S(Py_ssize_t kc, const T *ap, const T *bp, Py_ssize_t bk, T *c, Py_ssize_t cm,   \
-                                 int mr, M *mask, int first, int direct)                                                                     \
+                                 int mr, M *mask, int first, int direct, const int rows)                        \
     {                                                                                                           \
         V acc[MR][NV];                                                                                          \
-        for (int r = 0; r < MR; r++)                                                                            \
+        for (int r = 0; r < rows; r++)                                                                          \
             for (int v = 0; v < NV; v++)                                                                        \
                 acc[r][v] = first ? ZERO() : MLOAD(mask[v], c + (r < mr ? r : 0) * cm + v * W);                 \
         for (Py_ssize_t kk = 0; kk < kc; kk++) {                                                                \
             V b[NV];                                                                                            \
             for (int v = 0; v < NV; v++)                                                                        \
                 b[v] = direct ? MLOAD(mask[v], bp + v * W) : LOAD(bp + v * W);                                                                        \
-            for (int r = 0; r < MR; r++) {                                                                      \
+            for (int r = 0; r < rows; r++) {                                                                    \
                 V a = SET1(ap[r]);                                                                              \
                 for (int v = 0; v < NV; v++)                                                                    \
                     acc[r][v] = FMADD(a, b[v], acc[r][v]);                                                      \
@@ -210,10 +212,20 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
             ap += MR;                                                                                           \
             bp += direct ? bk : NV * W;                                                                         \
         }                                                                                                       \
-        for (int r = 0; r < MR; r++)                                                                            \
+        for (int r = 0; r < rows; r++)                                                                          \
             if (r < mr)                                                                                         \
                 for (int v = 0; v < NV; v++)                                                                    \
                     MSTORE(c + r * cm + v * W, mask[v], acc[r][v]);                                             \
+    }                                                                                                           \
+                                                                                                                \
+    /* micro_ with its accumulator rows fixed: MR / 2 where the panel's rows fit, else MR */                    \
+    INLINE AVX512 void panel_##S(Py_ssize_t kc, const T *ap, const T *bp, Py_ssize_t bk, T *c, Py_ssize_t cm,   \
+                                 int mr, M *mask, int first, int direct)                                        \
+    {                                                                                                           \
+        if (mr <= MR / 2)                                                                                       \
+            micro_##S(kc, ap, bp, bk, c, cm, mr, mask, first, direct, MR / 2);                                  \
+        else                                                                                                    \
+            micro_##S(kc, ap, bp, bk, c, cm, mr, mask, first, direct, MR);                                      \
     }                                                                                                           \
                                                                                                                 \
     /* B[0:kc, 0:nc] as consecutive panels (pack_b's layout), B's rows read whole where they are adjacent */ \
@@ -253,7 +265,7 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                 M mask[NV];                                                                                     \
                 for (int v = 0; v < NV; v++)                                                                    \
                     mask[v] = lanes_##S(nc - j0 - v * W);                                                       \
-                micro_##S(kc, ap + i0 * k + k0 * MR, bblock + j0 * kc, NV * W, c + i0 * cm + j0, cm,            \
+                panel_##S(kc, ap + i0 * k + k0 * MR, bblock + j0 * kc, NV * W, c + i0 * cm + j0, cm,            \
                           m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0);                                  \
             }                                                                                                   \
     }                                                                                                           \
@@ -269,7 +281,7 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                     M mask[NV];                                                                                 \
                     for (int v = 0; v < NV; v++)                                                                \
                         mask[v] = lanes_##S(n - j0 - v * W);                                                    \
-                    micro_##S(kc, ap + k0 * MR, b + k0 * bk + j0, bk, c + j0, cm, (int)m, mask, k0 == 0, 1);    \
+                    panel_##S(kc, ap + k0 * MR, b + k0 * bk + j0, bk, c + j0, cm, (int)m, mask, k0 == 0, 1);    \
                 }                                                                                               \
                 continue;                                                                                       \
             }                                                                                                   \
@@ -280,7 +292,7 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                         mask[v] = lanes_##S(n - j0 - v * W);                                                    \
                     pack_b_##S(b + k0 * bk + j0 * bn, bk, bn, kc, mask, bbuf);                                  \
                     for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                   \
-                        micro_##S(kc, ap + i0 * k + k0 * MR, bbuf, NV * W, c + i0 * cm + j0, cm,                \
+                        panel_##S(kc, ap + i0 * k + k0 * MR, bbuf, NV * W, c + i0 * cm + j0, cm,                \
                                   m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0);                          \
                 }                                                                                               \
                 continue;                                                                                       \
@@ -367,7 +379,7 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                     mask[v] = lanes_##S(n - j0 - v * W);                                                        \
                 pack_conv_##S(cv, x, k0, kc, j0, n - j0 < NV * W ? n - j0 : NV * W, bbuf);                      \
                 for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                       \
-                    micro_##S(kc, ap + i0 * k + k0 * MR, bbuf, NV * W, c + i0 * cv->ys[1] + j0, cv->ys[1],       \
+                    panel_##S(kc, ap + i0 * k + k0 * MR, bbuf, NV * W, c + i0 * cv->ys[1] + j0, cv->ys[1],       \
                               m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0);                              \
             }                                                                                                   \
         }                                                                                                       \
