@@ -86,7 +86,7 @@ def threshold_backward(grad_output, input, *, threshold):
     negative gradient and nan for an infinite one), grad_output unchanged elsewhere.
     """
     # a select, not a multiply by the mask: the multiply gives -0 and nan where torch gives 0
-    return ew.where(ew.le(input, threshold), ew.zeros_like(grad_output), grad_output)
+    return ew.where(ew.le(input, threshold), 0.0, grad_output)
 
 
 def _output_backward_args(name):
