@@ -309,42 +309,65 @@ static inline void FN(ln_stats)(const T *restrict x, Py_ssize_t n, double eps, d
     *rstd = 1.0 / sqrt(v / (double)n + eps);
 }
 
-/* A float32 row's mean and rstd, and with g its sums of gy = g * w (or g) and of gy * (x - mean),
- * in one pass where ln_stats and ln_bwd's sums take four: bn_moments' shifted sums, x0 the row's
- * first element (the cancellation stays within n times double's rounding, as there). */
-static inline __attribute__((always_inline)) void FN(ln_moments)(const T *x, const T *g, const T *w, Py_ssize_t n,
-                                                                 double eps, double *mean, double *rstd, double *sg,
-                                                                 double *sgx)
+/* The shifted sums of float32 layer_norm and batch_norm (ln_moments, bn_moments): added to
+ * s[0..3] (one vector lane each) and t[0..3] (the tail past whole vectors) over p[0..len), the
+ * sums of d = p - x0 and d^2, and with gp those of gy = gp * w (or gp, w NULL) and gy * d. Always
+ * inlined: a call out of a VECTOR_CLONES kernel would run the baseline ISA's copy. */
+static inline __attribute__((always_inline)) void FN(shifted_sums)(const T *p, const T *gp, const T *w,
+                                                                   Py_ssize_t len, double x0, v8d *s, double *t)
 {
-    double x0 = n ? (double)x[0] : 0, t[4] = {0, 0, 0, 0};
-    v8d s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
-    Py_ssize_t whole = n - n % 8, k;
-    if (g) {
+    Py_ssize_t whole = len - len % 8, k;
+    if (gp) {
         for (k = 0; k < whole; k += 8) {
-            v8d d = LOAD8(x + k) - x0, gy = w ? LOAD8(g + k) * LOAD8(w + k) : LOAD8(g + k);
-            s1 += d, s2 += d * d, s3 += gy, s4 += gy * d;
+            v8d d = LOAD8(p + k) - x0, gy = w ? LOAD8(gp + k) * LOAD8(w + k) : LOAD8(gp + k);
+            s[0] += d, s[1] += d * d, s[2] += gy, s[3] += gy * d;
         }
-        for (; k < n; k++) {
-            double d = (double)x[k] - x0, gy = w ? (double)g[k] * (double)w[k] : (double)g[k];
+        for (; k < len; k++) {
+            double d = (double)p[k] - x0, gy = w ? (double)gp[k] * (double)w[k] : (double)gp[k];
             t[0] += d, t[1] += d * d, t[2] += gy, t[3] += gy * d;
         }
     } else {
         for (k = 0; k < whole; k += 8) {
-            v8d d = LOAD8(x + k) - x0;
-            s1 += d, s2 += d * d;
+            v8d d = LOAD8(p + k) - x0;
+            s[0] += d, s[1] += d * d;
         }
-        for (; k < n; k++) {
-            double d = (double)x[k] - x0;
+        for (; k < len; k++) {
+            double d = (double)p[k] - x0;
             t[0] += d, t[1] += d * d;
         }
     }
-    double sd = v8d_total(s1) + t[0], shift = sd / (double)n, centred = v8d_total(s2) + t[1] - sd * shift;
+}
+
+/* From count elements' shifted sums: mean = x0 + sum(d) / count, the biased variance
+ * (sum(d^2) - sum(d)^2 / count) / count, and with g sum(gy) and sum(gy * (x - mean)) =
+ * sum(gy * d) - sum(d) / count * sum(gy). The subtractions lose (mean - x0)^2 / var times
+ * double's rounding (unshifted it would be mean^2 / var, unbounded): the callers pick x0 to
+ * bound that ratio. */
+static inline __attribute__((always_inline)) void FN(shifted_moments)(const v8d *s, const double *t, double x0,
+                                                                      double count, int with_g, double *mean,
+                                                                      double *var, double *sg, double *sgx)
+{
+    double sd = v8d_total(s[0]) + t[0], shift = sd / count, centred = v8d_total(s[1]) + t[1] - sd * shift;
     *mean = x0 + shift;
-    *rstd = 1.0 / sqrt((centred > 0 ? centred : 0) / (double)n + eps);
-    if (g) {
-        *sg = v8d_total(s3) + t[2];
-        *sgx = v8d_total(s4) + t[3] - shift * *sg;
+    *var = (centred > 0 ? centred : 0) / count;
+    if (with_g) {
+        *sg = v8d_total(s[2]) + t[2];
+        *sgx = v8d_total(s[3]) + t[3] - shift * *sg;
     }
+}
+
+/* A float32 row's mean and rstd, and with g its sums of gy = g * w (or g) and of gy * (x - mean),
+ * in one pass where ln_stats and ln_bwd's sums take four; x0 the row's first element, which keeps
+ * (mean - x0)^2 / var within n. */
+static inline __attribute__((always_inline)) void FN(ln_moments)(const T *x, const T *g, const T *w, Py_ssize_t n,
+                                                                 double eps, double *mean, double *rstd, double *sg,
+                                                                 double *sgx)
+{
+    double x0 = n ? (double)x[0] : 0, t[4] = {0, 0, 0, 0}, var;
+    v8d s[4] = {{0}, {0}, {0}, {0}};
+    FN(shifted_sums)(x, g, w, n, x0, s, t);
+    FN(shifted_moments)(s, t, x0, (double)n, g != NULL, mean, &var, sg, sgx);
+    *rstd = 1.0 / sqrt(var + eps);
 }
 
 /* float32 rows go through ln_moments' one pass; float64 keeps ln_stats' two passes */
@@ -485,59 +508,23 @@ static inline void FN(bn_stats)(const T *x, Py_ssize_t N, Py_ssize_t C, Py_ssize
 
 
 /* float32 channel c's mean and biased variance, and with g its sum of g and of g * (x - mean), in
- * one pass over x (and g) where bn_stats and bn_dot take four: the sums of d = x - x0, d^2, g and
- * g * d in double, then mean = x0 + sum(d) / n, var = (sum(d^2) - sum(d)^2 / n) / n and
- * sum(g * (x - mean)) = sum(g * d) - sum(d) / n * sum(g). The subtractions lose (mean - x0)^2 / var
- * times double's rounding (unshifted it would be mean^2 / var, unbounded); with x0 the mean of the
- * first of the N planes that ratio is at most N (Cauchy-Schwarz), so the loss stays ~N * 2^-53
- * relative, far below float32's rounding. Eight lanes, one vector each. */
-/* (always inline: a call out of a VECTOR_CLONES kernel would run the baseline ISA's copy) */
+ * one pass over x (and g) where bn_stats and bn_dot take four (shifted_sums over its N planes).
+ * x0 is the mean of the first plane: (mean - x0)^2 / var is then at most N (Cauchy-Schwarz), so
+ * the subtractions lose ~N * 2^-53 relative, far below float32's rounding. */
 static inline __attribute__((always_inline)) void FN(bn_moments)(const T *x, const T *g, Py_ssize_t N, Py_ssize_t C,
                                                                  Py_ssize_t HW, Py_ssize_t c, double *mean,
                                                                  double *var, double *sg, double *sgx)
 {
     double x0 = 0, t[4] = {0, 0, 0, 0};
-    v8d s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
-    Py_ssize_t whole = HW - HW % 8;
-    if (N && HW) {  /* the shift: the first plane's mean */
-        const T *p = x + c * HW;
-        for (Py_ssize_t k = 0; k < whole; k += 8)
-            s1 += LOAD8(p + k);
-        for (Py_ssize_t k = whole; k < HW; k++)
-            t[0] += (double)p[k];
-        x0 = (v8d_total(s1) + t[0]) / (double)HW;
-        s1 = (v8d){0}, t[0] = 0;
+    v8d s[4] = {{0}, {0}, {0}, {0}};
+    if (N && HW) {  /* the shift: the first plane's mean, from the same sums shifted by 0 */
+        FN(shifted_sums)(x + c * HW, NULL, NULL, HW, 0, s, t);
+        x0 = (v8d_total(s[0]) + t[0]) / (double)HW;
+        s[0] = s[1] = (v8d){0}, t[0] = t[1] = 0;
     }
-    for (Py_ssize_t n = 0; n < N; n++) {
-        const T *p = x + (n * C + c) * HW, *gp = g ? g + (n * C + c) * HW : NULL;
-        if (gp) {
-            for (Py_ssize_t k = 0; k < whole; k += 8) {
-                v8d d = LOAD8(p + k) - x0, gv = LOAD8(gp + k);
-                s1 += d, s2 += d * d, s3 += gv, s4 += gv * d;
-            }
-            for (Py_ssize_t k = whole; k < HW; k++) {
-                double d = (double)p[k] - x0;
-                t[0] += d, t[1] += d * d, t[2] += (double)gp[k], t[3] += (double)gp[k] * d;
-            }
-        } else {
-            for (Py_ssize_t k = 0; k < whole; k += 8) {
-                v8d d = LOAD8(p + k) - x0;
-                s1 += d, s2 += d * d;
-            }
-            for (Py_ssize_t k = whole; k < HW; k++) {
-                double d = (double)p[k] - x0;
-                t[0] += d, t[1] += d * d;
-            }
-        }
-    }
-    double count = (double)N * (double)HW, sd = v8d_total(s1) + t[0], shift = sd / count;
-    double centred = v8d_total(s2) + t[1] - sd * shift;
-    *mean = x0 + shift;
-    *var = (centred > 0 ? centred : 0) / count;
-    if (g) {
-        *sg = v8d_total(s3) + t[2];
-        *sgx = v8d_total(s4) + t[3] - shift * *sg;
-    }
+    for (Py_ssize_t n = 0; n < N; n++)
+        FN(shifted_sums)(x + (n * C + c) * HW, g ? g + (n * C + c) * HW : NULL, NULL, HW, x0, s, t);
+    FN(shifted_moments)(s, t, x0, (double)N * (double)HW, g != NULL, mean, var, sg, sgx);
 }
 
 /* float32 goes through bn_moments' one pass; float64 keeps the two-pass statistics (bn_stats) and
