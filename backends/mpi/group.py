@@ -24,7 +24,7 @@ from plugtorch.distributed import wire
 from plugtorch.threads import usable_cores
 
 from .buffers import Buffer, cuda_aware, write
-from .collectives import Collectives, reduction, sum_op
+from .collectives import AVG, Collectives, reduction, sum_op
 from .engine import POLL_S, Engine
 from .faults import abort_on_uncaught_exception
 
@@ -35,15 +35,14 @@ class MPIWork(Work):
     __slots__ = ("request", "finish", "_what", "engine", "seq", "deadline", "completed", "claimed",
                  "finished", "tensors", "status")
 
-    def __init__(self, engine: Engine, request, finish, what, tensors=(), status=None, waited: bool = False):
+    def __init__(self, engine: Engine, request, finish, what, tensors=(), status=None):
         """``what``: the collective in words, or a function that says it (formatting costs a few
-        µs, paid only for a report); ``waited``: the caller waits on it at once."""
+        µs, paid only for a report). The group hands it to ``engine`` (see ``MPIProcessGroup._post``)."""
         self.request, self.finish, self._what, self.engine = request, finish, what, engine
         self.status = status  # an MPI.Status for a receive from any rank: who sent it
         self.seq, self.deadline = 0, 0.0  # set by the engine when posted
-        self.tensors = list(tensors)
+        self.tensors = tensors if type(tensors) is list else list(tensors)  # the groups pass lists of their own
         self.completed = self.claimed = self.finished = False
-        engine.post(self, waited)
 
     @property
     def what(self) -> str:
@@ -136,9 +135,20 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         return _Blocking(self)
 
     def _post(self, request, finish, what, tensors=(), status=None, waited: bool = False) -> MPIWork:
-        """``waited``: the group waits on it at once itself (so does a caller inside ``blocking()``)."""
-        waited = waited or self._waiter == threading.get_ident()
-        return MPIWork(self.engine, request, finish, what, tensors, status, waited)
+        """The work of ``request``, given to the engine. ``waited``: the group waits on it at once
+        itself (so does a caller inside ``blocking()``); where waits spin, it is then waited on
+        here and returned complete, which spares the Python layers between a posted request and
+        its wait (so a method posts one request per call: a second would wait for the first)."""
+        work = MPIWork(self.engine, request, finish, what, tensors, status)
+        engine = self.engine
+        if (waited or self._waiter == threading.get_ident()) and engine.quiet_waits:
+            engine.run_waited(work)
+            work.finished = True
+            if finish is not None:
+                finish()
+        else:
+            engine.post(work)
+        return work
 
     def new_group(self, ranks: list[int], timeout: float | None = None,
                   local: bool = False) -> MPIProcessGroup | None:
@@ -162,30 +172,36 @@ class MPIProcessGroup(Collectives, ProcessGroup):
                                global_ranks=[mine[r] for r in ranks])
 
     def allreduce(self, tensor, op: ReduceOp, wire_dtype: str | None = None) -> MPIWork:
+        if wire_dtype is not None:
+            return self._allreduce_on_wire(tensor, op, wire_dtype)
+        buf = Buffer(tensor, self.device_direct)
+        array = buf.array
+        spec, mpi_op = reduction(array, op)  # float16 sums and bool tensors get their own op
+        request = self.comm.Iallreduce(MPI.IN_PLACE, spec, mpi_op)
+        self.bytes_reduced += array.nbytes
+        size = self._size
+        if op is AVG and size > 1:
+            def finish():
+                buf.array /= size
+                buf.store()
+        else:
+            finish = buf.store
+        return self._post(request, finish, lambda: f"all_reduce({op.name}, {_describe(tensor)})", [tensor])
+
+    def _allreduce_on_wire(self, tensor, op: ReduceOp, wire_dtype: str) -> MPIWork:
+        """All-reduce with the values travelling as ``wire_dtype`` (the compressed bucket exists
+        only here, on the wire)."""
         wire.check(wire_dtype, tensor.dtype, op.name)
         buf = Buffer(tensor, self.device_direct)
-        size = self._size
-
-        def what():
-            return f"all_reduce({op.name}, {_describe(tensor)}{'' if wire_dtype is None else ' as ' + wire_dtype})"
-        if wire_dtype is not None:  # the compressed bucket exists only here, on the wire
-            host = buf.host_array()
-            array = wire.CODECS[wire_dtype][0](host / size if op is ReduceOp.AVG else host)
-            request = self.comm.Iallreduce(MPI.IN_PLACE, [array, MPI.UINT16_T], sum_op(wire_dtype))
-        else:  # float16 sums and bool tensors get their own op (see collectives.reduction)
-            array = buf.array
-            spec, mpi_op = reduction(array, op)
-            request = self.comm.Iallreduce(MPI.IN_PLACE, spec, mpi_op)
+        host = buf.host_array()
+        array = wire.CODECS[wire_dtype][0](host / self._size if op is ReduceOp.AVG else host)
+        request = self.comm.Iallreduce(MPI.IN_PLACE, [array, MPI.UINT16_T], sum_op(wire_dtype))
         self.bytes_reduced += array.nbytes
 
         def finish():
-            if wire_dtype is not None:
-                buf.store_host(wire.CODECS[wire_dtype][1](array).reshape(buf.array.shape))
-                return
-            if op is ReduceOp.AVG and size > 1:
-                buf.array /= size
-            buf.store()
-        return self._post(request, finish, what, [tensor])
+            buf.store_host(wire.CODECS[wire_dtype][1](array).reshape(buf.array.shape))
+        return self._post(request, finish, lambda: f"all_reduce({op.name}, {_describe(tensor)} as {wire_dtype})",
+                          [tensor])
 
     def broadcast(self, tensor, src: int) -> MPIWork:
         buf = Buffer(tensor, self.device_direct)
@@ -200,7 +216,7 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         def finish():
             for r, out in enumerate(out_tensors):
                 write(out, recv[r], send.staged)
-        return self._post(request, finish, lambda: f"all_gather({_describe(tensor)})", out_tensors)
+        return self._post(request, finish, lambda: f"all_gather({_describe(tensor)})", list(out_tensors))
 
     def barrier(self) -> MPIWork:
         return self._post(self.comm.Ibarrier(), None, "barrier()")
