@@ -100,7 +100,7 @@ class Collectives:
                 if op is AVG and self._size > 1:
                     buf.array /= self._size
                 buf.store()
-        return self._post(request, finish, f"reduce({op.name}, {_describe(tensor)}, dst={dst})", [tensor])
+        return self._post(request, finish, lambda: f"reduce({op.name}, {_describe(tensor)}, dst={dst})", [tensor])
 
     def reduce_scatter_tensor(self, output, input, op: ReduceOp):
         send, recv = Buffer(input, self.device_direct), Buffer(output, self.device_direct)
@@ -133,7 +133,7 @@ class Collectives:
         def finish():
             for out, start, count in zip(outputs, _displacements(recv_counts), recv_counts):
                 write(out, recv[start:start + count].view(_np_dtype(out)).reshape(out.shape), from_host=True)
-        return self._post(request, finish, f"all_to_all({send.size} bytes out, {recv.size} in)", list(outputs))
+        return self._post(request, finish, lambda: f"all_to_all({send.size} bytes out, {recv.size} in)", list(outputs))
 
     def alltoall_single(self, output, input, output_splits: list[int], input_splits: list[int]):
         # The two tensors' own memory, as Alltoallv's buffers: packing the blocks into lists
@@ -143,17 +143,19 @@ class Collectives:
                                         and np.may_share_memory(send.array, recv.array)):
             # MPI forbids overlapping send and receive buffers: through copies, as alltoall does
             return self.alltoall(list(output.split(output_splits)), list(input.split(input_splits)))
-        row = input.element_size() * (input.numel() // max(input.shape[0], 1))  # bytes per dim-0 row
-        send_counts = np.array(input_splits, dtype=np.int64) * row
-        recv_counts = np.array(output_splits, dtype=np.int64) * row
-        if len(set(input_splits) | set(output_splits)) <= 1:  # equal blocks: MPICH's Alltoall beats its Alltoallv
-            request = self.comm.Ialltoall(byte_spec(send.array), byte_spec(recv.array))
+        first = input_splits[0] if input_splits else 0
+        if input_splits.count(first) == len(input_splits) and output_splits.count(first) == len(output_splits):
+            # equal blocks: MPICH's Alltoall beats its Alltoallv
+            request = self.comm.Ialltoall([send.array, MPI.BYTE], [recv.array, MPI.BYTE])
         else:
+            row = input.element_size() * (input.numel() // max(input.shape[0], 1))  # bytes per dim-0 row
+            send_counts = np.array(input_splits, dtype=np.int64) * row
+            recv_counts = np.array(output_splits, dtype=np.int64) * row
             request = self.comm.Ialltoallv(
                 [as_bytes(send.array), (send_counts, _displacements(send_counts)), MPI.BYTE],
                 [as_bytes(recv.array), (recv_counts, _displacements(recv_counts)), MPI.BYTE])
         return self._post(request, recv.store,
-                          f"all_to_all_single({_describe(input)} -> {_describe(output)})", [output])
+                          lambda: f"all_to_all_single({_describe(input)} -> {_describe(output)})", [output])
 
     def gather(self, tensor, outputs: list | None, dst: int):
         send = Buffer(tensor, self.device_direct)
@@ -164,25 +166,25 @@ class Collectives:
             if recv is not None and outputs is not None:
                 for r, out in enumerate(outputs):
                     write(out, recv[r], send.staged)
-        return self._post(request, finish, f"gather({_describe(tensor)}, dst={dst})", list(outputs or ()))
+        return self._post(request, finish, lambda: f"gather({_describe(tensor)}, dst={dst})", list(outputs or ()))
 
     def scatter(self, tensor, inputs: list | None, src: int):
         recv = Buffer(tensor, self.device_direct)
         send = np.concatenate([_host_bytes(t) for t in inputs]) if inputs is not None else None
         request = self.comm.Iscatter(send, byte_spec(recv.array), root=src)
-        return self._post(request, recv.store, f"scatter({_describe(tensor)}, src={src})", [tensor])
+        return self._post(request, recv.store, lambda: f"scatter({_describe(tensor)}, src={src})", [tensor])
 
     # -- point to point ----------------------------------------------------------------------
     def send(self, tensor, dst: int, tag: int):
         buf = Buffer(tensor, self.device_direct)
-        request = self.comm.Isend(byte_spec(buf.array), dest=dst, tag=tag)
-        return self._post(request, None, f"send({_describe(tensor)}, dst={dst}, tag={tag})", [tensor])
+        request = self.comm.Isend([buf.array, MPI.BYTE], dest=dst, tag=tag)  # byte_spec's, inline
+        return self._post(request, None, lambda: f"send({_describe(tensor)}, dst={dst}, tag={tag})", [tensor])
 
     def recv(self, tensor, src: int | None, tag: int):
         buf = Buffer(tensor, self.device_direct)
         source = MPI.ANY_SOURCE if src is None else src
-        request = self.comm.Irecv(byte_spec(buf.array), source=source, tag=tag)
-        return self._post(request, buf.store, f"recv({_describe(tensor)}, src={src}, tag={tag})", [tensor],
+        request = self.comm.Irecv([buf.array, MPI.BYTE], source=source, tag=tag)
+        return self._post(request, buf.store, lambda: f"recv({_describe(tensor)}, src={src}, tag={tag})", [tensor],
                           status=MPI.Status() if src is None else None)
 
     # -- objects ----------------------------------------------------------------------------

@@ -67,7 +67,7 @@ class Engine:
         self.waiting: dict = {}   # thread id -> the work that thread is blocked on in MPI_Wait
         self._seqs = itertools.count(1)  # next() is atomic under the GIL
         self.seq = 0              # the latest collective's number: how many were posted
-        self.latest = None        # the latest one (its ``what`` is put in words only when asked)
+        self.latest = None        # the latest one's ``what`` (put in words only when asked)
         self.deferred_to: int | None = None  # a lower rank that is already diagnosing a stall
         self.stopping = False
         self.progress = os.environ.get("PLUGTORCH_MPI_PROGRESS_THREAD", "1") != "0"
@@ -87,28 +87,27 @@ class Engine:
         with self.lock:
             work.seq = self.seq = next(self._seqs)
             work.deadline = time.monotonic() + self.timeout
-            self.latest = self.open[work.seq] = work
+            self.open[work.seq] = work
+            self.latest = work._what
             self.wakeup.notify_all()
 
-    def run_waited(self, work) -> None:
-        """Number ``work`` and wait for it at once, here (``quiet_waits`` only).
+    def run_waited(self, request, status, what) -> None:
+        """Number the collective of ``request`` and wait for it at once, here (``quiet_waits`` only).
 
-        Nothing is locked and the thread is not woken: the work never enters ``open`` (so the
-        thread never tests it), and ``waiting`` shows it to the watchdog. Each dict operation
-        is atomic under the GIL and each thread has its own key. A waited collective's every
-        0.1 µs counts: at 1 MB on two ranks, plugtorch's Python time around MPI's call cost it
-        about twice over."""
-        work.seq = self.seq = next(self._seqs)
-        work.deadline = time.monotonic() + self.timeout
-        work.claimed = True
-        self.latest = work
+        Nothing is locked, no work object is made and the thread is not woken: the request never
+        enters ``open`` (so the thread never tests it), and ``waiting`` shows it to the watchdog
+        as (number, deadline, what). Each dict operation is atomic under the GIL and each
+        thread has its own key. A waited collective's every step counts: after a 1 MB
+        collective has evicted the caches, each Python object the next call touches is a cache
+        miss, and plugtorch's Python time around a 1 MB call on two ranks was 3x its warm time."""
+        self.seq = seq = next(self._seqs)
+        self.latest = what
         me = threading.get_ident()
-        self.waiting[me] = work
+        self.waiting[me] = (seq, time.monotonic() + self.timeout, what)
         try:
-            work.request.Wait(work.status)
+            request.Wait(status)
         finally:
             del self.waiting[me]
-            work.completed = True
 
     def wait(self, work) -> None:
         """Block until ``work``'s request (posted with ``post``) is complete (the watchdog keeps
@@ -126,7 +125,7 @@ class Engine:
                 return
             work.claimed = True  # the thread no longer tests it: one thread per request
             me = threading.get_ident()
-            self.waiting[me] = work
+            self.waiting[me] = (work.seq, work.deadline, work._what)
         try:
             work.request.Wait(work.status)
         finally:
@@ -204,17 +203,18 @@ class Engine:
                     w.completed = True
                     self.open.pop(w.seq, None)
             late = [w for w in late if not w.completed]
-        late += [w for w in list(self.waiting.values())  # list(): a snapshot, atomic under the GIL
-                 if not w.completed and now > w.deadline and w.seq not in self.open]
+        late += [_Waited(seq, what) for seq, deadline, what in list(self.waiting.values())  # list(): a snapshot,
+                 if now > deadline and seq not in self.open]                                 # atomic under the GIL
         if late:
             self._stalled(min(late, key=lambda w: w.seq))
 
     # -- the stall protocol --------------------------------------------------------------
     def _state(self) -> dict:
         with self.lock:
-            works = {w.seq: w for w in list(self.waiting.values()) + list(self.open.values())}
-            waiting = [(w.seq, w.what) for w in sorted(works.values(), key=lambda w: w.seq) if not w.completed]
-            last = "none yet" if self.latest is None else f"#{self.latest.seq} {self.latest.what}"
+            works = {seq: _Waited(seq, what) for seq, _, what in list(self.waiting.values())}
+            works.update((w.seq, w) for w in self.open.values() if not w.completed)
+            waiting = [(seq, works[seq].what) for seq in sorted(works)]
+            last = "none yet" if self.latest is None else f"#{self.seq} {_words(self.latest)}"
             return {"rank": self.rank, "posted": self.seq, "last": last, "open": waiting}
 
     def _answer_queries(self) -> None:
@@ -252,3 +252,21 @@ class Engine:
                                    min(GRACE_S, self.timeout / 2)))
         sys.stderr.flush()
         self.comm.Abort(1)
+
+
+def _words(what) -> str:
+    """A collective's ``what``: words, or a function that says them."""
+    return what if isinstance(what, str) else what()
+
+
+class _Waited:
+    """A collective waited on where it was posted (``run_waited``), as the watchdog reports it."""
+
+    __slots__ = ("seq", "_what")
+
+    def __init__(self, seq: int, what):
+        self.seq, self._what = seq, what
+
+    @property
+    def what(self) -> str:
+        return _words(self._what)

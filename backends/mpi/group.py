@@ -88,6 +88,28 @@ class MPIWork(Work):
         return self.status.Get_source()
 
 
+class _Done(Work):
+    """What ``_post`` returns for a collective it waited on itself: complete (its caller waits on
+    it at once, and has the tensors it wrote)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+DONE = _Done()
+
+
+class _Received(_Done):
+    """A receive from any rank that ``_post`` waited on: it knows who sent it."""
+
+    def __init__(self, status) -> None:
+        super().__init__()
+        self.status = status
+
+    def _source_rank(self) -> int:
+        return self.status.Get_source()
+
+
 def _describe(tensor) -> str:
     return f"{tensor.dtype.name}{list(tensor.shape)}"
 
@@ -134,20 +156,20 @@ class MPIProcessGroup(Collectives, ProcessGroup):
     def blocking(self) -> _Blocking:
         return _Blocking(self)
 
-    def _post(self, request, finish, what, tensors=(), status=None, waited: bool = False) -> MPIWork:
-        """The work of ``request``, given to the engine. ``waited``: the group waits on it at once
-        itself (so does a caller inside ``blocking()``); where waits spin, it is then waited on
-        here and returned complete, which spares the Python layers between a posted request and
-        its wait (so a method posts one request per call: a second would wait for the first)."""
-        work = MPIWork(self.engine, request, finish, what, tensors, status)
+    def _post(self, request, finish, what, tensors=(), status=None, waited: bool = False) -> Work:
+        """The work of ``request``. ``waited``: the group waits on it at once itself (so does a
+        caller inside ``blocking()``); where waits spin, it is then waited on here, and the work
+        returned is complete. That spares the Python layers between a posted request and its
+        wait (see ``Engine.run_waited``); so a method posts one request per call (a second
+        would wait for the first)."""
         engine = self.engine
         if (waited or self._waiter == threading.get_ident()) and engine.quiet_waits:
-            engine.run_waited(work)
-            work.finished = True
+            engine.run_waited(request, status, what)
             if finish is not None:
                 finish()
-        else:
-            engine.post(work)
+            return DONE if status is None else _Received(status)
+        work = MPIWork(engine, request, finish, what, tensors, status)
+        engine.post(work)
         return work
 
     def new_group(self, ranks: list[int], timeout: float | None = None,

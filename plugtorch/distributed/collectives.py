@@ -105,20 +105,21 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     return run(pg.alltoall, async_op, output_tensor_list, input_tensor_list)
 
 
-def _splits(t, sizes, n: int, fn: str, name: str) -> list[int]:
-    if t.dim() == 0:
+def _splits(shape: tuple, sizes, n: int, fn: str, name: str) -> list[int]:
+    """The rows of dim 0 of a tensor of ``shape`` that go to (come from) each of ``n`` ranks."""
+    if not shape:
         raise ValueError(f"{fn}: {name} is 0-d; all_to_all_single splits dimension 0, so pass at least 1-d tensors")
     if sizes is None or len(sizes) == 0:
-        if t.shape[0] % n:
+        if shape[0] % n:
             raise ValueError(f"{fn}: Tensor's dim 0 does not divide equally across group size: {name} has "
-                             f"{t.shape[0]} rows for {n} ranks; pass {name.split('_')[0]}_split_sizes")
-        return [t.shape[0] // n] * n
+                             f"{shape[0]} rows for {n} ranks; pass {name.split('_')[0]}_split_sizes")
+        return [shape[0] // n] * n
     sizes = [int(s) for s in sizes]
     if len(sizes) != n:
         raise ValueError(f"{fn}: Number of tensor splits not equal to group size: {len(sizes)} split sizes "
                          f"for {n} ranks")
-    if sum(sizes) != t.shape[0] or min(sizes) < 0:
-        raise ValueError(f"{fn}: Split sizes doesn't match total dim 0 size: {sizes} for the {t.shape[0]} "
+    if sum(sizes) != shape[0] or min(sizes) < 0:
+        raise ValueError(f"{fn}: Split sizes doesn't match total dim 0 size: {sizes} for the {shape[0]} "
                          f"rows of {name}")
     return sizes
 
@@ -135,11 +136,12 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
         return None
     check_like(output, input, fn, "output", shape=False)
     n = pg.size()
-    out_splits = _splits(output, output_split_sizes, n, fn, "output")
-    in_splits = _splits(input, input_split_sizes, n, fn, "input")
-    if output.shape[1:] != input.shape[1:]:
-        raise ValueError(f"{fn}: output {list(output.shape)} and input {list(input.shape)} must agree past dim 0")
-    return run(pg.alltoall_single, async_op, output, input, list(out_splits), list(in_splits))
+    out_shape, in_shape = output._data.shape, input._data.shape  # plain tuples: Size's slices cost ~0.2 us
+    out_splits = _splits(out_shape, output_split_sizes, n, fn, "output")
+    in_splits = _splits(in_shape, input_split_sizes, n, fn, "input")
+    if out_shape[1:] != in_shape[1:]:
+        raise ValueError(f"{fn}: output {list(out_shape)} and input {list(in_shape)} must agree past dim 0")
+    return run(pg.alltoall_single, async_op, output, input, out_splits, in_splits)
 
 
 def _root_only(pg, root, items, name, role) -> bool:

@@ -47,7 +47,11 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> Work | None:
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
     """Send ``tensor`` to rank ``dst``; returns once the tensor may be changed again."""
-    work = isend(tensor, dst, group, tag, group_dst)
+    pg = resolve(group, "send")
+    if pg is None:
+        return
+    with pg.blocking():  # waited on at once (see ProcessGroup.blocking)
+        work = isend(tensor, dst, pg, tag, group_dst)
     if work is not None:
         work.wait()
 
@@ -55,12 +59,14 @@ def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
 def recv(tensor, src=None, group=None, tag=0, group_src=None) -> int:
     """Receive into ``tensor`` from ``src`` (None: any rank); returns the sender's global rank
     (-1 on a rank outside ``group``)."""
-    work = irecv(tensor, src, group, tag, group_src)
+    pg = resolve(group, "recv")
+    if pg is None:
+        return -1
+    with pg.blocking():
+        work = irecv(tensor, src, pg, tag, group_src)
     if work is None:
         return -1
     work.wait()
-    pg = resolve(group, "recv")
-    assert pg is not None
     if src is not None:
         return src
     sender = group_src if group_src is not None else work._source_rank()
