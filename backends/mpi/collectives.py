@@ -139,8 +139,10 @@ class Collectives:
         # The two tensors' own memory, as Alltoallv's buffers: packing the blocks into lists
         # (alltoall's way) cost two extra copies and ran at a fifth of raw MPI's bandwidth.
         send, recv = Buffer(input, self.device_direct), Buffer(output, self.device_direct)
-        if send.array is recv.array or (isinstance(send.array, np.ndarray) and isinstance(recv.array, np.ndarray)
-                                        and np.may_share_memory(send.array, recv.array)):
+        sa, ra = send.array, recv.array
+        if sa is ra or (isinstance(sa, np.ndarray) and isinstance(ra, np.ndarray)  # two arrays that own their
+                        and (sa.base is not None or ra.base is not None)        # memory never overlap
+                        and np.may_share_memory(sa, ra)):
             # MPI forbids overlapping send and receive buffers: through copies, as alltoall does
             return self.alltoall(list(output.split(output_splits)), list(input.split(input_splits)))
         first = input_splits[0] if input_splits else 0

@@ -47,25 +47,30 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> Work | None:
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
     """Send ``tensor`` to rank ``dst``; returns once the tensor may be changed again."""
+    check_tensor(tensor, "tensor", "send")
     pg = resolve(group, "send")
     if pg is None:
         return
+    peer = group_rank(pg, dst, group_dst, "send", "dst")
+    _not_self(pg, peer, "destination")
     with pg.blocking():  # waited on at once (see ProcessGroup.blocking)
-        work = isend(tensor, dst, pg, tag, group_dst)
-    if work is not None:
-        work.wait()
+        work = pg.send(tensor, peer, _check_tag(tag, "send"))
+    work.wait()
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None) -> int:
     """Receive into ``tensor`` from ``src`` (None: any rank); returns the sender's global rank
     (-1 on a rank outside ``group``)."""
+    check_tensor(tensor, "tensor", "recv")
     pg = resolve(group, "recv")
     if pg is None:
         return -1
+    peer = None
+    if src is not None or group_src is not None:
+        peer = group_rank(pg, src, group_src, "recv", "src")
+        _not_self(pg, peer, "source")
     with pg.blocking():
-        work = irecv(tensor, src, pg, tag, group_src)
-    if work is None:
-        return -1
+        work = pg.recv(tensor, peer, _check_tag(tag, "recv"))
     work.wait()
     if src is not None:
         return src
