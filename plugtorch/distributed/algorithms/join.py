@@ -124,7 +124,9 @@ class Join:
 
     def _num_nonjoined(self) -> int:
         count = zeros(1, device=self._device)
-        dist.all_reduce(count, group=self._process_group)
+        # async, then waited: the training ranks compute meanwhile, and a waited work sleeps
+        # where ranks share cores (a sync collective would spin on a core they need)
+        dist.all_reduce(count, group=self._process_group, async_op=True).wait()
         return int(count.item())
 
     def _notify_procs_to_terminate(self):

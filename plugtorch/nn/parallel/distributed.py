@@ -71,7 +71,9 @@ class _DDPJoinHook(JoinHook):
         if ddp._will_sync_buffers():
             _broadcast_coalesced(list(ddp.module.buffers()), ddp.process_group, ddp._find_common_rank(False))
         flag = zeros(1, device=ddp.join_device)
-        dist.all_reduce(flag, group=ddp.process_group)
+        # async, then waited: sleeps where ranks share cores while the training ranks compute
+        # their forward (see Join._num_nonjoined)
+        dist.all_reduce(flag, group=ddp.process_group, async_op=True).wait()
         should_sync = flag.item() != 0
         object.__setattr__(ddp, "require_forward_param_sync", should_sync)
         if should_sync:
