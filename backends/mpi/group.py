@@ -156,6 +156,17 @@ class MPIProcessGroup(Collectives, ProcessGroup):
     def blocking(self) -> _Blocking:
         return _Blocking(self)
 
+    def run_waited(self, collective, args: tuple) -> None:
+        """``blocking()`` and the wait, inline: ``_post`` waits on the collective itself
+        unless waits sleep."""
+        outer, self._waiter = self._waiter, threading.get_ident()
+        try:
+            work = collective(*args)
+        finally:
+            self._waiter = outer
+        if work is not DONE:
+            work.wait()
+
     def _post(self, request, finish, what, tensors=(), status=None, waited: bool = False) -> Work:
         """The work of ``request``. ``waited``: the group waits on it at once itself (so does a
         caller inside ``blocking()``); where waits spin, it is then waited on here, and the work

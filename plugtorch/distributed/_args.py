@@ -1,7 +1,7 @@
 """Argument checks shared by the collectives, with torch.distributed's errors."""
 from ..core.grad_mode import no_grad
 from ..core.tensor import Tensor
-from .process_group import BITWISE_OPS, PremulSum, ReduceOp, Work
+from .process_group import BITWISE_OPS, PremulSum, ReduceOp
 
 
 def check_tensor(t, name: str, fn: str) -> None:
@@ -76,12 +76,10 @@ def scaled(t, factor):
 
 def run(collective, async_op: bool, *args):
     """``collective(*args)``, a method of a process group: its ``Work`` if ``async_op``, else
-    waited on (None). A waited one is posted inside the group's ``blocking()``, so the provider
-    may skip what only helps work that travels while its caller computes."""
+    waited on (None) through the group's ``run_waited``, so the provider may skip what only
+    helps work that travels while its caller computes."""
     if async_op:
         return collective(*args)
-    with collective.__self__.blocking():
-        work: Work = collective(*args)
-    work.wait()
+    collective.__self__.run_waited(collective, args)
     return None
 

@@ -141,6 +141,14 @@ class ProcessGroup:
         posted the same collective async. This default changes nothing."""
         return contextlib.nullcontext()
 
+    def run_waited(self, collective, args: tuple) -> None:
+        """Call ``collective(*args)``, one of this group's methods, and wait for it: the front
+        end's ``async_op=False``. This default posts it inside ``blocking()``; a provider may
+        do the same in fewer steps (each costs a cache miss after a large collective)."""
+        with self.blocking():
+            work = collective(*args)
+        work.wait()
+
     # -- the rest of torch.distributed; the front end has checked shapes, dtypes and ranks ----
     def _missing(self, what: str):
         raise NotImplementedError(f"the {self.backend_name!r} process group does not provide {what}")
