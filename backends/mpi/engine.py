@@ -22,7 +22,7 @@ more ranks than cores, a rank that spins on an async work (a gradient bucket) ta
 another rank needs to finish its backward, so there the main thread sleeps until the
 progress thread has seen the work complete. A collective waited on at once spins even so:
 every rank is on its way into it, and one that sleeps moves only at the thread's polls (on
-4 ranks over 2 cores a 1 MB all-reduce ran at 0.28x raw MPI's speed sleeping, 0.86x
+4 ranks over 2 cores a 1 MB all-reduce ran at 0.28x raw MPI's speed sleeping, 0.88x
 spinning). ``PLUGTORCH_MPI_WAIT=spin`` or ``sleep`` sets both.
 
 Only the thread that completes a request touches it: the main thread *claims* a

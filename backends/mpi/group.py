@@ -204,7 +204,7 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         return MPIProcessGroup(comm, self.timeout if timeout is None else timeout, parent=self,
                                global_ranks=[mine[r] for r in ranks])
 
-    def allreduce(self, tensor, op: ReduceOp, wire_dtype: str | None = None) -> MPIWork:
+    def allreduce(self, tensor, op: ReduceOp, wire_dtype: str | None = None) -> Work:
         if wire_dtype is not None:
             return self._allreduce_on_wire(tensor, op, wire_dtype)
         buf = Buffer(tensor, self.device_direct)
@@ -221,7 +221,7 @@ class MPIProcessGroup(Collectives, ProcessGroup):
             finish = buf.store
         return self._post(request, finish, lambda: f"all_reduce({op.name}, {_describe(tensor)})", [tensor])
 
-    def _allreduce_on_wire(self, tensor, op: ReduceOp, wire_dtype: str) -> MPIWork:
+    def _allreduce_on_wire(self, tensor, op: ReduceOp, wire_dtype: str) -> Work:
         """All-reduce with the values travelling as ``wire_dtype`` (the compressed bucket exists
         only here, on the wire)."""
         wire.check(wire_dtype, tensor.dtype, op.name)
@@ -236,12 +236,12 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         return self._post(request, finish, lambda: f"all_reduce({op.name}, {_describe(tensor)} as {wire_dtype})",
                           [tensor])
 
-    def broadcast(self, tensor, src: int) -> MPIWork:
+    def broadcast(self, tensor, src: int) -> Work:
         buf = Buffer(tensor, self.device_direct)
         request = self.comm.Ibcast(buf.array, root=src)
         return self._post(request, buf.store, lambda: f"broadcast({_describe(tensor)}, src={src})", [tensor])
 
-    def allgather(self, out_tensors: list, tensor) -> MPIWork:
+    def allgather(self, out_tensors: list, tensor) -> Work:
         send = Buffer(tensor, self.device_direct)
         recv = send.empty_like(self._size)
         request = self.comm.Iallgather(send.array, recv)
@@ -251,7 +251,7 @@ class MPIProcessGroup(Collectives, ProcessGroup):
                 write(out, recv[r], send.staged)
         return self._post(request, finish, lambda: f"all_gather({_describe(tensor)})", list(out_tensors))
 
-    def barrier(self) -> MPIWork:
+    def barrier(self) -> Work:
         return self._post(self.comm.Ibarrier(), None, "barrier()")
 
     def allgather_object(self, obj) -> list:
