@@ -57,6 +57,16 @@ def reduction(array, op: ReduceOp):
     return array, MPI_OPS[op]
 
 
+def finisher(buf: Buffer, op: ReduceOp, size: int):
+    """What completes a reduction into ``buf`` over ``size`` ranks: AVG's division, then the store."""
+    if op is AVG and size > 1:
+        def finish():
+            buf.array /= size
+            buf.store()
+        return finish
+    return buf.store
+
+
 def as_bytes(array):
     """The bytes of a contiguous array (host or device), as a 1-d view that MPI writes through."""
     return array.reshape(-1).view(np.uint8)
@@ -107,14 +117,8 @@ class Collectives:
         send_spec, mpi_op = reduction(send.array, op)  # MPI counts a buffer's elements, whatever its shape
         recv_spec = recv.array if send_spec is send.array else reduction(recv.array, op)[0]
         request = self.comm.Ireduce_scatter_block(send_spec, recv_spec, mpi_op)
-        size = self._size
-        if op is AVG and size > 1:
-            def finish():
-                recv.array /= size
-                recv.store()
-        else:
-            finish = recv.store
-        return self._post(request, finish, lambda: f"reduce_scatter({op.name}, {_describe(input)})", [output])
+        return self._post(request, finisher(recv, op, self._size),
+                          lambda: f"reduce_scatter({op.name}, {_describe(input)})", [output])
 
     def allgather_into_tensor(self, output, input):
         send, recv = Buffer(input, self.device_direct), Buffer(output, self.device_direct)

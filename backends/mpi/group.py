@@ -24,7 +24,7 @@ from plugtorch.distributed import wire
 from plugtorch.threads import usable_cores
 
 from .buffers import Buffer, cuda_aware, write
-from .collectives import AVG, Collectives, reduction, sum_op
+from .collectives import Collectives, finisher, reduction, sum_op
 from .engine import POLL_S, Engine
 from .faults import abort_on_uncaught_exception
 
@@ -212,14 +212,8 @@ class MPIProcessGroup(Collectives, ProcessGroup):
         spec, mpi_op = reduction(array, op)  # float16 sums and bool tensors get their own op
         request = self.comm.Iallreduce(MPI.IN_PLACE, spec, mpi_op)
         self.bytes_reduced += array.nbytes
-        size = self._size
-        if op is AVG and size > 1:
-            def finish():
-                buf.array /= size
-                buf.store()
-        else:
-            finish = buf.store
-        return self._post(request, finish, lambda: f"all_reduce({op.name}, {_describe(tensor)})", [tensor])
+        return self._post(request, finisher(buf, op, self._size),
+                          lambda: f"all_reduce({op.name}, {_describe(tensor)})", [tensor])
 
     def _allreduce_on_wire(self, tensor, op: ReduceOp, wire_dtype: str) -> Work:
         """All-reduce with the values travelling as ``wire_dtype`` (the compressed bucket exists
