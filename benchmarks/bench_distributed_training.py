@@ -207,9 +207,10 @@ def driver(args):
           f"{'median samples/s':>17} {'speed-up':>9}")
     for framework, world in configs:
         best, med = max(runs[framework, world]), float(np.median(runs[framework, world]))
-        one = runs[framework.split()[0], 1]
-        best1, med1 = max(one), float(np.median(one))
-        print(f"{framework:>22} {world:5d} {best:15.0f} {best / best1:8.2f}x {med:17.0f} {med / med1:8.2f}x")
+        one = runs.get((framework.split()[0], 1))  # the speed-up is against 1 rank, if --ranks has it
+        up_best = f"{best / max(one):8.2f}x" if one else f"{'-':>9}"
+        up_med = f"{med / float(np.median(one)):8.2f}x" if one else f"{'-':>9}"
+        print(f"{framework:>22} {world:5d} {best:15.0f} {up_best} {med:17.0f} {up_med}")
 
 
 def main():
