@@ -65,13 +65,8 @@ class Buffer:
         data = tensor._data
         backend = tensor._backend
         self.tensor = tensor
-        if type(data) is np.ndarray and data.flags.c_contiguous and backend.host_memory:
-            # MPI's own buffer: nothing to stage or copy back (the common case, tested first:
-            # each step here costs a cache miss after a large collective)
-            self.array, self.staged, self.copied = data, False, False
-            return
         on_host = isinstance(data, np.ndarray) and backend.host_memory
-        if on_host and data.flags.c_contiguous:
+        if on_host and data.flags.c_contiguous:  # MPI's own buffer: nothing to stage or copy back
             self.array, self.staged, self.copied = data, False, False
             return
         primitives = backend.primitives

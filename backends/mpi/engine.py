@@ -218,7 +218,7 @@ class Engine:
             works = {seq: _Waited(seq, what) for seq, _, what in list(self.waiting.values())}
             works.update((w.seq, w) for w in self.open.values() if not w.completed)
             waiting = [(seq, works[seq].what) for seq in sorted(works)]
-            last = "none yet" if self.latest is None else f"#{self.seq} {_words(self.latest)}"
+            last = "none yet" if self.latest is None else f"#{self.seq} {in_words(self.latest)}"
             return {"rank": self.rank, "posted": self.seq, "last": last, "open": waiting}
 
     def _answer_queries(self) -> None:
@@ -258,7 +258,7 @@ class Engine:
         self.comm.Abort(1)
 
 
-def _words(what) -> str:
+def in_words(what) -> str:
     """A collective's ``what``: words, or a function that says them."""
     return what if isinstance(what, str) else what()
 
@@ -273,4 +273,4 @@ class _Waited:
 
     @property
     def what(self) -> str:
-        return _words(self._what)
+        return in_words(self._what)

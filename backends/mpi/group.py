@@ -25,7 +25,7 @@ from plugtorch.threads import usable_cores
 
 from .buffers import Buffer, cuda_aware, write
 from .collectives import Collectives, finisher, reduction, sum_op
-from .engine import POLL_S, Engine
+from .engine import POLL_S, Engine, in_words
 from .faults import abort_on_uncaught_exception
 
 
@@ -46,7 +46,7 @@ class MPIWork(Work):
 
     @property
     def what(self) -> str:
-        return self._what if isinstance(self._what, str) else self._what()
+        return in_words(self._what)
 
     def _finish(self) -> None:
         if not self.finished:
@@ -91,9 +91,6 @@ class MPIWork(Work):
 class _Done(Work):
     """What ``_post`` returns for a collective it waited on itself: complete (its caller waits on
     it at once, and has the tensors it wrote)."""
-
-    def __init__(self) -> None:
-        super().__init__()
 
 
 DONE = _Done()

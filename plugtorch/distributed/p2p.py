@@ -53,9 +53,7 @@ def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
         return
     peer = group_rank(pg, dst, group_dst, "send", "dst")
     _not_self(pg, peer, "destination")
-    with pg.blocking():  # waited on at once (see ProcessGroup.blocking)
-        work = pg.send(tensor, peer, _check_tag(tag, "send"))
-    work.wait()
+    pg.run_waited(pg.send, (tensor, peer, _check_tag(tag, "send")))
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None) -> int:
@@ -69,7 +67,7 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None) -> int:
     if src is not None or group_src is not None:
         peer = group_rank(pg, src, group_src, "recv", "src")
         _not_self(pg, peer, "source")
-    with pg.blocking():
+    with pg.blocking():  # run_waited's way, keeping the work: it knows the sender
         work = pg.recv(tensor, peer, _check_tag(tag, "recv"))
     work.wait()
     if src is not None:
