@@ -1,7 +1,7 @@
 """adam_step_ in one C pass per parameter (the NumPy kernel makes about a dozen), bit for bit
-the NumPy kernel's values: the same float operations in the same order and precision;
-_fused_adam_ makes that pass for each parameter of its lists, with the step's constants
-computed once."""
+the NumPy kernel's values: the same float operations in the same order and precision (a NaN's
+sign aside, which IEEE 754 leaves open and the vectorised loop may not keep); _fused_adam_
+makes that pass for each parameter of its lists, with the step's constants computed once."""
 from __future__ import annotations
 
 from .. import fused_optim
