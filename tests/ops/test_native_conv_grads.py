@@ -1,7 +1,8 @@
 """conv2d's gradients on the NumPy backend (``native/conv.py``). The input gradient: with stride 1
 and groups 1 a convolution of the output gradient with the flipped weight in the native GEMM,
 elsewhere the decomposition's products and fold. The weight gradient: per-image native products
-where the GEMM takes them. Against torch (values and, through autograd, gradients) over strides,
+where the GEMM takes them (with the direct kernel turned off; its own tests are in
+test_native_conv_weight_grad.py). Against torch (values and, through autograd, gradients) over strides,
 padding, dilation, 1x1 and odd sizes, groups, dtypes and layouts; which path ran; and gradcheck
 through the op."""
 from __future__ import annotations
@@ -140,7 +141,14 @@ def test_gradcheck(stride, padding, one_thread, monkeypatch):
     assert (True in ran) == (stride == (1, 1))  # the input gradient's flipped convolution was checked
 
 
-def test_gradcheck_of_the_per_image_weight_gradient(one_thread, monkeypatch):
+@pytest.fixture
+def products_only(monkeypatch):
+    """The weight gradient by products: the direct kernel (test_native_conv_weight_grad.py) declines."""
+    from plugtorch_backends.numpy_backend.native import gemm
+    monkeypatch.setattr(gemm, "conv2d_weight_grad", lambda *a: False)
+
+
+def test_gradcheck_of_the_per_image_weight_gradient(one_thread, products_only, monkeypatch):
     from plugtorch_backends.numpy_backend.native import conv
     took = []
     real = conv._batch_in_gemm
@@ -177,7 +185,7 @@ def _torch_weight_grad(case, x, w, gy):
 @pytest.mark.parametrize("chunk", [1 << 30, 1], ids=["one-chunk", "image-by-image"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case, per_image", zip(WEIGHT_CASES, PER_IMAGE), ids=str)
-def test_the_weight_gradient_is_torchs(case, per_image, dtype, chunk, one_thread, monkeypatch):
+def test_the_weight_gradient_is_torchs(case, per_image, dtype, chunk, one_thread, products_only, monkeypatch):
     from plugtorch_backends.numpy_backend.native import conv
     monkeypatch.setattr(conv, "_CACHED_PATCHES", chunk)
     ran = []

@@ -10,6 +10,9 @@
  * over it; with one row block, B is read in place); edges are masked, so no element of C is
  * written twice and none past the matrix.
  *
+ * Beside it, a stride-1 convolution's weight gradient computed straight from the image
+ * (conv2d_weight_grad, below the product), which forms no patch matrix.
+ *
  * Each C[i, j] is the same chain of fused multiply-adds over k = 0, 1, ..., K-1, whatever the
  * shape, the batch, the operands' strides or the element's place in a block: the result depends
  * only on A's row and B's column, so the kernel is deterministic and a product computed in
@@ -449,6 +452,124 @@ GEMM_KERNEL(d, double, __m512d, 8, __mmask8, _mm512_set1_pd, _mm512_fmadd_pd, _m
 TRANSPOSE(f, float, 16, transpose16)
 TRANSPOSE(d, double, 8, transpose8)
 
+/* -- a stride-1 convolution's weight gradient -------------------------------------------------- */
+
+/* dW[o, (c, i, j)] = sum over images and output positions (y, x) of
+ * G[n, o, y, x] * X[n, c, y + i dh - ph, x + j dw - pw] (zero outside the image), groups 1.
+ * As a product, grad (O x P) @ patches^T (P x C kh kw) per image: few rows, and the patches
+ * are the image read nine times over. Here nothing is packed: each image is copied once into a
+ * zero-bordered buffer, and every patch row is then that buffer read at an offset, W output
+ * columns at a time. A block of WG_O output channels x WG_K patch rows keeps its sums in
+ * registers, each lane summing its own columns over a few images (WG_CACHED bytes of them;
+ * the tail of a row masked to zeros), then adds them to a lane-wise buffer; the lanes are
+ * summed once, after the last image. The order of every sum is fixed by the shapes alone: deterministic, and the values
+ * differ from the product's in the last bits. */
+#define WG_O 4
+#define WG_K 6
+#ifndef WG_CACHED
+/* bytes of bordered images whose sums the registers carry before the buffer takes them (128 KiB
+ * to 1 MiB timed alike) */
+#define WG_CACHED (256 * 1024)
+#endif
+
+typedef struct {
+    const char *x, *g;
+    char *out;                                    /* (O, C * kh * kw), rows out_row elements apart */
+    Py_ssize_t n, c, h, wd, o, oh, ow, kh, kw, ph, pw, dh, dw, out_row;
+    Py_ssize_t xs[4], gs[4];                      /* element strides of x (N, C, H, W), grad (N, O, OH, OW) */
+} WGrad;
+
+#define WGRAD_KERNEL(S, T, V, W, M, SET0, FMA, MLOAD, LOAD, STORE, ADD, RADD)                                  \
+    static AVX512 int wgrad_##S(const WGrad *p)                                                                 \
+    {                                                                                                           \
+        const Py_ssize_t hp = p->h + 2 * p->ph, wp = p->wd + 2 * p->pw, k = p->c * p->kh * p->kw;               \
+        const Py_ssize_t ob_n = (p->o + WG_O - 1) / WG_O, kb_n = (k + WG_K - 1) / WG_K;                         \
+        const Py_ssize_t plane = p->c * hp * wp;                                                                \
+        const Py_ssize_t chunk = Py_MAX(1, Py_MIN(p->n, WG_CACHED / (Py_ssize_t)sizeof(T) / plane));            \
+        T *pad = scratch(sizeof(T) * (size_t)(chunk * plane + W));                                              \
+        T *acc = scratch(sizeof(T) * (size_t)(ob_n * WG_O * kb_n * WG_K * W));                                  \
+        if (pad == NULL || acc == NULL) {                                                                       \
+            scratch_free(pad), scratch_free(acc);                                                               \
+            return -1;                                                                                          \
+        }                                                                                                       \
+        memset(pad, 0, sizeof(T) * (size_t)(chunk * plane + W));                                                \
+        memset(acc, 0, sizeof(T) * (size_t)(ob_n * WG_O * kb_n * WG_K * W));                                    \
+        const T *x = (const T *)p->x, *g = (const T *)p->g;                                                     \
+        const Py_ssize_t tail = p->ow % W, full = p->ow - tail;                                                 \
+        const M tail_mask = (M)((1u << tail) - 1);                                                              \
+        for (Py_ssize_t n0 = 0; n0 < p->n; n0 += chunk) {                                                      \
+            const Py_ssize_t images = Py_MIN(chunk, p->n - n0);                                                 \
+            for (Py_ssize_t m = 0; m < images; m++) /* each image inside its zero border */                   \
+                for (Py_ssize_t c = 0; c < p->c; c++)                                                           \
+                    for (Py_ssize_t r = 0; r < p->h; r++) {                                                     \
+                        const T *src = x + (n0 + m) * p->xs[0] + c * p->xs[1] + r * p->xs[2];                   \
+                        T *dst = pad + m * plane + (c * hp + r + p->ph) * wp + p->pw;                           \
+                        for (Py_ssize_t q = 0; q < p->wd; q++)                                                  \
+                            dst[q] = src[q * p->xs[3]];                                                         \
+                    }                                                                                           \
+            for (Py_ssize_t ob = 0; ob < ob_n; ob++) {                                                          \
+                Py_ssize_t go[WG_O];                                                                            \
+                for (int r = 0; r < WG_O; r++) /* past the last channel: the last again, its sums unused */    \
+                    go[r] = (ob * WG_O + r < p->o ? ob * WG_O + r : p->o - 1) * p->gs[1];                       \
+                for (Py_ssize_t kb = 0; kb < kb_n; kb++) {                                                      \
+                    Py_ssize_t off[WG_K];                                                                       \
+                    for (int t = 0; t < WG_K; t++) {                                                            \
+                        Py_ssize_t q = kb * WG_K + t < k ? kb * WG_K + t : k - 1;                               \
+                        Py_ssize_t c = q / (p->kh * p->kw), i = q / p->kw % p->kh, j = q % p->kw;               \
+                        off[t] = (c * hp + i * p->dh) * wp + j * p->dw;                                         \
+                    }                                                                                           \
+                    V s[WG_O][WG_K];                                                                            \
+                    for (int r = 0; r < WG_O; r++)                                                              \
+                        for (int t = 0; t < WG_K; t++)                                                          \
+                            s[r][t] = SET0();                                                                   \
+                    for (Py_ssize_t m = 0; m < images; m++)                                                     \
+                    for (Py_ssize_t y = 0; y < p->oh; y++) {                                                    \
+                        const T *xr = pad + m * plane + y * wp;                                                 \
+                        const T *gp[WG_O];                                                                      \
+                        for (int r = 0; r < WG_O; r++)                                                          \
+                            gp[r] = g + (n0 + m) * p->gs[0] + go[r] + y * p->gs[2];                             \
+                        for (Py_ssize_t x0 = 0; x0 < full; x0 += W) {                                           \
+                            V gv[WG_O];                                                                         \
+                            for (int r = 0; r < WG_O; r++)                                                      \
+                                gv[r] = LOAD(gp[r] + x0);                                                  \
+                            for (int t = 0; t < WG_K; t++) {                                                    \
+                                V xv = LOAD(xr + off[t] + x0);                                                  \
+                                for (int r = 0; r < WG_O; r++)                                                  \
+                                    s[r][t] = FMA(gv[r], xv, s[r][t]);                                          \
+                            }                                                                                   \
+                        }                                                                                       \
+                        if (tail) {                                                                             \
+                            V gv[WG_O];                                                                         \
+                            for (int r = 0; r < WG_O; r++)                                                      \
+                                gv[r] = MLOAD(tail_mask, gp[r] + full);                                    \
+                            for (int t = 0; t < WG_K; t++) {                                                    \
+                                V xv = MLOAD(tail_mask, xr + off[t] + full);                                    \
+                                for (int r = 0; r < WG_O; r++)                                                  \
+                                    s[r][t] = FMA(gv[r], xv, s[r][t]);                                          \
+                            }                                                                                   \
+                        }                                                                                       \
+                    }                                                                                           \
+                    for (int r = 0; r < WG_O; r++)                                                              \
+                        for (int t = 0; t < WG_K; t++) {                                                        \
+                            T *a = acc + ((ob * WG_O + r) * kb_n * WG_K + kb * WG_K + t) * W;                   \
+                            STORE(a, ADD(LOAD(a), s[r][t]));                                                    \
+                        }                                                                                       \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
+        T *out = (T *)p->out;                                                                                   \
+        for (Py_ssize_t o = 0; o < p->o; o++)                                                                   \
+            for (Py_ssize_t q = 0; q < k; q++)                                                                  \
+                out[o * p->out_row + q] = RADD(LOAD(acc + (o * kb_n * WG_K + q) * W));                          \
+        scratch_free(pad), scratch_free(acc);                                                                   \
+        return 0;                                                                                               \
+    }
+
+WGRAD_KERNEL(f, float, __m512, 16, __mmask16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_maskz_loadu_ps,
+             _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, _mm512_reduce_add_ps)
+WGRAD_KERNEL(d, double, __m512d, 8, __mmask8, _mm512_setzero_pd, _mm512_fmadd_pd, _mm512_maskz_loadu_pd,
+             _mm512_loadu_pd, _mm512_storeu_pd, _mm512_add_pd, _mm512_reduce_add_pd)
+
 static int have_avx512(void)
 {
     __builtin_cpu_init();
@@ -625,6 +746,71 @@ done:
     Py_RETURN_NONE;
 }
 
+static PyObject *conv2d_weight_grad(PyObject *self, PyObject *args)
+{
+    PyObject *xo, *go, *oo;
+    WGrad wg;
+    if (!PyArg_ParseTuple(args, "OOOnnnnnn", &xo, &go, &oo, &wg.kh, &wg.kw, &wg.ph, &wg.pw, &wg.dh, &wg.dw))
+        return NULL;
+    if (ISA != 1) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "conv2d_weight_grad: this CPU has no AVX-512 (isa() is ''): use the im2col path");
+        return NULL;
+    }
+    Py_buffer xv, gv, ov;
+    char kx, kg, ko;
+    Py_ssize_t os[2];
+    if (viewn(xo, &xv, 4, 0, "input", &kx, wg.xs) < 0)
+        return NULL;
+    if (viewn(go, &gv, 4, 0, "grad_output", &kg, wg.gs) < 0) {
+        PyBuffer_Release(&xv);
+        return NULL;
+    }
+    if (viewn(oo, &ov, 2, 1, "out", &ko, os) < 0) {
+        PyBuffer_Release(&xv), PyBuffer_Release(&gv);
+        return NULL;
+    }
+    wg.n = xv.shape[0], wg.c = xv.shape[1], wg.h = xv.shape[2], wg.wd = xv.shape[3], wg.o = gv.shape[1];
+    wg.oh = gv.shape[2], wg.ow = gv.shape[3], wg.out_row = os[0];
+    if (kg != kx || ko != kx) {
+        PyErr_SetString(PyExc_ValueError, "conv2d_weight_grad: input, grad_output and out must share one dtype");
+        goto done;
+    }
+    if (wg.kh < 1 || wg.kw < 1 || wg.dh < 1 || wg.dw < 1 || wg.ph < 0 || wg.pw < 0 || gv.shape[0] != wg.n
+        || wg.oh != wg.h + 2 * wg.ph - wg.dh * (wg.kh - 1) || wg.ow != wg.wd + 2 * wg.pw - wg.dw * (wg.kw - 1)
+        || wg.oh < 1 || wg.ow < 1 || ov.shape[0] != wg.o || ov.shape[1] != wg.c * wg.kh * wg.kw
+        || (wg.gs[3] != 1 && wg.ow > 1) || (os[1] != 1 && ov.shape[1] > 1)) {
+        PyErr_Format(PyExc_ValueError,
+                     "conv2d_weight_grad: input (%zd, %zd, %zd, %zd), grad_output (%zd, %zd, %zd, %zd, columns "
+                     "adjacent) and out (%zd, %zd, columns adjacent) do not fit a %zd x %zd kernel at stride 1 "
+                     "(padding %zd, %zd; dilation %zd, %zd)",
+                     wg.n, wg.c, wg.h, wg.wd, gv.shape[0], gv.shape[1], gv.shape[2], gv.shape[3], ov.shape[0],
+                     ov.shape[1], wg.kh, wg.kw, wg.ph, wg.pw, wg.dh, wg.dw);
+        goto done;
+    }
+    wg.x = xv.buf, wg.g = gv.buf, wg.out = ov.buf;
+    if (wg.o * wg.c == 0)
+        goto done;
+    if (wg.n == 0) { /* an empty sum: zeros */
+        for (Py_ssize_t o = 0; o < wg.o; o++)
+            memset((char *)ov.buf + o * os[0] * ov.itemsize, 0, (size_t)(ov.shape[1] * ov.itemsize));
+        goto done;
+    }
+#ifdef GEMM_X86
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = kx == 'f' ? wgrad_f(&wg) : wgrad_d(&wg);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        PyErr_NoMemory();
+#endif
+done:
+    PyBuffer_Release(&xv), PyBuffer_Release(&gv), PyBuffer_Release(&ov);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *transpose(PyObject *self, PyObject *args)
 {
     PyObject *so, *oo;
@@ -678,6 +864,9 @@ static PyMethodDef methods[] = {
     {"conv2d", conv2d, METH_VARARGS,
      "conv2d(input, weight, out, kh, kw, sh, sw, ph, pw, dh, dw): out[n] = weight (O x C*kh*kw) @ the patches of "
      "input[n] (groups 1; out (N, O, OH*OW), columns adjacent)"},
+    {"conv2d_weight_grad", conv2d_weight_grad, METH_VARARGS,
+     "conv2d_weight_grad(input, grad_output, out, kh, kw, ph, pw, dh, dw): out (O, C*kh*kw) = the weight gradient "
+     "of a stride-1 convolution, groups 1 (grad_output's and out's columns adjacent)"},
     {"transpose", transpose, METH_VARARGS,
      "transpose(src, out): out = src.T for 2-d float arrays of one dtype (columns adjacent in both)"},
     {"isa", isa, METH_NOARGS, "isa() -> 'avx512' where the kernel runs, '' where it does not"},
