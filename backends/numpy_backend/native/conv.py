@@ -12,9 +12,9 @@ from the input panel by panel inside it instead (no patch matrix in memory: the 
 Two paths sum in another order than the decomposition, so agree with it (and torch) to rounding
 only, where the native GEMM takes their products (one BLAS thread, its size rule): the input
 gradient with stride 1, groups 1 and no more output than input channels, a convolution with the
-flipped weight; and the weight gradient with stride 1 and groups 1: in ``gemm.c``'s direct kernel
-where ``gemm.conv2d_weight_grad``'s rule takes it, else with 256 or more output positions and no
-more output than input channels per image (see each function).
+flipped weight; and the weight gradient with groups 1: in ``gemm.c``'s direct kernel where
+``gemm.conv2d_weight_grad``'s rule takes it, else with stride 1, 256 or more output positions and
+no more output than input channels per image (see each function).
 """
 from __future__ import annotations
 
@@ -90,9 +90,9 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
     out = tuple(grad_output.shape[2:])
     per = out[0] * out[1]
     k = cg * kh * kw
-    if groups == 1 and tuple(stride) == (1, 1):
+    if groups == 1:
         direct = np.empty((o, k), dtype=input.dtype)
-        if gemm.conv2d_weight_grad(grad_output, input, direct, (kh, kw), padding, dilation):
+        if gemm.conv2d_weight_grad(grad_output, input, direct, (kh, kw), stride, padding, dilation):
             return direct.reshape(o, cg, kh, kw)
     # per image only with 256+ positions and no more output than input channels: it gained 2-8 % there
     # (16->16 at 32x32, 32->32 and 64->64 at 16x16, one thread) and lost elsewhere (the MNIST CNN's

@@ -10,7 +10,7 @@
  * over it; with one row block, B is read in place); edges are masked, so no element of C is
  * written twice and none past the matrix.
  *
- * Beside it, a stride-1 convolution's weight gradient computed straight from the image
+ * Beside it, a convolution's weight gradient computed straight from the image
  * (conv2d_weight_grad, below the product), which forms no patch matrix.
  *
  * Each C[i, j] is the same chain of fused multiply-adds over k = 0, 1, ..., K-1, whatever the
@@ -452,15 +452,15 @@ GEMM_KERNEL(d, double, __m512d, 8, __mmask8, _mm512_set1_pd, _mm512_fmadd_pd, _m
 TRANSPOSE(f, float, 16, transpose16)
 TRANSPOSE(d, double, 8, transpose8)
 
-/* -- a stride-1 convolution's weight gradient -------------------------------------------------- */
+/* -- a convolution's weight gradient -------------------------------------------------- */
 
 /* dW[o, (c, i, j)] = sum over images and output positions (y, x) of
- * G[n, o, y, x] * X[n, c, y + i dh - ph, x + j dw - pw] (zero outside the image), groups 1.
+ * G[n, o, y, x] * X[n, c, y sh + i dh - ph, x sw + j dw - pw] (zero outside the image), groups 1.
  * As a product, grad (O x P) @ patches^T (P x C kh kw) per image: few rows, and the patches
  * are the image read nine times over. Here nothing is packed: each image is copied once into a
- * zero-bordered buffer, and every patch row is then that buffer read at an offset, W output
- * columns at a time. A block of WG_O output channels x WG_K patch rows keeps its sums in
- * registers, each lane summing its own columns over a few images (WG_CACHED bytes of them;
+ * zero-bordered buffer (with stride sw, its columns dealt into sw planes by their remainder),
+ * and every patch row is then that buffer read at an offset, W output columns at a time. A
+ * block of WG_O output channels x WG_K patch rows keeps its sums in registers, each lane summing its own columns over a few images (WG_CACHED bytes of them;
  * the tail of a row masked to zeros), then adds them to a lane-wise buffer; the lanes are
  * summed once, after the last image. The order of every sum is fixed by the shapes alone: deterministic, and the values
  * differ from the product's in the last bits. */
@@ -475,22 +475,36 @@ TRANSPOSE(d, double, 8, transpose8)
 typedef struct {
     const char *x, *g;
     char *out;                                    /* (O, C * kh * kw), rows out_row elements apart */
-    Py_ssize_t n, c, h, wd, o, oh, ow, kh, kw, ph, pw, dh, dw, out_row;
+    Py_ssize_t n, c, h, wd, o, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, out_row;
     Py_ssize_t xs[4], gs[4];                      /* element strides of x (N, C, H, W), grad (N, O, OH, OW) */
 } WGrad;
 
 #define WGRAD_KERNEL(S, T, V, W, M, SET0, FMA, MLOAD, LOAD, STORE, ADD, RADD)                                  \
     static AVX512 int wgrad_##S(const WGrad *p)                                                                 \
     {                                                                                                           \
-        const Py_ssize_t hp = p->h + 2 * p->ph, wp = p->wd + 2 * p->pw, k = p->c * p->kh * p->kw;               \
+        const Py_ssize_t hp = p->h + 2 * p->ph, wq = (p->wd + 2 * p->pw + p->sw - 1) / p->sw;                  \
+        const Py_ssize_t k = p->c * p->kh * p->kw, sw = p->sw;                                                  \
         const Py_ssize_t ob_n = (p->o + WG_O - 1) / WG_O, kb_n = (k + WG_K - 1) / WG_K;                         \
-        const Py_ssize_t plane = p->c * hp * wp;                                                                \
+        const Py_ssize_t plane = p->c * sw * hp * wq; /* an image: per channel, sw planes of columns */        \
         const Py_ssize_t chunk = Py_MAX(1, Py_MIN(p->n, WG_CACHED / (Py_ssize_t)sizeof(T) / plane));            \
         T *pad = scratch(sizeof(T) * (size_t)(chunk * plane + W));                                              \
         T *acc = scratch(sizeof(T) * (size_t)(ob_n * WG_O * kb_n * WG_K * W));                                  \
-        if (pad == NULL || acc == NULL) {                                                                       \
-            scratch_free(pad), scratch_free(acc);                                                               \
+        Py_ssize_t *offsets = scratch(sizeof(Py_ssize_t) * (size_t)(kb_n * WG_K));                              \
+        char *read = scratch((size_t)(hp + sw)); /* which bordered rows, then which planes, a window reads */ \
+        if (pad == NULL || acc == NULL || offsets == NULL || read == NULL) {                                    \
+            scratch_free(pad), scratch_free(acc), scratch_free(offsets), scratch_free(read);                    \
             return -1;                                                                                          \
+        }                                                                                                       \
+        memset(read, 0, (size_t)(hp + sw));                                                                     \
+        for (Py_ssize_t i = 0; i < p->kh; i++)                                                                  \
+            for (Py_ssize_t y = 0; y < p->oh; y++)                                                              \
+                read[y * p->sh + i * p->dh] = 1;                                                                \
+        for (Py_ssize_t j = 0; j < p->kw; j++)                                                                  \
+            read[hp + j * p->dw % sw] = 1;                                                                      \
+        for (Py_ssize_t q = 0; q < kb_n * WG_K; q++) { /* patch row q's place in an image's buffer; past */    \
+            Py_ssize_t e = q < k ? q : k - 1;          /* the last, the last again (its sums unused) */       \
+            Py_ssize_t c = e / (p->kh * p->kw), i = e / p->kw % p->kh, col = e % p->kw * p->dw;                 \
+            offsets[q] = ((c * sw + col % sw) * hp + i * p->dh) * wq + col / sw;                                \
         }                                                                                                       \
         memset(pad, 0, sizeof(T) * (size_t)(chunk * plane + W));                                                \
         memset(acc, 0, sizeof(T) * (size_t)(ob_n * WG_O * kb_n * WG_K * W));                                    \
@@ -499,32 +513,40 @@ typedef struct {
         const M tail_mask = (M)((1u << tail) - 1);                                                              \
         for (Py_ssize_t n0 = 0; n0 < p->n; n0 += chunk) {                                                      \
             const Py_ssize_t images = Py_MIN(chunk, p->n - n0);                                                 \
-            for (Py_ssize_t m = 0; m < images; m++) /* each image inside its zero border */                   \
+            /* each image inside its zero border, column q of a bordered row at q / sw of plane q % sw: */    \
+            /* a strided window's columns are then adjacent (rows and planes no window reads: left out) */    \
+            for (Py_ssize_t m = 0; m < images; m++)                                                             \
                 for (Py_ssize_t c = 0; c < p->c; c++)                                                           \
                     for (Py_ssize_t r = 0; r < p->h; r++) {                                                     \
+                        if (!read[r + p->ph])                                                                   \
+                            continue;                                                                           \
                         const T *src = x + (n0 + m) * p->xs[0] + c * p->xs[1] + r * p->xs[2];                   \
-                        T *dst = pad + m * plane + (c * hp + r + p->ph) * wp + p->pw;                           \
-                        for (Py_ssize_t q = 0; q < p->wd; q++)                                                  \
-                            dst[q] = src[q * p->xs[3]];                                                         \
+                        T *dst = pad + m * plane + (c * sw * hp + r + p->ph) * wq;                              \
+                        if (sw == 1 && p->xs[3] == 1)                                                           \
+                            memcpy(dst + p->pw, src, sizeof(T) * (size_t)p->wd);                                \
+                        else                                                                                    \
+                            for (Py_ssize_t f = 0; f < sw; f++) { /* plane f: the columns q + pw = f mod sw */ \
+                                if (!read[hp + f])                                                              \
+                                    continue;                                                                   \
+                                Py_ssize_t q = ((f - p->pw) % sw + sw) % sw;                                    \
+                                T *d = dst + f * hp * wq + (q + p->pw) / sw;                                    \
+                                for (; q < p->wd; q += sw)                                                      \
+                                    *d++ = src[q * p->xs[3]];                                                   \
+                            }                                                                                   \
                     }                                                                                           \
             for (Py_ssize_t ob = 0; ob < ob_n; ob++) {                                                          \
                 Py_ssize_t go[WG_O];                                                                            \
                 for (int r = 0; r < WG_O; r++) /* past the last channel: the last again, its sums unused */    \
                     go[r] = (ob * WG_O + r < p->o ? ob * WG_O + r : p->o - 1) * p->gs[1];                       \
                 for (Py_ssize_t kb = 0; kb < kb_n; kb++) {                                                      \
-                    Py_ssize_t off[WG_K];                                                                       \
-                    for (int t = 0; t < WG_K; t++) {                                                            \
-                        Py_ssize_t q = kb * WG_K + t < k ? kb * WG_K + t : k - 1;                               \
-                        Py_ssize_t c = q / (p->kh * p->kw), i = q / p->kw % p->kh, j = q % p->kw;               \
-                        off[t] = (c * hp + i * p->dh) * wp + j * p->dw;                                         \
-                    }                                                                                           \
+                    const Py_ssize_t *off = offsets + kb * WG_K;                                                \
                     V s[WG_O][WG_K];                                                                            \
                     for (int r = 0; r < WG_O; r++)                                                              \
                         for (int t = 0; t < WG_K; t++)                                                          \
                             s[r][t] = SET0();                                                                   \
                     for (Py_ssize_t m = 0; m < images; m++)                                                     \
                     for (Py_ssize_t y = 0; y < p->oh; y++) {                                                    \
-                        const T *xr = pad + m * plane + y * wp;                                                 \
+                        const T *xr = pad + m * plane + y * p->sh * wq;                                         \
                         const T *gp[WG_O];                                                                      \
                         for (int r = 0; r < WG_O; r++)                                                          \
                             gp[r] = g + (n0 + m) * p->gs[0] + go[r] + y * p->gs[2];                             \
@@ -561,7 +583,7 @@ typedef struct {
         for (Py_ssize_t o = 0; o < p->o; o++)                                                                   \
             for (Py_ssize_t q = 0; q < k; q++)                                                                  \
                 out[o * p->out_row + q] = RADD(LOAD(acc + (o * kb_n * WG_K + q) * W));                          \
-        scratch_free(pad), scratch_free(acc);                                                                   \
+        scratch_free(pad), scratch_free(acc), scratch_free(offsets), scratch_free(read);                        \
         return 0;                                                                                               \
     }
 
@@ -750,7 +772,8 @@ static PyObject *conv2d_weight_grad(PyObject *self, PyObject *args)
 {
     PyObject *xo, *go, *oo;
     WGrad wg;
-    if (!PyArg_ParseTuple(args, "OOOnnnnnn", &xo, &go, &oo, &wg.kh, &wg.kw, &wg.ph, &wg.pw, &wg.dh, &wg.dw))
+    if (!PyArg_ParseTuple(args, "OOOnnnnnnnn", &xo, &go, &oo, &wg.kh, &wg.kw, &wg.sh, &wg.sw, &wg.ph, &wg.pw, &wg.dh,
+                          &wg.dw))
         return NULL;
     if (ISA != 1) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -776,16 +799,18 @@ static PyObject *conv2d_weight_grad(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "conv2d_weight_grad: input, grad_output and out must share one dtype");
         goto done;
     }
-    if (wg.kh < 1 || wg.kw < 1 || wg.dh < 1 || wg.dw < 1 || wg.ph < 0 || wg.pw < 0 || gv.shape[0] != wg.n
-        || wg.oh != wg.h + 2 * wg.ph - wg.dh * (wg.kh - 1) || wg.ow != wg.wd + 2 * wg.pw - wg.dw * (wg.kw - 1)
-        || wg.oh < 1 || wg.ow < 1 || ov.shape[0] != wg.o || ov.shape[1] != wg.c * wg.kh * wg.kw
+    if (wg.kh < 1 || wg.kw < 1 || wg.sh < 1 || wg.sw < 1 || wg.dh < 1 || wg.dw < 1 || wg.ph < 0 || wg.pw < 0
+        || gv.shape[0] != wg.n || wg.oh < 1 || wg.ow < 1
+        || wg.oh != (wg.h + 2 * wg.ph - wg.dh * (wg.kh - 1) - 1) / wg.sh + 1
+        || wg.ow != (wg.wd + 2 * wg.pw - wg.dw * (wg.kw - 1) - 1) / wg.sw + 1
+        || ov.shape[0] != wg.o || ov.shape[1] != wg.c * wg.kh * wg.kw
         || (wg.gs[3] != 1 && wg.ow > 1) || (os[1] != 1 && ov.shape[1] > 1)) {
         PyErr_Format(PyExc_ValueError,
                      "conv2d_weight_grad: input (%zd, %zd, %zd, %zd), grad_output (%zd, %zd, %zd, %zd, columns "
-                     "adjacent) and out (%zd, %zd, columns adjacent) do not fit a %zd x %zd kernel at stride 1 "
-                     "(padding %zd, %zd; dilation %zd, %zd)",
+                     "adjacent) and out (%zd, %zd, columns adjacent) do not fit a %zd x %zd kernel (stride %zd, "
+                     "%zd; padding %zd, %zd; dilation %zd, %zd)",
                      wg.n, wg.c, wg.h, wg.wd, gv.shape[0], gv.shape[1], gv.shape[2], gv.shape[3], ov.shape[0],
-                     ov.shape[1], wg.kh, wg.kw, wg.ph, wg.pw, wg.dh, wg.dw);
+                     ov.shape[1], wg.kh, wg.kw, wg.sh, wg.sw, wg.ph, wg.pw, wg.dh, wg.dw);
         goto done;
     }
     wg.x = xv.buf, wg.g = gv.buf, wg.out = ov.buf;
@@ -865,8 +890,8 @@ static PyMethodDef methods[] = {
      "conv2d(input, weight, out, kh, kw, sh, sw, ph, pw, dh, dw): out[n] = weight (O x C*kh*kw) @ the patches of "
      "input[n] (groups 1; out (N, O, OH*OW), columns adjacent)"},
     {"conv2d_weight_grad", conv2d_weight_grad, METH_VARARGS,
-     "conv2d_weight_grad(input, grad_output, out, kh, kw, ph, pw, dh, dw): out (O, C*kh*kw) = the weight gradient "
-     "of a stride-1 convolution, groups 1 (grad_output's and out's columns adjacent)"},
+     "conv2d_weight_grad(input, grad_output, out, kh, kw, sh, sw, ph, pw, dh, dw): out (O, C*kh*kw) = the weight "
+     "gradient of a convolution, groups 1 (grad_output's and out's columns adjacent)"},
     {"transpose", transpose, METH_VARARGS,
      "transpose(src, out): out = src.T for 2-d float arrays of one dtype (columns adjacent in both)"},
     {"isa", isa, METH_NOARGS, "isa() -> 'avx512' where the kernel runs, '' where it does not"},

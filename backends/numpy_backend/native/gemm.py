@@ -173,19 +173,21 @@ def conv2d(input, weight, out, kernel, stride, padding, dilation) -> bool:
 
 
 # The direct weight gradient (``conv2d_weight_grad``) keeps a lane-wise sum for every weight, so it
-# won up to 64 -> 64 channels at 3x3 (O x C*kh*kw of 36,864 weights; 0.8x the products' time at
+# won up to 64 -> 64 channels at 3x3 (O x C*kh*kw of 36,864 weights; 0.9x the products' time at
 # 16x16, 0.7x at 56x56) and lost past it (128 -> 128 at 8x8: 1.9x); it reads W output columns
 # at a time, so it needs rows of at least 7/8 of W (14 float32, 7 float64): at 8 columns of
-# float32 it lost (64 -> 64: 1.3x), at 14 it won (the MNIST CNN's 16 -> 32, batch 64: 0.53x).
+# float32 it lost (64 -> 64: 1.6x), at 14 it won (the MNIST CNN's 16 -> 32, batch 64: 0.6x).
+# Strided, it won too: ResNet's 16 -> 32 3x3 at stride 2 0.6x, its 1x1 projection 0.75x.
 WGRAD_MAX_WEIGHTS = 64 * 64 * 9
 
 
-def conv2d_weight_grad(grad_output, input, out, kernel, padding, dilation) -> bool:
-    """out (O, C*kh*kw) = the weight gradient of a stride-1 convolution (groups 1) in the kernel that
-    reads every patch row from the image, copied once into a zero border, instead of forming the
-    patches and multiplying (ResNet's 16 -> 16 3x3 at 32x32, batch 32: 4.3 -> 1.7 ms, one thread,
-    caches cold); False, with nothing written, where its rule says the products win. Its sums run
-    in another order than the products': the values agree to rounding, not bit for bit."""
+def conv2d_weight_grad(grad_output, input, out, kernel, stride, padding, dilation) -> bool:
+    """out (O, C*kh*kw) = the weight gradient of a convolution (groups 1) in the kernel that
+    reads every patch row from the image, copied once into a zero border (its columns dealt into
+    ``stride`` planes), instead of forming the patches and multiplying (ResNet's 16 -> 16 3x3 at
+    32x32, batch 32: 4.3 -> 1.7 ms, one thread, caches cold); False, with nothing written, where
+    its rule says the products win. Its sums run in another order than the products': the values
+    agree to rounding, not bit for bit."""
     if not ON or input.dtype != grad_output.dtype or input.dtype not in FLOATS or out.dtype != input.dtype:
         return False
     lanes = 64 // input.dtype.itemsize
@@ -193,7 +195,7 @@ def conv2d_weight_grad(grad_output, input, out, kernel, padding, dilation) -> bo
         return False
     if grad_output.strides[3] != grad_output.itemsize:
         grad_output = np.ascontiguousarray(grad_output)  # the kernel reads W of a row's columns at once
-    _gemm.conv2d_weight_grad(input, grad_output, out, *kernel, *padding, *dilation)
+    _gemm.conv2d_weight_grad(input, grad_output, out, *kernel, *stride, *padding, *dilation)
     return True
 
 
