@@ -61,7 +61,7 @@ special_c = Extension("plugtorch_backends.numpy_backend.native._special",
 # The matrix product for the shapes OpenBLAS runs slowly (native/gemm.c; AVX-512 chosen at run time,
 # NumPy's matmul elsewhere): a module of its own, optional too.
 gemm_c = Extension("plugtorch_backends.numpy_backend.native._gemm", sources=["backends/numpy_backend/native/gemm.c"],
-                   extra_compile_args=flags, optional=True)
+                   depends=["backends/numpy_backend/native/threadpool.h"], extra_compile_args=flags, optional=True)
 
 # The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional
 # too; without it their Python twins run (plugtorch/core/native.py).

@@ -175,3 +175,21 @@ def test_the_training_step_matches_torch(one_thread):
     (pt.nn.functional.conv2d(pt.tensor(x), ours, padding=1) ** 2).sum().backward()
     (torch.nn.functional.conv2d(torch.tensor(x), theirs, padding=1) ** 2).sum().backward()
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-2)
+
+
+def test_two_threads_split_the_output_channels_and_give_the_same_bits(one_thread):
+    from plugtorch_backends.numpy_backend.native import _kernels, gemm
+    from threadpoolctl import threadpool_limits
+    case = CASES[0]
+    x, gy = _data(case, np.float32, seed=3)
+    one = np.empty((16, 144), np.float32)
+    gemm._gemm.conv2d_weight_grad(x, gy, one, 3, 3, 1, 1, 1, 1, 1, 1)
+    calls = _kernels.pool_info()[2]
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert _kernels.pool_info()[0] == 2, "the pool does not follow OpenBLAS's thread count here"
+        two = np.empty_like(one)
+        gemm._gemm.conv2d_weight_grad(x, gy, two, 3, 3, 1, 1, 1, 1, 1, 1)
+        assert _kernels.pool_info()[2] == calls + 1  # one call split over the pool's two jobs
+        # and the op takes the kernel with two threads too (the pool splits it as BLAS would)
+        np.testing.assert_array_equal(_kernel(case, x, gy).reshape(16, 144), one)
+    np.testing.assert_array_equal(two, one)

@@ -1605,7 +1605,11 @@ PyMODINIT_FUNC PyInit__kernels(void)
     /* IM2COL_PER_IMAGE: im2col takes (images, rows, positions) cols too; an addition the ABI
      * leaves alone (conv.py copies those patches with NumPy where an older build lacks it).
      * OutUfunc: an addition the ABI leaves alone too (xp_table keeps its Python wrappers without it) */
-    if (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddIntConstant(m, "IM2COL_PER_IMAGE", 1) < 0
+    static PoolAPI pool = {pool_run, pool_width}; /* for gemm.c's weight gradient (threadpool.h) */
+    PyObject *capsule = PyCapsule_New(&pool, POOL_CAPSULE, NULL);
+    int added = capsule != NULL && PyModule_AddObjectRef(m, "pool", capsule) == 0;
+    Py_XDECREF(capsule);
+    if (!added || PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddIntConstant(m, "IM2COL_PER_IMAGE", 1) < 0
         || (OUT_KWNAMES == NULL && (OUT_KWNAMES = Py_BuildValue("(s)", "out")) == NULL)
         || (DTYPE_NAME == NULL && (DTYPE_NAME = PyUnicode_InternFromString("dtype")) == NULL)
         || PyType_Ready(&OutUfuncType) < 0 || PyModule_AddObjectRef(m, "OutUfunc", (PyObject *)&OutUfuncType) < 0) {

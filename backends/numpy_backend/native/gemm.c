@@ -29,6 +29,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "threadpool.h" /* the pool's interface only: _kernels has the pool */
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(GEMM_PORTABLE) /* -DGEMM_PORTABLE: the fallback */
 #define GEMM_X86 1
 #include <immintrin.h>
@@ -480,19 +482,18 @@ typedef struct {
 } WGrad;
 
 #define WGRAD_KERNEL(S, T, V, W, M, SET0, FMA, MLOAD, LOAD, STORE, ADD, RADD)                                  \
-    static AVX512 int wgrad_##S(const WGrad *p)                                                                 \
+    static AVX512 int wgrad_##S(const WGrad *p, Py_ssize_t ob_lo, Py_ssize_t ob_hi, T *acc)                     \
     {                                                                                                           \
         const Py_ssize_t hp = p->h + 2 * p->ph, wq = (p->wd + 2 * p->pw + p->sw - 1) / p->sw;                  \
         const Py_ssize_t k = p->c * p->kh * p->kw, sw = p->sw;                                                  \
-        const Py_ssize_t ob_n = (p->o + WG_O - 1) / WG_O, kb_n = (k + WG_K - 1) / WG_K;                         \
+        const Py_ssize_t kb_n = (k + WG_K - 1) / WG_K;                                                          \
         const Py_ssize_t plane = p->c * sw * hp * wq; /* an image: per channel, sw planes of columns */        \
         const Py_ssize_t chunk = Py_MAX(1, Py_MIN(p->n, WG_CACHED / (Py_ssize_t)sizeof(T) / plane));            \
         T *pad = scratch(sizeof(T) * (size_t)(chunk * plane + W));                                              \
-        T *acc = scratch(sizeof(T) * (size_t)(ob_n * WG_O * kb_n * WG_K * W));                                  \
         Py_ssize_t *offsets = scratch(sizeof(Py_ssize_t) * (size_t)(kb_n * WG_K));                              \
         char *read = scratch((size_t)(hp + sw)); /* which bordered rows, then which planes, a window reads */ \
-        if (pad == NULL || acc == NULL || offsets == NULL || read == NULL) {                                    \
-            scratch_free(pad), scratch_free(acc), scratch_free(offsets), scratch_free(read);                    \
+        if (pad == NULL || offsets == NULL || read == NULL) {                                                   \
+            scratch_free(pad), scratch_free(offsets), scratch_free(read);                                       \
             return -1;                                                                                          \
         }                                                                                                       \
         memset(read, 0, (size_t)(hp + sw));                                                                     \
@@ -507,7 +508,6 @@ typedef struct {
             offsets[q] = ((c * sw + col % sw) * hp + i * p->dh) * wq + col / sw;                                \
         }                                                                                                       \
         memset(pad, 0, sizeof(T) * (size_t)(chunk * plane + W));                                                \
-        memset(acc, 0, sizeof(T) * (size_t)(ob_n * WG_O * kb_n * WG_K * W));                                    \
         const T *x = (const T *)p->x, *g = (const T *)p->g;                                                     \
         const Py_ssize_t tail = p->ow % W, full = p->ow - tail;                                                 \
         const M tail_mask = (M)((1u << tail) - 1);                                                              \
@@ -534,7 +534,7 @@ typedef struct {
                                     *d++ = src[q * p->xs[3]];                                                   \
                             }                                                                                   \
                     }                                                                                           \
-            for (Py_ssize_t ob = 0; ob < ob_n; ob++) {                                                          \
+            for (Py_ssize_t ob = ob_lo; ob < ob_hi; ob++) {                                                     \
                 Py_ssize_t go[WG_O];                                                                            \
                 for (int r = 0; r < WG_O; r++) /* past the last channel: the last again, its sums unused */    \
                     go[r] = (ob * WG_O + r < p->o ? ob * WG_O + r : p->o - 1) * p->gs[1];                       \
@@ -579,18 +579,70 @@ typedef struct {
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
+        scratch_free(pad), scratch_free(offsets), scratch_free(read);                                           \
+        return 0;                                                                                               \
+    }                                                                                                           \
+                                                                                                                \
+    /* out[o, q] = the sum of acc's lanes for (o, q) */                                                       \
+    static AVX512 void wgrad_sum_##S(const WGrad *p, const T *acc)                                              \
+    {                                                                                                           \
+        const Py_ssize_t k = p->c * p->kh * p->kw, kb_n = (k + WG_K - 1) / WG_K;                                \
         T *out = (T *)p->out;                                                                                   \
         for (Py_ssize_t o = 0; o < p->o; o++)                                                                   \
             for (Py_ssize_t q = 0; q < k; q++)                                                                  \
                 out[o * p->out_row + q] = RADD(LOAD(acc + (o * kb_n * WG_K + q) * W));                          \
-        scratch_free(pad), scratch_free(acc), scratch_free(offsets), scratch_free(read);                        \
-        return 0;                                                                                               \
     }
 
 WGRAD_KERNEL(f, float, __m512, 16, __mmask16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_maskz_loadu_ps,
              _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, _mm512_reduce_add_ps)
 WGRAD_KERNEL(d, double, __m512d, 8, __mmask8, _mm512_setzero_pd, _mm512_fmadd_pd, _mm512_maskz_loadu_pd,
              _mm512_loadu_pd, _mm512_storeu_pd, _mm512_add_pd, _mm512_reduce_add_pd)
+
+typedef struct {
+    const WGrad *p;
+    void *acc;       /* (O, K, W) lane sums, rows padded to blocks: each job its own blocks of rows */
+    Py_ssize_t ob_n; /* blocks of WG_O output channels */
+    int jobs, failed;
+    char kind;
+} WGradJobs;
+
+static void wgrad_job(int i, void *arg)
+{
+    WGradJobs *w = arg;
+    Py_ssize_t lo = w->ob_n * i / w->jobs, hi = w->ob_n * (i + 1) / w->jobs;
+    if ((w->kind == 'f' ? wgrad_f(w->p, lo, hi, w->acc) : wgrad_d(w->p, lo, hi, w->acc)) < 0)
+        __atomic_store_n(&w->failed, 1, __ATOMIC_RELAXED);
+}
+
+/* The weight gradient, its blocks of output channels split over the native kernels' pool (as
+ * many jobs as BLAS is told to use threads, where `pool` is there; one otherwise): each job
+ * borders the images itself and sums into its own rows, so the values do not depend on the
+ * number of jobs. -1 where memory ran out. */
+static int wgrad(const WGrad *p, char kind, const PoolAPI *pool)
+{
+    size_t item = kind == 'f' ? sizeof(float) : sizeof(double);
+    Py_ssize_t lanes = 64 / (Py_ssize_t)item, k = p->c * p->kh * p->kw;
+    Py_ssize_t ob_n = (p->o + WG_O - 1) / WG_O, kb_n = (k + WG_K - 1) / WG_K;
+    size_t bytes = item * (size_t)(ob_n * WG_O * kb_n * WG_K * lanes);
+    void *acc = scratch(bytes);
+    if (acc == NULL)
+        return -1;
+    memset(acc, 0, bytes);
+    int width = pool != NULL ? pool->width() : 1;
+    WGradJobs w = {p, acc, ob_n, (int)Py_MAX(1, Py_MIN(width, ob_n)), 0, kind};
+    if (w.jobs > 1)
+        pool->run(w.jobs, wgrad_job, &w, 0);
+    else
+        wgrad_job(0, &w);
+    if (!w.failed) {
+        if (kind == 'f')
+            wgrad_sum_f(p, acc);
+        else
+            wgrad_sum_d(p, acc);
+    }
+    scratch_free(acc);
+    return w.failed ? -1 : 0;
+}
 
 static int have_avx512(void)
 {
@@ -822,9 +874,17 @@ static PyObject *conv2d_weight_grad(PyObject *self, PyObject *args)
         goto done;
     }
 #ifdef GEMM_X86
+    static const PoolAPI *pool = NULL; /* _kernels' pool; without it (not built) one job */
+    static int looked = 0;
+    if (!looked) {
+        looked = 1;
+        pool = PyCapsule_Import(POOL_CAPSULE, 0);
+        if (pool == NULL)
+            PyErr_Clear();
+    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = kx == 'f' ? wgrad_f(&wg) : wgrad_d(&wg);
+    rc = wgrad(&wg, kx, pool);
     Py_END_ALLOW_THREADS
     if (rc < 0)
         PyErr_NoMemory();

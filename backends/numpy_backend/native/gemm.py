@@ -66,12 +66,18 @@ ON = _gemm is not None  # the switch: False sends every product to NumPy (tests 
 def _one_blas_thread() -> bool:
     """Whether OpenBLAS runs on one thread: the pool it shares with the native kernels follows its
     count (``blas_threads``); where that is not set up the count is unknown and BLAS keeps the work."""
+    return _pool_follows_blas() and _kernels.pool_info()[0] == 1
+
+
+def _pool_follows_blas() -> bool:
+    """Whether the native kernels' pool splits work into as many jobs as OpenBLAS is told to use
+    threads (``blas_threads``), so that a kernel on it runs as parallel as BLAS would."""
     # the modules are looked up once: an import statement per product costs about a microsecond
     global _kernels, _blas_threads
     if _blas_threads is None:
         from . import _kernels, blas_threads
         _blas_threads = blas_threads
-    return _blas_threads.FOLLOWED is not None and _kernels is not None and _kernels.pool_info()[0] == 1
+    return _blas_threads.FOLLOWED is not None and _kernels is not None
 
 
 _kernels: Any = None
@@ -191,7 +197,7 @@ def conv2d_weight_grad(grad_output, input, out, kernel, stride, padding, dilatio
     if not ON or input.dtype != grad_output.dtype or input.dtype not in FLOATS or out.dtype != input.dtype:
         return False
     lanes = 64 // input.dtype.itemsize
-    if grad_output.shape[3] < lanes - lanes // 8 or out.size > WGRAD_MAX_WEIGHTS or not _one_blas_thread():
+    if grad_output.shape[3] < lanes - lanes // 8 or out.size > WGRAD_MAX_WEIGHTS or not _pool_follows_blas():
         return False
     if grad_output.strides[3] != grad_output.itemsize:
         grad_output = np.ascontiguousarray(grad_output)  # the kernel reads W of a row's columns at once

@@ -31,4 +31,12 @@ void pool_openblas_callback(int sync, void (*dojob)(int, void *, int), int numjo
 int pool_workers(void);
 unsigned long long pool_calls(void);
 
+/* The pool for the other extension modules (the weight gradient in gemm.c): _kernels publishes
+ * these two as a capsule, which PyCapsule_Import(POOL_CAPSULE, 0) finds. */
+typedef struct {
+    void (*run)(int n, void (*job)(int i, void *arg), void *arg, int together);
+    int (*width)(void);
+} PoolAPI;
+#define POOL_CAPSULE "plugtorch_backends.numpy_backend.native._kernels.pool"
+
 #endif
