@@ -1,6 +1,7 @@
 """The NumPy backend's native conv2d kernels (C im2col, then the decomposition's own matmuls)
 equal the op's decomposition bit for bit: forward with bias, and the weight gradient with its
-batch chunks, for every geometry, groups, layout and dtype. (Against torch: the conformance
+batch chunks (the direct kernel, which sums in another order, turned off), for every geometry,
+groups, layout and dtype. (Against torch: the conformance
 kit runs the ops' samples on the registered kernels.)"""
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ def _data(geometry, dtype, seed=0):
     if np.dtype(dtype).kind in "iub":
         x, w, b = (np.round(a) > 0 if dtype is np.bool_ else np.round(a) for a in (x, w, b))
     return x.astype(dtype), w.astype(dtype), b.astype(dtype)
+
+
+@pytest.fixture(autouse=True)
+def _products(monkeypatch):
+    """The weight gradient by the decomposition's products: the direct kernel sums in its own order
+    (its tests, against torch: test_native_conv_weight_grad.py)."""
+    from plugtorch_backends.numpy_backend.native import gemm
+    monkeypatch.setattr(gemm, "conv2d_weight_grad", lambda *a: False)
 
 
 def _attrs(geometry):
