@@ -30,19 +30,6 @@ CASES = [  # in, out, kernel, stride, padding, dilation, groups, input size
 ]
 
 
-@pytest.fixture
-def one_thread():
-    """One BLAS thread, where the GEMM's size rule lets the native kernel run."""
-    from plugtorch_backends.numpy_backend.native import gemm
-    if not gemm.ON:
-        pytest.skip(f"the native product is off here ({gemm.STATUS})")
-    from threadpoolctl import threadpool_limits
-    pt.ones(1)  # the backend registers, and with it the BLAS pool the rule reads
-    with threadpool_limits(limits=1, user_api="blas"):
-        assert gemm._one_blas_thread(), "the pool does not follow OpenBLAS's thread count here"
-        yield
-
-
 def _fast(case):
     c, o, k, stride, padding, dilation, groups, _ = case
     reach = all(d * (kk - 1) >= p for d, kk, p in zip(dilation, k, padding))

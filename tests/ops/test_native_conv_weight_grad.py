@@ -32,19 +32,6 @@ CASES = [  # batch, in, out, kernel, stride, padding, dilation, input size (rows
 ]
 
 
-@pytest.fixture
-def one_thread():
-    """One BLAS thread, where the rule lets the kernel run."""
-    from plugtorch_backends.numpy_backend.native import gemm
-    if not gemm.ON:
-        pytest.skip(f"the native kernels' AVX-512 module is off here ({gemm.STATUS})")
-    from threadpoolctl import threadpool_limits
-    pt.ones(1)  # the backend registers, and with it the BLAS pool the rule reads
-    with threadpool_limits(limits=1, user_api="blas"):
-        assert gemm._one_blas_thread(), "the pool does not follow OpenBLAS's thread count here"
-        yield
-
-
 def _data(case, dtype, seed=0):
     n, c, o, k, stride, padding, dilation, size = case
     out = [(s + 2 * p - d * (kk - 1) - 1) // st + 1 for s, st, p, d, kk in zip(size, stride, padding, dilation, k)]

@@ -28,18 +28,6 @@ if gemm._gemm is None:
 kernel = gemm._gemm
 
 
-@pytest.fixture
-def one_thread():
-    """One BLAS thread, where the size rule lets the kernel run (OpenBLAS keeps multi-threaded work)."""
-    from threadpoolctl import threadpool_limits
-
-    import plugtorch  # the backend's registration shares the BLAS pool the rule reads
-    plugtorch.ones(1)
-    with threadpool_limits(limits=1, user_api="blas"):
-        assert gemm._one_blas_thread(), "the pool does not follow OpenBLAS's thread count here"
-        yield
-
-
 def _run(a, b):
     """The kernel itself on 2-d operands (no size rule)."""
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)

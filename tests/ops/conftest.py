@@ -1,0 +1,20 @@
+"""Fixtures of the NumPy backend's native-kernel tests."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def one_thread():
+    """One BLAS thread, where the native GEMM's and convolutions' rules let their kernels run
+    (OpenBLAS keeps multi-threaded products); skips where the AVX-512 module is off."""
+    from plugtorch_backends.numpy_backend.native import gemm
+    if not gemm.ON:
+        pytest.skip(f"the native product is off here ({gemm.STATUS})")
+    from threadpoolctl import threadpool_limits
+
+    import plugtorch
+    plugtorch.ones(1)  # the backend registers, and with it the BLAS pool the rules read
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert gemm._one_blas_thread(), "the pool does not follow OpenBLAS's thread count here"
+        yield
