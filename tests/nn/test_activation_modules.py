@@ -12,7 +12,8 @@ MODULES = [
     ("Hardsigmoid", (), {}), ("Hardsigmoid", (True,), {}), ("Hardswish", (), {}), ("Hardswish", (True,), {}),
     ("Softsign", (), {}), ("LogSigmoid", (), {}), ("Mish", (), {}), ("Mish", (True,), {}), ("CELU", (), {}),
     ("CELU", (2.0, True), {}), ("SELU", (), {}), ("SELU", (True,), {}), ("Tanhshrink", (), {}),
-    ("Hardtanh", (), {"min_value": -0.5, "max_value": 0.5}),
+    ("Hardtanh", (), {"min_value": -0.5, "max_value": 0.5}), ("Threshold", (0.5, -2.0), {}),
+    ("Threshold", (0.0, 20.0, True), {}), ("Threshold", (), {"threshold": -1.0, "value": 3}),
 ]
 VALUES = np.array([[-4.0, -1.0, -0.3, 0.0], [0.5, 2.0, 3.5, 7.0]])
 

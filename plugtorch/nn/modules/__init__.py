@@ -20,6 +20,7 @@ from .activation import (
     Softsign,
     Tanh,
     Tanhshrink,
+    Threshold,
 )
 from .activation_extra import GLU, Softmin
 from .attention import MultiheadAttention
@@ -102,6 +103,7 @@ __all__ = [
     "SELU",
     "Softsign",
     "Tanhshrink",
+    "Threshold",
     "AdaptiveAvgPool2d",
     "AvgPool2d",
     "BCELoss",

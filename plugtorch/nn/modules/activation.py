@@ -138,6 +138,22 @@ class Hardtanh(Module):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
 
 
+class Threshold(Module):
+    """``value`` where the input is at most ``threshold``, the input elsewhere (``F.threshold``)."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
 class ReLU6(Hardtanh):
     def __init__(self, inplace: bool = False):
         super().__init__(0.0, 6.0, inplace)
