@@ -132,7 +132,7 @@ def test_gradcheck(stride, padding, one_thread, monkeypatch):
 def products_only(monkeypatch):
     """The weight gradient by products: the direct kernel (test_native_conv_weight_grad.py) declines."""
     from plugtorch_backends.numpy_backend.native import gemm
-    monkeypatch.setattr(gemm, "conv2d_weight_grad", lambda *a: False)
+    monkeypatch.setattr(gemm, "conv2d_weight_grad", lambda *a: None)
 
 
 def test_gradcheck_of_the_per_image_weight_gradient(one_thread, products_only, monkeypatch):

@@ -32,6 +32,20 @@ CASES = [  # batch, in, out, kernel, stride, padding, dilation, input size (rows
 ]
 
 
+def _spy(monkeypatch):
+    """Whether each call of the rule took the kernel, in order."""
+    from plugtorch_backends.numpy_backend.native import gemm
+    taken = []
+    real = gemm.conv2d_weight_grad
+
+    def spy(*args):
+        got = real(*args)
+        taken.append(got is not None)
+        return got
+    monkeypatch.setattr(gemm, "conv2d_weight_grad", spy)
+    return taken
+
+
 def _data(case, dtype, seed=0):
     n, c, o, k, stride, padding, dilation, size = case
     out = [(s + 2 * p - d * (kk - 1) - 1) // st + 1 for s, st, p, d, kk in zip(size, stride, padding, dilation, k)]
@@ -77,10 +91,7 @@ def test_the_extension_is_torchs_weight_gradient(case, dtype, one_thread):
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_the_op_takes_it_by_its_rule(case, one_thread, monkeypatch):
-    from plugtorch_backends.numpy_backend.native import gemm
-    taken = []
-    real = gemm.conv2d_weight_grad
-    monkeypatch.setattr(gemm, "conv2d_weight_grad", lambda *a: taken.append(real(*a)) or taken[-1])
+    taken = _spy(monkeypatch)
     x, gy = _data(case, np.float32, seed=1)
     got = _kernel(case, x, gy)
     assert taken == [gy.shape[3] >= 14]  # 7/8 of a vector of float32 columns, or more
@@ -90,10 +101,7 @@ def test_the_op_takes_it_by_its_rule(case, one_thread, monkeypatch):
 
 
 def test_the_rule_declines_narrow_rows_many_weights_and_groups(one_thread, monkeypatch):
-    from plugtorch_backends.numpy_backend.native import gemm
-    taken = []
-    real = gemm.conv2d_weight_grad
-    monkeypatch.setattr(gemm, "conv2d_weight_grad", lambda *a: taken.append(real(*a)) or taken[-1])
+    taken = _spy(monkeypatch)
     rng = np.random.default_rng(2)
     for c, o, size, dtype, stride, want in [
             (8, 8, 8, np.float32, 1, False),     # 8 columns: half a vector of float32
@@ -142,10 +150,7 @@ def test_the_extension_refuses_what_does_not_fit(one_thread):
 
 
 def test_gradcheck_through_autograd(one_thread, monkeypatch):
-    from plugtorch_backends.numpy_backend.native import gemm
-    taken = []
-    real = gemm.conv2d_weight_grad
-    monkeypatch.setattr(gemm, "conv2d_weight_grad", lambda *a: taken.append(real(*a)) or taken[-1])
+    taken = _spy(monkeypatch)
     rng = np.random.default_rng(5)
     x = pt.tensor(rng.standard_normal((2, 3, 6, 9)))  # 9 columns of float64: a vector and a tail
     w = pt.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
