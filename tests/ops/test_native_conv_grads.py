@@ -195,9 +195,10 @@ def test_the_weight_gradient_is_torchs(case, per_image, dtype, chunk, one_thread
                                   got)
 
 
-def test_the_weight_gradient_through_autograd(one_thread):
+@pytest.mark.parametrize("size", [10, 16], ids=["products", "direct-kernel"])  # 16 columns: the direct kernel's rule
+def test_the_weight_gradient_through_autograd(size, one_thread):
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((4, 8, 10, 10)).astype(np.float32)
+    x = rng.standard_normal((4, 8, size, size)).astype(np.float32)
     w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
     ours, theirs = pt.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
     (pt.nn.functional.conv2d(pt.tensor(x), ours, padding=1) ** 2).sum().backward()

@@ -159,16 +159,6 @@ def test_gradcheck_through_autograd(one_thread, monkeypatch):
     assert True in taken
 
 
-def test_the_training_step_matches_torch(one_thread):
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
-    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
-    ours, theirs = pt.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
-    (pt.nn.functional.conv2d(pt.tensor(x), ours, padding=1) ** 2).sum().backward()
-    (torch.nn.functional.conv2d(torch.tensor(x), theirs, padding=1) ** 2).sum().backward()
-    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-2)
-
-
 def test_two_threads_split_the_output_channels_and_give_the_same_bits(one_thread):
     from plugtorch_backends.numpy_backend.native import _kernels, gemm
     from threadpoolctl import threadpool_limits

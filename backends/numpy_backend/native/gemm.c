@@ -462,9 +462,10 @@ TRANSPOSE(d, double, 8, transpose8)
  * are the image read nine times over. Here nothing is packed: each image is copied once into a
  * zero-bordered buffer (with stride sw, its columns dealt into sw planes by their remainder),
  * and every patch row is then that buffer read at an offset, W output columns at a time. A
- * block of WG_O output channels x WG_K patch rows keeps its sums in registers, each lane summing its own columns over a few images (WG_CACHED bytes of them;
- * the tail of a row masked to zeros), then adds them to a lane-wise buffer; the lanes are
- * summed once, after the last image. The order of every sum is fixed by the shapes alone: deterministic, and the values
+ * block of WG_O output channels x WG_K patch rows keeps its sums in registers, each lane
+ * summing its own columns over a few images (WG_CACHED bytes of them; the tail of a row masked
+ * to zeros), then adds them to a lane-wise buffer; the lanes are summed once, after the last
+ * image. The order of every sum is fixed by the shapes alone: deterministic, and the values
  * differ from the product's in the last bits. */
 #define WG_O 4
 #define WG_K 6
