@@ -28,22 +28,14 @@ def _no_dropout(lib, model):
 
 
 def _losses(models, lib, name, steps, state=None, dtype=None):
-    model, x, y, loss_fn = models.MODELS[name](lib, **SIZES[name])
+    step, model, x, y = models.train_step(lib, name, **SIZES[name])
     _no_dropout(lib, model)
     if state is not None:
-        model.load_state_dict(state)
-    if dtype is not None:  # the parameters, and float inputs (not token indices)
-        model = model.to(dtype)
+        model.load_state_dict(state)  # in place: the optimizer's parameters take the values
+    if dtype is not None:  # in place too (the same Parameters), and float inputs (not token indices)
+        model.to(dtype)
         x = x.to(dtype) if x.is_floating_point() else x
-    opt = lib.optim.AdamW(model.parameters(), lr=1e-3)  # the benchmark's step (models.train_step)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return np.array(losses), model
+    return np.array([step(x, y).item() for _ in range(steps)]), model
 
 
 def _torch_run(models, torch, name, steps, dtype=None):
