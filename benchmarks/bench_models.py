@@ -26,6 +26,13 @@ def _only(lib: str):
         pytest.skip(f"BENCH_LIB={LIB}: {lib} is measured in a process of its own")
 
 
+def _torch():
+    """PyTorch, skipping where it is not installed, on the benchmark's thread count."""
+    torch = pytest.importorskip("torch", reason="PyTorch is the comparison peer; pip install torch==2.13.0")
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    return torch
+
+
 def _peak(benchmark):
     benchmark.extra_info["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     benchmark.extra_info["lib"] = LIB or "all in one process"
@@ -63,9 +70,7 @@ def test_plugtorchcompiled(benchmark, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_torch(benchmark, model):
     _only("torch")
-    torch = pytest.importorskip("torch", reason="PyTorch is the comparison peer; pip install torch==2.13.0")
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    step, _, x, y = train_step(torch, model)
+    step, _, x, y = train_step(_torch(), model)
     rounds, warmup = ROUNDS[model]
     benchmark.pedantic(step, (x, y), rounds=rounds, warmup_rounds=warmup)
     _peak(benchmark)

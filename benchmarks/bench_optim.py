@@ -11,10 +11,8 @@ per-tensor cost for the last.
 """
 from __future__ import annotations
 
-import os
-
 import pytest
-from bench_models import _only, _peak
+from bench_models import _only, _peak, _torch
 from models import MODELS
 
 
@@ -37,7 +35,5 @@ def test_plugtorch(benchmark, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_torch(benchmark, model):
     _only("torch")
-    torch = pytest.importorskip("torch", reason="PyTorch is the comparison peer; pip install torch==2.13.0")
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    benchmark.pedantic(_stepper(torch, model), rounds=30, warmup_rounds=3)
+    benchmark.pedantic(_stepper(_torch(), model), rounds=30, warmup_rounds=3)
     _peak(benchmark)
