@@ -6,8 +6,9 @@ import pytest
 
 @pytest.fixture
 def one_thread():
-    """One BLAS thread, where the native GEMM's and convolutions' rules let their kernels run
-    (OpenBLAS keeps multi-threaded products); skips where the AVX-512 module is off."""
+    """One BLAS thread, so the native kernels run on one job (their rules need the pool that follows
+    OpenBLAS's thread count); skips where the AVX-512 module is off."""
+    from plugtorch_backends.numpy_backend import native
     from plugtorch_backends.numpy_backend.native import gemm
     if not gemm.ON:
         pytest.skip(f"the native product is off here ({gemm.STATUS})")
@@ -16,5 +17,6 @@ def one_thread():
     import plugtorch
     plugtorch.ones(1)  # the backend registers, and with it the BLAS pool the rules read
     with threadpool_limits(limits=1, user_api="blas"):
-        assert gemm._one_blas_thread(), "the pool does not follow OpenBLAS's thread count here"
+        assert gemm._pool_follows_blas() and native._kernels.pool_info()[0] == 1, \
+            "the pool does not follow OpenBLAS's thread count here"
         yield

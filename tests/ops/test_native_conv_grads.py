@@ -92,7 +92,7 @@ def test_layouts_of_the_gradient_and_weight(case, one_thread):
 
 
 def test_without_the_native_product_the_decomposition_runs(monkeypatch):
-    # more than one BLAS thread, or no AVX-512: the GEMM declines and the products and fold serve
+    # no AVX-512, or the pool not following OpenBLAS: the GEMM declines and the products and fold serve
     from plugtorch_backends.numpy_backend.native import gemm
     monkeypatch.setattr(gemm, "ON", False)
     case = CASES[0]

@@ -9,8 +9,11 @@ and the switches that send every product to NumPy.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,16 +223,50 @@ def test_small_two_dim_products_stay_in_numpy(one_thread):
     assert gemm.MIN_MACS == 16 * 256 * 256 and gemm._native(a, b, None) is not None
 
 
-def test_several_blas_threads_keep_blas():
+def _two_threads():
+    """Two BLAS threads, which the native kernels' pool follows (skips where it does not)."""
     from threadpoolctl import threadpool_limits
+    limits = threadpool_limits(limits=2, user_api="blas")
+    if native._kernels is None or native._kernels.pool_info()[0] != 2:
+        limits.restore_original_limits()
+        pytest.skip("the native kernels' pool does not follow OpenBLAS's thread count here")
+    return limits
 
-    import plugtorch
-    plugtorch.ones(1)
-    a, b = np.ones((20, 256), np.float32), np.ones((256, 1024), np.float32)
-    with threadpool_limits(limits=2, user_api="blas"):
-        if native._kernels is None or native._kernels.pool_info()[0] != 2:
-            pytest.skip("the BLAS pool's width does not follow OpenBLAS here")
-        assert gemm._native(a, b, None) is None
+
+@pytest.mark.parametrize("a_shape, b_shape, split", [
+    ((20, 256), (256, 1024), True),         # one product: runs of its column panels
+    ((3, 32, 288), (3, 288, 256), True),    # three items for two jobs: items and column runs
+    ((4, 16, 144), (144, 1000), True),      # four items (a broadcast B, a ragged last panel): items
+    ((2, 3, 8, 64), (2, 3, 64, 96), False),  # two batch dims, under two jobs' worth of work (gemm.c's
+], ids=["one", "three", "four", "small"])  # MIN_JOB_MACS): one job
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_several_blas_threads_split_the_product_over_the_pool_with_the_same_bits(one_thread, a_shape, b_shape,
+                                                                                 split, dtype):
+    r = np.random.default_rng(sum(a_shape))
+    a, b = r.standard_normal(a_shape).astype(dtype), r.standard_normal(b_shape).astype(dtype)
+    one = gemm._native(a, b, None)
+    assert one is not None, "the rule sent this product to NumPy: pick another shape"
+    calls = native._kernels.pool_info()[2]
+    with _two_threads():
+        two = gemm._native(a, b, None)
+        calls = native._kernels.pool_info()[2] - calls
+    np.testing.assert_array_equal(two, one)
+    assert calls == split
+
+
+@pytest.mark.parametrize("images", [1, 3, 4])
+def test_several_blas_threads_split_the_convolution_by_images_with_the_same_bits(one_thread, images):
+    r = np.random.default_rng(images)
+    x = r.standard_normal((images, 16, 32, 32)).astype(np.float32)
+    w = r.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    attrs = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    one = native.kernels()["conv2d"](x, w, None, **attrs)
+    calls = native._kernels.pool_info()[2]
+    with _two_threads():
+        two = native.kernels()["conv2d"](x, w, None, **attrs)
+        calls = native._kernels.pool_info()[2] - calls
+    np.testing.assert_array_equal(two, one)
+    assert calls == (images > 1)
 
 
 class _Spy:
@@ -350,6 +387,21 @@ def test_a_convolution_of_no_images(one_thread):
     attrs = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
     got = native.kernels()["conv2d"](np.ones((0, 16, 32, 32), np.float32), w, None, **attrs)
     assert got.shape == (0, 16, 32, 32)
+
+
+def test_the_extension_compiles_without_the_avx512_code():
+    """gemm.c built for another architecture (-DGEMM_PORTABLE stands in for one) keeps only the
+    module's functions, which refuse to run: it must still compile, or setup.py's optional build
+    silently leaves the module out there."""
+    cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler on PATH (gcc or cc): the portable build cannot be tried")
+    source = Path(native.__file__).with_name("gemm.c")
+    if not source.exists():
+        pytest.skip("gemm.c is not beside the installed module (a wheel install): nothing to compile")
+    got = subprocess.run([cc, "-fsyntax-only", "-std=c11", "-Wall", "-Werror", "-DGEMM_PORTABLE",
+                          f"-I{sysconfig.get_paths()['include']}", str(source)], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
 
 
 def test_a_cpu_without_avx512_gets_numpy(monkeypatch):

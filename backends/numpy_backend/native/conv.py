@@ -10,7 +10,7 @@ are written image by image and multiplied per image, so its output is (N, C, H, 
 torch's; where that product is the native GEMM's (``gemm.py``), the forward packs the patches
 from the input panel by panel inside it instead (no patch matrix in memory: the same values).
 Two paths sum in another order than the decomposition, so agree with it (and torch) to rounding
-only, where the native GEMM takes their products (one BLAS thread, its size rule): the input
+only, where the native GEMM takes their products (its size rule, on the shared pool): the input
 gradient with stride 1, groups 1 and no more output than input channels, a convolution with the
 flipped weight; and the weight gradient with groups 1: in ``gemm.c``'s direct kernel where
 ``gemm.conv2d_weight_grad``'s rule takes it, else with stride 1, 256 or more output positions and
@@ -122,8 +122,8 @@ def conv2d_weight_grad(grad_output, input, *, weight_shape, stride, padding, dil
 
 def _batch_in_gemm(m, k, n):
     """Whether ``gemm.matmul`` runs a batch of (m x k) @ (k x n) products in the native kernel: its size
-    rule and one BLAS thread (a batch shares the kernel's fixed cost, so small products count too)."""
-    return gemm.ON and gemm.wins(m, k, n) and gemm._one_blas_thread()
+    rule and the shared pool (a batch shares the kernel's fixed cost, so small products count too)."""
+    return gemm.ON and gemm.wins(m, k, n) and gemm._pool_follows_blas()
 
 
 def _weight_grad_per_image(grad_output, input, weight_shape, out, stride, padding, dilation):

@@ -72,6 +72,13 @@ typedef struct { /* a 2-d convolution, groups 1, as one product per image: W (O 
     Py_ssize_t xs[4], ws[2], ys[3];                  /* element strides: x (N, C, H, W), w (O, K), y */
 } Conv;
 
+typedef struct { /* a 2-d convolution's weight gradient, groups 1 (conv2d_weight_grad) */
+    const char *x, *g;
+    char *out;                                    /* (O, C * kh * kw), rows out_row elements apart */
+    Py_ssize_t n, c, h, wd, o, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, out_row;
+    Py_ssize_t xs[4], gs[4];                      /* element strides of x (N, C, H, W), grad (N, O, OH, OW) */
+} WGrad;
+
 #ifdef GEMM_X86
 /* aligned scratch from malloc: the pointer to free is kept just before the aligned block */
 static void *scratch(size_t bytes)
@@ -390,27 +397,25 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
-    static int conv_##S(const Conv *cv)                                                                         \
+    /* images [lo, hi) of the convolution, A packed by the caller (shared, read only) */                 \
+    static int conv_##S(const Conv *cv, const T *ap, Py_ssize_t lo, Py_ssize_t hi)                              \
     {                                                                                                           \
-        Py_ssize_t k = cv->c * cv->kh * cv->kw;                                                                 \
-        T *ap = scratch((size_t)(((cv->o + MR - 1) / MR * MR) * k) * sizeof(T));                                \
-        T *bbuf = scratch((size_t)(KC * NC) * sizeof(T));                                                   \
-        if (ap == NULL || bbuf == NULL) {                                                                       \
-            scratch_free(ap), scratch_free(bbuf);                                                               \
+        T *bbuf = scratch((size_t)(KC * NV * W) * sizeof(T));                                                   \
+        if (bbuf == NULL)                                                                                       \
             return -1;                                                                                          \
-        }                                                                                                       \
-        pack_a_##S((const T *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, ap);                                       \
-        for (Py_ssize_t i = 0; i < cv->n; i++)                                                                  \
+        for (Py_ssize_t i = lo; i < hi; i++)                                                                    \
             conv_image_##S(cv, ap, (const T *)cv->x + i * cv->xs[0], (T *)cv->y + i * cv->ys[0], bbuf);         \
-        scratch_free(ap), scratch_free(bbuf);                                                                   \
+        scratch_free(bbuf);                                                                                     \
         return 0;                                                                                               \
     }                                                                                                           \
                                                                                                                 \
-    static int run_##S(const Gemm *g)                                                                           \
+    /* tasks [t0, t1) of the product: task t is batch item t / chunks, its columns' chunk t % chunks (whole  \
+     * panels of NV * W columns, `chunks` near-equal runs of them) */                                        \
+    static int run_##S(const Gemm *g, Py_ssize_t chunks, Py_ssize_t t0, Py_ssize_t t1)                          \
     {                                                                                                           \
-        Py_ssize_t mp = (g->m + MR - 1) / MR * MR;                                                              \
+        Py_ssize_t mp = (g->m + MR - 1) / MR * MR, panels = (g->n + NV * W - 1) / (NV * W);                     \
         T *ap = scratch((size_t)(mp * g->k) * sizeof(T));                                                       \
-        T *bbuf = scratch((size_t)(KC * NC) * sizeof(T));                                                   \
+        T *bbuf = scratch((size_t)(KC * NC) * sizeof(T));                                                       \
         if (ap == NULL || bbuf == NULL) {                                                                       \
             scratch_free(ap), scratch_free(bbuf);                                                               \
             return -1;                                                                                          \
@@ -418,14 +423,19 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
         const T *a = (const T *)g->a, *b = (const T *)g->b;                                                     \
         T *c = (T *)g->c;                                                                                       \
         const T *packed = NULL; /* A's batch item packed last: a broadcast A is packed once */                 \
-        for (Py_ssize_t i = 0; i < g->b1; i++)                                                                  \
-            for (Py_ssize_t j = 0; j < g->b2; j++) {                                                            \
-                const T *ai = a + i * g->as[0] + j * g->as[1];                                                  \
-                if (ai != packed)                                                                               \
-                    pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, ap), packed = ai;                            \
-                matrix_##S(g->m, g->n, g->k, ap, b + i * g->bs[0] + j * g->bs[1], g->bs[2], g->bs[3],           \
-                           c + i * g->cs[0] + j * g->cs[1], g->cs[2], bbuf);                                    \
-            }                                                                                                   \
+        for (Py_ssize_t t = t0; t < t1; t++) {                                                                  \
+            Py_ssize_t item = t / chunks, part = t % chunks, i = item / g->b2, j = item % g->b2;                \
+            Py_ssize_t j0 = panels * part / chunks * NV * W, j1 = panels * (part + 1) / chunks * NV * W;        \
+            if (j1 > g->n)                                                                                      \
+                j1 = g->n;                                                                                      \
+            if (j1 <= j0)                                                                                       \
+                continue;                                                                                       \
+            const T *ai = a + i * g->as[0] + j * g->as[1];                                                      \
+            if (ai != packed)                                                                                   \
+                pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, ap), packed = ai;                                \
+            matrix_##S(g->m, j1 - j0, g->k, ap, b + i * g->bs[0] + j * g->bs[1] + j0 * g->bs[3], g->bs[2],      \
+                       g->bs[3], c + i * g->cs[0] + j * g->cs[1] + j0, g->cs[2], bbuf);                        \
+        }                                                                                                       \
         scratch_free(ap), scratch_free(bbuf);                                                                   \
         return 0;                                                                                               \
     }
@@ -454,6 +464,91 @@ GEMM_KERNEL(d, double, __m512d, 8, __mmask8, _mm512_set1_pd, _mm512_fmadd_pd, _m
 TRANSPOSE(f, float, 16, transpose16)
 TRANSPOSE(d, double, 8, transpose8)
 
+/* -- splitting over the pool ------------------------------------------------------------------ */
+
+/* Products and convolutions split over the native kernels' pool (as many jobs as BLAS is told to
+ * use threads, where `pool` is there; one otherwise): a product by its batch items, or where there
+ * are fewer items than jobs (or items that do not share out evenly) also by runs of its column
+ * panels; a convolution by its images. Since an element's value depends only on its row of A and
+ * column of B, the bits do not depend on the split. A job gets at least MIN_JOB_MACS multiply-adds
+ * (a handoff to the pool costs a few microseconds). */
+#ifndef MIN_JOB_MACS
+#define MIN_JOB_MACS (1 << 19)
+#endif
+
+static int jobs_for(const PoolAPI *pool, double macs)
+{
+    int width = pool != NULL ? pool->width() : 1;
+    double by_work = macs / MIN_JOB_MACS;
+    return by_work < 2 || width < 2 ? 1 : (int)(by_work < width ? by_work : width);
+}
+
+typedef struct {
+    const Gemm *g;
+    Py_ssize_t chunks, tasks;
+    int jobs, failed;
+} GemmJobs;
+
+static void gemm_job(int i, void *arg)
+{
+    GemmJobs *w = arg;
+    Py_ssize_t t0 = w->tasks * i / w->jobs, t1 = w->tasks * (i + 1) / w->jobs;
+    if ((w->g->kind == 'f' ? run_f(w->g, w->chunks, t0, t1) : run_d(w->g, w->chunks, t0, t1)) < 0)
+        __atomic_store_n(&w->failed, 1, __ATOMIC_RELAXED);
+}
+
+static int gemm_split(const Gemm *g, const PoolAPI *pool)
+{
+    Py_ssize_t items = g->b1 * g->b2, lanes = g->kind == 'f' ? 16 : 8;
+    Py_ssize_t panels = (g->n + NV * lanes - 1) / (NV * lanes);
+    int jobs = jobs_for(pool, (double)items * (double)g->m * (double)g->n * (double)g->k);
+    Py_ssize_t chunks = 1;
+    if (jobs > 1 && items % jobs != 0 && items < 8 * jobs)
+        chunks = Py_MIN(panels, (8 * jobs + items - 1) / items);
+    GemmJobs w = {g, chunks, items * chunks, (int)Py_MIN(jobs, items * chunks), 0};
+    if (w.jobs > 1)
+        pool->run(w.jobs, gemm_job, &w, 0);
+    else
+        gemm_job(0, &w);
+    return w.failed ? -1 : 0;
+}
+
+typedef struct {
+    const Conv *cv;
+    const void *ap;
+    char kind;
+    int jobs, failed;
+} ConvJobs;
+
+static void conv_job(int i, void *arg)
+{
+    ConvJobs *w = arg;
+    Py_ssize_t lo = w->cv->n * i / w->jobs, hi = w->cv->n * (i + 1) / w->jobs;
+    if ((w->kind == 'f' ? conv_f(w->cv, w->ap, lo, hi) : conv_d(w->cv, w->ap, lo, hi)) < 0)
+        __atomic_store_n(&w->failed, 1, __ATOMIC_RELAXED);
+}
+
+static int conv_split(const Conv *cv, char kind, const PoolAPI *pool)
+{
+    size_t item = kind == 'f' ? sizeof(float) : sizeof(double);
+    Py_ssize_t k = cv->c * cv->kh * cv->kw;
+    void *ap = scratch((size_t)(((cv->o + MR - 1) / MR * MR) * k) * item);
+    if (ap == NULL)
+        return -1;
+    if (kind == 'f')
+        pack_a_f((const float *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, ap);
+    else
+        pack_a_d((const double *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, ap);
+    int jobs = jobs_for(pool, (double)cv->n * (double)cv->o * (double)k * (double)(cv->oh * cv->ow));
+    ConvJobs w = {cv, ap, kind, (int)Py_MIN(jobs, cv->n), 0};
+    if (w.jobs > 1)
+        pool->run(w.jobs, conv_job, &w, 0);
+    else
+        conv_job(0, &w);
+    scratch_free(ap);
+    return w.failed ? -1 : 0;
+}
+
 /* -- a convolution's weight gradient -------------------------------------------------- */
 
 /* dW[o, (c, i, j)] = sum over images and output positions (y, x) of
@@ -474,13 +569,6 @@ TRANSPOSE(d, double, 8, transpose8)
  * to 1 MiB timed alike) */
 #define WG_CACHED (256 * 1024)
 #endif
-
-typedef struct {
-    const char *x, *g;
-    char *out;                                    /* (O, C * kh * kw), rows out_row elements apart */
-    Py_ssize_t n, c, h, wd, o, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, out_row;
-    Py_ssize_t xs[4], gs[4];                      /* element strides of x (N, C, H, W), grad (N, O, OH, OW) */
-} WGrad;
 
 #define WGRAD_KERNEL(S, T, V, W, M, SET0, FMA, MLOAD, LOAD, STORE, ADD, RADD)                                  \
     static AVX512 int wgrad_##S(const WGrad *p, Py_ssize_t ob_lo, Py_ssize_t ob_hi, T *acc)                     \
@@ -661,6 +749,23 @@ static int have_avx512(void)
 
 static int ISA = -1; /* whether the AVX-512 kernel runs here; decided at import */
 
+#ifdef GEMM_X86
+/* _kernels' pool (threadpool.h), looked up once, with the GIL held; NULL where _kernels was not
+ * built (every kernel then runs as one job) */
+static const PoolAPI *native_pool(void)
+{
+    static const PoolAPI *pool = NULL;
+    static int looked = 0;
+    if (!looked) {
+        looked = 1;
+        pool = PyCapsule_Import(POOL_CAPSULE, 0);
+        if (pool == NULL)
+            PyErr_Clear();
+    }
+    return pool;
+}
+#endif
+
 static const char *bare_format(const Py_buffer *v)
 {
     const char *f = v->format ? v->format : "B";
@@ -749,9 +854,10 @@ static PyObject *gemm(PyObject *self, PyObject *args)
         goto done;
     }
 #ifdef GEMM_X86
+    const PoolAPI *pool = native_pool();
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = g.kind == 'f' ? run_f(&g) : run_d(&g);
+    rc = gemm_split(&g, pool);
     Py_END_ALLOW_THREADS
     if (rc < 0)
         PyErr_NoMemory();
@@ -807,9 +913,10 @@ static PyObject *conv2d(PyObject *self, PyObject *args)
     if (cv.n * cv.o == 0)
         goto done;
 #ifdef GEMM_X86
+    const PoolAPI *pool = native_pool();
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = kx == 'f' ? conv_f(&cv) : conv_d(&cv);
+    rc = conv_split(&cv, kx, pool);
     Py_END_ALLOW_THREADS
     if (rc < 0)
         PyErr_NoMemory();
@@ -875,14 +982,7 @@ static PyObject *conv2d_weight_grad(PyObject *self, PyObject *args)
         goto done;
     }
 #ifdef GEMM_X86
-    static const PoolAPI *pool = NULL; /* _kernels' pool; without it (not built) one job */
-    static int looked = 0;
-    if (!looked) {
-        looked = 1;
-        pool = PyCapsule_Import(POOL_CAPSULE, 0);
-        if (pool == NULL)
-            PyErr_Clear();
-    }
+    const PoolAPI *pool = native_pool();
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = wgrad(&wg, kx, pool);
