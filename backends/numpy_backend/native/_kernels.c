@@ -124,76 +124,6 @@ typedef struct {
 
 #include "vector_math.h"
 
-/* The float blocks of erf, exp and tanh (gelu and its gradient, erf) at the widest vector glibc's
- * libmvec has for this CPU: eight lanes a call with AVX2, sixteen with AVX-512, where vector_math.h's
- * blocks call the four-lane functions (which left gelu's gradient at 2.7 ns an element, torch's
- * at a third). The width is chosen once, at import (mvec_width); every element of a call goes
- * through one function, the tail padded, so a value's result does not depend on where it sits.
- * The wide erff reaches -1/1 from |x| ~ 3.67 (erf is 1 - 2.4e-7 there): 4 ulp of the value below
- * 1 where the four-lane one is within 2; tests/ops/test_erf.py holds it to that. */
-#if defined(PLUGTORCH_MVEC) && defined(__GNUC__) && defined(__x86_64__)
-static int mvec_width = 4;
-
-#define WIDE_BLOCK(name, vtype, lanes, load, store, vector)                     \
-    static void name(const float *in, float *out, Py_ssize_t n)                 \
-    {                                                                           \
-        Py_ssize_t i = 0;                                                       \
-        for (; i + lanes <= n; i += lanes)                                      \
-            store(out + i, vector(load(in + i)));                               \
-        if (i < n) {                                                            \
-            float pad[lanes] = {0};                                             \
-            memcpy(pad, in + i, (size_t)(n - i) * sizeof(float));               \
-            store(pad, vector(load(pad)));                                      \
-            memcpy(out + i, pad, (size_t)(n - i) * sizeof(float));              \
-        }                                                                       \
-    }
-#pragma GCC push_options
-#pragma GCC target("avx2")
-__m256 _ZGVdN8v_erff(__m256);
-__m256 _ZGVdN8v_expf(__m256);
-__m256 _ZGVdN8v_tanhf(__m256);
-WIDE_BLOCK(erf_block_f8, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _ZGVdN8v_erff)
-WIDE_BLOCK(exp_block_f8, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _ZGVdN8v_expf)
-WIDE_BLOCK(tanh_block_f8, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _ZGVdN8v_tanhf)
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-__m512 _ZGVeN16v_erff(__m512);
-__m512 _ZGVeN16v_expf(__m512);
-__m512 _ZGVeN16v_tanhf(__m512);
-WIDE_BLOCK(erf_block_f16, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _ZGVeN16v_erff)
-WIDE_BLOCK(exp_block_f16, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _ZGVeN16v_expf)
-WIDE_BLOCK(tanh_block_f16, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _ZGVeN16v_tanhf)
-#pragma GCC pop_options
-#undef WIDE_BLOCK
-
-#define WIDE_DISPATCH(name)                                                     \
-    static void name##_wide(const float *in, float *out, Py_ssize_t n)          \
-    {                                                                           \
-        if (mvec_width == 16)                                                   \
-            name##16(in, out, n);                                               \
-        else if (mvec_width == 8)                                               \
-            name##8(in, out, n);                                                \
-        else                                                                    \
-            name(in, out, n);                                                   \
-    }
-WIDE_DISPATCH(erf_block_f)
-WIDE_DISPATCH(exp_block_f)
-WIDE_DISPATCH(tanh_block_f)
-#undef WIDE_DISPATCH
-
-static void choose_mvec_width(void)
-{
-    __builtin_cpu_init();
-    mvec_width = __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("avx2") ? 8 : 4;
-}
-/* typed.h's float loops call these (rnn.c keeps vector_math.h's four lanes) */
-#define erf_block_f erf_block_f_wide
-#define exp_block_f exp_block_f_wide
-#define tanh_block_f tanh_block_f_wide
-#else
-static void choose_mvec_width(void) {}
-#endif
 
 /* exp over a block of floats in place for the softmax rows, whose entries are at most 0 (their
  * maximum is subtracted first): Cody-Waite reduction to r in [-ln2/2, ln2/2] and Cephes' degree-7
@@ -1598,7 +1528,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 
 PyMODINIT_FUNC PyInit__kernels(void)
 {
-    choose_mvec_width();
+    vector_math_width(); /* libmvec's width chosen at import */
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
