@@ -48,7 +48,8 @@ native = Extension("plugtorch_backends.numpy_backend.native._kernels",
 
 # The LSTM steps' gate arithmetic (native/rnn.c), a module of its own beside _kernels: optional too.
 rnn_c = Extension("plugtorch_backends.numpy_backend.native._rnn", sources=["backends/numpy_backend/native/rnn.c"],
-                  depends=["backends/numpy_backend/native/vector_math.h"], extra_compile_args=flags, optional=True,
+                  depends=["backends/numpy_backend/native/vector_math.h", "backends/numpy_backend/native/threadpool.h"],
+                  extra_compile_args=flags, optional=True,
                   define_macros=native.define_macros,
                   libraries=native.libraries)
 

@@ -78,3 +78,34 @@ def test_bad_operands_are_named():
         recurrent.lstm_layer(xw, h0, c0[:2], w, b)
     with pytest.raises(TypeError, match="argument 'c0' must be Tensor"):
         recurrent.lstm_layer(xw, h0, None, w, b)
+
+
+@pytest.mark.skipif("C" not in STEPS, reason="the C steps (the _rnn extension) are not built here")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_c_steps_split_over_two_threads_give_the_same_bits(dtype):
+    """A step's batch rows split over the native kernels' pool (_rnn's run_step): the same values
+    with one thread and two, and the two-thread call did split."""
+    from plugtorch_backends.numpy_backend import native
+    from threadpoolctl import threadpool_limits
+    plugtorch.ones(1)  # the backend registers, and with it the pool's thread count
+    r = np.random.default_rng(3)
+    steps, batch, hidden = 4, 16, 256  # 4096 cells a step: two jobs' worth
+    ig = r.standard_normal((steps, batch, 4 * hidden)).astype(dtype)
+    h0, c0 = (r.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+    w = (r.standard_normal((4 * hidden, hidden)) / 16).astype(dtype)
+    grad = r.standard_normal((6, steps, batch, hidden)).astype(dtype)
+
+    def both():
+        state = STEPS["C"]["lstm_layer"](ig, h0, c0, w, None, reverse=False)
+        return state, STEPS["C"]["lstm_layer_backward"](grad, c0, w, state, reverse=False)
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = both()
+    with threadpool_limits(limits=2, user_api="blas"):
+        if native._kernels is None or native._kernels.pool_info()[0] != 2:
+            pytest.skip("the native kernels' pool does not follow OpenBLAS's thread count here")
+        calls = native._kernels.pool_info()[2]
+        two = both()
+        assert native._kernels.pool_info()[2] - calls >= 2 * steps  # every step split (and the products)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)

@@ -12,6 +12,7 @@
 
 #include <string.h>
 
+#include "threadpool.h"   /* the pool's interface only: _kernels has the pool */
 #include "vector_math.h"  /* tanh_block_f/_d: libmvec's tanhf where setup.py found it */
 
 /* -- the loops, once per element type ----------------------------------------------------------- */
@@ -21,12 +22,12 @@
 #define LSTM_LOOPS(T, SUF)                                                                              \
     /* gates (N, 4H): i, f, g, o before their activations; writes state[:, t] */                        \
     static void lstm_fwd_##SUF(const T *gates, const T *c_prev, T *state, Py_ssize_t t, Py_ssize_t steps, \
-                               Py_ssize_t n, Py_ssize_t h, T *scratch)                                  \
+                               Py_ssize_t n, Py_ssize_t h, Py_ssize_t lo, Py_ssize_t hi, T *scratch)    \
     {                                                                                                   \
         Py_ssize_t plane = n * h, row = steps * plane;                                                  \
         T *hs = state + t * plane, *cs = hs + row, *is = cs + row, *fs = is + row, *gs = fs + row,      \
           *os = gs + row;                                                                               \
-        for (Py_ssize_t b = 0; b < n; b++) {                                                            \
+        for (Py_ssize_t b = lo; b < hi; b++) {                                                            \
             const T *gr = gates + b * 4 * h;                                                            \
             for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
                 scratch[j] = (j >= 2 * h && j < 3 * h) ? gr[j] : (T)0.5 * gr[j];                        \
@@ -49,13 +50,13 @@
      * (the caller's GEMM makes dh's). out (N, 4H): the gates' gradient before their activations. */ \
     static void lstm_bwd_##SUF(const T *grad, const T *state, Py_ssize_t t, Py_ssize_t steps,           \
                                Py_ssize_t n, Py_ssize_t h, const T *c_prev, const T *dh, T *dc, T *out, \
-                               T *scratch)                                                              \
+                               Py_ssize_t lo, Py_ssize_t hi, T *scratch)                                \
     {                                                                                                   \
         Py_ssize_t plane = n * h, row = steps * plane, at = t * plane;                                  \
         const T *cs = state + row + at, *is = cs + row, *fs = is + row, *gs = fs + row, *os = gs + row; \
         const T *g0 = grad + at, *g1 = g0 + row, *g2 = g1 + row, *g3 = g2 + row, *g4 = g3 + row,       \
                 *g5 = g4 + row;                                                                         \
-        for (Py_ssize_t b = 0; b < n; b++) {                                                            \
+        for (Py_ssize_t b = lo; b < hi; b++) {                                                            \
             T *orow = out + b * 4 * h;                                                                  \
             for (Py_ssize_t j = 0; j < h; j++)                                                          \
                 scratch[j] = cs[b * h + j];                                                             \
@@ -76,6 +77,75 @@
 
 LSTM_LOOPS(float, f)
 LSTM_LOOPS(double, d)
+
+/* -- one step split over the pool ----------------------------------------------------------------- */
+
+/* A step's batch rows are independent, so they split over the native kernels' pool (as many jobs
+ * as BLAS is told to use threads; threadpool.h) with the same values; a job gets at least
+ * MIN_JOB_CELLS of the (N, H) cells (a handoff costs a few microseconds, a cell a few
+ * nanoseconds). */
+#define MIN_JOB_CELLS 2048
+
+typedef struct {
+    char kind, forward;
+    const void *gates, *grad, *state_in, *c_prev, *dh;
+    void *state, *dc, *out;
+    Py_ssize_t t, steps, n, h, per_job; /* per_job: doubles of scratch each job has */
+    char *scratch;
+    int jobs;
+} Step;
+
+static void step_job(int i, void *arg)
+{
+    const Step *s = arg;
+    Py_ssize_t lo = s->n * i / s->jobs, hi = s->n * (i + 1) / s->jobs;
+    void *scratch = s->scratch + (size_t)i * (size_t)s->per_job * sizeof(double);
+    if (s->forward && s->kind == 'f')
+        lstm_fwd_f(s->gates, s->c_prev, s->state, s->t, s->steps, s->n, s->h, lo, hi, scratch);
+    else if (s->forward)
+        lstm_fwd_d(s->gates, s->c_prev, s->state, s->t, s->steps, s->n, s->h, lo, hi, scratch);
+    else if (s->kind == 'f')
+        lstm_bwd_f(s->grad, s->state_in, s->t, s->steps, s->n, s->h, s->c_prev, s->dh, s->dc, s->out, lo, hi,
+                   scratch);
+    else
+        lstm_bwd_d(s->grad, s->state_in, s->t, s->steps, s->n, s->h, s->c_prev, s->dh, s->dc, s->out, lo, hi,
+                   scratch);
+}
+
+/* _kernels' pool, looked up once with the GIL held; NULL where it was not built (one job) */
+static const PoolAPI *native_pool(void)
+{
+    static const PoolAPI *pool = NULL;
+    static int looked = 0;
+    if (!looked) {
+        looked = 1;
+        pool = PyCapsule_Import(POOL_CAPSULE, 0);
+        if (pool == NULL)
+            PyErr_Clear();
+    }
+    return pool;
+}
+
+/* the step on the pool; -1 (an exception set) where memory ran out. Called with the GIL held. */
+static int run_step(Step *s)
+{
+    const PoolAPI *pool = native_pool();
+    Py_ssize_t by_work = s->n * s->h / MIN_JOB_CELLS, width = pool != NULL ? pool->width() : 1;
+    s->jobs = (int)Py_MAX(1, Py_MIN(Py_MIN(width, by_work), s->n));
+    s->scratch = PyMem_RawMalloc((size_t)s->jobs * (size_t)s->per_job * sizeof(double));
+    if (s->scratch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (s->jobs > 1)
+        pool->run(s->jobs, step_job, s, 0);
+    else
+        step_job(0, s);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(s->scratch);
+    return 0;
+}
 
 /* -- arguments ------------------------------------------------------------------------------------ */
 
@@ -129,18 +199,10 @@ static PyObject *lstm_forward_step(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "lstm_forward_step: shapes do not match state (6, T, N, H)");
         goto fail;
     }
-    void *scratch = PyMem_RawMalloc((size_t)(4 * h + 1) * sizeof(double));
-    if (!scratch) {
-        PyErr_NoMemory();
+    Step step = {.kind = kind, .forward = 1, .gates = b[0].v.buf, .c_prev = b[1].v.buf, .state = b[2].v.buf,
+                 .t = t, .steps = steps, .n = n, .h = h, .per_job = 4 * h + 1};
+    if (run_step(&step) < 0)
         goto fail;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        lstm_fwd_f(b[0].v.buf, b[1].v.buf, b[2].v.buf, t, steps, n, h, scratch);
-    else
-        lstm_fwd_d(b[0].v.buf, b[1].v.buf, b[2].v.buf, t, steps, n, h, scratch);
-    Py_END_ALLOW_THREADS
-    PyMem_RawFree(scratch);
     drop(b, 3);
     Py_RETURN_NONE;
 fail:
@@ -171,20 +233,11 @@ static PyObject *lstm_backward_step(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "lstm_backward_step: shapes do not match state (6, T, N, H)");
         goto fail;
     }
-    void *scratch = PyMem_RawMalloc((size_t)(h + 1) * sizeof(double));
-    if (!scratch) {
-        PyErr_NoMemory();
+    Step step = {.kind = kind, .forward = 0, .grad = b[0].v.buf, .state_in = b[1].v.buf, .c_prev = b[2].v.buf,
+                 .dh = b[3].v.buf, .dc = b[4].v.buf, .out = b[5].v.buf, .t = t, .steps = steps, .n = n, .h = h,
+                 .per_job = h + 1};
+    if (run_step(&step) < 0)
         goto fail;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        lstm_bwd_f(b[0].v.buf, b[1].v.buf, t, steps, n, h, b[2].v.buf, b[3].v.buf, b[4].v.buf, b[5].v.buf,
-                   scratch);
-    else
-        lstm_bwd_d(b[0].v.buf, b[1].v.buf, t, steps, n, h, b[2].v.buf, b[3].v.buf, b[4].v.buf, b[5].v.buf,
-                   scratch);
-    Py_END_ALLOW_THREADS
-    PyMem_RawFree(scratch);
     drop(b, 6);
     Py_RETURN_NONE;
 fail:
