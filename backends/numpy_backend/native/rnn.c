@@ -4,7 +4,9 @@
  *
  * state is lstm_layer's (6, T, N, H) array (rows h, c, i, f, g, o), C-contiguous; t is the step.
  * float32 and float64; every array C-contiguous and of one dtype (native/rnn.py sees to it).
- * A module of its own (_rnn), beside _kernels: loaded where the native kernels are on.
+ * A module of its own (_rnn), beside _kernels: loaded where the native kernels are on. With
+ * several BLAS threads a step's batch rows split over _kernels' pool (run_step), as its GEMM's
+ * columns do.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
