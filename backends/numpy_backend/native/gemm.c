@@ -749,23 +749,6 @@ static int have_avx512(void)
 
 static int ISA = -1; /* whether the AVX-512 kernel runs here; decided at import */
 
-#ifdef GEMM_X86
-/* _kernels' pool (threadpool.h), looked up once, with the GIL held; NULL where _kernels was not
- * built (every kernel then runs as one job) */
-static const PoolAPI *native_pool(void)
-{
-    static const PoolAPI *pool = NULL;
-    static int looked = 0;
-    if (!looked) {
-        looked = 1;
-        pool = PyCapsule_Import(POOL_CAPSULE, 0);
-        if (pool == NULL)
-            PyErr_Clear();
-    }
-    return pool;
-}
-#endif
-
 static const char *bare_format(const Py_buffer *v)
 {
     const char *f = v->format ? v->format : "B";
@@ -854,7 +837,7 @@ static PyObject *gemm(PyObject *self, PyObject *args)
         goto done;
     }
 #ifdef GEMM_X86
-    const PoolAPI *pool = native_pool();
+    const PoolAPI *pool = kernels_pool();
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = gemm_split(&g, pool);
@@ -913,7 +896,7 @@ static PyObject *conv2d(PyObject *self, PyObject *args)
     if (cv.n * cv.o == 0)
         goto done;
 #ifdef GEMM_X86
-    const PoolAPI *pool = native_pool();
+    const PoolAPI *pool = kernels_pool();
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = conv_split(&cv, kx, pool);
@@ -982,7 +965,7 @@ static PyObject *conv2d_weight_grad(PyObject *self, PyObject *args)
         goto done;
     }
 #ifdef GEMM_X86
-    const PoolAPI *pool = native_pool();
+    const PoolAPI *pool = kernels_pool();
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = wgrad(&wg, kx, pool);

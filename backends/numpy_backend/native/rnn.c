@@ -114,24 +114,10 @@ static void step_job(int i, void *arg)
                    scratch);
 }
 
-/* _kernels' pool, looked up once with the GIL held; NULL where it was not built (one job) */
-static const PoolAPI *native_pool(void)
-{
-    static const PoolAPI *pool = NULL;
-    static int looked = 0;
-    if (!looked) {
-        looked = 1;
-        pool = PyCapsule_Import(POOL_CAPSULE, 0);
-        if (pool == NULL)
-            PyErr_Clear();
-    }
-    return pool;
-}
-
 /* the step on the pool; -1 (an exception set) where memory ran out. Called with the GIL held. */
 static int run_step(Step *s)
 {
-    const PoolAPI *pool = native_pool();
+    const PoolAPI *pool = kernels_pool();
     Py_ssize_t by_work = s->n * s->h / MIN_JOB_CELLS, width = pool != NULL ? pool->width() : 1;
     s->jobs = (int)Py_MAX(1, Py_MIN(Py_MIN(width, by_work), s->n));
     s->scratch = PyMem_RawMalloc((size_t)s->jobs * (size_t)s->per_job * sizeof(double));

@@ -39,4 +39,21 @@ typedef struct {
 } PoolAPI;
 #define POOL_CAPSULE "plugtorch_backends.numpy_backend.native._kernels.pool"
 
+#ifdef Py_PYTHON_H
+/* That pool, for another module: looked up once, with the GIL held; NULL where _kernels was not
+ * built (the kernels then run as one job). */
+static inline const PoolAPI *kernels_pool(void)
+{
+    static const PoolAPI *pool = NULL;
+    static int looked = 0;
+    if (!looked) {
+        looked = 1;
+        pool = PyCapsule_Import(POOL_CAPSULE, 0);
+        if (pool == NULL)
+            PyErr_Clear();
+    }
+    return pool;
+}
+#endif
+
 #endif
