@@ -211,6 +211,14 @@ def log_softmax(x, dim):
     return z
 
 
+def log_softmax_backward(grad_output, output, *, dim):
+    """g - exp(y) * sum(g) in three passes into one new array besides the reduction."""
+    out = np.exp(output, out=np.empty(output.shape, output.dtype))  # an array, even 0-d
+    row = grad_output.sum(axis=dim if out.ndim else None, keepdims=True)
+    np.multiply(out, row, out=out)
+    return np.subtract(grad_output, out, out=out)
+
+
 # -- cross-entropy: log-softmax, pick, weigh and reduce in NumPy, forward and backward ----------
 # (the decomposition takes ~20 dispatched ops each way; the formulas are the same, see
 # plugtorch/core/ops/classification.py for what each term is)
@@ -453,5 +461,6 @@ FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "threshold_backwa
                  "batch_norm_backward": batch_norm_backward, "batch_norm_weight_grad": batch_norm_weight_grad,
                  "tanh_backward": tanh_backward, "sigmoid_backward": sigmoid_backward, "softmax": softmax,
                  "softmax_backward": softmax_backward,
-                 "log_softmax": log_softmax, "cross_entropy": cross_entropy,
+                 "log_softmax": log_softmax, "log_softmax_backward": log_softmax_backward,
+                 "cross_entropy": cross_entropy,
                  "cross_entropy_backward": cross_entropy_backward, "max_pool2d_backward": max_pool2d_backward}

@@ -192,14 +192,17 @@ def _softmax_rule(ctx, g):
     return call_op("softmax_backward", (g, ctx.output), ctx.attrs)
 
 
-def _softmax_backward_args(grad_output, output, dim):
-    _check_gradient_pair("softmax_backward", grad_output, output, "output")
-    if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
-        grad_output, output = ew._promote_pair("softmax_backward", grad_output, output)
-    if not output.dtype.is_floating_point:
-        raise RuntimeError(f"softmax_backward(): expected floating point operands, got {output.dtype.name} "
-                           "(it is the gradient of a float op); convert them first with .float()")
-    return (grad_output, output), {"dim": _wrap_dim(dim, output.ndim) if output.ndim else 0}
+def _gradient_pair_args(name):
+    """The bind of softmax_backward and log_softmax_backward: (grad_output, output, dim)."""
+    def bind(grad_output, output, dim):
+        _check_gradient_pair(name, grad_output, output, "output")
+        if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
+            grad_output, output = ew._promote_pair(name, grad_output, output)
+        if not output.dtype.is_floating_point:
+            raise RuntimeError(f"{name}(): expected floating point operands, got {output.dtype.name} "
+                               "(it is the gradient of a float op); convert them first with .float()")
+        return (grad_output, output), {"dim": _wrap_dim(dim, output.ndim) if output.ndim else 0}
+    return bind
 
 
 def _softmax_backward_rule(ctx, gg):
@@ -212,7 +215,7 @@ def _softmax_backward_rule(ctx, gg):
             (gg * (g - (g * y).sum(dim, keepdim=True)) - g * (gg * y).sum(dim, keepdim=True) if need[1] else None))
 
 
-@op(bind=_softmax_backward_args, derivative=_softmax_backward_rule, save="inputs")
+@op(bind=_gradient_pair_args("softmax_backward"), derivative=_softmax_backward_rule, save="inputs")
 def softmax_backward(grad_output, output, *, dim):
     """softmax's input gradient from its output y: y * (grad_output - sum(grad_output * y, dim)),
     torch's aten::_softmax_backward_data. One op, so that a backend computes it in one pass (the
@@ -231,7 +234,26 @@ def softmax(input, *, dim):
 
 
 def _log_softmax_rule(ctx, g):
-    return g - ew.exp(ctx.output) * g.sum(ctx.attrs["dim"], keepdim=True)
+    return call_op("log_softmax_backward", (g, ctx.output), ctx.attrs)
+
+
+def _log_softmax_backward_rule(ctx, gg):
+    g, y = ctx.saved
+    dim = ctx.attrs["dim"]
+    need = ctx.needs_input_grad
+    # out = g - exp(y) * sum(g): in g, the transpose gg - sum(gg * exp(y)); in y, -gg * exp(y) * sum(g)
+    e = ew.exp(y)
+    return ((gg - (gg * e).sum(dim, keepdim=True) if need[0] else None),
+            (-(gg * e) * g.sum(dim, keepdim=True) if need[1] else None))
+
+
+@op(bind=_gradient_pair_args("log_softmax_backward"), derivative=_log_softmax_backward_rule, save="inputs")
+def log_softmax_backward(grad_output, output, *, dim):
+    """log_softmax's input gradient from its output y: grad_output - exp(y) * sum(grad_output, dim),
+    torch's aten::_log_softmax_backward_data. One op, so that a backend computes it in one pass (the
+    decomposition is four ops over, say, a language model's (tokens, vocabulary) log-probabilities).
+    """
+    return grad_output - ew.exp(output) * grad_output.sum(dim, keepdim=True)
 
 
 def _log_softmax_jvp(primals, tangents, out, attrs):

@@ -468,28 +468,36 @@ def _gelu_backward(g):
     ]
 
 
-def _softmax_backward(g):
-    """softmax's gradient op (grad_output, output, dim) against torch's aten::_softmax_backward_data."""
-    def call(dim):
-        def f(m, grad_output, output):
-            if is_torch(m):
-                return m.ops.aten._softmax_backward_data(grad_output, output, dim, output.dtype)
-            from plugtorch.core.ops import activation
-            return activation.softmax_backward(grad_output, output, dim)
-        return f
-    return [
-        Sample((g.randn(3, 4), g.uniform(3, 4)), call=call(-1)),
-        Sample((g.randn(2, 3, 5), g.uniform(2, 3, 5)), call=call(1), desc="a middle dim"),
-        Sample((g.randn(2, 3, 5), g.uniform(2, 3, 5)), call=call(2), desc="the last dim"),
-        Sample((g.randn(4, 3).T, g.uniform(4, 3).T), call=call(1), desc="transposed"),
-        Sample((empty(0, 3), empty(0, 3)), call=call(1)),
-        Sample((scalar(0.7), scalar(1.0)), call=call(0)),
-        Sample((g.randn(3, 4), g.uniform(4, 3)), call=call(1), raises=RuntimeError, desc="shapes differ"),
-    ]
+def _softmax_backward(name, aten):
+    """softmax's or log_softmax's gradient op (grad_output, output, dim) against torch's aten op."""
+    def samples(g):
+        def call(dim):
+            def f(m, grad_output, output):
+                if is_torch(m):
+                    return getattr(m.ops.aten, aten)(grad_output, output, dim, output.dtype)
+                from plugtorch.core.ops import activation
+                return getattr(activation, name)(grad_output, output, dim)
+            return f
+        # softmax's outputs are probabilities, log_softmax's their logs
+        y = g.uniform if name == "softmax_backward" else (lambda *shape: g.uniform(*shape, low=-3.0, high=0.0))
+        samples = [
+            Sample((g.randn(3, 4), y(3, 4)), call=call(-1)),
+            Sample((g.randn(2, 3, 5), y(2, 3, 5)), call=call(1), desc="a middle dim"),
+            Sample((g.randn(2, 3, 5), y(2, 3, 5)), call=call(2), desc="the last dim"),
+            Sample((g.randn(4, 3).T, y(4, 3).T), call=call(1), desc="transposed"),
+            Sample((empty(0, 3), empty(0, 3)), call=call(1)),
+            Sample((scalar(0.7), scalar(1.0 if name == "softmax_backward" else 0.0)), call=call(0)),
+        ]
+        if name == "softmax_backward":  # torch's log_softmax one does not check its shapes (ours does)
+            samples.append(Sample((g.randn(3, 4), y(4, 3)), call=call(1), raises=RuntimeError, desc="shapes differ"))
+        return samples
+    return samples
 
 
 SAMPLES.update(windows=_windows, fold=_fold, max_pool2d=_max_pool2d, conv2d=_conv2d, gelu_backward=_gelu_backward,
-               softmax_backward=_softmax_backward,
+               softmax_backward=_softmax_backward("softmax_backward", "_softmax_backward_data"),
+               log_softmax_backward=_softmax_backward("log_softmax_backward",
+                                                      "_log_softmax_backward_data"),
                avg_pool2d=_avg_pool2d, adaptive_avg_pool2d=_adaptive_avg_pool2d,
                conv2d_input_grad=_conv_grads("conv2d_input_grad"),
                conv2d_weight_grad=_conv_grads("conv2d_weight_grad"),
