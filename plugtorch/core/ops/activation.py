@@ -89,16 +89,21 @@ def threshold_backward(grad_output, input, *, threshold):
     return ew.where(ew.le(input, threshold), 0.0, grad_output)
 
 
+def _float_output_pair(name, grad_output, output):
+    """A gradient op's (grad_output, output): two tensors of one shape, promoted to one floating dtype."""
+    _check_gradient_pair(name, grad_output, output, "output")
+    if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
+        grad_output, output = ew._promote_pair(name, grad_output, output)
+    if not output.dtype.is_floating_point:
+        raise RuntimeError(f"{name}(): expected floating point operands, got {output.dtype.name} "
+                           "(it is the gradient of a float op); convert them first with .float()")
+    return grad_output, output
+
+
 def _output_backward_args(name):
-    # the bind of tanh_backward and sigmoid_backward: two tensors of one shape, in one dtype
+    # the bind of tanh_backward and sigmoid_backward
     def bind(grad_output, output):
-        _check_gradient_pair(name, grad_output, output, "output")
-        if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
-            grad_output, output = ew._promote_pair(name, grad_output, output)
-        if not output.dtype.is_floating_point:
-            raise RuntimeError(f"{name}(): expected floating point operands, got {output.dtype.name} "
-                               "(it is the gradient of a float op); convert them first with .float()")
-        return (grad_output, output), NO_ATTRS
+        return _float_output_pair(name, grad_output, output), NO_ATTRS
     return bind
 
 
@@ -195,12 +200,7 @@ def _softmax_rule(ctx, g):
 def _gradient_pair_args(name):
     """The bind of softmax_backward and log_softmax_backward: (grad_output, output, dim)."""
     def bind(grad_output, output, dim):
-        _check_gradient_pair(name, grad_output, output, "output")
-        if grad_output.dtype is not output.dtype:  # torch promotes, as for any binary op
-            grad_output, output = ew._promote_pair(name, grad_output, output)
-        if not output.dtype.is_floating_point:
-            raise RuntimeError(f"{name}(): expected floating point operands, got {output.dtype.name} "
-                               "(it is the gradient of a float op); convert them first with .float()")
+        grad_output, output = _float_output_pair(name, grad_output, output)
         return (grad_output, output), {"dim": _wrap_dim(dim, output.ndim) if output.ndim else 0}
     return bind
 
