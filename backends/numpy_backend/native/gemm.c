@@ -506,10 +506,7 @@ static int gemm_split(const Gemm *g, const PoolAPI *pool)
     if (jobs > 1 && items % jobs != 0 && items < 8 * jobs)
         chunks = Py_MIN(panels, (8 * jobs + items - 1) / items);
     GemmJobs w = {g, chunks, items * chunks, (int)Py_MIN(jobs, items * chunks), 0};
-    if (w.jobs > 1)
-        pool->run(w.jobs, gemm_job, &w, 0);
-    else
-        gemm_job(0, &w);
+    kernels_pool_run(pool, w.jobs, gemm_job, &w);
     return w.failed ? -1 : 0;
 }
 
@@ -541,10 +538,7 @@ static int conv_split(const Conv *cv, char kind, const PoolAPI *pool)
         pack_a_d((const double *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, ap);
     int jobs = jobs_for(pool, (double)cv->n * (double)cv->o * (double)k * (double)(cv->oh * cv->ow));
     ConvJobs w = {cv, ap, kind, (int)Py_MIN(jobs, cv->n), 0};
-    if (w.jobs > 1)
-        pool->run(w.jobs, conv_job, &w, 0);
-    else
-        conv_job(0, &w);
+    kernels_pool_run(pool, w.jobs, conv_job, &w);
     scratch_free(ap);
     return w.failed ? -1 : 0;
 }
@@ -719,10 +713,7 @@ static int wgrad(const WGrad *p, char kind, const PoolAPI *pool)
     memset(acc, 0, bytes);
     int width = pool != NULL ? pool->width() : 1;
     WGradJobs w = {p, acc, ob_n, (int)Py_MAX(1, Py_MIN(width, ob_n)), 0, kind};
-    if (w.jobs > 1)
-        pool->run(w.jobs, wgrad_job, &w, 0);
-    else
-        wgrad_job(0, &w);
+    kernels_pool_run(pool, w.jobs, wgrad_job, &w);
     if (!w.failed) {
         if (kind == 'f')
             wgrad_sum_f(p, acc);

@@ -29,7 +29,7 @@
         Py_ssize_t plane = n * h, row = steps * plane;                                                  \
         T *hs = state + t * plane, *cs = hs + row, *is = cs + row, *fs = is + row, *gs = fs + row,      \
           *os = gs + row;                                                                               \
-        for (Py_ssize_t b = lo; b < hi; b++) {                                                            \
+        for (Py_ssize_t b = lo; b < hi; b++) {                                                          \
             const T *gr = gates + b * 4 * h;                                                            \
             for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
                 scratch[j] = (j >= 2 * h && j < 3 * h) ? gr[j] : (T)0.5 * gr[j];                        \
@@ -58,7 +58,7 @@
         const T *cs = state + row + at, *is = cs + row, *fs = is + row, *gs = fs + row, *os = gs + row; \
         const T *g0 = grad + at, *g1 = g0 + row, *g2 = g1 + row, *g3 = g2 + row, *g4 = g3 + row,       \
                 *g5 = g4 + row;                                                                         \
-        for (Py_ssize_t b = lo; b < hi; b++) {                                                            \
+        for (Py_ssize_t b = lo; b < hi; b++) {                                                          \
             T *orow = out + b * 4 * h;                                                                  \
             for (Py_ssize_t j = 0; j < h; j++)                                                          \
                 scratch[j] = cs[b * h + j];                                                             \
@@ -126,10 +126,7 @@ static int run_step(Step *s)
         return -1;
     }
     Py_BEGIN_ALLOW_THREADS
-    if (s->jobs > 1)
-        pool->run(s->jobs, step_job, s, 0);
-    else
-        step_job(0, s);
+    kernels_pool_run(pool, s->jobs, step_job, s);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(s->scratch);
     return 0;

@@ -39,6 +39,16 @@ typedef struct {
 } PoolAPI;
 #define POOL_CAPSULE "plugtorch_backends.numpy_backend.native._kernels.pool"
 
+/* job(i, arg) for every i in [0, n) on `pool`, not waiting on each other; n <= 1 runs job 0 on the
+ * caller (which is how a kernel without the pool runs: its width is then 1) */
+static inline void kernels_pool_run(const PoolAPI *pool, int n, void (*job)(int i, void *arg), void *arg)
+{
+    if (n > 1)
+        pool->run(n, job, arg, 0);
+    else
+        job(0, arg);
+}
+
 #ifdef Py_PYTHON_H
 /* That pool, for another module: looked up once, with the GIL held; NULL where _kernels was not
  * built (the kernels then run as one job). */
