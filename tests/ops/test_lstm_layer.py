@@ -82,12 +82,11 @@ def test_bad_operands_are_named():
 
 @pytest.mark.skipif("C" not in STEPS, reason="the C steps (the _rnn extension) are not built here")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_c_steps_split_over_two_threads_give_the_same_bits(dtype):
+def test_the_c_steps_split_over_two_threads_give_the_same_bits(dtype, two_threads):
     """A step's batch rows split over the native kernels' pool (_rnn's run_step): the same values
     with one thread and two, and the two-thread call did split."""
     from plugtorch_backends.numpy_backend import native
     from threadpoolctl import threadpool_limits
-    plugtorch.ones(1)  # the backend registers, and with it the pool's thread count
     r = np.random.default_rng(3)
     steps, batch, hidden = 4, 16, 256  # 4096 cells a step: two jobs' worth
     ig = r.standard_normal((steps, batch, 4 * hidden)).astype(dtype)
@@ -101,9 +100,7 @@ def test_the_c_steps_split_over_two_threads_give_the_same_bits(dtype):
 
     with threadpool_limits(limits=1, user_api="blas"):
         one = both()
-    with threadpool_limits(limits=2, user_api="blas"):
-        if native._kernels is None or native._kernels.pool_info()[0] != 2:
-            pytest.skip("the native kernels' pool does not follow OpenBLAS's thread count here")
+    with two_threads():
         calls = native._kernels.pool_info()[2]
         two = both()
         assert native._kernels.pool_info()[2] - calls >= 2 * steps  # every step split (and the products)

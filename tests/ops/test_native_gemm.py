@@ -223,16 +223,6 @@ def test_small_two_dim_products_stay_in_numpy(one_thread):
     assert gemm.MIN_MACS == 16 * 256 * 256 and gemm._native(a, b, None) is not None
 
 
-def _two_threads():
-    """Two BLAS threads, which the native kernels' pool follows (skips where it does not)."""
-    from threadpoolctl import threadpool_limits
-    limits = threadpool_limits(limits=2, user_api="blas")
-    if native._kernels is None or native._kernels.pool_info()[0] != 2:
-        limits.restore_original_limits()
-        pytest.skip("the native kernels' pool does not follow OpenBLAS's thread count here")
-    return limits
-
-
 @pytest.mark.parametrize("a_shape, b_shape, split", [
     ((20, 256), (256, 1024), True),         # one product: runs of its column panels
     ((3, 32, 288), (3, 288, 256), True),    # three items for two jobs: items and column runs
@@ -240,14 +230,14 @@ def _two_threads():
     ((2, 3, 8, 64), (2, 3, 64, 96), False),  # two batch dims, under two jobs' worth of work (gemm.c's
 ], ids=["one", "three", "four", "small"])  # MIN_JOB_MACS): one job
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_several_blas_threads_split_the_product_over_the_pool_with_the_same_bits(one_thread, a_shape, b_shape,
-                                                                                 split, dtype):
+def test_several_blas_threads_split_the_product_over_the_pool_with_the_same_bits(one_thread, two_threads, a_shape,
+                                                                                 b_shape, split, dtype):
     r = np.random.default_rng(sum(a_shape))
     a, b = r.standard_normal(a_shape).astype(dtype), r.standard_normal(b_shape).astype(dtype)
     one = gemm._native(a, b, None)
     assert one is not None, "the rule sent this product to NumPy: pick another shape"
     calls = native._kernels.pool_info()[2]
-    with _two_threads():
+    with two_threads():
         two = gemm._native(a, b, None)
         calls = native._kernels.pool_info()[2] - calls
     np.testing.assert_array_equal(two, one)
@@ -255,14 +245,14 @@ def test_several_blas_threads_split_the_product_over_the_pool_with_the_same_bits
 
 
 @pytest.mark.parametrize("images", [1, 3, 4])
-def test_several_blas_threads_split_the_convolution_by_images_with_the_same_bits(one_thread, images):
+def test_several_blas_threads_split_the_convolution_by_images_with_the_same_bits(one_thread, two_threads, images):
     r = np.random.default_rng(images)
     x = r.standard_normal((images, 16, 32, 32)).astype(np.float32)
     w = r.standard_normal((16, 16, 3, 3)).astype(np.float32)
     attrs = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
     one = native.kernels()["conv2d"](x, w, None, **attrs)
     calls = native._kernels.pool_info()[2]
-    with _two_threads():
+    with two_threads():
         two = native.kernels()["conv2d"](x, w, None, **attrs)
         calls = native._kernels.pool_info()[2] - calls
     np.testing.assert_array_equal(two, one)
