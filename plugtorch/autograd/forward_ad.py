@@ -41,6 +41,8 @@ UnpackedDualTensor.__doc__ = "What ``unpack_dual`` returns: the primal (a view) 
 class _DualLevel(DispatchMode):
     """One forward-AD level: the tangents of its dual tensors, and the mode that computes them."""
 
+    keeps_outputs = True  # a tangent belongs to its tensor object: a rule under jvp must see the output's
+
     def __init__(self, index: int) -> None:
         self.index = index
         self.tangents: dict[int, tuple[weakref.ref, Tensor]] = {}

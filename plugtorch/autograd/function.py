@@ -16,11 +16,12 @@ import contextlib
 import functools
 import inspect
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from ..core import anomaly
-from ..core.dispatch import edge
+from ..core.dispatch import _saved_output, as_result_of, edge
 from ..core.grad_mode import _state as _grad_state
 from ..core.grad_mode import no_grad
 from ..core.graph import Node, OutputNode
@@ -36,7 +37,7 @@ class FunctionCtx(Node):
 
     # "__dict__" lets a Function keep anything on ctx (ctx.scale = ...), as in torch.
     __slots__ = ("n_outputs", "_to_save", "_dirty", "_non_differentiable", "_materialize",
-                 "_outputs", "_single", "_for_forward", "__dict__")
+                 "_outputs", "_single", "_for_forward", "_saved_outputs", "__dict__")
     n_outputs: int
     _to_save: tuple[Tensor | None, ...]
     _dirty: tuple[Tensor, ...]
@@ -66,6 +67,21 @@ class FunctionCtx(Node):
         self._outputs = ()   # per forward output: (shape, dtype, backend) of a tensor, else None
         self._single = None  # index of the one differentiable output, when there is one
         self._for_forward: tuple = ()
+        self._saved_outputs: tuple = ()  # (position in saved, output index, weakref to its grad_fn)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """What ``save_for_backward`` kept. An output kept there is an alias without ``grad_fn``
+        (``_wrap_outputs``); read while grad mode is on (a backward under ``create_graph``), it is
+        the output again, so a gradient of what backward computes from it reaches this node."""
+        saved = Node.saved_tensors.fget(self)  # type: ignore[attr-defined]
+        if not self._saved_outputs or not _grad_state.enabled:
+            return saved
+        saved = list(saved)
+        for pos, index, ref in self._saved_outputs:
+            fn = ref() if ref is not None else self
+            saved[pos] = as_result_of(saved[pos], fn if fn is not None else OutputNode(self, index))
+        return tuple(saved)
 
     def saved_name(self, i: int) -> str:
         return f"saved tensor {i}"
@@ -145,7 +161,7 @@ class FunctionCtx(Node):
                 for i in diff:
                     outs[i].grad_fn = OutputNode(self, i)
                     outs[i].requires_grad = True
-            saved = self.saved = self._to_save
+            saved = self.saved = self._saved_without_outputs(self._to_save, outs, diff)
             if any(t is not None for t in saved):
                 # taken after the dirty inputs' bumps: the versions backward must still find
                 self.versions = tuple(None if t is None else t._vc[0] for t in saved)
@@ -154,6 +170,25 @@ class FunctionCtx(Node):
         # `saved` holds what backward needs (and is dropped after it); keep no other reference
         self._to_save = self._dirty = self._non_differentiable = ()
         return tuple(outs) if is_tuple else outs[0]
+
+
+    def _saved_without_outputs(self, to_save: tuple, outs: list, diff: list) -> tuple:
+        """``to_save`` with each differentiable output replaced by an alias without ``grad_fn``, as
+        torch's SavedVariable keeps an output: the output itself would hold this node, which holds
+        it (a cycle only the garbage collector frees). Under forward AD the output itself, whose
+        tangent the mode keeps by the tensor object (``DispatchMode.keeps_outputs``)."""
+        if MODES.keep_outputs:
+            return to_save
+        index_of = {id(outs[i]): i for i in diff if type(outs[i]) is Tensor}
+        kept, aliases = list(to_save), []
+        for pos, t in enumerate(to_save):
+            i = index_of.get(id(t)) if t is not None else None
+            if i is not None:
+                fn = t.grad_fn
+                aliases.append((pos, i, None if fn is self else weakref.ref(fn)))
+                kept[pos] = _saved_output(t)
+        self._saved_outputs = tuple(aliases)
+        return tuple(kept) if aliases else to_save
 
 
 def _function_rule(ctx, g):

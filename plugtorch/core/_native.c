@@ -22,7 +22,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define ABI 6 /* native.py checks it: a stale build of older sources is not used */
+#define ABI 7 /* native.py checks it: a stale build of older sources is not used */
 
 static PyTypeObject *node_type, *acc_type, *tensor_type;
 static PyObject *fn_accumulate, *fn_add, *fn_fit, *fn_check_versions, *fn_wrong_count, *fn_post_hooks;
@@ -86,7 +86,7 @@ static PyObject *version_of(PyObject *t) {
 
 /* The fields node() and wrap() set, in the classes' __slots__ order: the module exports them
    (NODE_FIELDS, TENSOR_FIELDS) and native.py checks the classes have these and no others. */
-static const char *const node_names[] = {"op", "rule", "next", "meta", "saved", "versions", "output",
+static const char *const node_names[] = {"op", "rule", "next", "meta", "saved", "versions", "_output",
                                          "attrs", "pre_hooks", "released", "trace", NULL};
 static const char *const tensor_names[] = {"_data", "_backend", "dtype", "requires_grad", "grad", "grad_fn",
                                            "_vc", "_accum", "_retains_grad", "_view", NULL};

@@ -211,7 +211,7 @@ def _attach(out, node, opdef, saved):
     """Make ``node`` the ``grad_fn`` of ``out``: the saved values' versions, and the creation
     trace under anomaly detection (the common tail of the records above)."""
     if opdef.saves_output:
-        node.output = out
+        node._output = out if MODES.keep_outputs or type(out) is not Tensor else _saved_output(out)
         node.versions = (*_versions(saved), out._vc[0]) if saved else (out._vc[0],)
     elif saved is not None:
         node.versions = _versions(saved)
@@ -220,6 +220,25 @@ def _attach(out, node, opdef, saved):
     out.grad_fn = node
     out.requires_grad = True
     return out
+
+
+def _saved_output(out):
+    """What a node keeps of the output its rule reads: an alias of it (the same array, dtype and
+    version counter, so an in-place change is still caught) without its ``grad_fn``, which would
+    make a cycle (``Node.output``)."""
+    s = wrap(out._data, out._backend)
+    s.dtype = out.dtype
+    s._vc = out._vc
+    return s
+
+
+def as_result_of(saved, node):
+    """``saved`` (a node's alias of its output) as ``node``'s result again: what a rule reads as
+    ``ctx.output`` under ``create_graph``, so that gradients of the rule's result reach ``node``."""
+    r = _saved_output(saved)
+    r.grad_fn = node
+    r.requires_grad = True
+    return r
 
 
 def _versions(saved) -> tuple:

@@ -201,7 +201,7 @@ class _Walk:
                 for t, v in zip(saved, versions):  # (the output's version, if kept, comes last)
                     if v is not None and t._vc[0] != v:
                         _check_versions(node)
-            out = node.output
+            out = node._output
             if out is not None and out._vc[0] != versions[-1]:
                 _check_versions(node)
         grads = node.rule(node, g)
@@ -214,7 +214,7 @@ class _Walk:
         if not self.retain_graph and node.versions is not None:
             # Only nodes that saved values are spent; like torch, the rest may run again.
             node.saved = None
-            node.output = None
+            node._output = None
             node.released = True
         i = 0
         for child, gi in zip(node.next, grads):
@@ -262,10 +262,10 @@ def _sum(a, b, create_graph):
 
 
 def _check_versions(node):
-    tensors = (node.saved or ()) + ((node.output,) if node.output is not None else ())
+    tensors = (node.saved or ()) + ((node._output,) if node._output is not None else ())
     for i, (t, v) in enumerate(zip(tensors, node.versions)):
         if v is not None and t._vc[0] != v:
-            what = "the output" if t is node.output else node.saved_name(i)
+            what = "the output" if t is node._output else node.saved_name(i)
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: [{t.dtype.name} {list(t.shape)}], which is {what} of "

@@ -16,6 +16,8 @@ A Function's ctx is a subclass of :class:`Node` (``autograd/function.py``).
 """
 from __future__ import annotations
 
+from .grad_mode import _state as _grad_state
+
 _FREED_MSG = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -30,7 +32,7 @@ class Node:
     node (``MmBackward0``: ``node_names.class_for``), which adds no fields; ``op`` is the op's name
     in the op table (``"matmul"``)."""
 
-    __slots__ = ("op", "rule", "next", "meta", "saved", "versions", "output", "attrs",
+    __slots__ = ("op", "rule", "next", "meta", "saved", "versions", "_output", "attrs",
                  "pre_hooks", "released", "trace", "__weakref__")
 
     def __init__(self, op, rule, next_, meta, saved, output, attrs):
@@ -40,7 +42,7 @@ class Node:
         self.meta = meta           # per input: (shape, dtype), or None for a number/None operand
         self.saved = saved         # tuple of input tensors the rule reads, or None
         self.versions = None       # their version counters at save time
-        self.output = output       # the output tensor, when the rule reads it
+        self._output = output      # the output, when the rule reads it (see `output`)
         self.attrs = attrs         # the op's non-tensor arguments, by name (a dict)
         self.pre_hooks = None
         self.released = False
@@ -53,6 +55,27 @@ class Node:
         if len(nxt) == 2:  # binary ops, the commonest rules that read it: unrolled
             return (nxt[0] is not None, nxt[1] is not None)
         return tuple([n is not None for n in nxt])  # a list comprehension: rules read it per call
+
+    @property
+    def output(self):
+        """The op's output, for a rule that reads it (``ctx.output``).
+
+        The node keeps an alias of it (``dispatch._attach``): the same array and version counter
+        without ``grad_fn``, as torch's SavedVariable keeps an output, since the output itself
+        would hold the node that holds it — a cycle only the garbage collector frees, so a result
+        dropped without a backward (an evaluation loop without ``no_grad``) would stay in memory.
+        Read while grad mode is on (a rule under ``create_graph``), it is the output again as
+        this node's result, so a gradient of the rule's result flows back through the node.
+        """
+        o = self._output
+        if o is None or o.grad_fn is not None or not _grad_state.enabled:
+            return o
+        from .dispatch import as_result_of
+        return as_result_of(o, self)
+
+    @output.setter
+    def output(self, value) -> None:
+        self._output = value
 
     @property
     def saved_tensors(self) -> tuple:

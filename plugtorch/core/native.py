@@ -20,7 +20,7 @@ import os
 import sys
 from types import ModuleType
 
-ABI = 6  # _native.c's ABI constant: they change together
+ABI = 7  # _native.c's ABI constant: they change together
 
 
 def _load() -> tuple[ModuleType | None, str]:

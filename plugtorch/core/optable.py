@@ -67,6 +67,11 @@ class DispatchMode:
     back for code it should see again (a decomposition run op by op).
     """
 
+    keeps_outputs = False
+    """True for a mode that keeps something per tensor object (forward AD's tangents): while one
+    is in force, a graph node keeps the output its rule reads itself, not an alias of it
+    (``Node.output``), so the rule sees what the mode keeps for it."""
+
     def dispatch(self, opdef: OpDef, operands: tuple, attrs: dict) -> Any:
         from .dispatch import call_op
         return call_op(opdef, operands, attrs)
@@ -104,11 +109,13 @@ class _Modes:
     paths that skip the test (the in-place methods' out= variants) forget what they learnt.
     """
 
-    __slots__ = ("on", "_count", "on_enter", "_local", "_lock")
+    __slots__ = ("on", "_count", "keep_outputs", "_keeping", "on_enter", "_local", "_lock")
 
     def __init__(self) -> None:
         self.on = False
         self._count = 0
+        self.keep_outputs = False  # whether a mode that keeps outputs is in force (in any thread)
+        self._keeping = 0
         self.on_enter: list[Callable[[], None]] = []
         self._local = threading.local()
         self._lock = threading.Lock()  # the count is shared by the threads: its updates must not be lost
@@ -131,6 +138,9 @@ class _Modes:
         with self._lock:
             self._count += 1
             self.on = True
+            if mode.keeps_outputs:
+                self._keeping += 1
+                self.keep_outputs = True
         for forget in self.on_enter:  # after on is set: a cache filled meanwhile checks on again
             forget()
 
@@ -143,6 +153,9 @@ class _Modes:
         with self._lock:
             self._count -= 1
             self.on = self._count > 0
+            if mode.keeps_outputs:
+                self._keeping -= 1
+                self.keep_outputs = self._keeping > 0
 
     def cast_operands(self, name: str, operands: tuple) -> tuple | None:
         """The operands as the innermost mode that casts them would (``DispatchMode.cast_operands``),

@@ -8,6 +8,8 @@ functions so other harnesses can call them too.
 """
 from __future__ import annotations
 
+import gc
+import weakref
 import zlib
 
 import numpy as np
@@ -251,6 +253,7 @@ def check_gradcheck(opdef, sample: Sample, backend: str, torch=None):
     if not outs or not any(o.requires_grad for o in outs):
         raise ConformanceError(f"{what}: no floating output requires grad, although the sample marks "
                                "the op differentiable (set grad=False if it is not)")
+    _check_outputs_freed(what, fn, diff, inputs)
     if sample.numerical:
         plugtorch.autograd.gradcheck(fn, diff, eps=1e-6, atol=1e-5, rtol=1e-3)
     if torch is None:
@@ -286,6 +289,26 @@ def check_gradcheck(opdef, sample: Sample, backend: str, torch=None):
             raise ConformanceError(f"{what}: gradient of input {k} differs from torch's\n"
                                    f"got:\n{gh}\nexpected:\n{eh}")
     return "gradcheck+torch"
+
+
+def _check_outputs_freed(what: str, fn, diff, inputs) -> None:
+    """A graph keeps what its rules read, not the outputs themselves: an output dropped without a
+    backward is freed by its reference count. (A node holding its output makes a cycle only the
+    garbage collector breaks: an evaluation loop run without ``no_grad`` keeps its results.)
+    An output that is one of the inputs (``contiguous`` of a contiguous tensor) is not counted."""
+    given = {id(t) for t in diff} | {id(t) for t in flat_outputs(tuple(inputs))}
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        refs = [weakref.ref(o) for o in fn(*diff) if id(o) not in given]
+        alive = [k for k, r in enumerate(refs) if r() is not None]
+    finally:
+        if collecting:
+            gc.enable()
+    if alive:
+        raise ConformanceError(f"{what}: output(s) {alive} outlive their last reference: the graph holds "
+                               "them (a node that keeps its output must keep an alias without grad_fn, as "
+                               "dispatch._attach does)")
 
 
 def check_gradgradcheck(opdef, sample: Sample, backend: str):

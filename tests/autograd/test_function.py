@@ -5,7 +5,10 @@ A scenario is ``f(lib)`` written once against the API the two libraries share.
 """
 from __future__ import annotations
 
+import gc
 import importlib.util
+import math
+import weakref
 
 import pytest
 
@@ -750,3 +753,70 @@ def test_the_ctx_is_the_graph_node_built_in_rules_receive():
     assert ctx.meta == (((2,), plugtorch.float64), None)
     out.sum().backward()
     assert a.grad.tolist() == [3.0, 3.0]
+
+
+def _exp_saving_its_output(m):
+    class Exp(m.autograd.Function):  # torch's documented example: backward reads the output
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            y, = ctx.saved_tensors
+            return g * y
+    return Exp
+
+
+def _exp_and_square_saving_their_outputs(m):
+    class ExpSquare(m.autograd.Function):  # two outputs, both saved
+        @staticmethod
+        def forward(ctx, x):
+            e, s = x.exp(), x * x
+            ctx.save_for_backward(e, s, x)
+            return e, s
+
+        @staticmethod
+        def backward(ctx, ge, gs):
+            e, s, x = ctx.saved_tensors
+            return ge * e + gs * s / x * 2  # d(x*x)/dx = 2x = 2 s/x
+    return ExpSquare
+
+
+@pytest.mark.parametrize("make", [_exp_saving_its_output, _exp_and_square_saving_their_outputs])
+def test_a_function_that_saves_its_output_frees_it_with_its_last_reference(make):
+    """The node keeps an alias of a saved output, not the output (which would hold the node that
+    holds it, a cycle only the garbage collector frees): dropped without a backward, it is freed."""
+    fn = make(plugtorch)
+    x = plugtorch.rand(4, dtype=plugtorch.float64, requires_grad=True) + 0.5
+    gc.disable()
+    try:
+        out = fn.apply(x)
+        refs = [weakref.ref(o) for o in (out if isinstance(out, tuple) else (out,))]
+        del out
+        assert [r() for r in refs] == [None] * len(refs)
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("make", [_exp_saving_its_output, _exp_and_square_saving_their_outputs])
+def test_double_backward_through_a_saved_output(make):
+    """Under create_graph, a saved output read in backward is the output again (its grad_fn the
+    Function's node): the second derivative flows through it, as in torch."""
+    def scenario(m):
+        x = m.tensor([0.5, 1.0, 1.5, 2.0], dtype=m.float64, requires_grad=True)
+        out = make(m).apply(x)
+        total = sum(o.sum() for o in out) if isinstance(out, tuple) else out.sum()
+        g, = m.autograd.grad(total, x, create_graph=True)
+        gg, = m.autograd.grad((g * g).sum(), x)
+        return g.tolist() + gg.tolist()
+    results = [scenario(m) for m in LIBS]
+    x = [0.5, 1.0, 1.5, 2.0]
+    if make is _exp_saving_its_output:  # g = e^x, d(g^2)/dx = 2 e^(2x)
+        expected = [math.exp(v) for v in x] + [2 * math.exp(2 * v) for v in x]
+    else:  # g = e^x + 2x, d(g^2)/dx = 2 g (e^x + 2)
+        expected = [math.exp(v) + 2 * v for v in x] + [2 * (math.exp(v) + 2 * v) * (math.exp(v) + 2) for v in x]
+    for r in results:  # plugtorch's and torch's
+        assert r == pytest.approx(expected, rel=1e-12)

@@ -1,8 +1,11 @@
 """The backward pass: order, accumulation, broadcasting, graph freeing, hooks, grad modes."""
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
+import numpy as np
 import pytest
 
 import plugtorch
@@ -231,7 +234,7 @@ def test_unrolled_records_build_the_node_record_builds(save):
     b.add_(1)  # a version other than 0, so the versions tell the operands apart
 
     def fields(node):
-        return (node.op, node.rule, node.next, node.meta, node.saved, node.versions, node.output,
+        return (node.op, node.rule, node.next, node.meta, node.saved, node.versions, node._output,
                 node.attrs)
 
     pairs = [(record_pair(a.detach(), d, a, b), record(a.detach(), d, (a, b)))]
@@ -240,7 +243,11 @@ def test_unrolled_records_build_the_node_record_builds(save):
     for fast, general in pairs:
         f, g = fields(fast.grad_fn), fields(general.grad_fn)
         assert f[:6] == g[:6] and f[7] == g[7]
-        assert (f[6] is fast) == (g[6] is general) and (f[6] is None) == (g[6] is None)
+        assert (f[6] is None) == (g[6] is None) == ("output" not in save)
+        for kept, out in ((f[6], fast), (g[6], general)):
+            if kept is not None:  # an alias of the output (Node.output), not the output itself
+                assert kept is not out and kept._data is out._data and kept._vc is out._vc
+                assert kept.grad_fn is None
         assert fast.requires_grad and general.requires_grad
 
 
@@ -250,3 +257,59 @@ def test_gradients_accumulate_into_an_existing_grad():
     (x * 2).sum().backward()
     (x * 3).sum().backward()
     assert x.grad.tolist() == [5.5, 5.5, 5.5]
+
+
+def _saves_output(x):
+    return plugtorch.nn.functional.softmax(x, -1)
+
+
+def test_an_output_the_rule_reads_is_freed_with_its_last_reference():
+    """A node keeps an alias of the output its rule reads, not the output, which would hold the
+    node that holds it: a cycle only the garbage collector frees. So a result dropped without a
+    backward (an evaluation loop without no_grad) is freed at once, and a backward still works."""
+    x = plugtorch.randn(4, 5, requires_grad=True)
+    gc.disable()
+    try:
+        y = _saves_output(x)
+        ref = weakref.ref(y)
+        del y
+        assert ref() is None
+        y = _saves_output(x)
+        node = y.grad_fn
+        assert node.saved is None and node._output is not y
+        (y * plugtorch.arange(5.0)).sum().backward()
+        expected = plugtorch.autograd.grad((_saves_output(x) * plugtorch.arange(5.0)).sum(), x)[0]
+        assert plugtorch.equal(x.grad, expected)
+    finally:
+        gc.enable()
+
+
+def test_a_rule_under_create_graph_reads_the_output_as_its_nodes_result():
+    """``ctx.output`` under grad mode (a rule run by create_graph) is the output again with the node
+    as its grad_fn, so the second derivative reaches the input; outside it, the alias alone."""
+    torch = pytest.importorskip("torch")
+    x = plugtorch.randn(3, 4, dtype=plugtorch.float64, requires_grad=True)
+    y = plugtorch.tanh(x)
+    with plugtorch.no_grad():
+        assert y.grad_fn.output.grad_fn is None
+    again = y.grad_fn.output
+    assert again.grad_fn is y.grad_fn and again.requires_grad and again._vc is y._vc
+    g, = plugtorch.autograd.grad(y.sum(), x, create_graph=True)
+    gg, = plugtorch.autograd.grad(g.sum(), x)
+    xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+    gt, = torch.autograd.grad(torch.tanh(xt).sum(), xt, create_graph=True)
+    ggt, = torch.autograd.grad(gt.sum(), xt)
+    assert np.allclose(gg.numpy(), ggt.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_under_forward_ad_a_node_keeps_the_output_itself():
+    """Forward AD keeps a tangent per tensor object; the output a rule reads under jvp of a vjp
+    must be the one that carries it (a Hessian by jacfwd(jacrev) needs it)."""
+    import plugtorch.autograd.forward_ad as fwAD
+    x = plugtorch.randn(3, dtype=plugtorch.float64, requires_grad=True)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, plugtorch.ones(3, dtype=plugtorch.float64))
+        y = plugtorch.tanh(dual)
+        assert y.grad_fn._output is y
+    y = plugtorch.tanh(x)
+    assert y.grad_fn._output is not y
