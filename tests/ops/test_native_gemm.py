@@ -76,6 +76,9 @@ def test_values_match_numpy_in_float64(m, k, n, dtype, la, lb, seed):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 300, 1), (1, 64, 200), (200, 64, 1), (4, 129, 64), (5, 257, 65),
                                      (20, 256, 1024), (16, 144, 1024), (300, 16, 130),
+                                     # row panels sized to the rows (row_group): one to four, even, B in place
+                                     (9, 70, 40), (13, 33, 97), (25, 260, 70), (47, 300, 33), (48, 256, 300),
+                                     (49, 40, 90),
                                      # C past the cache (rows outer, B packed in blocks of 1024 columns)
                                      (300, 40, 700), (40, 20, 2100)])
 def test_edges_and_block_boundaries(m, k, n, dtype):
@@ -115,6 +118,10 @@ def test_each_element_depends_on_its_row_and_column_only():
     whole = _run(a, b)
     for i in (0, 5, 36):  # a row alone: another row block, other masks
         np.testing.assert_array_equal(_run(a[i:i + 1], b)[0], whole[i])
+    for rows in (slice(0, 20), slice(3, 16), slice(0, 37)):  # other row panel sizes (row_group)
+        np.testing.assert_array_equal(_run(a[rows], b), whole[rows])
+    tall = np.concatenate([a, a])  # 74 rows: panels of eight, B packed
+    np.testing.assert_array_equal(_run(tall, b), np.concatenate([whole, whole]))
     np.testing.assert_array_equal(_run(a, b[:, 70:]), whole[:, 70:])  # other column panels
     np.testing.assert_array_equal(_run(b.T, a.T).T, whole)  # transposed: the same fused products
     np.testing.assert_array_equal(_run(np.asfortranarray(a), np.asfortranarray(b)), whole)

@@ -7,8 +7,8 @@
  * their packing and edge handling on every call. Here one register-blocked micro-kernel computes
  * an 8 x 32 block of C (float32; 8 x 16 for float64) from A's rows packed eight at a time and a
  * panel of B's rows packed (32 columns, 256 rows: it stays in L1 while every row block of A passes
- * over it; with one row block, B is read in place); edges are masked, so no element of C is
- * written twice and none past the matrix.
+ * over it); up to 48 rows, A's rows are packed in blocks sized to the rows (row_group) and B is
+ * read in place. Edges are masked, so no element of C is written twice and none past the matrix.
  *
  * Beside it, a convolution's weight gradient computed straight from the image
  * (conv2d_weight_grad, below the product), which forms no patch matrix.
@@ -54,7 +54,8 @@
 #define C_CACHED (256 * 1024) /* bytes of C up to which it stays in cache while B's panels pass once */
 #endif
 #ifndef DIRECT
-#define DIRECT MR /* up to this many rows, B is read in place: a packed panel would serve one row panel */
+#define DIRECT 48 /* up to this many rows (4 x MAX_ROWS), B is read in place: packing (20 x 256) @      \
+                     * (256 x 1024)'s B cost a third of the product, more than reading it once a row panel */
 #endif
 
 typedef struct {
@@ -95,6 +96,20 @@ static void scratch_free(void *p)
 {
     if (p != NULL)
         PyMem_RawFree(((void **)p)[-1]);
+}
+
+/* Rows of A per packed panel (and of C per micro-kernel call) for a product of m rows: MR, except
+ * up to DIRECT rows, where B is read in place by each panel (matrix_) and fewer, fuller panels
+ * read it fewer times (an LSTM step's 20 rows: 2 x 10, not 8 + 8 + 4): one to four panels of equal
+ * size, rounded up to even, at most MAX_ROWS (12 rows x 2 vectors of accumulators, B's 2 vectors
+ * and a broadcast fill 27 of the 32 registers). */
+#define MAX_ROWS 12
+static int row_group(Py_ssize_t m)
+{
+    if (m > DIRECT || m > 4 * MAX_ROWS) /* (a -DDIRECT past four panels keeps MR rows) */
+        return MR;
+    Py_ssize_t panels = (m + MAX_ROWS - 1) / MAX_ROWS, rows = (m + panels - 1) / panels;
+    return (int)((rows + 1) & ~(Py_ssize_t)1);
 }
 
 #define AVX512 __attribute__((target("avx512f,fma")))
@@ -157,14 +172,15 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
  * `first`: C is written, not accumulated (the first inner block); later blocks continue each
  * element's chain from the value stored, which is the same float the register held. */
 #define GEMM_KERNEL(S, T, V, W, M, SET1, FMADD, ZERO, MLOAD, MSTORE, LOAD, STORE, FULL, TILE, EVEN)            \
-    static void pack_a_##S(const T *a, Py_ssize_t sm, Py_ssize_t sk, Py_ssize_t rows, Py_ssize_t k, T *out)     \
+    static void pack_a_##S(const T *a, Py_ssize_t sm, Py_ssize_t sk, Py_ssize_t rows, Py_ssize_t k, int g,      \
+                           T *out)                                                                              \
     {                                                                                                           \
-        for (Py_ssize_t p = 0; p < rows; p += MR) {                                                             \
+        for (Py_ssize_t p = 0; p < rows; p += g) {                                                              \
             T *o = out + p * k;                                                                                 \
-            Py_ssize_t live = rows - p < MR ? rows - p : MR;                                                    \
+            Py_ssize_t live = rows - p < g ? rows - p : g;                                                      \
             for (Py_ssize_t kk = 0; kk < k; kk++)                                                               \
-                for (Py_ssize_t r = 0; r < MR; r++)                                                             \
-                    o[kk * MR + r] = r < live ? a[(p + r) * sm + kk * sk] : (T)0;                               \
+                for (Py_ssize_t r = 0; r < g; r++)                                                              \
+                    o[kk * g + r] = r < live ? a[(p + r) * sm + kk * sk] : (T)0;                                \
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
@@ -203,12 +219,12 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
-    /* rows (MR, or MR / 2 for a last row panel of at most MR / 2 rows) is a constant at each call: the         \
-     * inlined kernel keeps that many rows of accumulators (a 20-row product cost 24 rows' time) */             \
-    INLINE AVX512 void micro_##S(Py_ssize_t kc, const T *ap, const T *bp, Py_ssize_t bk, T *c, Py_ssize_t cm,   \
-                                 int mr, M *mask, int first, int direct, const int rows)                        \
+    /* rows (the panel's live rows rounded up to even) is a constant at each call: the inlined kernel keeps    \
+     * that many rows of accumulators; A's panel holds g rows a k (row_group) */                               \
+    INLINE AVX512 void micro_##S(Py_ssize_t kc, const T *ap, int g, const T *bp, Py_ssize_t bk, T *c,           \
+                                 Py_ssize_t cm, int mr, M *mask, int first, int direct, const int rows)         \
     {                                                                                                           \
-        V acc[MR][NV];                                                                                          \
+        V acc[MAX_ROWS][NV];                                                                                    \
         for (int r = 0; r < rows; r++)                                                                          \
             for (int v = 0; v < NV; v++)                                                                        \
                 acc[r][v] = first ? ZERO() : MLOAD(mask[v], c + (r < mr ? r : 0) * cm + v * W);                 \
@@ -221,7 +237,7 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                 for (int v = 0; v < NV; v++)                                                                    \
                     acc[r][v] = FMADD(a, b[v], acc[r][v]);                                                      \
             }                                                                                                   \
-            ap += MR;                                                                                           \
+            ap += g;                                                                                            \
             bp += direct ? bk : NV * W;                                                                         \
         }                                                                                                       \
         for (int r = 0; r < rows; r++)                                                                          \
@@ -230,14 +246,18 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                     MSTORE(c + r * cm + v * W, mask[v], acc[r][v]);                                             \
     }                                                                                                           \
                                                                                                                 \
-    /* micro_ with its accumulator rows fixed: MR / 2 where the panel's rows fit, else MR */                    \
-    INLINE AVX512 void panel_##S(Py_ssize_t kc, const T *ap, const T *bp, Py_ssize_t bk, T *c, Py_ssize_t cm,   \
-                                 int mr, M *mask, int first, int direct)                                        \
+    /* micro_ with its accumulator rows fixed: the panel's mr live rows rounded up to even (at most g) */       \
+    INLINE AVX512 void panel_##S(Py_ssize_t kc, const T *ap, int g, const T *bp, Py_ssize_t bk, T *c,           \
+                                 Py_ssize_t cm, int mr, M *mask, int first, int direct)                         \
     {                                                                                                           \
-        if (mr <= MR / 2)                                                                                       \
-            micro_##S(kc, ap, bp, bk, c, cm, mr, mask, first, direct, MR / 2);                                  \
-        else                                                                                                    \
-            micro_##S(kc, ap, bp, bk, c, cm, mr, mask, first, direct, MR);                                      \
+        switch ((mr + 1) & ~1) {                                                                                \
+        case 2: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 2); break;                         \
+        case 4: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 4); break;                         \
+        case 6: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 6); break;                         \
+        case 8: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 8); break;                         \
+        case 10: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 10); break;                       \
+        default: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 12); break;                       \
+        }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
     /* B[0:kc, 0:nc] as consecutive panels (pack_b's layout), B's rows read whole where they are adjacent */ \
@@ -270,30 +290,32 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
      * large for the cache: columns outer (one packed panel in L1 for every row panel) wrote C a short    \
      * row segment per page and ran 3x slower than NumPy on 28 images' (144 x 16) @ (16 x 1024). */       \
     INLINE AVX512 void block_##S(Py_ssize_t m, Py_ssize_t k, Py_ssize_t k0, Py_ssize_t kc, Py_ssize_t nc,       \
-                                 const T *ap, const T *bblock, T *c, Py_ssize_t cm)                             \
+                                 const T *ap, int g, const T *bblock, T *c, Py_ssize_t cm)                      \
     {                                                                                                           \
-        for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                               \
+        for (Py_ssize_t i0 = 0; i0 < m; i0 += g)                                                                \
             for (Py_ssize_t j0 = 0; j0 < nc; j0 += NV * W) {                                                    \
                 M mask[NV];                                                                                     \
                 for (int v = 0; v < NV; v++)                                                                    \
                     mask[v] = lanes_##S(nc - j0 - v * W);                                                       \
-                panel_##S(kc, ap + i0 * k + k0 * MR, bblock + j0 * kc, NV * W, c + i0 * cm + j0, cm,            \
-                          m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0);                                  \
+                panel_##S(kc, ap + i0 * k + k0 * g, g, bblock + j0 * kc, NV * W, c + i0 * cm + j0, cm,          \
+                          m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0);                                    \
             }                                                                                                   \
     }                                                                                                           \
                                                                                                                 \
-    /* C (m x n, rows cm apart, columns adjacent) = A @ B, A packed by pack_a (all rows, all k) */              \
-    AVX512 static void matrix_##S(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const T *ap, const T *b,            \
+    /* C (m x n, rows cm apart, columns adjacent) = A @ B, A packed by pack_a (all rows, all k; g a panel) */   \
+    AVX512 static void matrix_##S(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const T *ap, int g, const T *b,     \
                                   Py_ssize_t bk, Py_ssize_t bn, T *c, Py_ssize_t cm, T *bbuf)                   \
     {                                                                                                           \
         for (Py_ssize_t k0 = 0; k0 < k; k0 += KC) {                                                             \
             Py_ssize_t kc = k - k0 < KC ? k - k0 : KC;                                                          \
-            if (bn == 1 && m <= DIRECT) { /* one row panel: B's rows read in place */                           \
+            if (bn == 1 && m <= DIRECT) { /* one to four row panels: B's rows read in place */                  \
                 for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                 \
                     M mask[NV];                                                                                 \
                     for (int v = 0; v < NV; v++)                                                                \
                         mask[v] = lanes_##S(n - j0 - v * W);                                                    \
-                    panel_##S(kc, ap + k0 * MR, b + k0 * bk + j0, bk, c + j0, cm, (int)m, mask, k0 == 0, 1);    \
+                    for (Py_ssize_t i0 = 0; i0 < m; i0 += g)                                                    \
+                        panel_##S(kc, ap + i0 * k + k0 * g, g, b + k0 * bk + j0, bk, c + i0 * cm + j0, cm,      \
+                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 1);                            \
                 }                                                                                               \
                 continue;                                                                                       \
             }                                                                                                   \
@@ -303,16 +325,16 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                     for (int v = 0; v < NV; v++)                                                                \
                         mask[v] = lanes_##S(n - j0 - v * W);                                                    \
                     pack_b_##S(b + k0 * bk + j0 * bn, bk, bn, kc, mask, bbuf);                                  \
-                    for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                   \
-                        panel_##S(kc, ap + i0 * k + k0 * MR, bbuf, NV * W, c + i0 * cm + j0, cm,                \
-                                  m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0);                          \
+                    for (Py_ssize_t i0 = 0; i0 < m; i0 += g)                                                    \
+                        panel_##S(kc, ap + i0 * k + k0 * g, g, bbuf, NV * W, c + i0 * cm + j0, cm,              \
+                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0);                            \
                 }                                                                                               \
                 continue;                                                                                       \
             }                                                                                                   \
             for (Py_ssize_t n0 = 0; n0 < n; n0 += NC) {                                                         \
                 Py_ssize_t nc = n - n0 < NC ? n - n0 : NC;                                                      \
                 pack_block_##S(b + k0 * bk + n0 * bn, bk, bn, kc, nc, bbuf);                                    \
-                block_##S(m, k, k0, kc, nc, ap, bbuf, c + n0, cm);                                              \
+                block_##S(m, k, k0, kc, nc, ap, g, bbuf, c + n0, cm);                                           \
             }                                                                                                   \
         }                                                                                                       \
     }                                                                                                           \
@@ -391,7 +413,7 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                     mask[v] = lanes_##S(n - j0 - v * W);                                                        \
                 pack_conv_##S(cv, x, k0, kc, j0, n - j0 < NV * W ? n - j0 : NV * W, bbuf);                      \
                 for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                       \
-                    panel_##S(kc, ap + i0 * k + k0 * MR, bbuf, NV * W, c + i0 * cv->ys[1] + j0, cv->ys[1],       \
+                    panel_##S(kc, ap + i0 * k + k0 * MR, MR, bbuf, NV * W, c + i0 * cv->ys[1] + j0, cv->ys[1],   \
                               m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0);                              \
             }                                                                                                   \
         }                                                                                                       \
@@ -413,7 +435,8 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
      * panels of NV * W columns, `chunks` near-equal runs of them) */                                        \
     static int run_##S(const Gemm *g, Py_ssize_t chunks, Py_ssize_t t0, Py_ssize_t t1)                          \
     {                                                                                                           \
-        Py_ssize_t mp = (g->m + MR - 1) / MR * MR, panels = (g->n + NV * W - 1) / (NV * W);                     \
+        int rg = row_group(g->m);                                                                               \
+        Py_ssize_t mp = (g->m + rg - 1) / rg * rg, panels = (g->n + NV * W - 1) / (NV * W);                     \
         T *ap = scratch((size_t)(mp * g->k) * sizeof(T));                                                       \
         T *bbuf = scratch((size_t)(KC * NC) * sizeof(T));                                                       \
         if (ap == NULL || bbuf == NULL) {                                                                       \
@@ -432,8 +455,8 @@ INLINE AVX512 __m512d even8(__m512d lo, __m512d hi)
                 continue;                                                                                       \
             const T *ai = a + i * g->as[0] + j * g->as[1];                                                      \
             if (ai != packed)                                                                                   \
-                pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, ap), packed = ai;                                \
-            matrix_##S(g->m, j1 - j0, g->k, ap, b + i * g->bs[0] + j * g->bs[1] + j0 * g->bs[3], g->bs[2],      \
+                pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, rg, ap), packed = ai;                            \
+            matrix_##S(g->m, j1 - j0, g->k, ap, rg, b + i * g->bs[0] + j * g->bs[1] + j0 * g->bs[3], g->bs[2],      \
                        g->bs[3], c + i * g->cs[0] + j * g->cs[1] + j0, g->cs[2], bbuf);                        \
         }                                                                                                       \
         scratch_free(ap), scratch_free(bbuf);                                                                   \
@@ -533,9 +556,9 @@ static int conv_split(const Conv *cv, char kind, const PoolAPI *pool)
     if (ap == NULL)
         return -1;
     if (kind == 'f')
-        pack_a_f((const float *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, ap);
+        pack_a_f((const float *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, MR, ap);
     else
-        pack_a_d((const double *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, ap);
+        pack_a_d((const double *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, MR, ap);
     int jobs = jobs_for(pool, (double)cv->n * (double)cv->o * (double)k * (double)(cv->oh * cv->ow));
     ConvJobs w = {cv, ap, kind, (int)Py_MIN(jobs, cv->n), 0};
     kernels_pool_run(pool, w.jobs, conv_job, &w);
