@@ -109,20 +109,7 @@ typedef struct {
     int maximize, decoupled, small_weight;
 } AdamConsts;
 
-/* Loops bound by arithmetic (Adam's divide and square root) are built for the wider vector units
- * too, and the loader picks the widest this CPU has (GCC/Clang function multiversioning, which
- * needs glibc's ifunc, on x86-64). IEEE division, square root, + and * round the same at any
- * width, and -ffp-contract=off keeps FMA out, so every clone gives the same bits. */
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef VECTOR_CLONES
-#define VECTOR_CLONES
-#endif
-
-#include "vector_math.h"
+#include "vector_math.h" /* VECTOR_CLONES too */
 
 
 /* exp over a block of floats in place for the softmax rows, whose entries are at most 0 (their

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "threadpool.h"   /* the pool's interface only: _kernels has the pool */
-#include "vector_math.h"  /* tanh_block_f/_d: libmvec's tanhf where setup.py found it */
+#include "vector_math.h"  /* tanh_block_f/_d (libmvec's tanhf where setup.py found it), VECTOR_CLONES */
 
 /* -- the loops, once per element type ----------------------------------------------------------- */
 
@@ -23,7 +23,7 @@
  * x < -88 in float, harmlessly but through inf). `scratch` holds 4H elements. */
 #define LSTM_LOOPS(T, SUF)                                                                              \
     /* gates (N, 4H): i, f, g, o before their activations; writes state[:, t] */                        \
-    static void lstm_fwd_##SUF(const T *gates, const T *c_prev, T *state, Py_ssize_t t, Py_ssize_t steps, \
+    static VECTOR_CLONES void lstm_fwd_##SUF(const T *gates, const T *c_prev, T *state, Py_ssize_t t, Py_ssize_t steps, \
                                Py_ssize_t n, Py_ssize_t h, Py_ssize_t lo, Py_ssize_t hi, T *scratch)    \
     {                                                                                                   \
         Py_ssize_t plane = n * h, row = steps * plane;                                                  \
@@ -50,7 +50,7 @@
                                                                                                         \
     /* dh, dc (N, H): the gradients flowing in from the later step; out, dc is the one for c_prev  \
      * (the caller's GEMM makes dh's). out (N, 4H): the gates' gradient before their activations. */ \
-    static void lstm_bwd_##SUF(const T *grad, const T *state, Py_ssize_t t, Py_ssize_t steps,           \
+    static VECTOR_CLONES void lstm_bwd_##SUF(const T *grad, const T *state, Py_ssize_t t, Py_ssize_t steps,           \
                                Py_ssize_t n, Py_ssize_t h, const T *c_prev, const T *dh, T *dc, T *out, \
                                Py_ssize_t lo, Py_ssize_t hi, T *scratch)                                \
     {                                                                                                   \

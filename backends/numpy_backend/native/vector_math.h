@@ -3,6 +3,20 @@
 #ifndef PLUGTORCH_VECTOR_MATH_H
 #define PLUGTORCH_VECTOR_MATH_H
 
+/* Loops bound by arithmetic (Adam's divide and square root, the LSTM step's gates) are built for
+ * the wider vector units too, and the loader picks the widest this CPU has (GCC/Clang function
+ * multiversioning, which needs glibc's ifunc, on x86-64; the build's baseline is SSE2). IEEE
+ * division, square root, + and * round the same at any width, and -ffp-contract=off keeps FMA
+ * out, so every clone gives the same bits. */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef VECTOR_CLONES
+#define VECTOR_CLONES
+#endif
+
 /* Blocks of erf, exp and tanh, for the kernels that apply them to whole arrays (erf, gelu and its
  * gradient, the LSTM's gates; inline, so that a file using some of them is not warned about the
  * rest). For float, glibc's vector variants (libmvec, glibc >= 2.35 on x86-64; 5-10x the scalar
