@@ -755,21 +755,6 @@ def test_the_ctx_is_the_graph_node_built_in_rules_receive():
     assert a.grad.tolist() == [3.0, 3.0]
 
 
-def _exp_saving_its_output(m):
-    class Exp(m.autograd.Function):  # torch's documented example: backward reads the output
-        @staticmethod
-        def forward(ctx, x):
-            y = x.exp()
-            ctx.save_for_backward(y)
-            return y
-
-        @staticmethod
-        def backward(ctx, g):
-            y, = ctx.saved_tensors
-            return g * y
-    return Exp
-
-
 def _exp_and_square_saving_their_outputs(m):
     class ExpSquare(m.autograd.Function):  # two outputs, both saved
         @staticmethod
@@ -785,7 +770,7 @@ def _exp_and_square_saving_their_outputs(m):
     return ExpSquare
 
 
-@pytest.mark.parametrize("make", [_exp_saving_its_output, _exp_and_square_saving_their_outputs])
+@pytest.mark.parametrize("make", [_exp, _exp_and_square_saving_their_outputs])
 def test_a_function_that_saves_its_output_frees_it_with_its_last_reference(make):
     """The node keeps an alias of a saved output, not the output (which would hold the node that
     holds it, a cycle only the garbage collector frees): dropped without a backward, it is freed."""
@@ -801,7 +786,7 @@ def test_a_function_that_saves_its_output_frees_it_with_its_last_reference(make)
         gc.enable()
 
 
-@pytest.mark.parametrize("make", [_exp_saving_its_output, _exp_and_square_saving_their_outputs])
+@pytest.mark.parametrize("make", [_exp, _exp_and_square_saving_their_outputs])
 def test_double_backward_through_a_saved_output(make):
     """Under create_graph, a saved output read in backward is the output again (its grad_fn the
     Function's node): the second derivative flows through it, as in torch."""
@@ -814,7 +799,7 @@ def test_double_backward_through_a_saved_output(make):
         return g.tolist() + gg.tolist()
     results = [scenario(m) for m in LIBS]
     x = [0.5, 1.0, 1.5, 2.0]
-    if make is _exp_saving_its_output:  # g = e^x, d(g^2)/dx = 2 e^(2x)
+    if make is _exp:  # g = e^x, d(g^2)/dx = 2 e^(2x)
         expected = [math.exp(v) for v in x] + [2 * math.exp(2 * v) for v in x]
     else:  # g = e^x + 2x, d(g^2)/dx = 2 g (e^x + 2)
         expected = [math.exp(v) + 2 * v for v in x] + [2 * (math.exp(v) + 2 * v) * (math.exp(v) + 2) for v in x]
