@@ -181,3 +181,15 @@ def test_a_device_namespace_does_not_read_the_divisor_back():
     _torch_integer_division(np, host)
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         host["fmod"](np.array([7, 3]), np.array([2, 0]))
+
+
+def test_rsub_is_sub_with_its_operands_swapped():
+    """torch.rsub(input, other, alpha=1) = other - alpha * input, for a tensor or a number ``other``,
+    integer and floating, with input's gradient -alpha (as torch)."""
+    x = plugtorch.tensor([1.0, 2.0], requires_grad=True)
+    y = plugtorch.rsub(x, 5, alpha=2)
+    y.sum().backward()
+    assert y.tolist() == [3.0, 1.0] and x.grad.tolist() == [-2.0, -2.0]
+    assert plugtorch.rsub(plugtorch.tensor([1, 2]), 5, alpha=2).tolist() == [3, 1]
+    assert plugtorch.rsub(plugtorch.tensor([1.0, 2.0]), plugtorch.tensor([3.0, 3.0])).tolist() == [2.0, 1.0]
+    assert plugtorch.rsub(plugtorch.tensor([1, 2]), 5).dtype == plugtorch.int64
