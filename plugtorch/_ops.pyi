@@ -1235,7 +1235,7 @@ def rsqrt(input: Tensor) -> Tensor:
     ...
 
 def rsub(input: Tensor, other: Tensor | _float, *, alpha: _float = ...) -> Any:
-    """``other - alpha * input``: torch.rsub, ``sub`` with its operands swapped."""
+    """``other - alpha * input``: torch.rsub, ``sub`` with its operands swapped (``other`` may be a"""
     ...
 
 def scatter(input: Tensor, dim: _int, index: Tensor, src: Tensor | None = ..., *, value: Tensor | _float | None = ..., reduce: _str | None = ...) -> Tensor:

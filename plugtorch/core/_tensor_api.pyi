@@ -173,8 +173,8 @@ class TensorMethods:
         """``input >> other`` bit by bit on integer tensors (logical on bool); ``other`` may be a Python int or bool."""
         ...
 
-    def __rsub__(self, other: Tensor | _float, *, alpha: _float = ...) -> Tensor:
-        """``other - alpha * input``: torch.rsub, ``sub`` with its operands swapped."""
+    def __rsub__(self, other: Tensor | _float) -> Tensor:
+        """``other - input`` for a Python number ``other`` (``1 - x``: ``Tensor.__rsub__``)."""
         ...
 
     def __rtruediv__(self, other: Tensor | _float) -> Tensor: ...

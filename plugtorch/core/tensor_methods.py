@@ -20,7 +20,7 @@ api.bind_tensor(T)
 
 # Operators bind the two-operand functions directly: no frame for ``alpha``, one call per op.
 OPERATORS = {
-    "__add__": ew._add, "__radd__": ew._add, "__sub__": ew._sub, "__rsub__": ew.rsub,
+    "__add__": ew._add, "__radd__": ew._add, "__sub__": ew._sub, "__rsub__": ew._rsub,
     "__mul__": ew.mul, "__rmul__": ew.mul, "__truediv__": ew._div, "__rtruediv__": ew.rdiv,
     "__floordiv__": ew.floor_divide,
     "__rfloordiv__": lambda self, other: ew.floor_divide(self._full_like_scalar(other), self),

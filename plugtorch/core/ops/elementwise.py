@@ -671,16 +671,18 @@ def _broadcast_error(sa, sb, op, cause):
     return RuntimeError(f"{op}(): {cause} (shapes {list(sa)} and {list(sb)})")
 
 
+def _rsub(input, other):
+    """``other - input`` for a Python number ``other`` (``1 - x``: ``Tensor.__rsub__``)."""
+    return _sub(input._full_like_scalar(other), input)
+
+
 @public("plugtorch")
 def rsub(input, other, *, alpha=1):
-    """``other - alpha * input``: torch.rsub, ``sub`` with its operands swapped.
-
-    ``other`` may be a Python number; ``1 - x`` is ``x.__rsub__(1)``, this function."""
+    """``other - alpha * input``: torch.rsub, ``sub`` with its operands swapped (``other`` may be a
+    Python number)."""
     if alpha != 1:
         input = input * alpha
-    if not isinstance(other, Tensor):
-        other = input._full_like_scalar(other)
-    return _sub(other, input)
+    return _sub(other, input) if isinstance(other, Tensor) else _rsub(input, other)
 
 
 def rdiv(input, other):
