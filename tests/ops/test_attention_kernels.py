@@ -159,6 +159,32 @@ def test_the_c_softmax_kernel_equals_torchs(dtype):
         np.testing.assert_allclose(softmax(a, dim=dim), want, **_tol(dtype))
 
 
+@_NO_C
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_c_log_softmax_kernels_equal_torchs(dtype):
+    """log_softmax and its gradient op, the C rows (last dim, C-contiguous) and NumPy's passes
+    (other dims and layouts), against torch's, special rows included: a row of -inf, a NaN or +inf
+    (NaN throughout), -inf entries beside finite ones (-inf there)."""
+    torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
+    from plugtorch_backends.numpy_backend.native.activation import log_softmax, log_softmax_backward
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((2, 3, 7, 70)) * 5).astype(dtype)
+    x[0, 0, 1] = -np.inf
+    x[0, 1, 2, 3] = np.nan
+    x[0, 2, 4, 5] = np.inf
+    x[1, 2, 3, ::2] = -np.inf
+    g = rng.standard_normal(x.shape).astype(dtype)
+    y = (rng.standard_normal(x.shape) - 2).astype(dtype)  # any y: the gradient op is not only a rule's
+    y[1, 1, 1, 1] = np.nan
+    for a, b, c, dim in ((x, g, y, 3), (x, g, y, 1), (x.transpose(0, 1, 3, 2), g.transpose(0, 1, 3, 2),
+                                                      y.transpose(0, 1, 3, 2), 3)):
+        want = torch.log_softmax(torch.from_numpy(np.ascontiguousarray(a)), dim).numpy()
+        np.testing.assert_allclose(log_softmax(a, dim=dim), want, **_tol(dtype))
+        tg, ty = torch.from_numpy(np.ascontiguousarray(b)), torch.from_numpy(np.ascontiguousarray(c))
+        want_g = torch.ops.aten._log_softmax_backward_data(tg, ty, dim, tg.dtype).numpy()
+        np.testing.assert_allclose(log_softmax_backward(b, c, dim=dim), want_g, **_tol(dtype))
+
+
 def test_softmaxs_gradient_op_has_second_derivatives():
     rng = np.random.default_rng(6)
     x = plugtorch.tensor(rng.standard_normal((2, 3, 5)), requires_grad=True)

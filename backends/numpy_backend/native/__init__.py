@@ -117,7 +117,8 @@ def kernels() -> dict:
             "relu": relu, "threshold_backward": threshold_backward, "tanh_backward": tanh_backward,
             "sigmoid_backward": sigmoid_backward, "index_select": index_select, "gelu": gelu,
             "gelu_backward": gelu_backward, "softmax": activation.softmax,
-            "softmax_backward": activation.softmax_backward,
+            "softmax_backward": activation.softmax_backward, "log_softmax": activation.log_softmax,
+            "log_softmax_backward": activation.log_softmax_backward,
             **{name: functools.partial(getattr(norm, name), fallback=getattr(fused, name))
                for name in ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
                             "batch_norm_backward", "batch_norm_weight_grad")}}

@@ -162,17 +162,20 @@ static inline void exp_rows_d(double *x, Py_ssize_t n)
 #define SQRT sqrtf
 #define EXP expf
 #define EXP_BLOCK exp_rows_f
+#define EXP_ANY exp_block_f
 #include "typed.h"
 #undef T
 #undef SUFFIX
 #undef SQRT
 #undef EXP
 #undef EXP_BLOCK
+#undef EXP_ANY
 #define T double
 #define SUFFIX d
 #define SQRT sqrt
 #define EXP exp
 #define EXP_BLOCK exp_rows_d
+#define EXP_ANY exp_block_d
 #include "typed.h"
 #undef T
 #undef SUFFIX
@@ -1255,14 +1258,24 @@ typedef struct {
     Py_ssize_t n, L;
     double scale;
     int causal, dead_zero;
-    char kind, backward;
+    char kind, backward, log; /* log: log_softmax's rows (L, causal and scale unused) */
 } SoftmaxCall;
 
 static void softmax_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
 {
     SoftmaxCall *c = p;
     (void)job;
-    if (c->kind == 'f') {
+    if (c->log && c->kind == 'f') {
+        if (c->backward)
+            log_softmax_bwd_rows_f(c->g, c->x, c->out, lo, hi, c->n);
+        else
+            log_softmax_rows_f(c->x, c->out, lo, hi, c->n);
+    } else if (c->log) {
+        if (c->backward)
+            log_softmax_bwd_rows_d(c->g, c->x, c->out, lo, hi, c->n);
+        else
+            log_softmax_rows_d(c->x, c->out, lo, hi, c->n);
+    } else if (c->kind == 'f') {
         if (c->backward)
             softmax_bwd_rows_f(c->g, c->x, c->out, lo, hi, c->n, c->L, c->causal, (float)c->scale);
         else
@@ -1277,7 +1290,7 @@ static void softmax_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
 
 /* softmax's arrays: `count` C-contiguous (rows, n) arrays of one float dtype, out last; L > 0 */
 static PyObject *softmax_call(PyObject **objs, int count, Py_ssize_t L, int causal, double scale, int dead_zero,
-                              const char *what)
+                              int log, const char *what)
 {
     Buf bufs[3] = {0};
     char kind;
@@ -1297,7 +1310,7 @@ static PyObject *softmax_call(PyObject **objs, int count, Py_ssize_t L, int caus
         return NULL;
     }
     SoftmaxCall call = {count == 3 ? bufs[0].view.buf : NULL, bufs[count - 2].view.buf, bufs[count - 1].view.buf,
-                        n, L, scale, causal, dead_zero, kind, count == 3};
+                        n, L, scale, causal, dead_zero, kind, count == 3, (char)log};
     int width = pool_width();
     if (n > 0) {
         Py_BEGIN_ALLOW_THREADS
@@ -1319,7 +1332,7 @@ static PyObject *softmax_rows(PyObject *self, PyObject *args)
     double scale;
     if (!PyArg_ParseTuple(args, "OnpdpO:softmax_rows", &objs[0], &L, &causal, &scale, &dead_zero, &objs[1]))
         return NULL;
-    return softmax_call(objs, 2, L, causal, scale, dead_zero, "softmax_rows");
+    return softmax_call(objs, 2, L, causal, scale, dead_zero, 0, "softmax_rows");
 }
 
 /* softmax_backward_rows(grad, y, L, causal, scale, out): out = (y * (grad - sum(grad * y))) * scale
@@ -1332,7 +1345,26 @@ static PyObject *softmax_backward_rows(PyObject *self, PyObject *args)
     double scale;
     if (!PyArg_ParseTuple(args, "OOnpdO:softmax_backward_rows", &objs[0], &objs[1], &L, &causal, &scale, &objs[2]))
         return NULL;
-    return softmax_call(objs, 3, L, causal, scale, 0, "softmax_backward_rows");
+    return softmax_call(objs, 3, L, causal, scale, 0, 0, "softmax_backward_rows");
+}
+
+/* log_softmax_rows(x, out): out = log_softmax(x) along rows; out a new array (not x) */
+static PyObject *log_softmax_rows(PyObject *self, PyObject *args)
+{
+    PyObject *objs[2];
+    if (!PyArg_ParseTuple(args, "OO:log_softmax_rows", &objs[0], &objs[1]))
+        return NULL;
+    return softmax_call(objs, 2, 1, 0, 1.0, 0, 1, "log_softmax_rows");
+}
+
+/* log_softmax_backward_rows(grad, y, out): out = grad - exp(y) * sum(grad) along rows; out a new
+ * array (neither grad nor y) */
+static PyObject *log_softmax_backward_rows(PyObject *self, PyObject *args)
+{
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO:log_softmax_backward_rows", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    return softmax_call(objs, 3, 1, 0, 1.0, 0, 1, "log_softmax_backward_rows");
 }
 
 /* -- ufuncs called with out=... ------------------------------------------------------------ */
@@ -1469,6 +1501,8 @@ static PyMethodDef methods[] = {
     {"softmax_rows", softmax_rows, METH_VARARGS, "softmax_rows(x, L, causal, scale, dead_zero, out)"},
     {"softmax_backward_rows", softmax_backward_rows, METH_VARARGS,
      "softmax_backward_rows(grad, y, L, causal, scale, out)"},
+    {"log_softmax_rows", log_softmax_rows, METH_VARARGS, "log_softmax_rows(x, out)"},
+    {"log_softmax_backward_rows", log_softmax_backward_rows, METH_VARARGS, "log_softmax_backward_rows(grad, y, out)"},
     {"max_pool2d", max_pool2d, METH_VARARGS, "max_pool2d(input, out, kh, kw, sh, sw, ph, pw, dh, dw)"},
     {"max_pool2d_backward", max_pool2d_backward, METH_VARARGS,
      "max_pool2d_backward(grad_output, input, output, dx, kh, kw, sh, sw, ph, pw, dh, dw)"},

@@ -140,3 +140,28 @@ def softmax_backward(grad_output, output, *, dim):
                                        out.reshape(-1, n))
         return out
     return fused.softmax_backward(grad_output, output, dim=dim)
+
+
+def log_softmax(x, *, dim):
+    """log_softmax along the last dim of a C-contiguous float array in one C call a row
+    (``log_softmax_rows``: max, shift, exp, sum in double, log; a row holding NaN or +inf, or all
+    -inf, gives NaN, as torch's); NumPy's passes (fused.log_softmax) elsewhere."""
+    if x.dtype in FLOATS and dim == x.ndim - 1 and x.flags.c_contiguous and x.size:
+        n = x.shape[-1]
+        out = np.empty(x.shape, x.dtype)
+        _kernels.log_softmax_rows(x.reshape(-1, n), out.reshape(-1, n))
+        return out
+    return fused.log_softmax(x, dim)
+
+
+def log_softmax_backward(grad_output, output, *, dim):
+    """log_softmax's input gradient g - exp(y) * sum(g) along the last dim of C-contiguous float
+    arrays, in one C call a row (``log_softmax_backward_rows``, the sum in double); NumPy's passes
+    (fused.log_softmax_backward) elsewhere."""
+    if (output.dtype in FLOATS and grad_output.dtype == output.dtype and dim == output.ndim - 1 and output.size
+            and output.flags.c_contiguous and grad_output.flags.c_contiguous):
+        n = output.shape[-1]
+        out = np.empty(output.shape, output.dtype)
+        _kernels.log_softmax_backward_rows(grad_output.reshape(-1, n), output.reshape(-1, n), out.reshape(-1, n))
+        return out
+    return fused.log_softmax_backward(grad_output, output, dim=dim)

@@ -928,6 +928,45 @@ VECTOR_CLONES static void FN(softmax_bwd_rows)(const T *g, const T *y, T *out, P
     }
 }
 
+/* rows [lo, hi) of (rows, n) x into out (not in place): log_softmax over each row, (x - max) -
+ * log(sum exp(x - max)), the sum in double. A row holding a NaN or +inf, or every entry -inf,
+ * gives NaN throughout, as torch's. The exponentials pass through out, then each entry's shift
+ * is computed again from x (as the first time), so no scratch row is needed. */
+VECTOR_CLONES static void FN(log_softmax_rows)(const T *x, T *out, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n)
+{
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        const T *row = x + r * n;
+        T *o = out + r * n;
+        T m = FN(scaled_max)(row, n, 1);
+        T check = FN(shifted)(row, o, n, 1, m); /* NaN for a NaN, +inf - +inf or -inf - -inf */
+        if (check != check) {
+            for (Py_ssize_t j = 0; j < n; j++)
+                o[j] = (T)NAN;
+            continue;
+        }
+        EXP_BLOCK(o, n);
+        T log_sum = (T)log(FN(row_sum)(o, n));
+        for (Py_ssize_t j = 0; j < n; j++)
+            o[j] = (row[j] - m) - log_sum;
+    }
+}
+
+/* rows [lo, hi) of log_softmax's input gradient from its output y and the output's gradient g:
+ * g - exp(y) * sum(g), the sum in double; exp over any y (EXP_ANY: y need not be a log-softmax's,
+ * and a NaN stays NaN). out may not be g or y. */
+VECTOR_CLONES static void FN(log_softmax_bwd_rows)(const T *g, const T *y, T *out, Py_ssize_t lo, Py_ssize_t hi,
+                                                   Py_ssize_t n)
+{
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        const T *gr = g + r * n;
+        T *o = out + r * n;
+        T sum = (T)FN(row_sum)(gr, n);
+        EXP_ANY(y + r * n, o, n);
+        for (Py_ssize_t j = 0; j < n; j++)
+            o[j] = gr[j] - o[j] * sum;
+    }
+}
+
 #undef VISIBLE
 #undef PADDED
 #undef SM_LANES
