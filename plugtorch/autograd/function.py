@@ -70,6 +70,19 @@ class FunctionCtx(Node):
         self._saved_outputs: tuple = ()  # (position in saved, output index, weakref to its grad_fn)
 
     @property
+    def output(self) -> Any:
+        """A Function's ``ctx.output`` is an attribute like any other it sets (torch's ctx has no
+        output of its own): the engine's saved output (``Node.output``) is not a Function's."""
+        try:
+            return self.__dict__["output"]
+        except KeyError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'output'") from None
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        self.__dict__["output"] = value
+
+    @property
     def saved_tensors(self) -> tuple:
         """What ``save_for_backward`` kept. An output kept there is an alias without ``grad_fn``
         (``_wrap_outputs``); read while grad mode is on (a backward under ``create_graph``), it is

@@ -749,7 +749,7 @@ def test_the_ctx_is_the_graph_node_built_in_rules_receive():
     ctx = captured["ctx"]
     assert out.grad_fn is ctx and isinstance(ctx, Node) and isinstance(ctx, plugtorch.autograd.FunctionCtx)
     assert ctx.attrs == {"scale": 3.0} and ctx.saved == ctx.saved_tensors == (a,)
-    assert ctx.needs_input_grad == (True, False) and ctx.output is None
+    assert ctx.needs_input_grad == (True, False) and not hasattr(ctx, "output")  # as torch's ctx
     assert ctx.meta == (((2,), plugtorch.float64), None)
     out.sum().backward()
     assert a.grad.tolist() == [3.0, 3.0]
@@ -805,3 +805,25 @@ def test_double_backward_through_a_saved_output(make):
         expected = [math.exp(v) + 2 * v for v in x] + [2 * (math.exp(v) + 2 * v) * (math.exp(v) + 2) for v in x]
     for r in results:  # plugtorch's and torch's
         assert r == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_function_may_keep_anything_as_ctx_output():
+    """``ctx.output`` is an attribute like any other on a Function's ctx (torch's has no output of
+    its own): a number kept there reaches backward, and the engine does not take it for a saved
+    output whose version it checks."""
+    def scenario(m):
+        class Scale(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.output = 3.0
+                ctx.save_for_backward(x)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * ctx.output
+        x = m.ones(2, requires_grad=True)
+        Scale.apply(x).sum().backward()
+        return x.grad.tolist()
+    check(scenario, [3.0, 3.0])
