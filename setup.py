@@ -46,9 +46,10 @@ native = Extension("plugtorch_backends.numpy_backend.native._kernels",
                    extra_compile_args=flags, optional=True,
                    define_macros=[("PLUGTORCH_MVEC", "1")] if mvec else [], libraries=["mvec", "m"] if mvec else [])
 
-# The LSTM steps' gate arithmetic (native/rnn.c), a module of its own beside _kernels: optional too.
+# The LSTM's time loop and gate arithmetic (native/rnn.c), a module of its own beside _kernels: optional too.
 rnn_c = Extension("plugtorch_backends.numpy_backend.native._rnn", sources=["backends/numpy_backend/native/rnn.c"],
-                  depends=["backends/numpy_backend/native/vector_math.h", "backends/numpy_backend/native/threadpool.h"],
+                  depends=["backends/numpy_backend/native/vector_math.h", "backends/numpy_backend/native/threadpool.h",
+                           "backends/numpy_backend/native/gemm_api.h"],
                   extra_compile_args=flags, optional=True,
                   define_macros=native.define_macros,
                   libraries=native.libraries)
@@ -62,7 +63,8 @@ special_c = Extension("plugtorch_backends.numpy_backend.native._special",
 # The matrix product for the shapes OpenBLAS runs slowly (native/gemm.c; AVX-512 chosen at run time,
 # NumPy's matmul elsewhere): a module of its own, optional too.
 gemm_c = Extension("plugtorch_backends.numpy_backend.native._gemm", sources=["backends/numpy_backend/native/gemm.c"],
-                   depends=["backends/numpy_backend/native/threadpool.h"], extra_compile_args=flags, optional=True)
+                   depends=["backends/numpy_backend/native/threadpool.h", "backends/numpy_backend/native/gemm_api.h"],
+                   extra_compile_args=flags, optional=True)
 
 # The core's hottest paths in C (plugtorch/core/_native.c: wrap, Node, the backward loop): optional
 # too; without it their Python twins run (plugtorch/core/native.py).

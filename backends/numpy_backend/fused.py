@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .native import gemm
 from .xp_table import numpy_erf
 
 # ufuncs given out=... return arrays, 0-d ones included (the contract's); typed Any, as NumPy's
@@ -425,13 +426,15 @@ def add_at(out, index, values):
 # -- linear: one matmul, the bias added in place ---------------------------------------------------
 
 def linear(input, weight, bias):
+    # the product as the matmul primitive computes it: in the native kernel where it wins
+    # (native/gemm.py), so the op and its decomposition agree bit for bit
     if input.ndim == 2:  # already (rows, in): the reshapes would cost more than a small product's ~2 us
-        out = np.matmul(input, weight.T)
+        out = gemm.matmul(input, weight.T)
     else:
         # (..., in) as one (rows, in) GEMM: NumPy runs a small GEMM per leading index otherwise
         # (2.8x slower on the word-language-model LSTM's decoder, 1.45x on minGPT's projections)
         lead = input.shape[:-1]
-        out = np.matmul(input.reshape(math.prod(lead), input.shape[-1]), weight.T).reshape(*lead, weight.shape[0])
+        out = gemm.matmul(input.reshape(math.prod(lead), input.shape[-1]), weight.T).reshape(*lead, weight.shape[0])
     if bias is not None:
         out += bias
     return out

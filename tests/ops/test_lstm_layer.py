@@ -106,3 +106,61 @@ def test_the_c_steps_split_over_two_threads_give_the_same_bits(dtype, two_thread
         assert native._kernels.pool_info()[2] - calls >= 2 * steps  # every step split (and the products)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+
+
+def _counted(fn, calls):
+    def counted(*args):
+        calls.append(fn.__name__)
+        return fn(*args)
+    return counted
+
+
+@pytest.mark.skipif("C" not in STEPS, reason="the C steps (the _rnn extension) are not built here")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_c_layer_loops_give_the_bits_of_the_loop_over_c_steps(dtype, reverse, bias):
+    """Where the native product takes a step's products (gemm.takes), the whole time loop runs in C
+    (_rnn.lstm_forward_layer / lstm_backward_layer, the input gates and bias added in the gate pass):
+    the same bits as the Python loop over the C steps, and the decompositions' values."""
+    from plugtorch_backends.numpy_backend.native import _rnn, gemm
+    t, n, h = 6, 16, 128  # both products ~1M multiply-adds: the native kernel's (gemm.MIN_MACS)
+    plugtorch.zeros(1)  # the NumPy backend registered: OpenBLAS's jobs on the native pool (gemm.takes asks)
+    if not (gemm.takes(n, h, 4 * h) and gemm.takes(n, 4 * h, h)):
+        pytest.skip(f"the native product does not take these shapes here ({gemm.STATUS})")
+    calls: list = []
+    layers = rnn.make_kernels(_rnn.lstm_forward_step, _rnn.lstm_backward_step,
+                              _counted(_rnn.lstm_forward_layer, calls), _counted(_rnn.lstm_backward_layer, calls))
+    steps = rnn.make_kernels(_rnn.lstm_forward_step, _rnn.lstm_backward_step)
+    arrays = _operands(dtype, t=t, n=n, h=h, bias=bias, seed=4)
+    arrays[3] /= 8  # weight_hh: keep the gates off saturation, so every gradient term counts
+    state = layers["lstm_layer"](*arrays, reverse=reverse)
+    np.testing.assert_array_equal(state, steps["lstm_layer"](*arrays, reverse=reverse))
+    grad = np.random.default_rng(5).standard_normal(state.shape).astype(dtype)
+    got = layers["lstm_layer_backward"](grad, arrays[2], arrays[3], state, reverse=reverse)
+    np.testing.assert_array_equal(got, steps["lstm_layer_backward"](grad, arrays[2], arrays[3], state, reverse=reverse))
+    assert calls == ["lstm_forward_layer", "lstm_backward_layer"]
+
+    tensors = [None if a is None else plugtorch.tensor(a) for a in arrays]
+    ops = plugtorch.get_registry().ops
+    np.testing.assert_allclose(state, ops["lstm_layer"].decompose(*tensors, reverse=reverse).numpy(), **_tol(dtype))
+    want = ops["lstm_layer_backward"].decompose(plugtorch.tensor(grad), tensors[2], tensors[3], plugtorch.tensor(state),
+                                                reverse=reverse)
+    np.testing.assert_allclose(got, want.numpy(), **_tol(dtype))
+
+
+@pytest.mark.skipif("C" not in STEPS, reason="the C steps (the _rnn extension) are not built here")
+def test_the_c_layer_loops_refuse_operands_that_do_not_fit():
+    from plugtorch_backends.numpy_backend.native import _rnn
+    ig, h0, c0, w, b = _operands(np.float32, t=2, n=3, h=4)
+    state = np.empty((6, 2, 3, 4), np.float32)
+    with pytest.raises(ValueError, match=r"lstm_forward_layer: shapes do not match state \(6, T, N, H\)"):
+        _rnn.lstm_forward_layer(ig, h0, c0, w, b, state, False)  # w, not its transpose
+    with pytest.raises(ValueError, match="lstm kernel: bias_hh must be a 1-d C-contiguous float32/float64 array "
+                                         "of the others' dtype"):
+        _rnn.lstm_forward_layer(ig, h0, c0, np.ascontiguousarray(w.T), b.astype(np.float64), state, False)
+    out = np.empty((3, 3, 16), np.float32)
+    with pytest.raises(ValueError, match=r"lstm_backward_layer: shapes do not match state \(6, T, N, H\)"):
+        _rnn.lstm_backward_layer(state, state, c0, w, out[:2], False)
+    with pytest.raises(ValueError, match="not C-contiguous"):  # the buffer protocol's refusal
+        _rnn.lstm_backward_layer(state, state, c0, w.T, out, False)

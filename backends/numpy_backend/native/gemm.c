@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "threadpool.h" /* the pool's interface only: _kernels has the pool */
+#include "gemm_api.h"  /* what _gemm publishes to the other modules */
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(GEMM_PORTABLE) /* -DGEMM_PORTABLE: the fallback */
 #define GEMM_X86 1
@@ -1035,6 +1036,25 @@ done:
     Py_RETURN_NONE;
 }
 
+/* GemmAPI's gemm (gemm_api.h): one 2-d product, as gemm() above runs it */
+static int api_gemm(char kind, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const void *a, Py_ssize_t lda,
+                    const void *b, Py_ssize_t ldb, void *c, Py_ssize_t ldc, const PoolAPI *pool)
+{
+    if (ISA != 1 || (kind != 'f' && kind != 'd') || m <= 0 || n <= 0 || k <= 0)
+        return -2;
+#ifdef GEMM_X86
+    Gemm g = {.kind = kind, .b1 = 1, .b2 = 1, .m = m, .n = n, .k = k, .a = (const char *)a,
+              .b = (const char *)b, .c = (char *)c,
+              .as = {0, 0, lda, 1}, .bs = {0, 0, ldb, 1}, .cs = {0, 0, ldc, 1}};
+    return gemm_split(&g, pool);
+#else
+    (void)lda, (void)ldb, (void)ldc, (void)a, (void)b, (void)c, (void)pool;
+    return -2;
+#endif
+}
+
+static const GemmAPI API = {api_gemm};
+
 static PyObject *isa(PyObject *self, PyObject *noargs)
 {
     return PyUnicode_FromString(ISA == 1 ? "avx512" : "");
@@ -1062,5 +1082,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gemm", "The NumPy b
 PyMODINIT_FUNC PyInit__gemm(void)
 {
     ISA = have_avx512();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    PyObject *api = PyCapsule_New((void *)&API, GEMM_CAPSULE, NULL);
+    if (api == NULL || PyModule_AddObject(m, "api", api) < 0) {
+        Py_XDECREF(api);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -33,11 +33,16 @@ from . import FLOATS, enabled
 # docs/native_gemm.md): an inner dimension of 8 to 1024 (deeper sums, a convolution's weight
 # gradient over the whole batch, stay faster in BLAS), at least 32 columns (a block's width: fewer
 # waste lanes), and few rows: up to 32, up to 128 with 128 columns or more, up to 1024 with 512
-# columns or more where the sum is at most 64 deep (a convolution's input gradient, W^T @ grad).
+# columns or more where the sum is at most 64 deep (a convolution's input gradient, W^T @ grad),
+# and any number of rows with 1024 columns or more where the sum is at most 256 deep (a layer's
+# input projection or decoder: the word-language-model LSTM's (700 x 256) @ (256 x 1024) 3.50 ms
+# against 3.92, its (700 x 256) @ (256 x 2000) 6.81 against 7.19; from 160 to 4096 rows and 96 to
+# 256 deep the kernel took 0.76-0.91x OpenBLAS's time on one thread, 0.74-1.0x on two).
 MIN_INNER, MAX_INNER = 8, 1024
 MIN_COLS = 32
 FEW_ROWS, MAX_ROWS, WIDE = 32, 128, 128
 SHORT_INNER, MAX_SHORT_ROWS, SHORT_WIDE = 64, 1024, 512
+BROAD_INNER, BROAD_WIDE = 256, 1024
 # A two-dim product of fewer multiply-adds than this stays in NumPy whatever its shape: the kernel's
 # fixed cost per call (packing, the pool) loses there to OpenBLAS's small-matrix path, e.g. an MLP's
 # weight gradients (10 x 64) @ (64 x 128) 3.5 us against 2.3, (64 x 10) @ (10 x 128) 3.0 against 2.5;
@@ -55,7 +60,7 @@ def _load():
         from . import _gemm
     except ImportError as exc:  # built without a C compiler, or by a setup.py older than gemm.c
         return None, f"off: not built ({exc})"
-    if not hasattr(_gemm, "conv2d_weight_grad"):  # built from older sources: an editable install not rebuilt
+    if not hasattr(_gemm, "api"):  # built from older sources: an editable install not rebuilt
         return None, "off: the built extension is stale; rebuild it with pip install -e ."
     if _gemm.isa() != "avx512":
         return None, "off: this CPU has no AVX-512 (NumPy's BLAS runs every product)"
@@ -87,7 +92,8 @@ def wins(m: int, k: int, n: int) -> bool:
     if not (MIN_INNER <= k <= MAX_INNER and n >= MIN_COLS):
         return False
     return (m <= FEW_ROWS or (m <= MAX_ROWS and n >= WIDE)
-            or (k <= SHORT_INNER and m <= MAX_SHORT_ROWS and n >= SHORT_WIDE))
+            or (k <= SHORT_INNER and m <= MAX_SHORT_ROWS and n >= SHORT_WIDE)
+            or (k <= BROAD_INNER and n >= BROAD_WIDE))
 
 
 def _native(a, b, out):
@@ -152,6 +158,24 @@ def _panels(b) -> bool:
     """Whether B's rows copy into the kernel's panels quickly: its columns adjacent in memory (rows
     copied whole) or its rows (a transposed B, copied in 16 x 16 tiles)."""
     return b.strides[-1] == b.itemsize or b.strides[-2] == b.itemsize or b.shape[-1] == 1
+
+
+def takes(m: int, k: int, n: int) -> bool:
+    """Whether :func:`matmul` computes a 2-d float (m x k) @ (k x n) product, B's columns adjacent and
+    ``out`` given apart from both, in the kernel as given: a C loop (the LSTM's, ``rnn.c``) that calls
+    the kernel itself (``_gemm.api``) then gets the bits this module's products have."""
+    return ON and m * k * n >= MIN_MACS and wins(m, k, n) and _pool_follows_blas()
+
+
+def transposed(x):
+    """``x.T`` of a 2-d array, C-contiguous: through the kernel's 16 x 16 tiles where it runs (a
+    float array with its columns adjacent), NumPy's copy of the transposed view elsewhere (an LSTM's
+    (1024 x 256) weight: ~0.35 ms in NumPy, the time of three of its steps)."""
+    if ON and x.dtype in FLOATS and x.ndim == 2 and x.strides[1] == x.itemsize and x.size:
+        out = np.empty(x.shape[::-1], x.dtype)
+        _gemm.transpose(x, out)
+        return out
+    return np.ascontiguousarray(x.T)
 
 
 def matmul(a, b, out=None):

@@ -1,6 +1,8 @@
 /* One LSTM step's gate arithmetic in one pass, forward and backward: the loops of the NumPy
  * backend's lstm_layer kernels (../rnn.py) between their per-step GEMMs, which NumPy would run
- * as eleven and twenty passes over (N, H) arrays.
+ * as eleven and twenty passes over (N, H) arrays. And, where the native product (gemm.c, through
+ * the capsule of gemm_api.h) takes a layer's per-step products, the whole time loop
+ * (lstm_forward_layer, lstm_backward_layer), so that no step returns to Python.
  *
  * state is lstm_layer's (6, T, N, H) array (rows h, c, i, f, g, o), C-contiguous; t is the step.
  * float32 and float64; every array C-contiguous and of one dtype (native/rnn.py sees to it).
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "threadpool.h"   /* the pool's interface only: _kernels has the pool */
+#include "gemm_api.h"    /* the native product, for the whole-layer loops */
 #include "vector_math.h"  /* tanh_block_f/_d (libmvec's tanhf where setup.py found it), VECTOR_CLONES */
 
 /* -- the loops, once per element type ----------------------------------------------------------- */
@@ -22,9 +25,11 @@
 /* A sigmoid is 0.5 + 0.5 tanh(x / 2): one tanh, which never overflows (1 / (1 + exp(-x)) does for
  * x < -88 in float, harmlessly but through inf). `scratch` holds 4H elements. */
 #define LSTM_LOOPS(T, SUF)                                                                              \
-    /* gates (N, 4H): i, f, g, o before their activations; writes state[:, t] */                        \
-    static VECTOR_CLONES void lstm_fwd_##SUF(const T *gates, const T *c_prev, T *state, Py_ssize_t t, Py_ssize_t steps, \
-                               Py_ssize_t n, Py_ssize_t h, Py_ssize_t lo, Py_ssize_t hi, T *scratch)    \
+    /* gates (N, 4H): i, f, g, o before their activations, plus `in` (N, 4H) and `bias` (4H) where \
+     * not NULL (added in that order, as NumPy's two adds would); writes state[:, t] */                \
+    static VECTOR_CLONES void lstm_fwd_##SUF(const T *gates, const T *in, const T *bias, const T *c_prev, T *state, \
+                               Py_ssize_t t, Py_ssize_t steps, Py_ssize_t n, Py_ssize_t h, Py_ssize_t lo, \
+                               Py_ssize_t hi, T *scratch)                                               \
     {                                                                                                   \
         Py_ssize_t plane = n * h, row = steps * plane;                                                  \
         T *hs = state + t * plane, *cs = hs + row, *is = cs + row, *fs = is + row, *gs = fs + row,      \
@@ -32,7 +37,15 @@
         for (Py_ssize_t b = lo; b < hi; b++) {                                                          \
             const T *gr = gates + b * 4 * h;                                                            \
             for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
-                scratch[j] = (j >= 2 * h && j < 3 * h) ? gr[j] : (T)0.5 * gr[j];                        \
+                scratch[j] = gr[j];                                                                     \
+            if (in != NULL)                                                                             \
+                for (Py_ssize_t j = 0; j < 4 * h; j++)                                                  \
+                    scratch[j] += in[b * 4 * h + j];                                                    \
+            if (bias != NULL)                                                                           \
+                for (Py_ssize_t j = 0; j < 4 * h; j++)                                                  \
+                    scratch[j] += bias[j];                                                              \
+            for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
+                scratch[j] = (j >= 2 * h && j < 3 * h) ? scratch[j] : (T)0.5 * scratch[j];              \
             tanh_block_##SUF(scratch, scratch, 4 * h);                                                  \
             T *hb = hs + b * h, *cb = cs + b * h;                                                       \
             for (Py_ssize_t j = 0; j < h; j++) {                                                        \
@@ -90,7 +103,7 @@ LSTM_LOOPS(double, d)
 
 typedef struct {
     char kind, forward;
-    const void *gates, *grad, *state_in, *c_prev, *dh;
+    const void *gates, *in, *bias, *grad, *state_in, *c_prev, *dh;
     void *state, *dc, *out;
     Py_ssize_t t, steps, n, h, per_job; /* per_job: doubles of scratch each job has */
     char *scratch;
@@ -103,9 +116,9 @@ static void step_job(int i, void *arg)
     Py_ssize_t lo = s->n * i / s->jobs, hi = s->n * (i + 1) / s->jobs;
     void *scratch = s->scratch + (size_t)i * (size_t)s->per_job * sizeof(double);
     if (s->forward && s->kind == 'f')
-        lstm_fwd_f(s->gates, s->c_prev, s->state, s->t, s->steps, s->n, s->h, lo, hi, scratch);
+        lstm_fwd_f(s->gates, s->in, s->bias, s->c_prev, s->state, s->t, s->steps, s->n, s->h, lo, hi, scratch);
     else if (s->forward)
-        lstm_fwd_d(s->gates, s->c_prev, s->state, s->t, s->steps, s->n, s->h, lo, hi, scratch);
+        lstm_fwd_d(s->gates, s->in, s->bias, s->c_prev, s->state, s->t, s->steps, s->n, s->h, lo, hi, scratch);
     else if (s->kind == 'f')
         lstm_bwd_f(s->grad, s->state_in, s->t, s->steps, s->n, s->h, s->c_prev, s->dh, s->dc, s->out, lo, hi,
                    scratch);
@@ -114,10 +127,10 @@ static void step_job(int i, void *arg)
                    scratch);
 }
 
-/* the step on the pool; -1 (an exception set) where memory ran out. Called with the GIL held. */
-static int run_step(Step *s)
+/* How many jobs a step splits into on `pool`, and their scratch; -1 (an exception set) where
+ * memory ran out. Called with the GIL held; free s->scratch with PyMem_RawFree. */
+static int step_setup(Step *s, const PoolAPI *pool)
 {
-    const PoolAPI *pool = kernels_pool();
     Py_ssize_t by_work = s->n * s->h / MIN_JOB_CELLS, width = pool != NULL ? pool->width() : 1;
     s->jobs = (int)Py_MAX(1, Py_MIN(Py_MIN(width, by_work), s->n));
     s->scratch = PyMem_RawMalloc((size_t)s->jobs * (size_t)s->per_job * sizeof(double));
@@ -125,6 +138,15 @@ static int run_step(Step *s)
         PyErr_NoMemory();
         return -1;
     }
+    return 0;
+}
+
+/* the step on the pool; -1 (an exception set) where memory ran out. Called with the GIL held. */
+static int run_step(Step *s)
+{
+    const PoolAPI *pool = kernels_pool();
+    if (step_setup(s, pool) < 0)
+        return -1;
     Py_BEGIN_ALLOW_THREADS
     kernels_pool_run(pool, s->jobs, step_job, s);
     Py_END_ALLOW_THREADS
@@ -230,11 +252,185 @@ fail:
     return NULL;
 }
 
+/* -- whole layers: the time loop in C ------------------------------------------------------------ */
+
+/* The native product's API (gemm_api.h), looked up once with the GIL held; NULL (an exception set)
+ * where _gemm is not there. */
+static const GemmAPI *gemm_api(void)
+{
+    static const GemmAPI *api = NULL;
+    if (api == NULL)
+        api = PyCapsule_Import(GEMM_CAPSULE, 0);
+    return api;
+}
+
+static int layer_error(int rc, const char *fn)
+{
+    if (rc == -1)
+        PyErr_NoMemory();
+    else
+        PyErr_Format(PyExc_RuntimeError, "%s: the native product does not run on this CPU", fn);
+    return -1;
+}
+
+static Py_ssize_t step_at(Py_ssize_t k, Py_ssize_t steps, int reverse)
+{
+    return reverse ? steps - 1 - k : k;
+}
+
+/* lstm_forward_layer(input_gates, h0, c0, w_t, bias_hh, state, reverse): the layer's every step,
+ * each the native product h @ w_t and one pass of gate arithmetic (lstm_fwd, with the input gates
+ * and bias added there), with the GIL released throughout. The same values as the loop over
+ * lstm_forward_step in native/rnn.py where that loop's products are the native kernel's. */
+static PyObject *lstm_forward_layer(PyObject *self, PyObject *args)
+{
+    PyObject *o_in, *o_h0, *o_c0, *o_wt, *o_bias, *o_state;
+    int reverse;
+    RBuf b[6] = {{.ok = 0}};
+    char kind = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOp", &o_in, &o_h0, &o_c0, &o_wt, &o_bias, &o_state, &reverse))
+        return NULL;
+    if (take(o_state, &b[0], 4, 1, &kind, "state") < 0 || take(o_in, &b[1], 3, 0, &kind, "input_gates") < 0
+        || take(o_h0, &b[2], 2, 0, &kind, "h0") < 0 || take(o_c0, &b[3], 2, 0, &kind, "c0") < 0
+        || take(o_wt, &b[4], 2, 0, &kind, "w_t") < 0
+        || (o_bias != Py_None && take(o_bias, &b[5], 1, 0, &kind, "bias_hh") < 0))
+        goto fail;
+    Py_ssize_t *s = b[0].v.shape, steps = s[1], n = s[2], h = s[3], *in = b[1].v.shape;
+    if (s[0] != 6 || in[0] != steps || in[1] != n || in[2] != 4 * h || b[2].v.shape[0] != n || b[2].v.shape[1] != h
+        || b[3].v.shape[0] != n || b[3].v.shape[1] != h || b[4].v.shape[0] != h || b[4].v.shape[1] != 4 * h
+        || (b[5].ok && b[5].v.shape[0] != 4 * h)) {
+        PyErr_SetString(PyExc_ValueError, "lstm_forward_layer: shapes do not match state (6, T, N, H)");
+        goto fail;
+    }
+    const GemmAPI *api = gemm_api();
+    const PoolAPI *pool = kernels_pool();
+    if (api == NULL)
+        goto fail;
+    size_t item = (size_t)b[0].v.itemsize, plane = (size_t)(n * h) * item, row = (size_t)steps * plane;
+    char *gates = PyMem_RawMalloc((size_t)(n * 4 * h) * item + 1);
+    Step step = {.kind = kind, .forward = 1, .gates = gates, .bias = b[5].ok ? b[5].v.buf : NULL,
+                 .state = b[0].v.buf, .steps = steps, .n = n, .h = h, .per_job = 4 * h + 1};
+    if (gates == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (step_setup(&step, pool) < 0) {
+        PyMem_RawFree(gates);
+        goto fail;
+    }
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const char *hp = b[2].v.buf, *cp = b[3].v.buf, *state = b[0].v.buf, *input = b[1].v.buf;
+    for (Py_ssize_t k = 0; k < steps && rc == 0; k++) {
+        Py_ssize_t t = step_at(k, steps, reverse);
+        rc = api->gemm(kind, n, 4 * h, h, hp, h, b[4].v.buf, 4 * h, gates, 4 * h, pool);
+        if (rc == 0) {
+            step.in = input + (size_t)t * 4 * plane, step.c_prev = cp, step.t = t;
+            kernels_pool_run(pool, step.jobs, step_job, &step);
+            hp = state + (size_t)t * plane, cp = hp + row; /* this step's h and c */
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(step.scratch);
+    PyMem_RawFree(gates);
+    if (rc < 0 && layer_error(rc, "lstm_forward_layer") < 0)
+        goto fail;
+    drop(b, 6);
+    Py_RETURN_NONE;
+fail:
+    drop(b, 6);
+    return NULL;
+}
+
+/* lstm_backward_layer(grad_state, state, c0, weight_hh, out, reverse): lstm_layer_backward's every
+ * step (lstm_bwd, then the native product out[t] @ weight_hh for the next dh) with the GIL
+ * released; out (T + 1, N, 4H) gets the gates' gradients and, in row T, dh and dc of the initial
+ * state followed by zeros. The values of the loop over lstm_backward_step in native/rnn.py where
+ * its products are the native kernel's. */
+static PyObject *lstm_backward_layer(PyObject *self, PyObject *args)
+{
+    PyObject *o_grad, *o_state, *o_c0, *o_w, *o_out;
+    int reverse;
+    RBuf b[5] = {{.ok = 0}};
+    char kind = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOp", &o_grad, &o_state, &o_c0, &o_w, &o_out, &reverse))
+        return NULL;
+    if (take(o_state, &b[1], 4, 0, &kind, "state") < 0 || take(o_grad, &b[0], 4, 0, &kind, "grad_state") < 0
+        || take(o_c0, &b[2], 2, 0, &kind, "c0") < 0 || take(o_w, &b[3], 2, 0, &kind, "weight_hh") < 0
+        || take(o_out, &b[4], 3, 1, &kind, "out") < 0)
+        goto fail;
+    Py_ssize_t *s = b[1].v.shape, steps = s[1], n = s[2], h = s[3], *o = b[4].v.shape;
+    int same = s[0] == 6;
+    for (int d = 0; d < 4; d++)
+        same &= b[0].v.shape[d] == s[d];
+    if (!same || b[2].v.shape[0] != n || b[2].v.shape[1] != h || b[3].v.shape[0] != 4 * h || b[3].v.shape[1] != h
+        || o[0] != steps + 1 || o[1] != n || o[2] != 4 * h) {
+        PyErr_SetString(PyExc_ValueError, "lstm_backward_layer: shapes do not match state (6, T, N, H)");
+        goto fail;
+    }
+    const GemmAPI *api = gemm_api();
+    const PoolAPI *pool = kernels_pool();
+    if (api == NULL)
+        goto fail;
+    size_t item = (size_t)b[1].v.itemsize, plane = (size_t)(n * h) * item, row = (size_t)steps * plane;
+    char *dh = PyMem_RawCalloc(2 * (size_t)(n * h) + 1, item), *dc = dh + plane;
+    Step step = {.kind = kind, .forward = 0, .grad = b[0].v.buf, .state_in = b[1].v.buf, .dh = dh, .dc = dc,
+                 .steps = steps, .n = n, .h = h, .per_job = h + 1};
+    if (dh == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (step_setup(&step, pool) < 0) {
+        PyMem_RawFree(dh);
+        goto fail;
+    }
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const char *state = b[1].v.buf;
+    char *out = b[4].v.buf;
+    for (Py_ssize_t k = steps - 1; k >= 0 && rc == 0; k--) {
+        Py_ssize_t t = step_at(k, steps, reverse);
+        char *gates = out + (size_t)t * 4 * plane;
+        step.t = t, step.out = gates;
+        step.c_prev = k ? state + row + (size_t)step_at(k - 1, steps, reverse) * plane : (const char *)b[2].v.buf;
+        kernels_pool_run(pool, step.jobs, step_job, &step);
+        rc = api->gemm(kind, n, h, 4 * h, gates, 4 * h, b[3].v.buf, h, dh, h, pool);
+    }
+    if (rc == 0) { /* row T: dh, dc, zeros */
+        char *last = out + (size_t)steps * 4 * plane;
+        size_t width = (size_t)h * item;
+        for (Py_ssize_t r = 0; r < n; r++) {
+            char *dst = last + (size_t)r * 4 * width;
+            memcpy(dst, dh + (size_t)r * width, width);
+            memcpy(dst + width, dc + (size_t)r * width, width);
+            memset(dst + 2 * width, 0, 2 * width);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(step.scratch);
+    PyMem_RawFree(dh);
+    if (rc < 0 && layer_error(rc, "lstm_backward_layer") < 0)
+        goto fail;
+    drop(b, 5);
+    Py_RETURN_NONE;
+fail:
+    drop(b, 5);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"lstm_forward_step", lstm_forward_step, METH_VARARGS,
      "lstm_forward_step(gates, c_prev, state, t): step t's h, c, i, f, g, o into state"},
     {"lstm_backward_step", lstm_backward_step, METH_VARARGS,
      "lstm_backward_step(grad_state, state, t, c_prev, dh, dc, out): step t's gates' gradient into out"},
+    {"lstm_forward_layer", lstm_forward_layer, METH_VARARGS,
+     "lstm_forward_layer(input_gates, h0, c0, w_t, bias_hh, state, reverse): every step into state, the products "
+     "in the native kernel"},
+    {"lstm_backward_layer", lstm_backward_layer, METH_VARARGS,
+     "lstm_backward_layer(grad_state, state, c0, weight_hh, out, reverse): every step's gates' gradient and the "
+     "initial state's into out (T + 1, N, 4H), the products in the native kernel"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,8 +25,13 @@ def _floats(*arrays):
 
 
 def make_kernels():
-    """The two kernels over the C steps (float arrays of one dtype only); None where not built."""
-    return None if _rnn is None else rnn.make_kernels(_rnn.lstm_forward_step, _rnn.lstm_backward_step)
+    """The two kernels over the C steps and layer loops (float arrays of one dtype only); None where
+    not built."""
+    if _rnn is None:
+        return None
+    # (an _rnn built from older sources has the steps only: an editable install not rebuilt)
+    return rnn.make_kernels(_rnn.lstm_forward_step, _rnn.lstm_backward_step,
+                            getattr(_rnn, "lstm_forward_layer", None), getattr(_rnn, "lstm_backward_layer", None))
 
 
 def rnn_kernels() -> dict:
