@@ -62,7 +62,7 @@ def _randint(gen, low, high, shape, dtype):
 
 
 def make_primitives():
-    table = make_table(np, to_host=lambda x: x, from_host_array=lambda a: a, add_at=fused.add_at)
+    table = make_table(np, to_host=lambda x: x, from_host_array=lambda a: a, add_at=native.add_at(fused.add_at))
     table.update({
         "generator": _generator,
         "generator_get_state": _get_state,

@@ -82,6 +82,15 @@ def primitives() -> dict:
     return {"erf": erf}
 
 
+def add_at(fallback):
+    """The backend's ``add_at`` (see ``make_table``): whole rows added in C where the native kernels
+    are on (``gather.add_at``), ``fallback`` elsewhere."""
+    if not enabled():
+        return fallback
+    from .gather import add_at as native_add_at
+    return native_add_at(fallback)
+
+
 def out_ufunc(ufunc, nin: int, slow, float_slow: np.dtype | None = None):
     """``slow``, a Python function calling ``ufunc(*args, out=...)`` on ``nin`` arrays, made a C
     call (``_kernels.OutUfunc``): the same call without the Python frame, a fifth of ``a + b`` on

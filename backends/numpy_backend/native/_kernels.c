@@ -1247,6 +1247,74 @@ static PyObject *take_rows(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- add_rows: rows added in at an index, an embedding's gradient ------------------------------ */
+
+#define ADD_ROWS(T, SUF)                                                                                \
+    static VECTOR_CLONES void add_rows_##SUF(T *out, const long long *index, const T *values, Py_ssize_t count, \
+                                             Py_ssize_t rows, Py_ssize_t width)                         \
+    {                                                                                                   \
+        for (Py_ssize_t i = 0; i < count; i++) {                                                        \
+            long long k = index[i] < 0 ? index[i] + rows : index[i];                                    \
+            T *o = out + k * width;                                                                     \
+            const T *v = values + i * width;                                                            \
+            for (Py_ssize_t j = 0; j < width; j++)                                                      \
+                o[j] += v[j];                                                                           \
+        }                                                                                               \
+    }
+
+ADD_ROWS(float, f)
+ADD_ROWS(double, d)
+
+/* add_rows(out, index, values): out[index[i]] += values[i] for i = 0, 1, ... in turn, so a row
+ * indexed twice gets both, always summed in that order; out (rows, width) and values (len(index),
+ * width) C-contiguous float32 or float64 of one dtype, index 1-D int64, its negative entries
+ * counting from the end. An entry out of range raises NumPy's IndexError before anything is
+ * written. One thread: rows indexed twice would race on two. */
+static PyObject *add_rows(PyObject *self, PyObject *args)
+{
+    PyObject *objs[3];
+    Buf bufs[3] = {0};
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO:add_rows", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    const char *names[3] = {"add_rows out", "add_rows index", "add_rows values"};
+    for (int i = 0; i < 3; i++)
+        if (get_buf(objs[i], &bufs[i], i == 1 ? 1 : 2, i == 0, names[i]) < 0) {
+            release(bufs, 3);
+            return NULL;
+        }
+    Py_buffer *out = &bufs[0].view, *idx = &bufs[1].view, *val = &bufs[2].view;
+    const char *fi = bare_format(idx), *fo = bare_format(out), *fv = bare_format(val);
+    int ok = PyBuffer_IsContiguous(out, 'C') && PyBuffer_IsContiguous(val, 'C') && PyBuffer_IsContiguous(idx, 'C') &&
+             idx->itemsize == 8 && (*fi == 'q' || *fi == 'l') && (*fo == 'f' || *fo == 'd') && fo[1] == 0 &&
+             *fv == *fo && fv[1] == 0 && val->shape[0] == idx->shape[0] && val->shape[1] == out->shape[1];
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "add_rows: expected C-contiguous 2-D out and values of one float dtype "
+                                          "and width, and a 1-D int64 index of values' length");
+        release(bufs, 3);
+        return NULL;
+    }
+    Py_ssize_t rows = out->shape[0], count = idx->shape[0], width = out->shape[1];
+    const long long *index = idx->buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long k = index[i];
+        if (k < -(long long)rows || k >= (long long)rows) {
+            PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zd", k, rows);
+            release(bufs, 3);
+            return NULL;
+        }
+    }
+    char kind = *fo;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 'f')
+        add_rows_f(out->buf, index, val->buf, count, rows, width);
+    else
+        add_rows_d(out->buf, index, val->buf, count, rows, width);
+    Py_END_ALLOW_THREADS
+    release(bufs, 3);
+    Py_RETURN_NONE;
+}
+
 /* -- the module ------------------------------------------------------------------------------- */
 
 
@@ -1530,6 +1598,7 @@ static PyMethodDef methods[] = {
     {"tanh_backward", tanh_backward, METH_VARARGS, "tanh_backward(grad_output, output, out)"},
     {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},
     {"take_rows", take_rows, METH_VARARGS, "take_rows(src, index, out): out[i] = src[index[i]]"},
+    {"add_rows", add_rows, METH_VARARGS, "add_rows(out, index, values): out[index[i]] += values[i], i in turn"},
     {"im2col", im2col, METH_VARARGS, "im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)"},
     {"pool_set_width", py_pool_set_width, METH_O, "pool_set_width(n): split kernels' loops into n jobs"},
     {"pool_follow", py_pool_follow, METH_O, "pool_follow(address): width from the C function int f(void) there"},

@@ -1,4 +1,5 @@
-"""index_select along the first axis as row copies on the pool (``_kernels.take_rows``).
+"""index_select along the first axis as row copies on the pool (``_kernels.take_rows``), and
+its adjoint, rows added in at an index (``_kernels.add_rows``).
 
 A data loader's batch is one such gather: 128 random rows of a 188 MB image set. NumPy copies
 them on one thread, bound by the memory's latency; split over the pool's two threads, a batch
@@ -8,7 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels
+from . import FLOATS
+from . import _kernels as _loaded
+
+assert _loaded is not None, "imported only once the extension has loaded (native.kernels, native.add_at)"
+_kernels = _loaded  # the package's name is None where the extension is off; here it is loaded
 
 
 def index_select(x, index, *, dim):
@@ -17,3 +22,27 @@ def index_select(x, index, *, dim):
         _kernels.take_rows(x, np.ascontiguousarray(index), out)
         return out
     return np.take(x, index, axis=dim)  # contiguous as torch's result (x[:, index] lays the dim out first)
+
+
+def add_at(fallback):
+    """``add_at(out, index, values)`` (``np.add.at``, the index_add primitive's accumulation) with
+    whole rows of a C-contiguous float ``out`` added in C, one after another in index order: an
+    embedding's gradient, (35, 20) lookups of 128 floats into a (2000, 128) table, took 0.48 ms
+    (index_put_zeros, one thread) through the sorted sums of ``fallback`` (``fused.add_at``:
+    add.reduceat is slow on many short segments) and 0.05 ms here. Everything else goes to
+    ``fallback``."""
+    add_rows = getattr(_kernels, "add_rows", None)  # an extension built from older sources lacks it
+    if add_rows is None:
+        return fallback
+
+    def add_at(out, index, values):
+        idx = index[0] if len(index) == 1 else None
+        if (idx is None or getattr(idx, "dtype", None) is None or idx.dtype.kind != "i" or out.ndim < 1
+                or out.dtype not in FLOATS or values.dtype != out.dtype or values.shape != idx.shape + out.shape[1:]
+                or not out.flags.c_contiguous or not out.size):
+            fallback(out, index, values)
+            return
+        width = out.size // out.shape[0]
+        add_rows(out.reshape(out.shape[0], width), np.ascontiguousarray(idx.reshape(-1), dtype=np.int64),
+                 np.ascontiguousarray(values).reshape(idx.size, width))
+    return add_at
