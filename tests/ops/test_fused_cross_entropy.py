@@ -123,3 +123,39 @@ def test_native_kernels_match_torch(case, c, dtype):
         tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(out, want.detach().numpy(), **tol)
         np.testing.assert_allclose(grad, tx.grad.numpy(), **tol)
+
+
+@NATIVE
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_rows_split_over_two_threads_give_the_same_bits(dtype, two_threads):
+    """The C kernels' rows split over the pool (as many jobs as BLAS threads): the same values, count
+    and gradient as on one thread, and an out-of-range target still names the first bad row."""
+    from plugtorch_backends.numpy_backend.native import _kernels
+    from threadpoolctl import threadpool_limits
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((300, 400)) * 3).astype(dtype)
+    t = rng.integers(0, 400, 300)
+    t[::7] = -100
+    scale = np.array([1.0], dtype)
+
+    def both(targets):
+        loss, dx = np.empty(300, dtype), np.empty_like(x)
+        count = _kernels.cross_entropy(x, targets, -100, loss)
+        _kernels.cross_entropy_backward(x, targets, -100, scale, True, dx)
+        return loss, count, dx
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = both(t)
+    with two_threads():
+        calls = _kernels.pool_info()[2]
+        two = both(t)
+        assert _kernels.pool_info()[2] - calls == 2  # each call split
+        bad = t.copy()
+        bad[[40, 250]] = 400, -3  # the first bad row in the first job's half, another in the second's
+        for fn, args in ((_kernels.cross_entropy, (np.empty(300, dtype),)),
+                         (_kernels.cross_entropy_backward, (scale, True, np.empty_like(x)))):
+            with pytest.raises(IndexError, match="cross_entropy: target of row 40 is out of range"):
+                fn(x, bad, -100, *args)
+    np.testing.assert_array_equal(one[0], two[0])
+    assert one[1] == two[1] == 300 - len(t[::7])
+    np.testing.assert_array_equal(one[2], two[2])

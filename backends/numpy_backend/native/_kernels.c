@@ -576,6 +576,53 @@ static int get_targets(PyObject *obj, Buf *b, Py_ssize_t n, Py_ssize_t *stride)
     return 0;
 }
 
+/* cross_entropy's rows split over the pool: each job's rows as alone (so the values do not depend
+ * on the split), its result in results[job] (a count, or -1 - the first bad row) */
+typedef struct {
+    const void *x, *scale;
+    const long long *t;
+    void *out;    /* loss (forward) or dx (backward) */
+    char *buf;    /* forward: a row of C entries per job */
+    Py_ssize_t xs0, xs1, c, ts, per_row, *results;
+    long long ignore;
+    double k;     /* backward: the scale of every row unless per_row */
+    char kind, backward;
+} CeCall;
+
+static void ce_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    CeCall *e = p;
+    Py_ssize_t r;
+    if (e->backward)
+        r = e->kind == 'f' ? ce_bwd_f(e->x, e->xs0, e->xs1, lo, hi, e->c, e->t, e->ts, e->ignore, e->scale, e->per_row,
+                                      (float)e->k, e->out)
+                           : ce_bwd_d(e->x, e->xs0, e->xs1, lo, hi, e->c, e->t, e->ts, e->ignore, e->scale, e->per_row,
+                                      e->k, e->out);
+    else
+        r = e->kind == 'f' ? ce_fwd_f(e->x, e->xs0, e->xs1, lo, hi, e->c, e->t, e->ts, e->ignore, e->out,
+                                      (float *)e->buf + (size_t)job * (size_t)e->c)
+                           : ce_fwd_d(e->x, e->xs0, e->xs1, lo, hi, e->c, e->t, e->ts, e->ignore, e->out,
+                                      (double *)e->buf + (size_t)job * (size_t)e->c);
+    e->results[job] = r;
+}
+
+/* ce_range over rows [0, n) on up to `width` jobs: the total count, or -1 - the first bad row */
+static Py_ssize_t ce_run(CeCall *e, Py_ssize_t n, int width, Py_ssize_t *results)
+{
+    for (int j = 0; j < width; j++)
+        results[j] = 0;
+    e->results = results;
+    parallel_for(width, n, n * e->c, ce_range, e);
+    Py_ssize_t total = 0, bad = 0;
+    for (int j = 0; j < width; j++) { /* jobs hold rows in order: the first bad one is the first job's */
+        if (results[j] < 0 && bad == 0)
+            bad = results[j];
+        else if (results[j] > 0)
+            total += results[j];
+    }
+    return bad < 0 ? bad : total;
+}
+
 static PyObject *bad_target(Py_ssize_t r)
 {
     PyErr_Format(PyExc_IndexError, "cross_entropy: target of row %zd is out of range", -1 - r);
@@ -603,19 +650,21 @@ static PyObject *cross_entropy(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t n = bufs[0].view.shape[0], c = bufs[0].view.shape[1], r;
-    const long long *t = bufs[2].view.buf;
-    void *row = PyMem_RawMalloc((size_t)(c ? c : 1) * (size_t)bufs[0].view.itemsize); /* a row's exponentials */
-    if (row == NULL) {
+    int width = pool_width();
+    /* each job's row of exponentials, and its result */
+    void *rows = PyMem_RawMalloc((size_t)width * (size_t)(c ? c : 1) * (size_t)bufs[0].view.itemsize);
+    Py_ssize_t *results = PyMem_RawMalloc((size_t)width * sizeof(Py_ssize_t));
+    if (rows == NULL || results == NULL) {
+        PyMem_RawFree(rows), PyMem_RawFree(results);
         release(bufs, 3);
         return PyErr_NoMemory();
     }
+    CeCall e = {.x = bufs[0].view.buf, .t = bufs[2].view.buf, .out = bufs[1].view.buf, .buf = rows, .xs0 = xs[0],
+                .xs1 = xs[1], .c = c, .ts = ts, .ignore = ignore, .kind = kind, .backward = 0};
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        r = ce_fwd_f(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf, row);
-    else
-        r = ce_fwd_d(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[1].view.buf, row);
+    r = ce_run(&e, n, width, results);
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(row);
+    PyMem_RawFree(rows), PyMem_RawFree(results);
     release(bufs, 3);
     return r < 0 ? bad_target(r) : PyLong_FromSsize_t(r);
 }
@@ -654,14 +703,39 @@ static PyObject *cross_entropy_backward(PyObject *self, PyObject *args)
     }
     const long long *t = bufs[3].view.buf;
     Py_ssize_t per_row = k == n && k != 1;
+    int width = pool_width();
+    Py_ssize_t *results = PyMem_RawMalloc((size_t)width * sizeof(Py_ssize_t));
+    if (results == NULL) {
+        release(bufs, 4);
+        return PyErr_NoMemory();
+    }
+    CeCall e = {.x = bufs[0].view.buf, .scale = bufs[2].view.buf, .t = t, .out = bufs[1].view.buf, .xs0 = xs[0],
+                .xs1 = xs[1], .c = c, .ts = ts, .per_row = per_row, .ignore = ignore, .kind = kind, .backward = 1};
+    /* every row's scale: scale[0], divided by the count of targets not ignored for the mean, in the
+     * tensor's dtype (no targets: 0/0 = nan, as torch) */
+    if (kind == 'f') {
+        float k0 = ((const float *)bufs[2].view.buf)[0];
+        if (mean) {
+            Py_ssize_t count = 0;
+            for (Py_ssize_t i = 0; i < n; i++)
+                count += t[i * ts] != ignore;
+            k0 = k0 / (float)count;
+        }
+        e.k = k0;
+    } else {
+        double k0 = ((const double *)bufs[2].view.buf)[0];
+        if (mean) {
+            Py_ssize_t count = 0;
+            for (Py_ssize_t i = 0; i < n; i++)
+                count += t[i * ts] != ignore;
+            k0 = k0 / (double)count;
+        }
+        e.k = k0;
+    }
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f')
-        r = ce_bwd_f(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[2].view.buf, per_row, mean,
-                     bufs[1].view.buf);
-    else
-        r = ce_bwd_d(bufs[0].view.buf, xs[0], xs[1], n, c, t, ts, ignore, bufs[2].view.buf, per_row, mean,
-                     bufs[1].view.buf);
+    r = ce_run(&e, n, width, results);
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(results);
     release(bufs, 4);
     if (r < 0)
         return bad_target(r);

@@ -1,8 +1,10 @@
 """cross_entropy and its backward over (N, C) logits with class-index targets, one C pass per
 row (the NumPy kernel makes about fifteen small NumPy calls each way, which at MNIST's 64 x 10
 cost more than the arithmetic). Each row's exponentials are summed in double and the log-softmax
-rounded once, so values agree with the NumPy kernel's to float rounding, not bit for bit.
-Every other form (weights, label smoothing, probabilities as targets, more dims) goes to the
+rounded once, so values agree with the NumPy kernel's to float rounding, not bit for bit. The
+rows split over the native kernels' pool with several BLAS threads, each row computed as alone
+(the word-language model's (700 x 2000) logits, forward and backward: 2.19 ms on one thread,
+1.10 on two). Every other form (weights, label smoothing, probabilities as targets, more dims) goes to the
 NumPy kernel."""
 from __future__ import annotations
 

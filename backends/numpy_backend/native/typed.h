@@ -1014,15 +1014,15 @@ static inline double FN(ce_row)(const T *row, Py_ssize_t xs1, Py_ssize_t c, long
     return FN(row_sum)(buf, c);
 }
 
-/* Each row's log-softmax at its target: loss[i] = -(x[t] - max - log(sum exp(x - max))), 0 for
- * an ignored target; buf holds C entries. Returns the number of targets not ignored, or -1 - i
- * for the first row whose target is out of range. */
-VECTOR_CLONES static Py_ssize_t FN(ce_fwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t n,
-                                           Py_ssize_t c, const long long *t, Py_ssize_t ts, long long ignore,
-                                           T *loss, T *buf)
+/* Rows [lo, hi) of the loss: each row's log-softmax at its target, loss[i] = -(x[t] - max -
+ * log(sum exp(x - max))), 0 for an ignored target; buf holds C entries. Returns the number of
+ * targets not ignored, or -1 - i for the first row i whose target is out of range. */
+VECTOR_CLONES static Py_ssize_t FN(ce_fwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t lo,
+                                           Py_ssize_t hi, Py_ssize_t c, const long long *t, Py_ssize_t ts,
+                                           long long ignore, T *loss, T *buf)
 {
     Py_ssize_t count = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = lo; i < hi; i++) {
         long long target = t[i * ts];
         if (target == ignore) {
             loss[i] = 0;
@@ -1038,24 +1038,17 @@ VECTOR_CLONES static Py_ssize_t FN(ce_fwd)(const T *x, Py_ssize_t xs0, Py_ssize_
     return count;
 }
 
-/* The gradient: (softmax(x) - onehot(t)) * w * k per row, w 1 or 0 (an ignored target), and k
- * scale[i] (reduction 'none'), scale[0] (sum) or scale[0] / the count of targets not ignored
- * (mean); dx (N, C) C-contiguous, holding each row's exponentials until they are scaled by the
- * reciprocal of their sum, in double. A row whose softmax is NaN is NaN throughout,
- * ignored or not (0 * NaN, as torch's). Returns 0, or -1 - i for a row whose target is out of
- * range. */
-VECTOR_CLONES static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t n,
-                                           Py_ssize_t c, const long long *t, Py_ssize_t ts, long long ignore,
-                                           const T *scale, Py_ssize_t per_row, int mean, T *dx)
+/* Rows [lo, hi) of the gradient: (softmax(x) - onehot(t)) * w * k per row, w 1 or 0 (an ignored
+ * target), and k scale[i] (reduction 'none', per_row) or `k` (sum: scale[0]; mean: scale[0] / the
+ * count of targets not ignored); dx (N, C) C-contiguous, holding each row's exponentials until
+ * they are scaled by the reciprocal of their sum, in double. A row whose softmax is NaN is NaN
+ * throughout, ignored or not (0 * NaN, as torch's). Returns 0, or -1 - i for the first row i
+ * whose target is out of range. */
+VECTOR_CLONES static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t lo,
+                                           Py_ssize_t hi, Py_ssize_t c, const long long *t, Py_ssize_t ts,
+                                           long long ignore, const T *scale, Py_ssize_t per_row, T k, T *dx)
 {
-    T k = scale[0];
-    if (mean) {
-        Py_ssize_t count = 0;
-        for (Py_ssize_t i = 0; i < n; i++)
-            count += t[i * ts] != ignore;
-        k = k / (T)count;  /* no targets: 0/0 = nan, as torch */
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = lo; i < hi; i++) {
         T *out = dx + i * c;
         long long target = t[i * ts];
         int kept = target != ignore;
