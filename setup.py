@@ -41,7 +41,8 @@ def _libmvec() -> bool:
 mvec = _libmvec()
 native = Extension("plugtorch_backends.numpy_backend.native._kernels",
                    sources=["backends/numpy_backend/native/_kernels.c", "backends/numpy_backend/native/threadpool.c"],
-                   depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/threadpool.h",
+                   depends=["backends/numpy_backend/native/typed.h", "backends/numpy_backend/native/attention.h",
+                            "backends/numpy_backend/native/threadpool.h",
                             "backends/numpy_backend/native/vector_math.h"],
                    extra_compile_args=flags, optional=True,
                    define_macros=[("PLUGTORCH_MVEC", "1")] if mvec else [], libraries=["mvec", "m"] if mvec else [])

@@ -191,3 +191,115 @@ def test_softmaxs_gradient_op_has_second_derivatives():
     for dim in (-1, 1):
         assert plugtorch.autograd.gradcheck(lambda t, d=dim: plugtorch.softmax(t, d), (x,))
         assert plugtorch.autograd.gradgradcheck(lambda t, d=dim: plugtorch.softmax(t, d), (x,))
+
+
+def _heads_module():
+    from plugtorch_backends.numpy_backend.native import _kernels
+    from plugtorch_backends.numpy_backend.native import attention as c_attention
+    if getattr(_kernels, "attention_heads", None) is None:
+        pytest.skip("the C extension was built from older sources: no attention_heads")
+    return c_attention, _kernels
+
+
+def _head_inputs(dtype, shape, seed, strided=False):
+    b, h, L, S, D, Dv = shape
+    rng = np.random.default_rng(seed)
+    if strided:  # minGPT's heads: views of one (B, T, 3C) projection, split by a transpose
+        qkv = rng.standard_normal((b, L, h * (2 * D + Dv))).astype(dtype)
+        q = qkv[..., :h * D].reshape(b, L, h, D).transpose(0, 2, 1, 3)
+        k = qkv[..., h * D:2 * h * D].reshape(b, L, h, D).transpose(0, 2, 1, 3)
+        v = qkv[..., 2 * h * D:].reshape(b, L, h, Dv).transpose(0, 2, 1, 3)
+    else:
+        q, k, v = (rng.standard_normal((b, h, n, e)).astype(dtype) for n, e in ((L, D), (S, D), (S, Dv)))
+    g = rng.standard_normal((b, h, L, Dv)).astype(dtype)
+    drop = ((rng.random((b, h, L, S)) > 0.25) / 0.75).astype(dtype)
+    return q, k, v, g, drop
+
+
+HEAD_SHAPES = [(16, 4, 64, 64, 32, 32), (2, 3, 5, 7, 3, 20), (1, 2, 9, 4, 17, 33), (3, 1, 40, 40, 8, 8)]
+
+
+@_NO_C
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", HEAD_SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dropout", [False, True])
+def test_the_c_heads_give_the_products_values(dtype, shape, causal, dropout):
+    """Without an attn_mask the C kernels run head by head (attention.h): the values of the NumPy
+    products around the same C softmax rows, forward and backward, for whole and strided heads,
+    widths that are and are not whole vectors, L != S."""
+    c_attention, kernels = _heads_module()
+    q, k, v, g, drop = _head_inputs(dtype, shape, seed=sum(shape), strided=shape[2] == shape[3])
+    drop = drop if dropout else None
+    assert c_attention._heads(q, k, v, None, drop, g) is not None
+    got = c_attention.scaled_dot_product_attention(q, k, v, None, drop, scale=0.3, is_causal=causal)
+    want = attention.forward(q, k, v, None, drop, 0.3, causal, kernels.softmax_rows)
+    np.testing.assert_allclose(got, want, **_tol(dtype))
+    got = c_attention.scaled_dot_product_attention_backward(g, q, k, v, None, drop, scale=0.3, is_causal=causal)
+    want = attention.backward(g, q, k, v, None, drop, 0.3, causal, kernels.softmax_backward_rows,
+                              kernels.softmax_rows)
+    np.testing.assert_allclose(got, want, **_tol(dtype))
+
+
+@_NO_C
+def test_the_c_heads_keep_nan_and_inf_rows_as_the_rows_do():
+    c_attention, kernels = _heads_module()
+    q, k, v, g, _ = _head_inputs(np.float32, (1, 2, 6, 6, 4, 4), seed=3)
+    q[0, 0, 2, 1] = np.nan
+    q[0, 1, 4, 0] = np.inf
+    for causal in (False, True):
+        got = c_attention.scaled_dot_product_attention(q, k, v, None, None, scale=0.5, is_causal=causal)
+        want = attention.forward(q, k, v, None, None, 0.5, causal, kernels.softmax_rows)
+        np.testing.assert_allclose(got, want, **_tol(np.float32), equal_nan=True)
+        assert np.isnan(got[0, 0, 2]).all() and np.isfinite(got[0, 0, 1]).all()
+
+
+@_NO_C
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_c_heads_split_over_two_threads_give_the_same_bits(dtype, two_threads):
+    from threadpoolctl import threadpool_limits
+    c_attention, kernels = _heads_module()
+    q, k, v, g, drop = _head_inputs(dtype, HEAD_SHAPES[0], seed=4, strided=True)
+
+    def both():
+        return (c_attention.scaled_dot_product_attention(q, k, v, None, drop, scale=0.2, is_causal=True),
+                c_attention.scaled_dot_product_attention_backward(g, q, k, v, None, drop, scale=0.2, is_causal=True))
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = both()
+    with two_threads():
+        calls = kernels.pool_info()[2]
+        two = both()
+        assert kernels.pool_info()[2] - calls == 2  # the heads split, forward and backward
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+
+
+@_NO_C
+def test_an_attn_mask_or_an_empty_dim_keeps_the_products():
+    c_attention, _ = _heads_module()
+    q, k, v, g, drop = _head_inputs(np.float32, (1, 1, 4, 4, 2, 2), seed=5)
+    assert c_attention._heads(q, k, v, np.ones((1, 1, 4, 4), bool), None) is None
+    assert c_attention._heads(q[:, :, :0], k, v, None, None) is None
+    assert c_attention._heads(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), None, None) is None
+    assert c_attention._heads(q, k, v, None, drop.astype(bool)) is None  # a bool dropout mask: the products'
+    assert c_attention._heads(q[None], k[None], v[None], None, None, g[None]) is not None  # three lead dims
+    q3, k3, v3 = (np.stack([a, -a]) for a in (q, k, v))
+    got = c_attention.scaled_dot_product_attention(q3, k3, v3, None, None, scale=0.5, is_causal=True)
+    want = attention.forward(q3, k3, v3, None, None, 0.5, True)
+    assert got.shape == want.shape == (2, 1, 1, 4, 2)
+    np.testing.assert_allclose(got, want, **_tol(np.float32))
+
+
+@_NO_C
+def test_the_c_heads_refuse_operands_that_do_not_fit():
+    _, kernels = _heads_module()
+    q, k, v, g, drop = _head_inputs(np.float32, (1, 2, 4, 5, 3, 6), seed=6)
+    out = np.empty((1, 2, 4, 6), np.float32)
+    with pytest.raises(ValueError, match=r"attention heads: expected q \(B1, B2, L, D\), k \(B1, B2, S, D\)"):
+        kernels.attention_heads(q, k[..., :2], v, None, out, 1.0, False)
+    with pytest.raises(ValueError, match="attention heads: out must have its last dim's entries adjacent and be "
+                                         "C-contiguous"):
+        kernels.attention_heads(q, k, v, None, np.empty((1, 2, 6, 4), np.float32).transpose(0, 1, 3, 2), 1.0, False)
+    with pytest.raises(TypeError, match="attention_heads: expected float32 or float64 arrays of one dtype"):
+        kernels.attention_heads(q, k, v.astype(np.float64), None, out, 1.0, False)

@@ -157,6 +157,14 @@ static inline void exp_rows_d(double *x, Py_ssize_t n)
     exp_block_d(x, x, n);
 }
 
+/* one attention head's shape (attention.h): query rows L, keys S, embedding D, value width Dv,
+ * the operands' row strides in elements, and the scale and causal flag of the op */
+typedef struct {
+    Py_ssize_t L, S, D, Dv, qs, ks, vs, gs, os;
+    double scale;
+    int causal;
+} AttHead;
+
 #define T float
 #define SUFFIX f
 #define SQRT sqrtf
@@ -164,6 +172,7 @@ static inline void exp_rows_d(double *x, Py_ssize_t n)
 #define EXP_BLOCK exp_rows_f
 #define EXP_ANY exp_block_f
 #include "typed.h"
+#include "attention.h"
 #undef T
 #undef SUFFIX
 #undef SQRT
@@ -177,6 +186,7 @@ static inline void exp_rows_d(double *x, Py_ssize_t n)
 #define EXP_BLOCK exp_rows_d
 #define EXP_ANY exp_block_d
 #include "typed.h"
+#include "attention.h"
 #undef T
 #undef SUFFIX
 #undef SQRT
@@ -1321,6 +1331,182 @@ static PyObject *take_rows(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- scaled_dot_product_attention, head by head (attention.h) ----------------------------------- */
+
+typedef struct {
+    AttHead h;
+    const char *q, *k, *v, *g, *mask;
+    char *out, *gq, *gk, *gv, *scratch;
+    Py_ssize_t heads2;                            /* the second lead dim's size */
+    Py_ssize_t qb[2], kb[2], vb[2], gb[2], ob[2]; /* element strides of the two lead dims */
+    Py_ssize_t per_job;                           /* scratch entries a job has */
+    char kind, backward;
+} AttCall;
+
+static void att_range(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    AttCall *c = p;
+    size_t item = c->kind == 'f' ? sizeof(float) : sizeof(double);
+    Py_ssize_t L = c->h.L, S = c->h.S, D = c->h.D, Dv = c->h.Dv;
+    char *scratch = c->scratch + (size_t)job * (size_t)c->per_job * item;
+    for (Py_ssize_t x = lo; x < hi; x++) {
+        Py_ssize_t a = x / c->heads2, b = x % c->heads2;
+        const char *q = c->q + (size_t)(a * c->qb[0] + b * c->qb[1]) * item;
+        const char *k = c->k + (size_t)(a * c->kb[0] + b * c->kb[1]) * item;
+        const char *v = c->v + (size_t)(a * c->vb[0] + b * c->vb[1]) * item;
+        const char *mask = c->mask != NULL ? c->mask + (size_t)(x * L * S) * item : NULL;
+        if (!c->backward) {
+            char *out = c->out + (size_t)(a * c->ob[0] + b * c->ob[1]) * item;
+            if (c->kind == 'f')
+                att_head_f(&c->h, (const float *)q, (const float *)k, (const float *)v, (const float *)mask,
+                           (float *)out, (float *)scratch);
+            else
+                att_head_d(&c->h, (const double *)q, (const double *)k, (const double *)v, (const double *)mask,
+                           (double *)out, (double *)scratch);
+            continue;
+        }
+        const char *g = c->g + (size_t)(a * c->gb[0] + b * c->gb[1]) * item;
+        char *gq = c->gq + (size_t)(x * L * D) * item, *gk = c->gk + (size_t)(x * S * D) * item;
+        char *gv = c->gv + (size_t)(x * S * Dv) * item;
+        if (c->kind == 'f')
+            att_head_backward_f(&c->h, (const float *)g, (const float *)q, (const float *)k, (const float *)v,
+                                (const float *)mask, (float *)gq, (float *)gk, (float *)gv, (float *)scratch);
+        else
+            att_head_backward_d(&c->h, (const double *)g, (const double *)q, (const double *)k, (const double *)v,
+                                (const double *)mask, (double *)gq, (double *)gk, (double *)gv, (double *)scratch);
+    }
+}
+
+/* A 4-d operand (two lead dims, rows, entries): its lead dims' and rows' element strides, entries
+ * adjacent; `whole`: C-contiguous too. -1 with an exception where it is not so. */
+static int att_operand(Buf *b, const char *what, int whole, Py_ssize_t *lead, Py_ssize_t *row)
+{
+    Py_ssize_t st[4];
+    if (element_strides(&b->view, st) < 0)
+        return -1;
+    if ((st[3] != 1 && b->view.shape[3] > 1) || (whole && !PyBuffer_IsContiguous(&b->view, 'C'))) {
+        PyErr_Format(PyExc_ValueError, "attention heads: %s must have its last dim's entries adjacent%s", what,
+                     whole ? " and be C-contiguous" : "");
+        return -1;
+    }
+    lead[0] = st[0], lead[1] = st[1], *row = st[2];
+    return 0;
+}
+
+/* attention_heads(q, k, v, mask, out, scale, causal) and attention_heads_backward(g, q, k, v,
+ * mask, gq, gk, gv, scale, causal): scaled_dot_product_attention over 4-d operands (two lead dims,
+ * the same for all) without an attn_mask, mask the dropout scale (C-contiguous, L x S per head) or
+ * None; out, gq, gk, gv C-contiguous; q, k, v, g any strides with entries adjacent. The heads
+ * split over the pool, each computed as alone (the split changes no bit). */
+static PyObject *attention_call(PyObject *args, int backward)
+{
+    PyObject *o[9] = {NULL};
+    double scale;
+    int causal;
+    Buf bufs[9] = {0};
+    const char *names[9];
+    int n;
+    if (!backward) {
+        if (!PyArg_ParseTuple(args, "OOOOOdp:attention_heads", &o[0], &o[1], &o[2], &o[3], &o[4], &scale, &causal))
+            return NULL;
+        const char *fwd[5] = {"q", "k", "v", "mask", "out"};
+        memcpy(names, fwd, sizeof(fwd));
+        n = 5;
+    } else {
+        if (!PyArg_ParseTuple(args, "OOOOOOOOdp:attention_heads_backward", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                              &o[6], &o[7], &scale, &causal))
+            return NULL;
+        const char *bwd[8] = {"g", "q", "k", "v", "mask", "gq", "gk", "gv"};
+        memcpy(names, bwd, sizeof(bwd));
+        n = 8;
+    }
+    int at_mask = backward ? 4 : 3, have_mask = o[at_mask] != Py_None, count = 0;
+    Buf *used[9];
+    for (int i = 0; i < n; i++) {
+        if (i == at_mask && !have_mask)
+            continue;
+        int writable = backward ? i >= 5 : i == 4;
+        if (get_buf(o[i], &bufs[count], 4, writable, names[i]) < 0) {
+            release(bufs, count + 1);
+            return NULL;
+        }
+        used[i] = &bufs[count++];
+    }
+    char kind;
+    if (same_kind(bufs, count, backward ? "attention_heads_backward" : "attention_heads", &kind) < 0) {
+        release(bufs, count);
+        return NULL;
+    }
+    int g0 = backward ? 1 : 0; /* q's place */
+    Py_ssize_t *qs = used[g0]->view.shape, *ks = used[g0 + 1]->view.shape, *vs = used[g0 + 2]->view.shape;
+    Py_ssize_t B1 = qs[0], B2 = qs[1], L = qs[2], D = qs[3], S = ks[2], Dv = vs[3];
+    int ok = ks[0] == B1 && ks[1] == B2 && ks[3] == D && vs[0] == B1 && vs[1] == B2 && vs[2] == S && L > 0 && S > 0
+             && D > 0 && Dv > 0;
+    if (have_mask) {
+        Py_ssize_t *ms = used[at_mask]->view.shape;
+        ok &= ms[0] == B1 && ms[1] == B2 && ms[2] == L && ms[3] == S;
+    }
+    if (!backward) {
+        Py_ssize_t *os = used[4]->view.shape;
+        ok &= os[0] == B1 && os[1] == B2 && os[2] == L && os[3] == Dv;
+    } else {
+        Py_ssize_t *gs = used[0]->view.shape, *a = used[5]->view.shape, *b = used[6]->view.shape,
+                   *c = used[7]->view.shape;
+        ok &= gs[0] == B1 && gs[1] == B2 && gs[2] == L && gs[3] == Dv && a[0] == B1 && a[1] == B2 && a[2] == L &&
+              a[3] == D && b[0] == B1 && b[1] == B2 && b[2] == S && b[3] == D && c[0] == B1 && c[1] == B2 &&
+              c[2] == S && c[3] == Dv;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "attention heads: expected q (B1, B2, L, D), k (B1, B2, S, D), v (B1, B2, "
+                                          "S, Dv), a mask (B1, B2, L, S) and outputs of those shapes, all nonempty");
+        release(bufs, count);
+        return NULL;
+    }
+    AttCall c = {.h = {.L = L, .S = S, .D = D, .Dv = Dv, .os = Dv, .scale = scale, .causal = causal},
+                 .heads2 = B2, .kind = kind, .backward = (char)backward};
+    Py_ssize_t mb[2], mrow;
+    if (att_operand(used[g0], "q", 0, c.qb, &c.h.qs) < 0 || att_operand(used[g0 + 1], "k", 0, c.kb, &c.h.ks) < 0
+        || att_operand(used[g0 + 2], "v", 0, c.vb, &c.h.vs) < 0
+        || (have_mask && att_operand(used[at_mask], "mask", 1, mb, &mrow) < 0)
+        || (!backward && att_operand(used[4], "out", 1, c.ob, &mrow) < 0)
+        || (backward && (att_operand(used[0], "g", 0, c.gb, &c.h.gs) < 0 || att_operand(used[5], "gq", 1, mb, &mrow) < 0
+                         || att_operand(used[6], "gk", 1, mb, &mrow) < 0 || att_operand(used[7], "gv", 1, mb, &mrow) < 0))) {
+        release(bufs, count);
+        return NULL;
+    }
+    c.q = used[g0]->view.buf, c.k = used[g0 + 1]->view.buf, c.v = used[g0 + 2]->view.buf;
+    c.mask = have_mask ? used[at_mask]->view.buf : NULL;
+    if (backward)
+        c.g = used[0]->view.buf, c.gq = used[5]->view.buf, c.gk = used[6]->view.buf, c.gv = used[7]->view.buf;
+    else
+        c.out = used[4]->view.buf;
+    c.per_job = (D > Dv ? D : Dv) * (S + 64) + 2 * L * S; /* attention.h's heads: b^T's rows padded to whole vectors */
+    int width = pool_width();
+    c.scratch = PyMem_RawMalloc((size_t)width * (size_t)c.per_job * (size_t)used[g0]->view.itemsize);
+    if (c.scratch == NULL) {
+        release(bufs, count);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, B1 * B2, B1 * B2 * L * S * (D + Dv), att_range, &c);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(c.scratch);
+    release(bufs, count);
+    Py_RETURN_NONE;
+}
+
+static PyObject *attention_heads(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return attention_call(args, 0);
+}
+
+static PyObject *attention_heads_backward(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return attention_call(args, 1);
+}
+
 /* -- add_rows: rows added in at an index, an embedding's gradient ------------------------------ */
 
 #define ADD_ROWS(T, SUF)                                                                                \
@@ -1673,6 +1859,10 @@ static PyMethodDef methods[] = {
     {"sigmoid_backward", sigmoid_backward, METH_VARARGS, "sigmoid_backward(grad_output, output, out)"},
     {"take_rows", take_rows, METH_VARARGS, "take_rows(src, index, out): out[i] = src[index[i]]"},
     {"add_rows", add_rows, METH_VARARGS, "add_rows(out, index, values): out[index[i]] += values[i], i in turn"},
+    {"attention_heads", attention_heads, METH_VARARGS,
+     "attention_heads(q, k, v, mask, out, scale, causal): scaled_dot_product_attention head by head"},
+    {"attention_heads_backward", attention_heads_backward, METH_VARARGS,
+     "attention_heads_backward(g, q, k, v, mask, gq, gk, gv, scale, causal): its gradients head by head"},
     {"im2col", im2col, METH_VARARGS, "im2col(input, cols, n0, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)"},
     {"pool_set_width", py_pool_set_width, METH_O, "pool_set_width(n): split kernels' loops into n jobs"},
     {"pool_follow", py_pool_follow, METH_O, "pool_follow(address): width from the C function int f(void) there"},
