@@ -1480,7 +1480,9 @@ static PyObject *attention_call(PyObject *args, int backward)
         c.g = used[0]->view.buf, c.gq = used[5]->view.buf, c.gk = used[6]->view.buf, c.gv = used[7]->view.buf;
     else
         c.out = used[4]->view.buf;
-    c.per_job = (D > Dv ? D : Dv) * (S + 64) + 2 * L * S; /* attention.h's heads: b^T's rows padded to whole vectors */
+    /* attention.h's heads: b^T (rows padded to whole vectors), the weights and their gradient, the
+     * operands packed */
+    c.per_job = (D > Dv ? D : Dv) * (S + 64) + 2 * L * S + L * D + S * D + S * Dv + L * Dv;
     int width = pool_width();
     c.scratch = PyMem_RawMalloc((size_t)width * (size_t)c.per_job * (size_t)used[g0]->view.itemsize);
     if (c.scratch == NULL) {
