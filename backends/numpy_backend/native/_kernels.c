@@ -723,24 +723,15 @@ static PyObject *cross_entropy_backward(PyObject *self, PyObject *args)
                 .xs1 = xs[1], .c = c, .ts = ts, .per_row = per_row, .ignore = ignore, .kind = kind, .backward = 1};
     /* every row's scale: scale[0], divided by the count of targets not ignored for the mean, in the
      * tensor's dtype (no targets: 0/0 = nan, as torch) */
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; mean && i < n; i++)
+        count += t[i * ts] != ignore;
     if (kind == 'f') {
         float k0 = ((const float *)bufs[2].view.buf)[0];
-        if (mean) {
-            Py_ssize_t count = 0;
-            for (Py_ssize_t i = 0; i < n; i++)
-                count += t[i * ts] != ignore;
-            k0 = k0 / (float)count;
-        }
-        e.k = k0;
+        e.k = mean ? k0 / (float)count : k0;
     } else {
         double k0 = ((const double *)bufs[2].view.buf)[0];
-        if (mean) {
-            Py_ssize_t count = 0;
-            for (Py_ssize_t i = 0; i < n; i++)
-                count += t[i * ts] != ignore;
-            k0 = k0 / (double)count;
-        }
-        e.k = k0;
+        e.k = mean ? k0 / (double)count : k0;
     }
     Py_BEGIN_ALLOW_THREADS
     r = ce_run(&e, n, width, results);
