@@ -165,6 +165,19 @@ typedef struct {
     int causal;
 } AttHead;
 
+/* The scratch a head works in, in entries of its dtype, in this order: b^T (max(D, Dv) rows of S
+ * padded to whole 64-byte vectors, at most 16 entries more), the weights and their gradient
+ * (L x S each), and the operands packed: q (L x D), k (S x D), v (S x Dv), the gradient g (L x Dv). */
+static inline Py_ssize_t att_bt_entries(const AttHead *h)
+{
+    return (h->D > h->Dv ? h->D : h->Dv) * (h->S + 16);
+}
+
+static inline Py_ssize_t att_scratch_entries(const AttHead *h)
+{
+    return att_bt_entries(h) + 2 * h->L * h->S + h->L * h->D + h->S * h->D + h->S * h->Dv + h->L * h->Dv;
+}
+
 #define T float
 #define SUFFIX f
 #define SQRT sqrtf
@@ -1252,6 +1265,20 @@ static PyObject *py_pool_blas_callback(PyObject *self, PyObject *unused)
 
 /* -- take_rows: a batch of rows, for a data loader's gather ------------------------------------ */
 
+/* Whether an entry of index (count int64 row numbers, negative ones counting from the end) is out
+ * of range for `rows` rows; NumPy's IndexError is set for the first such entry. */
+static int rows_out_of_range(const long long *index, Py_ssize_t count, Py_ssize_t rows)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long k = index[i];
+        if (k < -(long long)rows || k >= (long long)rows) {
+            PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zd", k, rows);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 typedef struct {
     const char *src;
     const long long *index;
@@ -1305,13 +1332,9 @@ static PyObject *take_rows(PyObject *self, PyObject *args)
     }
     Py_ssize_t rows = src->shape[0], count = idx->shape[0];
     const long long *index = idx->buf;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        long long k = index[i];
-        if (k < -(long long)rows || k >= (long long)rows) {
-            PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zd", k, rows);
-            release(bufs, 3);
-            return NULL;
-        }
+    if (rows_out_of_range(index, count, rows)) {
+        release(bufs, 3);
+        return NULL;
     }
     TakeCall call = {src->buf, index, out->buf, rows, rows ? src->len / rows : 0};
     int width = pool_width();
@@ -1471,9 +1494,7 @@ static PyObject *attention_call(PyObject *args, int backward)
         c.g = used[0]->view.buf, c.gq = used[5]->view.buf, c.gk = used[6]->view.buf, c.gv = used[7]->view.buf;
     else
         c.out = used[4]->view.buf;
-    /* attention.h's heads: b^T (rows padded to whole vectors), the weights and their gradient, the
-     * operands packed */
-    c.per_job = (D > Dv ? D : Dv) * (S + 64) + 2 * L * S + L * D + S * D + S * Dv + L * Dv;
+    c.per_job = att_scratch_entries(&c.h);
     int width = pool_width();
     c.scratch = PyMem_RawMalloc((size_t)width * (size_t)c.per_job * (size_t)used[g0]->view.itemsize);
     if (c.scratch == NULL) {
@@ -1549,13 +1570,9 @@ static PyObject *add_rows(PyObject *self, PyObject *args)
     }
     Py_ssize_t rows = out->shape[0], count = idx->shape[0], width = out->shape[1];
     const long long *index = idx->buf;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        long long k = index[i];
-        if (k < -(long long)rows || k >= (long long)rows) {
-            PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zd", k, rows);
-            release(bufs, 3);
-            return NULL;
-        }
+    if (rows_out_of_range(index, count, rows)) {
+        release(bufs, 3);
+        return NULL;
     }
     char kind = *fo;
     Py_BEGIN_ALLOW_THREADS

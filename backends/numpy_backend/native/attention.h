@@ -159,12 +159,12 @@ static void AFN(att_drop)(T *w, const T *mask, Py_ssize_t n)
         w[j] *= mask[j];
 }
 
-/* One head forward: out = (softmax(q k^T * scale) * mask) @ v. scratch: the per_job entries of
- * _kernels.c's attention_call. */
+/* One head forward: out = (softmax(q k^T * scale) * mask) @ v. scratch: att_scratch_entries(h),
+ * laid out as _kernels.c says there (the gradient's rows unused here). */
 static void AFN(att_head)(const AttHead *h, const T *q, const T *k, const T *v, const T *mask, T *out, T *scratch)
 {
     Py_ssize_t L = h->L, S = h->S, D = h->D, Dv = h->Dv;
-    T *bt = scratch, *w = bt + (D > Dv ? D : Dv) * (S + 64), *pq = w + 2 * L * S, *pk = pq + L * D,
+    T *bt = scratch, *w = bt + att_bt_entries(h), *pq = w + 2 * L * S, *pk = pq + L * D,
       *pv = pk + S * D;
     q = AFN(att_packed)(q, L, h->qs, D, pq);
     k = AFN(att_packed)(k, S, h->ks, D, pk);
@@ -183,7 +183,7 @@ static void AFN(att_head_backward)(const AttHead *h, const T *g, const T *q, con
 {
     Py_ssize_t L = h->L, S = h->S, D = h->D, Dv = h->Dv;
     int causal = h->causal;
-    T *bt = scratch, *w = bt + (D > Dv ? D : Dv) * (S + 64), *dw = w + L * S, *pq = dw + L * S, *pk = pq + L * D,
+    T *bt = scratch, *w = bt + att_bt_entries(h), *dw = w + L * S, *pq = dw + L * S, *pk = pq + L * D,
       *pv = pk + S * D, *pg = pv + S * Dv;
     q = AFN(att_packed)(q, L, h->qs, D, pq);
     k = AFN(att_packed)(k, S, h->ks, D, pk);

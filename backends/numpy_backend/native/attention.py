@@ -74,11 +74,10 @@ def scaled_dot_product_attention_backward(grad, query, key, value, attn_mask, dr
     heads = _heads(query, key, value, attn_mask, dropout_mask, grad)
     if heads is not None:
         q, k, v, drop, g = heads
-        sizes = [q.size, k.size, k.size // k.shape[-1] * v.shape[-1]]
-        out = np.empty(sum(sizes), q.dtype)
-        gq, gk, gv = out[:sizes[0]], out[sizes[0]:sizes[0] + sizes[1]], out[sizes[0] + sizes[1]:]
+        out = np.empty(q.size + k.size + v.size, q.dtype)
+        gq, gk, gv = out[:q.size], out[q.size:q.size + k.size], out[q.size + k.size:]
         _kernels.attention_heads_backward(g, q, k, v, drop, gq.reshape(q.shape), gk.reshape(k.shape),
-                                          gv.reshape(k.shape[:-1] + v.shape[-1:]), scale, is_causal)
+                                          gv.reshape(v.shape), scale, is_causal)
         return out
     if not _served(query, grad, key, value, attn_mask, dropout_mask):
         return attention.backward(grad, query, key, value, attn_mask, dropout_mask, scale, is_causal)
