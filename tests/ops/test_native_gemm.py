@@ -331,6 +331,11 @@ _GEOMETRIES = [  # (N, C, H, W), (O, kh, kw), stride, padding, dilation: the Res
     ((2, 3, 32, 32), (16, 3, 3), (1, 1), (1, 1), (1, 1)),
     ((2, 5, 13, 21), (24, 3, 5), (1, 2), (2, 0), (2, 1)),
     ((1, 4, 9, 70), (8, 2, 3), (1, 1), (3, 4), (1, 3)),
+    # output rows of whole vectors, the patches read in place: two inner blocks (K = 360 > KC) with
+    # dilated rows; a row stride with wide padding; a kernel as tall as the image (rows off it)
+    ((2, 40, 12, 16), (12, 3, 3), (1, 1), (1, 1), (2, 1)),
+    ((2, 4, 18, 30), (9, 5, 5), (2, 1), (2, 3), (1, 1)),
+    ((1, 3, 7, 16), (5, 7, 7), (1, 1), (3, 3), (1, 1)),
 ]
 
 
