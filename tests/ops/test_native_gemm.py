@@ -135,6 +135,37 @@ def test_each_element_depends_on_its_row_and_column_only():
     np.testing.assert_array_equal(_run(a, b), whole)  # and again: deterministic
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, k", [(1, 33), (7, 1), (20, 64), (64, 32), (100, 300)])
+@pytest.mark.parametrize("layouts", ["CC", "FC", "SS", "CF"])
+def test_a_small_product_reads_a_in_place_to_the_same_bits(dtype, m, k, layouts):
+    """Up to 64 columns of float32 (32 of float64) A is read in place (gemm.c's small_), not packed:
+    the same chains, so the bits of those columns inside a wider product (packed A)."""
+    r = np.random.default_rng(m * k)
+    small = 256 // np.dtype(dtype).itemsize
+    a = _layout(r.standard_normal((m, k)).astype(dtype), layouts[0])
+    wide = r.standard_normal((k, small + 40)).astype(dtype)
+    for n in (small // 2, small - 3, small):
+        b = _layout(wide[:, :n], layouts[1])
+        np.testing.assert_array_equal(_run(a, b), _run(a, _layout(wide, layouts[1]))[:, :n])
+
+
+def test_attention_heads_written_out_go_to_the_kernel_with_the_bits_of_a_wider_product(one_thread):
+    """minGPT's per-head products over views of one (B, T, 3C) projection (q @ k^T, weights @ v and
+    the transposed ones of the backward) take the kernel as given, A in place."""
+    r = np.random.default_rng(12)
+    qkv = r.standard_normal((4, 64, 384)).astype(np.float32)
+    q, k, v = (qkv[..., i * 128:(i + 1) * 128].reshape(4, 64, 4, 32).transpose(0, 2, 1, 3) for i in range(3))
+    att = r.standard_normal((4, 4, 64, 64)).astype(np.float32)
+    for a, b in ((q, k.swapaxes(-1, -2)), (att, v), (att.swapaxes(-1, -2), q), (q.swapaxes(-1, -2), att)):
+        got = gemm._native(a, b, None)
+        assert got is not None, "the rule sent this product to NumPy"
+        _close(got[0, 0], a[0, 0], b[0, 0])
+        for i, j in ((0, 0), (3, 2)):
+            wide = np.concatenate([b[i, j], np.ones((b.shape[-2], 70), np.float32)], axis=1)
+            np.testing.assert_array_equal(got[i, j], _run(np.ascontiguousarray(a[i, j]), wide)[:, :b.shape[-1]])
+
+
 def test_bad_arguments_name_the_op_and_the_shapes():
     f = np.ones((1, 1, 2, 3), np.float32)
     with pytest.raises(ValueError, match=r"gemm: shapes do not match: a \(1, 1, 2, 3\) @ b \(1, 1, 2, 3\)"):
@@ -235,7 +266,8 @@ def test_small_two_dim_products_stay_in_numpy(one_thread):
     ((3, 32, 288), (3, 288, 256), True),    # three items for two jobs: items and column runs
     ((4, 16, 144), (144, 1000), True),      # four items (a broadcast B, a ragged last panel): items
     ((2, 3, 8, 64), (2, 3, 64, 96), False),  # two batch dims, under two jobs' worth of work (gemm.c's
-], ids=["one", "three", "four", "small"])  # MIN_JOB_MACS): one job
+    ((2, 4, 64, 64), (2, 4, 64, 32), True),  # MIN_JOB_MACS): one job; attention's heads, A in place
+], ids=["one", "three", "four", "small", "heads"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_several_blas_threads_split_the_product_over_the_pool_with_the_same_bits(one_thread, two_threads, a_shape,
                                                                                  b_shape, split, dtype):

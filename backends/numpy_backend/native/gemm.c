@@ -184,6 +184,15 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
     }
 }
 
+/* Whether a product reads A in place (small_): at most SMALL_COLS columns (A's entries each serve
+ * few multiply-adds, so packing them costs as much as the product), A's rows apart (a broadcast
+ * row is packed) and C in cache */
+#define SMALL_COLS(w) (2 * NV * (w))
+static int gemm_small(const Gemm *g, Py_ssize_t w)
+{
+    return g->n <= SMALL_COLS(w) && g->as[2] != 0 && g->m * g->n * 8 <= C_CACHED;
+}
+
 /* One kernel per element type: T the element, V its 512-bit vector, W lanes, M the mask type.
  *  pack_a: rows [i0, i0 + 4) of A (zero past M) as K groups of 4, k-major.
  *  pack_b: rows [k0, k0 + kc) of B as a dense kc x n block (for B whose columns are strided).
@@ -238,10 +247,12 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
-    /* rows (the panel's live rows rounded up to even) is a constant at each call: the inlined kernel keeps    \
-     * that many rows of accumulators; A's panel holds g rows a k (row_group) */                               \
+    /* rows (the panel's live rows rounded up to even) is a constant at each call: the inlined kernel keeps     \
+     * that many rows of accumulators; A's panel holds g rows a k (row_group), or, where as is not 0            \
+     * (a constant 0 at the packed calls), A is read in place: its rows as apart, its k ak apart */             \
     INLINE AVX512 void micro_##S(Py_ssize_t kc, const T *ap, int g, const T *bp, Py_ssize_t bk, T *c,           \
-                                 Py_ssize_t cm, int mr, M *mask, int first, int direct, const int rows)         \
+                                 Py_ssize_t cm, int mr, M *mask, int first, int direct, const int rows,         \
+                                 Py_ssize_t as, Py_ssize_t ak)                                                  \
     {                                                                                                           \
         V acc[MAX_ROWS][NV];                                                                                    \
         for (int r = 0; r < rows; r++)                                                                          \
@@ -252,11 +263,11 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
             for (int v = 0; v < NV; v++)                                                                        \
                 b[v] = direct ? MLOAD(mask[v], bp + v * W) : LOAD(bp + v * W);                                                                        \
             for (int r = 0; r < rows; r++) {                                                                    \
-                V a = SET1(ap[r]);                                                                              \
+                V a = SET1(as ? ap[(r < mr ? r : 0) * as] : ap[r]); /* (a row past mr: not stored) */           \
                 for (int v = 0; v < NV; v++)                                                                    \
                     acc[r][v] = FMADD(a, b[v], acc[r][v]);                                                      \
             }                                                                                                   \
-            ap += g;                                                                                            \
+            ap += as ? ak : g;                                                                                  \
             bp += direct ? bk : NV * W;                                                                         \
         }                                                                                                       \
         for (int r = 0; r < rows; r++)                                                                          \
@@ -265,17 +276,33 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
                     MSTORE(c + r * cm + v * W, mask[v], acc[r][v]);                                             \
     }                                                                                                           \
                                                                                                                 \
-    /* micro_ with its accumulator rows fixed: the panel's mr live rows rounded up to even (at most g) */       \
+    /* micro_ with its accumulator rows fixed: the panel's mr live rows rounded up to even (at most g);         \
+     * A packed */                                                                                              \
     INLINE AVX512 void panel_##S(Py_ssize_t kc, const T *ap, int g, const T *bp, Py_ssize_t bk, T *c,           \
                                  Py_ssize_t cm, int mr, M *mask, int first, int direct)                         \
     {                                                                                                           \
         switch ((mr + 1) & ~1) {                                                                                \
-        case 2: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 2); break;                         \
-        case 4: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 4); break;                         \
-        case 6: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 6); break;                         \
-        case 8: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 8); break;                         \
-        case 10: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 10); break;                       \
-        default: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 12); break;                       \
+        case 2: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 2, 0, 0); break;                   \
+        case 4: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 4, 0, 0); break;                   \
+        case 6: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 6, 0, 0); break;                   \
+        case 8: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 8, 0, 0); break;                   \
+        case 10: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 10, 0, 0); break;                 \
+        default: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 12, 0, 0); break;                 \
+        }                                                                                                       \
+    }                                                                                                           \
+                                                                                                                \
+    /* panel_ with A read in place, its rows as apart and its k ak apart (small_) */                            \
+    INLINE AVX512 void panel_in_place_##S(Py_ssize_t kc, const T *a, Py_ssize_t as, Py_ssize_t ak, const T *bp, \
+                                          Py_ssize_t bk, T *c, Py_ssize_t cm, int mr, M *mask, int first,       \
+                                          int direct)                                                           \
+    {                                                                                                           \
+        switch ((mr + 1) & ~1) {                                                                                \
+        case 2: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 2, as, ak); break;                  \
+        case 4: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 4, as, ak); break;                  \
+        case 6: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 6, as, ak); break;                  \
+        case 8: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 8, as, ak); break;                  \
+        case 10: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 10, as, ak); break;                \
+        default: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 12, as, ak); break;                \
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
@@ -319,6 +346,36 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
                 panel_##S(kc, ap + i0 * k + k0 * g, g, bblock + j0 * kc, NV * W, c + i0 * cm + j0, cm,          \
                           m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0);                                    \
             }                                                                                                   \
+    }                                                                                                           \
+                                                                                                                \
+    /* C (m x n, rows cm apart, columns adjacent) = A @ B for a product of at most SMALL_COLS columns, A read   \
+     * in place (its rows as apart, its k ak apart; panels of g rows): packing A cost as much as the product    \
+     * on attention's per-head (64 x 64) @ (64 x 32). B's rows are read in place where its columns are          \
+     * adjacent, else each panel is packed. The chains are matrix_'s, so are the bits. */                       \
+    AVX512 static void small_##S(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const T *a, Py_ssize_t as,           \
+                                 Py_ssize_t ak, int g, const T *b, Py_ssize_t bk, Py_ssize_t bn, T *c,          \
+                                 Py_ssize_t cm, T *bbuf)                                                        \
+    {                                                                                                           \
+        for (Py_ssize_t k0 = 0; k0 < k; k0 += KC) {                                                             \
+            Py_ssize_t kc = k - k0 < KC ? k - k0 : KC;                                                          \
+            for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                     \
+                M mask[NV];                                                                                     \
+                for (int v = 0; v < NV; v++)                                                                    \
+                    mask[v] = lanes_##S(n - j0 - v * W);                                                        \
+                const T *bp = b + k0 * bk + j0;                                                                 \
+                if (bn != 1)                                                                                    \
+                    pack_b_##S(b + k0 * bk + j0 * bn, bk, bn, kc, mask, bbuf);                                  \
+                for (Py_ssize_t i0 = 0; i0 < m; i0 += g) {                                                      \
+                    int mr = m - i0 < g ? (int)(m - i0) : g;                                                    \
+                    const T *ai = a + i0 * as + k0 * ak;                                                        \
+                    T *ci = c + i0 * cm + j0;                                                                   \
+                    if (bn == 1)                                                                                \
+                        panel_in_place_##S(kc, ai, as, ak, bp, bk, ci, cm, mr, mask, k0 == 0, 1);               \
+                    else                                                                                        \
+                        panel_in_place_##S(kc, ai, as, ak, bbuf, NV * W, ci, cm, mr, mask, k0 == 0, 0);         \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
     /* C (m x n, rows cm apart, columns adjacent) = A @ B, A packed by pack_a (all rows, all k; g a panel) */   \
@@ -558,7 +615,8 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
         }                                                                                                       \
         const T *a = (const T *)g->a, *b = (const T *)g->b;                                                     \
         T *c = (T *)g->c;                                                                                       \
-        const T *packed = NULL; /* A's batch item packed last: a broadcast A is packed once */                 \
+        const T *packed = NULL; /* A's batch item packed last: a broadcast A is packed once */                  \
+        int small = gemm_small(g, W);                                                                           \
         for (Py_ssize_t t = t0; t < t1; t++) {                                                                  \
             Py_ssize_t item = t / chunks, part = t % chunks, i = item / g->b2, j = item % g->b2;                \
             Py_ssize_t j0 = panels * part / chunks * NV * W, j1 = panels * (part + 1) / chunks * NV * W;        \
@@ -567,10 +625,16 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
             if (j1 <= j0)                                                                                       \
                 continue;                                                                                       \
             const T *ai = a + i * g->as[0] + j * g->as[1];                                                      \
+            const T *bi = b + i * g->bs[0] + j * g->bs[1] + j0 * g->bs[3];                                      \
+            T *ci = c + i * g->cs[0] + j * g->cs[1] + j0;                                                       \
+            if (small) {                                                                                        \
+                small_##S(g->m, j1 - j0, g->k, ai, g->as[2], g->as[3], rg, bi, g->bs[2], g->bs[3], ci,          \
+                          g->cs[2], bbuf);                                                                      \
+                continue;                                                                                       \
+            }                                                                                                   \
             if (ai != packed)                                                                                   \
                 pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, rg, ap), packed = ai;                            \
-            matrix_##S(g->m, j1 - j0, g->k, ap, rg, b + i * g->bs[0] + j * g->bs[1] + j0 * g->bs[3], g->bs[2],      \
-                       g->bs[3], c + i * g->cs[0] + j * g->cs[1] + j0, g->cs[2], bbuf);                        \
+            matrix_##S(g->m, j1 - j0, g->k, ap, rg, bi, g->bs[2], g->bs[3], ci, g->cs[2], bbuf);                \
         }                                                                                                       \
         scratch_free(ap), scratch_free(bbuf);                                                                   \
         return 0;                                                                                               \
