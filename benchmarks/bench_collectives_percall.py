@@ -1,4 +1,4 @@
-"""Per-call times of 2-rank collectives: raw blocking mpi4py, raw posted (the non-blocking call
+"""Per-call times of 2-rank collectives and a send/recv pair: raw blocking mpi4py, raw posted (the non-blocking call
 waited on at once, the call plugtorch makes) and plugtorch (async_op=False), interleaved call
 by call (alternating order); rank 0's 10th percentile and median of each, and raw / plugtorch.
 
@@ -37,6 +37,13 @@ def main(sizes: list[float]) -> None:
             "all_reduce": (lambda: comm.Allreduce(MPI.IN_PLACE, big, MPI.SUM),
                            lambda: comm.Iallreduce(MPI.IN_PLACE, big, MPI.SUM).Wait(),
                            lambda: dist.all_reduce(t_big)),
+            "all_to_all": (lambda: comm.Alltoall(big, out), lambda: comm.Ialltoall(big, out).Wait(),
+                           lambda: dist.all_to_all_single(t_out, t_big)),
+            # rank 0 sends, rank 1 receives
+            "send_recv": ((lambda: comm.Send(big, dest=1)) if rank == 0 else (lambda: comm.Recv(big, source=0)),
+                          (lambda: comm.Isend(big, dest=1).Wait()) if rank == 0 else
+                          (lambda: comm.Irecv(big, source=0).Wait()),
+                          (lambda: dist.send(t_big, 1)) if rank == 0 else (lambda: dist.recv(t_big, 0))),
         }
         calls = int(min(1500, max(100, 400 / mb)))
         for name, fns in cases.items():
