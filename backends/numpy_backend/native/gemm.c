@@ -247,12 +247,23 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
+    /* A convolution's patches read from the image in place (conv_image_in_place_): patch row kk of the         \
+     * panel's vector v is the image at xv[v] + koff[kk] under the mask vmask[v * taps + ktap[kk]] */           \
+    typedef struct {                                                                                            \
+        const T *xv[NV];                                                                                        \
+        const Py_ssize_t *koff;                                                                                 \
+        const int *ktap;                                                                                        \
+        const M *vmask;                                                                                         \
+        Py_ssize_t taps;                                                                                        \
+    } patches_##S;                                                                                              \
+                                                                                                                \
     /* rows (the panel's live rows rounded up to even) is a constant at each call: the inlined kernel keeps     \
-     * that many rows of accumulators; A's panel holds g rows a k (row_group), or, where as is not 0            \
-     * (a constant 0 at the packed calls), A is read in place: its rows as apart, its k ak apart */             \
+     * that many rows of accumulators. A's panel holds g rows a k (row_group), or, where as is not 0 (a         \
+     * constant 0 at the packed calls), A is read in place: its rows as apart, its k ak apart. B's rows         \
+     * are a packed panel (direct 0), rows bk apart (1) or a convolution's patches (2, pt). */                  \
     INLINE AVX512 void micro_##S(Py_ssize_t kc, const T *ap, int g, const T *bp, Py_ssize_t bk, T *c,           \
-                                 Py_ssize_t cm, int mr, M *mask, int first, int direct, const int rows,         \
-                                 Py_ssize_t as, Py_ssize_t ak)                                                  \
+                                 Py_ssize_t cm, int mr, const M *mask, int first, int direct, const int rows,   \
+                                 Py_ssize_t as, Py_ssize_t ak, const patches_##S *pt)                           \
     {                                                                                                           \
         V acc[MAX_ROWS][NV];                                                                                    \
         for (int r = 0; r < rows; r++)                                                                          \
@@ -261,14 +272,16 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
         for (Py_ssize_t kk = 0; kk < kc; kk++) {                                                                \
             V b[NV];                                                                                            \
             for (int v = 0; v < NV; v++)                                                                        \
-                b[v] = direct ? MLOAD(mask[v], bp + v * W) : LOAD(bp + v * W);                                                                        \
+                b[v] = direct == 2 ? MLOAD(pt->vmask[v * pt->taps + pt->ktap[kk]], pt->xv[v] + pt->koff[kk])    \
+                       : direct ? MLOAD(mask[v], bp + v * W) : LOAD(bp + v * W);                                \
             for (int r = 0; r < rows; r++) {                                                                    \
                 V a = SET1(as ? ap[(r < mr ? r : 0) * as] : ap[r]); /* (a row past mr: not stored) */           \
                 for (int v = 0; v < NV; v++)                                                                    \
                     acc[r][v] = FMADD(a, b[v], acc[r][v]);                                                      \
             }                                                                                                   \
             ap += as ? ak : g;                                                                                  \
-            bp += direct ? bk : NV * W;                                                                         \
+            if (direct != 2)                                                                                    \
+                bp += direct ? bk : NV * W;                                                                     \
         }                                                                                                       \
         for (int r = 0; r < rows; r++)                                                                          \
             if (r < mr)                                                                                         \
@@ -276,33 +289,18 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
                     MSTORE(c + r * cm + v * W, mask[v], acc[r][v]);                                             \
     }                                                                                                           \
                                                                                                                 \
-    /* micro_ with its accumulator rows fixed: the panel's mr live rows rounded up to even (at most g);         \
-     * A packed */                                                                                              \
+    /* micro_ with its accumulator rows fixed: the panel's mr live rows rounded up to even (at most g) */       \
     INLINE AVX512 void panel_##S(Py_ssize_t kc, const T *ap, int g, const T *bp, Py_ssize_t bk, T *c,           \
-                                 Py_ssize_t cm, int mr, M *mask, int first, int direct)                         \
+                                 Py_ssize_t cm, int mr, const M *mask, int first, int direct, Py_ssize_t as,    \
+                                 Py_ssize_t ak, const patches_##S *pt)                                          \
     {                                                                                                           \
         switch ((mr + 1) & ~1) {                                                                                \
-        case 2: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 2, 0, 0); break;                   \
-        case 4: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 4, 0, 0); break;                   \
-        case 6: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 6, 0, 0); break;                   \
-        case 8: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 8, 0, 0); break;                   \
-        case 10: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 10, 0, 0); break;                 \
-        default: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 12, 0, 0); break;                 \
-        }                                                                                                       \
-    }                                                                                                           \
-                                                                                                                \
-    /* panel_ with A read in place, its rows as apart and its k ak apart (small_) */                            \
-    INLINE AVX512 void panel_in_place_##S(Py_ssize_t kc, const T *a, Py_ssize_t as, Py_ssize_t ak, const T *bp, \
-                                          Py_ssize_t bk, T *c, Py_ssize_t cm, int mr, M *mask, int first,       \
-                                          int direct)                                                           \
-    {                                                                                                           \
-        switch ((mr + 1) & ~1) {                                                                                \
-        case 2: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 2, as, ak); break;                  \
-        case 4: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 4, as, ak); break;                  \
-        case 6: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 6, as, ak); break;                  \
-        case 8: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 8, as, ak); break;                  \
-        case 10: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 10, as, ak); break;                \
-        default: micro_##S(kc, a, 0, bp, bk, c, cm, mr, mask, first, direct, 12, as, ak); break;                \
+        case 2: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 2, as, ak, pt); break;             \
+        case 4: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 4, as, ak, pt); break;             \
+        case 6: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 6, as, ak, pt); break;             \
+        case 8: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 8, as, ak, pt); break;             \
+        case 10: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 10, as, ak, pt); break;           \
+        default: micro_##S(kc, ap, g, bp, bk, c, cm, mr, mask, first, direct, 12, as, ak, pt); break;           \
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
@@ -344,7 +342,7 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
                 for (int v = 0; v < NV; v++)                                                                    \
                     mask[v] = lanes_##S(nc - j0 - v * W);                                                       \
                 panel_##S(kc, ap + i0 * k + k0 * g, g, bblock + j0 * kc, NV * W, c + i0 * cm + j0, cm,          \
-                          m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0);                                    \
+                          m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0, 0, 0, NULL);                        \
             }                                                                                                   \
     }                                                                                                           \
                                                                                                                 \
@@ -370,9 +368,9 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
                     const T *ai = a + i0 * as + k0 * ak;                                                        \
                     T *ci = c + i0 * cm + j0;                                                                   \
                     if (bn == 1)                                                                                \
-                        panel_in_place_##S(kc, ai, as, ak, bp, bk, ci, cm, mr, mask, k0 == 0, 1);               \
+                        panel_##S(kc, ai, g, bp, bk, ci, cm, mr, mask, k0 == 0, 1, as, ak, NULL);               \
                     else                                                                                        \
-                        panel_in_place_##S(kc, ai, as, ak, bbuf, NV * W, ci, cm, mr, mask, k0 == 0, 0);         \
+                        panel_##S(kc, ai, g, bbuf, NV * W, ci, cm, mr, mask, k0 == 0, 0, as, ak, NULL);         \
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
@@ -391,7 +389,7 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
                         mask[v] = lanes_##S(n - j0 - v * W);                                                    \
                     for (Py_ssize_t i0 = 0; i0 < m; i0 += g)                                                    \
                         panel_##S(kc, ap + i0 * k + k0 * g, g, b + k0 * bk + j0, bk, c + i0 * cm + j0, cm,      \
-                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 1);                            \
+                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 1, 0, 0, NULL);                \
                 }                                                                                               \
                 continue;                                                                                       \
             }                                                                                                   \
@@ -403,7 +401,7 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
                     pack_b_##S(b + k0 * bk + j0 * bn, bk, bn, kc, mask, bbuf);                                  \
                     for (Py_ssize_t i0 = 0; i0 < m; i0 += g)                                                    \
                         panel_##S(kc, ap + i0 * k + k0 * g, g, bbuf, NV * W, c + i0 * cm + j0, cm,              \
-                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0);                            \
+                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0, 0, 0, NULL);                \
                 }                                                                                               \
                 continue;                                                                                       \
             }                                                                                                   \
@@ -476,64 +474,25 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
         }                                                                                                       \
     }                                                                                                           \
                                                                                                                 \
-    /* A convolution of unit column stride whose output rows are whole vectors (ow a multiple of W:             \
-     * each vector of a panel is W adjacent outputs of one row) reads its patches from the image in             \
-     * place instead of packing them: patch row kk of a vector is the image at koff[kk] (the row's              \
-     * channel, kernel row and column) past the vector's own start xv[v], under the vector's mask for           \
-     * the row's kernel tap (vmask[v * taps + ktap[kk]]: the padding's columns off; no lanes at all for         \
-     * a kernel row above or below the image). The values are the packed panel's and each output is             \
-     * the same chain, so the bits are pack_conv_'s; the packing had taken about a third of the time. */        \
-    INLINE AVX512 void conv_micro_##S(Py_ssize_t kc, const T *ap, const T *const *xv,                           \
-                                      const Py_ssize_t *koff, const int *ktap, const M *vmask, Py_ssize_t taps, \
-                                      T *c, Py_ssize_t cm, int mr, const M *mask, int first, const int rows)    \
-    {                                                                                                           \
-        V acc[MAX_ROWS][NV];                                                                                    \
-        for (int r = 0; r < rows; r++)                                                                          \
-            for (int v = 0; v < NV; v++)                                                                        \
-                acc[r][v] = first ? ZERO() : MLOAD(mask[v], c + (r < mr ? r : 0) * cm + v * W);                 \
-        for (Py_ssize_t kk = 0; kk < kc; kk++) {                                                                \
-            V b[NV];                                                                                            \
-            for (int v = 0; v < NV; v++)                                                                        \
-                b[v] = MLOAD(vmask[v * taps + ktap[kk]], xv[v] + koff[kk]);                                     \
-            for (int r = 0; r < rows; r++) {                                                                    \
-                V a = SET1(ap[r]);                                                                              \
-                for (int v = 0; v < NV; v++)                                                                    \
-                    acc[r][v] = FMADD(a, b[v], acc[r][v]);                                                      \
-            }                                                                                                   \
-            ap += MR;                                                                                           \
-        }                                                                                                       \
-        for (int r = 0; r < rows; r++)                                                                          \
-            if (r < mr)                                                                                         \
-                for (int v = 0; v < NV; v++)                                                                    \
-                    MSTORE(c + r * cm + v * W, mask[v], acc[r][v]);                                             \
-    }                                                                                                           \
-                                                                                                                \
-    /* conv_micro_ with its accumulator rows fixed, as panel_ */                                                \
-    INLINE AVX512 void conv_panel_##S(Py_ssize_t kc, const T *ap, const T *const *xv,                           \
-                                      const Py_ssize_t *koff, const int *ktap, const M *vmask, Py_ssize_t taps, \
-                                      T *c, Py_ssize_t cm, int mr, const M *mask, int first)                    \
-    {                                                                                                           \
-        switch ((mr + 1) & ~1) {                                                                                \
-        case 2: conv_micro_##S(kc, ap, xv, koff, ktap, vmask, taps, c, cm, mr, mask, first, 2); break;          \
-        case 4: conv_micro_##S(kc, ap, xv, koff, ktap, vmask, taps, c, cm, mr, mask, first, 4); break;          \
-        case 6: conv_micro_##S(kc, ap, xv, koff, ktap, vmask, taps, c, cm, mr, mask, first, 6); break;          \
-        default: conv_micro_##S(kc, ap, xv, koff, ktap, vmask, taps, c, cm, mr, mask, first, MR); break;        \
-        }                                                                                                       \
-    }                                                                                                           \
-                                                                                                                \
-    /* one image as conv_image_ computes it, the patches read in place (conv_in_place); koff and ktap           \
-     * hold each patch row's offset and kernel tap (conv_rows), vmask is scratch for NV * taps masks */         \
+    /* One image as conv_image_ computes it, the patches read from the image in place (conv_in_place:           \
+     * unit column stride, each output row whole vectors, so each vector of a panel is W adjacent               \
+     * outputs of one row). Patch row kk of a vector is the image at koff[kk] (the row's channel, kernel        \
+     * row and column; conv_rows) past the vector's own start, under the vector's mask for the row's            \
+     * kernel tap (ktap[kk]; the padding's columns off, no lanes for a kernel row above or below the            \
+     * image; vmask is scratch for NV * taps of them): micro_'s B read 2. The values are the packed             \
+     * panel's and each output is the same chain, so the bits are pack_conv_'s; the packing had taken           \
+     * about a third of the time. */                                                                            \
     AVX512 static void conv_image_in_place_##S(const Conv *cv, const T *ap, const T *x, T *c,                   \
                                                const Py_ssize_t *koff, const int *ktap, M *vmask)               \
     {                                                                                                           \
         Py_ssize_t m = cv->o, k = cv->c * cv->kh * cv->kw, n = cv->oh * cv->ow, taps = cv->kh * cv->kw;         \
         for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                         \
             M mask[NV];                                                                                         \
-            const T *xv[NV];                                                                                    \
+            patches_##S pt = {.vmask = vmask, .taps = taps};                                                    \
             for (int v = 0; v < NV; v++) {                                                                      \
                 Py_ssize_t j = j0 + v * W, y = j / cv->ow, x0 = j % cv->ow;                                     \
                 mask[v] = lanes_##S(n - j);                                                                     \
-                xv[v] = j < n ? x + (y * cv->sh - cv->ph) * cv->xs[2] + (x0 - cv->pw) : x;                      \
+                pt.xv[v] = j < n ? x + (y * cv->sh - cv->ph) * cv->xs[2] + (x0 - cv->pw) : x;                   \
                 for (Py_ssize_t i = 0; i < cv->kh; i++) {                                                       \
                     Py_ssize_t iy = y * cv->sh - cv->ph + i * cv->dh;                                           \
                     for (Py_ssize_t jj = 0; jj < cv->kw; jj++) {                                                \
@@ -545,10 +504,10 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
             }                                                                                                   \
             for (Py_ssize_t k0 = 0; k0 < k; k0 += KC) {                                                         \
                 Py_ssize_t kc = k - k0 < KC ? k - k0 : KC;                                                      \
+                pt.koff = koff + k0, pt.ktap = ktap + k0;                                                       \
                 for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                       \
-                    conv_panel_##S(kc, ap + i0 * k + k0 * MR, xv, koff + k0, ktap + k0, vmask, taps,            \
-                                   c + i0 * cv->ys[1] + j0, cv->ys[1], m - i0 < MR ? (int)(m - i0) : MR, mask,  \
-                                   k0 == 0);                                                                    \
+                    panel_##S(kc, ap + i0 * k + k0 * MR, MR, NULL, 0, c + i0 * cv->ys[1] + j0, cv->ys[1],       \
+                              m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 2, 0, 0, &pt);                   \
             }                                                                                                   \
         }                                                                                                       \
     }                                                                                                           \
@@ -566,8 +525,8 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
                     mask[v] = lanes_##S(n - j0 - v * W);                                                        \
                 pack_conv_##S(cv, x, k0, kc, j0, n - j0 < NV * W ? n - j0 : NV * W, bbuf);                      \
                 for (Py_ssize_t i0 = 0; i0 < m; i0 += MR)                                                       \
-                    panel_##S(kc, ap + i0 * k + k0 * MR, MR, bbuf, NV * W, c + i0 * cv->ys[1] + j0, cv->ys[1],   \
-                              m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0);                              \
+                    panel_##S(kc, ap + i0 * k + k0 * MR, MR, bbuf, NV * W, c + i0 * cv->ys[1] + j0, cv->ys[1],  \
+                              m - i0 < MR ? (int)(m - i0) : MR, mask, k0 == 0, 0, 0, 0, NULL);                  \
             }                                                                                                   \
         }                                                                                                       \
     }                                                                                                           \
