@@ -139,7 +139,7 @@ def test_each_element_depends_on_its_row_and_column_only():
 @pytest.mark.parametrize("m, k", [(1, 33), (7, 1), (20, 64), (64, 32), (100, 300)])
 @pytest.mark.parametrize("layouts", ["CC", "FC", "SS", "CF"])
 def test_a_small_product_reads_a_in_place_to_the_same_bits(dtype, m, k, layouts):
-    """Up to 64 columns of float32 (32 of float64) A is read in place (gemm.c's small_), not packed:
+    """Up to 64 columns of float32 (32 of float64) A is read in place (gemm.c's gemm_small), not packed:
     the same chains, so the bits of those columns inside a wider product (packed A)."""
     r = np.random.default_rng(m * k)
     small = 256 // np.dtype(dtype).itemsize

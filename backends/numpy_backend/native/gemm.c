@@ -184,13 +184,13 @@ static void conv_rows(const Conv *cv, Py_ssize_t *koff, int *ktap)
     }
 }
 
-/* Whether a product reads A in place (small_): at most SMALL_COLS columns (A's entries each serve
- * few multiply-adds, so packing them costs as much as the product), A's rows apart (a broadcast
- * row is packed) and C in cache */
-#define SMALL_COLS(w) (2 * NV * (w))
-static int gemm_small(const Gemm *g, Py_ssize_t w)
+/* Whether a product of elements of `item` bytes reads A in place (matrix_): at most SMALL_COLS
+ * columns (two micro-kernel panels: A's entries each serve few multiply-adds, so packing them costs
+ * as much as the product), A's rows apart (a broadcast row is packed) and C in cache */
+#define SMALL_COLS(item) (2 * NV * (Py_ssize_t)(64 / (item)))
+static int gemm_small(const Gemm *g, size_t item)
 {
-    return g->n <= SMALL_COLS(w) && g->as[2] != 0 && g->m * g->n * 8 <= C_CACHED;
+    return g->n <= SMALL_COLS(item) && g->as[2] != 0 && g->m * g->n * (Py_ssize_t)item <= C_CACHED;
 }
 
 /* One kernel per element type: T the element, V its 512-bit vector, W lanes, M the mask type.
@@ -346,69 +346,56 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
             }                                                                                                   \
     }                                                                                                           \
                                                                                                                 \
-    /* C (m x n, rows cm apart, columns adjacent) = A @ B for a product of at most SMALL_COLS columns, A read   \
-     * in place (its rows as apart, its k ak apart; panels of g rows): packing A cost as much as the product    \
-     * on attention's per-head (64 x 64) @ (64 x 32). B's rows are read in place where its columns are          \
-     * adjacent, else each panel is packed. The chains are matrix_'s, so are the bits. */                       \
-    AVX512 static void small_##S(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const T *a, Py_ssize_t as,           \
-                                 Py_ssize_t ak, int g, const T *b, Py_ssize_t bk, Py_ssize_t bn, T *c,          \
-                                 Py_ssize_t cm, T *bbuf)                                                        \
+    /* panel_ on matrix_'s A from row i0, inner index k0: packed (as 0; g rows a k) or read in place (rows      \
+     * as apart, k ak apart). Each branch calls panel_ with A's reading fixed, so the packed micro-kernels      \
+     * compile as they would alone. */                                                                          \
+    INLINE AVX512 void a_panel_##S(Py_ssize_t kc, const T *a, Py_ssize_t i0, Py_ssize_t k, Py_ssize_t k0,       \
+                                   int g, Py_ssize_t as, Py_ssize_t ak, const T *bp, Py_ssize_t bk, T *c,       \
+                                   Py_ssize_t cm, int mr, const M *mask, int direct)                            \
     {                                                                                                           \
-        for (Py_ssize_t k0 = 0; k0 < k; k0 += KC) {                                                             \
-            Py_ssize_t kc = k - k0 < KC ? k - k0 : KC;                                                          \
-            for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                     \
-                M mask[NV];                                                                                     \
-                for (int v = 0; v < NV; v++)                                                                    \
-                    mask[v] = lanes_##S(n - j0 - v * W);                                                        \
-                const T *bp = b + k0 * bk + j0;                                                                 \
-                if (bn != 1)                                                                                    \
-                    pack_b_##S(b + k0 * bk + j0 * bn, bk, bn, kc, mask, bbuf);                                  \
-                for (Py_ssize_t i0 = 0; i0 < m; i0 += g) {                                                      \
-                    int mr = m - i0 < g ? (int)(m - i0) : g;                                                    \
-                    const T *ai = a + i0 * as + k0 * ak;                                                        \
-                    T *ci = c + i0 * cm + j0;                                                                   \
-                    if (bn == 1)                                                                                \
-                        panel_##S(kc, ai, g, bp, bk, ci, cm, mr, mask, k0 == 0, 1, as, ak, NULL);               \
-                    else                                                                                        \
-                        panel_##S(kc, ai, g, bbuf, NV * W, ci, cm, mr, mask, k0 == 0, 0, as, ak, NULL);         \
-                }                                                                                               \
-            }                                                                                                   \
-        }                                                                                                       \
+        if (as)                                                                                                 \
+            panel_##S(kc, a + i0 * as + k0 * ak, g, bp, bk, c, cm, mr, mask, k0 == 0, direct, as, ak, NULL);    \
+        else                                                                                                    \
+            panel_##S(kc, a + i0 * k + k0 * g, g, bp, bk, c, cm, mr, mask, k0 == 0, direct, 0, 0, NULL);        \
     }                                                                                                           \
                                                                                                                 \
-    /* C (m x n, rows cm apart, columns adjacent) = A @ B, A packed by pack_a (all rows, all k; g a panel) */   \
-    AVX512 static void matrix_##S(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const T *ap, int g, const T *b,     \
-                                  Py_ssize_t bk, Py_ssize_t bn, T *c, Py_ssize_t cm, T *bbuf)                   \
+    /* C (m x n, rows cm apart, columns adjacent) = A @ B, A packed by pack_a (all rows, all k; g a panel),     \
+     * or, where as is not 0 (gemm_small: at most SMALL_COLS columns, C in cache), read in place with its       \
+     * rows as apart and its k ak apart: packing A cost as much as the product on attention's per-head          \
+     * (64 x 64) @ (64 x 32). The chains are the same either way, so are the bits. */                           \
+    AVX512 static void matrix_##S(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const T *a, int g, Py_ssize_t as,   \
+                                  Py_ssize_t ak, const T *b, Py_ssize_t bk, Py_ssize_t bn, T *c, Py_ssize_t cm, \
+                                  T *bbuf)                                                                      \
     {                                                                                                           \
         for (Py_ssize_t k0 = 0; k0 < k; k0 += KC) {                                                             \
             Py_ssize_t kc = k - k0 < KC ? k - k0 : KC;                                                          \
-            if (bn == 1 && m <= DIRECT) { /* one to four row panels: B's rows read in place */                  \
+            if (bn == 1 && (m <= DIRECT || as)) { /* few row panels, or A in place: B's rows read in place */   \
                 for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                 \
                     M mask[NV];                                                                                 \
                     for (int v = 0; v < NV; v++)                                                                \
                         mask[v] = lanes_##S(n - j0 - v * W);                                                    \
                     for (Py_ssize_t i0 = 0; i0 < m; i0 += g)                                                    \
-                        panel_##S(kc, ap + i0 * k + k0 * g, g, b + k0 * bk + j0, bk, c + i0 * cm + j0, cm,      \
-                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 1, 0, 0, NULL);                \
+                        a_panel_##S(kc, a, i0, k, k0, g, as, ak, b + k0 * bk + j0, bk, c + i0 * cm + j0, cm,    \
+                                    m - i0 < g ? (int)(m - i0) : g, mask, 1);                                   \
                 }                                                                                               \
                 continue;                                                                                       \
             }                                                                                                   \
-            if (m * n * (Py_ssize_t)sizeof(T) <= C_CACHED) { /* C stays in cache: columns outer */               \
+            if (m * n * (Py_ssize_t)sizeof(T) <= C_CACHED) { /* C stays in cache: columns outer */              \
                 for (Py_ssize_t j0 = 0; j0 < n; j0 += NV * W) {                                                 \
                     M mask[NV];                                                                                 \
                     for (int v = 0; v < NV; v++)                                                                \
                         mask[v] = lanes_##S(n - j0 - v * W);                                                    \
                     pack_b_##S(b + k0 * bk + j0 * bn, bk, bn, kc, mask, bbuf);                                  \
                     for (Py_ssize_t i0 = 0; i0 < m; i0 += g)                                                    \
-                        panel_##S(kc, ap + i0 * k + k0 * g, g, bbuf, NV * W, c + i0 * cm + j0, cm,              \
-                                  m - i0 < g ? (int)(m - i0) : g, mask, k0 == 0, 0, 0, 0, NULL);                \
+                        a_panel_##S(kc, a, i0, k, k0, g, as, ak, bbuf, NV * W, c + i0 * cm + j0, cm,            \
+                                    m - i0 < g ? (int)(m - i0) : g, mask, 0);                                   \
                 }                                                                                               \
                 continue;                                                                                       \
             }                                                                                                   \
-            for (Py_ssize_t n0 = 0; n0 < n; n0 += NC) {                                                         \
+            for (Py_ssize_t n0 = 0; n0 < n; n0 += NC) { /* (A packed: gemm_small keeps C in cache) */           \
                 Py_ssize_t nc = n - n0 < NC ? n - n0 : NC;                                                      \
                 pack_block_##S(b + k0 * bk + n0 * bn, bk, bn, kc, nc, bbuf);                                    \
-                block_##S(m, k, k0, kc, nc, ap, g, bbuf, c + n0, cm);                                           \
+                block_##S(m, k, k0, kc, nc, a, g, bbuf, c + n0, cm);                                            \
             }                                                                                                   \
         }                                                                                                       \
     }                                                                                                           \
@@ -564,18 +551,17 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
      * panels of NV * W columns, `chunks` near-equal runs of them) */                                        \
     static int run_##S(const Gemm *g, Py_ssize_t chunks, Py_ssize_t t0, Py_ssize_t t1)                          \
     {                                                                                                           \
-        int rg = row_group(g->m);                                                                               \
+        int rg = row_group(g->m), small = gemm_small(g, sizeof(T)); /* small: A read in place, not packed */    \
         Py_ssize_t mp = (g->m + rg - 1) / rg * rg, panels = (g->n + NV * W - 1) / (NV * W);                     \
-        T *ap = scratch((size_t)(mp * g->k) * sizeof(T));                                                       \
+        T *ap = small ? NULL : scratch((size_t)(mp * g->k) * sizeof(T));                                        \
         T *bbuf = scratch((size_t)(KC * NC) * sizeof(T));                                                       \
-        if (ap == NULL || bbuf == NULL) {                                                                       \
+        if ((ap == NULL && !small) || bbuf == NULL) {                                                           \
             scratch_free(ap), scratch_free(bbuf);                                                               \
             return -1;                                                                                          \
         }                                                                                                       \
         const T *a = (const T *)g->a, *b = (const T *)g->b;                                                     \
         T *c = (T *)g->c;                                                                                       \
         const T *packed = NULL; /* A's batch item packed last: a broadcast A is packed once */                  \
-        int small = gemm_small(g, W);                                                                           \
         for (Py_ssize_t t = t0; t < t1; t++) {                                                                  \
             Py_ssize_t item = t / chunks, part = t % chunks, i = item / g->b2, j = item % g->b2;                \
             Py_ssize_t j0 = panels * part / chunks * NV * W, j1 = panels * (part + 1) / chunks * NV * W;        \
@@ -587,13 +573,13 @@ static int gemm_small(const Gemm *g, Py_ssize_t w)
             const T *bi = b + i * g->bs[0] + j * g->bs[1] + j0 * g->bs[3];                                      \
             T *ci = c + i * g->cs[0] + j * g->cs[1] + j0;                                                       \
             if (small) {                                                                                        \
-                small_##S(g->m, j1 - j0, g->k, ai, g->as[2], g->as[3], rg, bi, g->bs[2], g->bs[3], ci,          \
-                          g->cs[2], bbuf);                                                                      \
+                matrix_##S(g->m, j1 - j0, g->k, ai, rg, g->as[2], g->as[3], bi, g->bs[2], g->bs[3], ci,         \
+                           g->cs[2], bbuf);                                                                     \
                 continue;                                                                                       \
             }                                                                                                   \
             if (ai != packed)                                                                                   \
                 pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, rg, ap), packed = ai;                            \
-            matrix_##S(g->m, j1 - j0, g->k, ap, rg, bi, g->bs[2], g->bs[3], ci, g->cs[2], bbuf);                \
+            matrix_##S(g->m, j1 - j0, g->k, ap, rg, 0, 0, bi, g->bs[2], g->bs[3], ci, g->cs[2], bbuf);          \
         }                                                                                                       \
         scratch_free(ap), scratch_free(bbuf);                                                                   \
         return 0;                                                                                               \

@@ -100,7 +100,7 @@ def wins(m: int, k: int, n: int) -> bool:
 def _small_batch(b, m: int, k: int, n: int) -> bool:
     """Whether a batch of small products (attention's per head, written out: q @ k^T, weights @ v and
     their gradients) goes to the kernel as given: 32 to 64 columns of float32 (16 to 32 of float64),
-    which it computes reading A in place (``gemm.c``'s small_), and at most 256 rows and 256 deep.
+    which it computes reading A in place (``gemm.c``'s gemm_small), and at most 256 rows and 256 deep.
     Where B's columns are adjacent NumPy's OpenBLAS was as fast on one thread (0.9-1.2x the kernel's
     time), unless the rule would send the product transposed (2x slower there); where B is
     transposed (k^T) OpenBLAS took 1.5-1.8x the kernel's time. minGPT's heads, (64 x 64) @ (64 x 32)
