@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fused
 from . import FLOATS
 from . import _kernels as _loaded
 
@@ -36,10 +37,8 @@ def add_at(fallback):
         return fallback
 
     def add_at(out, index, values):
-        idx = index[0] if len(index) == 1 else None
-        if (idx is None or getattr(idx, "dtype", None) is None or idx.dtype.kind != "i" or out.ndim < 1
-                or out.dtype not in FLOATS or values.dtype != out.dtype or values.shape != idx.shape + out.shape[1:]
-                or not out.flags.c_contiguous or not out.size):
+        idx = fused.whole_rows(out, index, values)
+        if idx is None or idx.dtype.kind != "i" or out.dtype not in FLOATS or not out.size:
             fallback(out, index, values)
             return
         width = out.size // out.shape[0]
