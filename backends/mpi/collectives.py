@@ -150,7 +150,8 @@ class Collectives:
             # MPI forbids overlapping send and receive buffers: through copies, as alltoall does
             return self.alltoall(list(output.split(output_splits)), list(input.split(input_splits)))
         first = input_splits[0] if input_splits else 0
-        if input_splits.count(first) == len(input_splits) and output_splits.count(first) == len(output_splits):
+        if output_splits is input_splits or (input_splits.count(first) == len(input_splits)
+                                             and output_splits.count(first) == len(output_splits)):
             # equal blocks: MPICH's Alltoall beats its Alltoallv
             request = self.comm.Ialltoall([send.array, MPI.BYTE], [recv.array, MPI.BYTE])
         else:

@@ -137,6 +137,12 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     check_like(output, input, fn, "output", shape=False)
     n = pg.size()
     out_shape, in_shape = output._data.shape, input._data.shape  # plain tuples: Size's slices cost ~0.2 us
+    if output_split_sizes is None and input_split_sizes is None and out_shape == in_shape and in_shape \
+            and not in_shape[0] % n:
+        # the default, equal blocks both ways: one list serves as both splits. The call is
+        # often a few microseconds of Python beside a 50 us exchange, so every step counts.
+        splits = [in_shape[0] // n] * n
+        return run(pg.alltoall_single, async_op, output, input, splits, splits)
     out_splits = _splits(out_shape, output_split_sizes, n, fn, "output")
     in_splits = _splits(in_shape, input_split_sizes, n, fn, "input")
     if out_shape[1:] != in_shape[1:]:
