@@ -23,70 +23,105 @@
 /* -- the loops, once per element type ----------------------------------------------------------- */
 
 /* A sigmoid is 0.5 + 0.5 tanh(x / 2): one tanh, which never overflows (1 / (1 + exp(-x)) does for
- * x < -88 in float, harmlessly but through inf). `scratch` holds 4H elements. */
+ * x < -88 in float, harmlessly but through inf). `scratch` holds 4H elements.
+ *
+ * Each batch row's arithmetic is in small functions whose arrays are `restrict`: no two of them
+ * overlap (state's rows for step t, the previous step's c, the gradients, scratch), and only so
+ * can the compiler vectorize loops that read six arrays and write five; as one loop over
+ * pointers into one state array it ran scalar (a step's gates took 21.6 us forward and 26.6 backward
+ * at N = 20, H = 256). Each element's operations are the same, in the same order, so the values
+ * are the same bits at any width. */
 #define LSTM_LOOPS(T, SUF)                                                                              \
-    /* gates (N, 4H): i, f, g, o before their activations, plus `in` (N, 4H) and `bias` (4H) where \
-     * not NULL (added in that order, as NumPy's two adds would); writes state[:, t] */                \
-    static VECTOR_CLONES void lstm_fwd_##SUF(const T *gates, const T *in, const T *bias, const T *c_prev, T *state, \
-                               Py_ssize_t t, Py_ssize_t steps, Py_ssize_t n, Py_ssize_t h, Py_ssize_t lo, \
-                               Py_ssize_t hi, T *scratch)                                               \
+    /* one row's gate inputs: gates + in + bias (added in that order, as NumPy's two adds would;        \
+     * in, bias may be NULL), halved where a sigmoid follows (times 1, exact, for g) */                 \
+    static inline void lstm_pre_##SUF(const T *restrict gr, const T *restrict inr, const T *restrict bias, \
+                                      T *restrict s, Py_ssize_t h)                                      \
+    {                                                                                                   \
+        for (Py_ssize_t q = 0; q < 4; q++) {                                                            \
+            T scale = q == 2 ? (T)1 : (T)0.5;                                                           \
+            for (Py_ssize_t j = q * h; j < (q + 1) * h; j++) {                                          \
+                T x = gr[j];                                                                            \
+                if (inr != NULL)                                                                        \
+                    x += inr[j];                                                                        \
+                if (bias != NULL)                                                                       \
+                    x += bias[j];                                                                       \
+                s[j] = scale * x;                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+                                                                                                        \
+    /* one row's i, f, g, o and c from the tanh of its gate inputs, s */                                \
+    static inline void lstm_cells_##SUF(const T *restrict s, const T *restrict c_prev, T *restrict is,  \
+                                        T *restrict fs, T *restrict gs, T *restrict os, T *restrict cs, \
+                                        Py_ssize_t h)                                                   \
+    {                                                                                                   \
+        for (Py_ssize_t j = 0; j < h; j++) {                                                            \
+            T i = (T)0.5 + (T)0.5 * s[j], f = (T)0.5 + (T)0.5 * s[h + j], g = s[2 * h + j],             \
+              o = (T)0.5 + (T)0.5 * s[3 * h + j];                                                       \
+            is[j] = i, fs[j] = f, gs[j] = g, os[j] = o, cs[j] = f * c_prev[j] + i * g;                  \
+        }                                                                                               \
+    }                                                                                                   \
+                                                                                                        \
+    static inline void lstm_mul_##SUF(T *restrict out, const T *restrict by, Py_ssize_t h)              \
+    {                                                                                                   \
+        for (Py_ssize_t j = 0; j < h; j++)                                                              \
+            out[j] *= by[j];                                                                            \
+    }                                                                                                   \
+                                                                                                        \
+    /* gates (N, 4H): i, f, g, o before their activations, plus `in` (N, 4H) and `bias` (4H) where      \
+     * not NULL; writes state[:, t] */                                                                  \
+    static VECTOR_CLONES void lstm_fwd_##SUF(const T *gates, const T *in, const T *bias, const T *c_prev, \
+                                             T *state, Py_ssize_t t, Py_ssize_t steps, Py_ssize_t n,    \
+                                             Py_ssize_t h, Py_ssize_t lo, Py_ssize_t hi, T *scratch)    \
     {                                                                                                   \
         Py_ssize_t plane = n * h, row = steps * plane;                                                  \
         T *hs = state + t * plane, *cs = hs + row, *is = cs + row, *fs = is + row, *gs = fs + row,      \
           *os = gs + row;                                                                               \
         for (Py_ssize_t b = lo; b < hi; b++) {                                                          \
-            const T *gr = gates + b * 4 * h;                                                            \
-            for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
-                scratch[j] = gr[j];                                                                     \
-            if (in != NULL)                                                                             \
-                for (Py_ssize_t j = 0; j < 4 * h; j++)                                                  \
-                    scratch[j] += in[b * 4 * h + j];                                                    \
-            if (bias != NULL)                                                                           \
-                for (Py_ssize_t j = 0; j < 4 * h; j++)                                                  \
-                    scratch[j] += bias[j];                                                              \
-            for (Py_ssize_t j = 0; j < 4 * h; j++)                                                      \
-                scratch[j] = (j >= 2 * h && j < 3 * h) ? scratch[j] : (T)0.5 * scratch[j];              \
+            Py_ssize_t k = b * h;                                                                       \
+            lstm_pre_##SUF(gates + 4 * k, in == NULL ? NULL : in + 4 * k, bias, scratch, h);            \
             tanh_block_##SUF(scratch, scratch, 4 * h);                                                  \
-            T *hb = hs + b * h, *cb = cs + b * h;                                                       \
-            for (Py_ssize_t j = 0; j < h; j++) {                                                        \
-                Py_ssize_t k = b * h + j;                                                               \
-                T i = (T)0.5 + (T)0.5 * scratch[j], f = (T)0.5 + (T)0.5 * scratch[h + j],               \
-                  g = scratch[2 * h + j], o = (T)0.5 + (T)0.5 * scratch[3 * h + j];                     \
-                T c = f * c_prev[k] + i * g;                                                            \
-                is[k] = i, fs[k] = f, gs[k] = g, os[k] = o, cb[j] = c, hb[j] = c;                       \
-            }                                                                                           \
-            tanh_block_##SUF(hb, hb, h);                                                                \
-            for (Py_ssize_t j = 0; j < h; j++)                                                          \
-                hb[j] *= os[b * h + j];                                                                 \
+            lstm_cells_##SUF(scratch, c_prev + k, is + k, fs + k, gs + k, os + k, cs + k, h);           \
+            tanh_block_##SUF(cs + k, hs + k, h);                                                        \
+            lstm_mul_##SUF(hs + k, os + k, h);                                                          \
         }                                                                                               \
     }                                                                                                   \
                                                                                                         \
-    /* dh, dc (N, H): the gradients flowing in from the later step; out, dc is the one for c_prev  \
-     * (the caller's GEMM makes dh's). out (N, 4H): the gates' gradient before their activations. */ \
-    static VECTOR_CLONES void lstm_bwd_##SUF(const T *grad, const T *state, Py_ssize_t t, Py_ssize_t steps,           \
-                               Py_ssize_t n, Py_ssize_t h, const T *c_prev, const T *dh, T *dc, T *out, \
-                               Py_ssize_t lo, Py_ssize_t hi, T *scratch)                                \
+    /* one row back: tc = tanh(c); see lstm_bwd */                                                      \
+    static inline void lstm_bwd_cells_##SUF(const T *restrict tc, const T *restrict is, const T *restrict fs, \
+                                            const T *restrict gs, const T *restrict os, const T *restrict g0, \
+                                            const T *restrict g1, const T *restrict g2, const T *restrict g3, \
+                                            const T *restrict g4, const T *restrict g5,                 \
+                                            const T *restrict c_prev, const T *restrict dh, T *restrict dc, \
+                                            T *restrict orow, Py_ssize_t h)                             \
+    {                                                                                                   \
+        for (Py_ssize_t j = 0; j < h; j++) {                                                            \
+            T i = is[j], f = fs[j], g = gs[j], o = os[j], t = tc[j];                                    \
+            T dhj = dh[j] + g0[j];                                                                      \
+            T dcj = dc[j] + g1[j] + dhj * o * ((T)1 - t * t);                                           \
+            orow[j] = (dcj * g + g2[j]) * i * ((T)1 - i);                                               \
+            orow[h + j] = (dcj * c_prev[j] + g3[j]) * f * ((T)1 - f);                                   \
+            orow[2 * h + j] = (dcj * i + g4[j]) * ((T)1 - g * g);                                       \
+            orow[3 * h + j] = (dhj * t + g5[j]) * o * ((T)1 - o);                                       \
+            dc[j] = dcj * f;                                                                            \
+        }                                                                                               \
+    }                                                                                                   \
+                                                                                                        \
+    /* dh, dc (N, H): the gradients flowing in from the later step; out, dc is the one for c_prev       \
+     * (the caller's GEMM makes dh's). out (N, 4H): the gates' gradient before their activations. */    \
+    static VECTOR_CLONES void lstm_bwd_##SUF(const T *grad, const T *state, Py_ssize_t t, Py_ssize_t steps, \
+                                             Py_ssize_t n, Py_ssize_t h, const T *c_prev, const T *dh, T *dc, \
+                                             T *out, Py_ssize_t lo, Py_ssize_t hi, T *scratch)          \
     {                                                                                                   \
         Py_ssize_t plane = n * h, row = steps * plane, at = t * plane;                                  \
         const T *cs = state + row + at, *is = cs + row, *fs = is + row, *gs = fs + row, *os = gs + row; \
-        const T *g0 = grad + at, *g1 = g0 + row, *g2 = g1 + row, *g3 = g2 + row, *g4 = g3 + row,       \
+        const T *g0 = grad + at, *g1 = g0 + row, *g2 = g1 + row, *g3 = g2 + row, *g4 = g3 + row,        \
                 *g5 = g4 + row;                                                                         \
         for (Py_ssize_t b = lo; b < hi; b++) {                                                          \
-            T *orow = out + b * 4 * h;                                                                  \
-            for (Py_ssize_t j = 0; j < h; j++)                                                          \
-                scratch[j] = cs[b * h + j];                                                             \
-            tanh_block_##SUF(scratch, scratch, h);                                                      \
-            for (Py_ssize_t j = 0; j < h; j++) {                                                        \
-                Py_ssize_t k = b * h + j;                                                               \
-                T i = is[k], f = fs[k], g = gs[k], o = os[k], tc = scratch[j];                          \
-                T dhk = dh[k] + g0[k];                                                                  \
-                T dck = dc[k] + g1[k] + dhk * o * ((T)1 - tc * tc);                                     \
-                orow[j] = (dck * g + g2[k]) * i * ((T)1 - i);                                           \
-                orow[h + j] = (dck * c_prev[k] + g3[k]) * f * ((T)1 - f);                               \
-                orow[2 * h + j] = (dck * i + g4[k]) * ((T)1 - g * g);                                   \
-                orow[3 * h + j] = (dhk * tc + g5[k]) * o * ((T)1 - o);                                  \
-                dc[k] = dck * f;                                                                        \
-            }                                                                                           \
+            Py_ssize_t k = b * h;                                                                       \
+            tanh_block_##SUF(cs + k, scratch, h);                                                       \
+            lstm_bwd_cells_##SUF(scratch, is + k, fs + k, gs + k, os + k, g0 + k, g1 + k, g2 + k, g3 + k, \
+                                 g4 + k, g5 + k, c_prev + k, dh + k, dc + k, out + 4 * k, h);           \
         }                                                                                               \
     }
 
