@@ -1,8 +1,9 @@
-"""Per-call times of 2-rank collectives and a send/recv pair: raw blocking mpi4py, raw posted (the non-blocking call
+"""Per-call times of collectives and send/recv pairs: raw blocking mpi4py, raw posted (the non-blocking call
 waited on at once, the call plugtorch makes) and plugtorch (async_op=False), interleaved call
 by call (alternating order); rank 0's 10th percentile and median of each, and raw / plugtorch.
 
-    mpiexec -n 2 python benchmarks/bench_collectives_percall.py 0.25,1,4,16   # sizes in MB
+    mpiexec -n 2 python benchmarks/bench_collectives_percall.py 0.25,1,4,16   # sizes in MB; any even
+                                                                              # number of ranks
 
 The 10th percentile shrugs off the time slices other work takes on a shared machine, where
 bench_collectives.py's means per round scatter widely below 4 MB.
@@ -20,11 +21,14 @@ def main(sizes: list[float]) -> None:
     dist.init()  # before mpi4py's import, as a training script: plugtorch initialises MPI
     from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
-    rank = comm.Get_rank()
+    rank, world = comm.Get_rank(), comm.Get_size()
+    if world % 2:
+        raise SystemExit("send/recv runs in pairs of ranks (0, 1), (2, 3), ...: run an even number of ranks")
+    peer = rank + 1 if rank % 2 == 0 else rank - 1
     clock = time.perf_counter
     for mb in sizes:
-        n = int(mb * 2**20 / 4) // 2 * 2
-        big, small, out = np.zeros(n, np.float32), np.zeros(n // 2, np.float32), np.zeros(n, np.float32)
+        n = int(mb * 2**20 / 4) // world * world  # one block per rank: all_gather's input, reduce_scatter's output
+        big, small, out = np.zeros(n, np.float32), np.zeros(n // world, np.float32), np.zeros(n, np.float32)
         t_big, t_small, t_out = (plugtorch.from_numpy(a) for a in (big, small, out))
         cases = {
             "broadcast": (lambda: comm.Bcast(big, root=0), lambda: comm.Ibcast(big, root=0).Wait(),
@@ -39,11 +43,12 @@ def main(sizes: list[float]) -> None:
                            lambda: dist.all_reduce(t_big)),
             "all_to_all": (lambda: comm.Alltoall(big, out), lambda: comm.Ialltoall(big, out).Wait(),
                            lambda: dist.all_to_all_single(t_out, t_big)),
-            # rank 0 sends, rank 1 receives
-            "send_recv": ((lambda: comm.Send(big, dest=1)) if rank == 0 else (lambda: comm.Recv(big, source=0)),
-                          (lambda: comm.Isend(big, dest=1).Wait()) if rank == 0 else
-                          (lambda: comm.Irecv(big, source=0).Wait()),
-                          (lambda: dist.send(t_big, 1)) if rank == 0 else (lambda: dist.recv(t_big, 0))),
+            # in pairs (0, 1), (2, 3), ...: the even rank sends, the odd one receives
+            "send_recv": ((lambda: comm.Send(big, dest=peer)) if rank % 2 == 0 else
+                          (lambda: comm.Recv(big, source=peer)),
+                          (lambda: comm.Isend(big, dest=peer).Wait()) if rank % 2 == 0 else
+                          (lambda: comm.Irecv(big, source=peer).Wait()),
+                          (lambda: dist.send(t_big, peer)) if rank % 2 == 0 else (lambda: dist.recv(t_big, peer))),
         }
         calls = int(min(1500, max(100, 400 / mb)))
         for name, fns in cases.items():
