@@ -189,6 +189,23 @@ def test_transpose_copies_every_element(dtype, m, n):
         np.testing.assert_array_equal(out, view.T)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n,split", [(300, 701, True), (1024, 129, True), (17, 8192, True), (64, 1024, False)],
+                         ids=["ragged", "tall", "two-tiles", "one-job"])
+def test_transpose_splits_over_the_pool_by_tiles_and_copies_every_element(one_thread, two_threads, dtype, m, n,
+                                                                           split):
+    """With several BLAS threads the rows of src split over the pool in whole tiles (from 64K
+    entries a job); each job writes its own columns of out."""
+    src = np.random.default_rng(m + n).standard_normal((m, n + 2)).astype(dtype)[:, 1:n + 1]
+    out = np.full((n, m), np.nan, dtype)
+    calls = native._kernels.pool_info()[2]
+    with two_threads():
+        kernel.transpose(src, out)
+        calls = native._kernels.pool_info()[2] - calls
+    np.testing.assert_array_equal(out, src.T)
+    assert calls == split
+
+
 def test_transpose_arguments_are_checked():
     with pytest.raises(ValueError, match=r"transpose: src \(2, 3\) and out \(2, 3\)"):
         kernel.transpose(np.ones((2, 3), np.float32), np.empty((2, 3), np.float32))
