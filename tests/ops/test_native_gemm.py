@@ -178,6 +178,28 @@ def test_bad_arguments_name_the_op_and_the_shapes():
         kernel.gemm(f, np.ones((1, 1, 3, 4), np.float32), np.empty((1, 1, 4, 2), np.float32).swapaxes(2, 3))
 
 
+def test_a_short_projection_goes_to_the_kernel_as_given_on_one_thread_with_the_transposed_bits(
+        one_thread, two_threads, monkeypatch):
+    """minGPT's (1024 x 128) @ (128 x 384) with W^T in place: computed as given on one thread (no
+    transpose back), transposed on two, where as given lost; the same bits either way."""
+    r = np.random.default_rng(7)
+    x, w = r.standard_normal((1024, 128)).astype(np.float32), r.standard_normal((384, 128)).astype(np.float32)
+    assert gemm._projection(1024, 128, 384) and not gemm.wins(1024, 128, 384)
+    transposes = []
+    real = kernel.transpose
+    monkeypatch.setattr(gemm, "_gemm", type("Spy", (), {
+        "gemm": staticmethod(kernel.gemm),
+        "transpose": staticmethod(lambda src, out: (transposes.append(src.shape), real(src, out)))})())
+    one = gemm.matmul(x, w.T)
+    assert transposes == []
+    with two_threads():
+        assert not gemm._projection(1024, 128, 384)
+        two = gemm.matmul(x, w.T)
+    assert transposes == [(384, 1024)]
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(one, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m,n", [(0, 3), (1, 1), (1, 37), (37, 1), (16, 16), (17, 33), (64, 1024), (130, 47)])
 def test_transpose_copies_every_element(dtype, m, n):
