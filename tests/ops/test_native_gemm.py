@@ -178,25 +178,28 @@ def test_bad_arguments_name_the_op_and_the_shapes():
         kernel.gemm(f, np.ones((1, 1, 3, 4), np.float32), np.empty((1, 1, 4, 2), np.float32).swapaxes(2, 3))
 
 
-def test_a_short_projection_goes_to_the_kernel_as_given_on_one_thread_with_the_transposed_bits(
-        one_thread, two_threads, monkeypatch):
-    """minGPT's (1024 x 128) @ (128 x 384) with W^T in place: computed as given on one thread (no
-    transpose back), transposed on two, where as given lost; the same bits either way."""
+def test_a_short_projection_goes_to_the_kernel_as_given_with_the_transposed_bits(one_thread, two_threads,
+                                                                                 monkeypatch):
+    """minGPT's (1024 x 128) @ (128 x 384) with W^T in place: computed as given (no transpose back),
+    on one thread and split by rows on two; the bits of the transposed route, which wins' rule
+    alone would take."""
     r = np.random.default_rng(7)
     x, w = r.standard_normal((1024, 128)).astype(np.float32), r.standard_normal((384, 128)).astype(np.float32)
-    assert gemm._projection(1024, 128, 384) and not gemm.wins(1024, 128, 384)
+    assert gemm._projection(1024, 128, 384) and not gemm.wins(1024, 128, 384) and gemm.wins(384, 128, 1024)
+    transposed = _run(w, x.T).T
     transposes = []
     real = kernel.transpose
     monkeypatch.setattr(gemm, "_gemm", type("Spy", (), {
         "gemm": staticmethod(kernel.gemm),
         "transpose": staticmethod(lambda src, out: (transposes.append(src.shape), real(src, out)))})())
     one = gemm.matmul(x, w.T)
-    assert transposes == []
+    calls = native._kernels.pool_info()[2]
     with two_threads():
-        assert not gemm._projection(1024, 128, 384)
         two = gemm.matmul(x, w.T)
-    assert transposes == [(384, 1024)]
-    np.testing.assert_array_equal(one, two)
+        calls = native._kernels.pool_info()[2] - calls
+    assert transposes == [] and calls == 1
+    np.testing.assert_array_equal(one, transposed)
+    np.testing.assert_array_equal(two, transposed)
     np.testing.assert_allclose(one, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
 
 
@@ -306,7 +309,10 @@ def test_small_two_dim_products_stay_in_numpy(one_thread):
     ((4, 16, 144), (144, 1000), True),      # four items (a broadcast B, a ragged last panel): items
     ((2, 3, 8, 64), (2, 3, 64, 96), False),  # two batch dims, under two jobs' worth of work (gemm.c's
     ((2, 4, 64, 64), (2, 4, 64, 32), True),  # MIN_JOB_MACS): one job; attention's heads, A in place
-], ids=["one", "three", "four", "small", "heads"])
+    ((1024, 64), (64, 512), True),          # more rows than columns: runs of rows
+    ((3, 200, 64), (64, 520), True),        # three items, fewer rows than columns: items and column runs
+    ((3, 1000, 64), (3, 64, 512), True),    # three items of more rows: items and runs of rows
+], ids=["one", "three", "four", "small", "heads", "rows", "items-columns", "items-rows"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_several_blas_threads_split_the_product_over_the_pool_with_the_same_bits(one_thread, two_threads, a_shape,
                                                                                  b_shape, split, dtype):

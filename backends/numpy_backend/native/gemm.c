@@ -547,9 +547,10 @@ static int gemm_small(const Gemm *g, size_t item)
         return 0;                                                                                               \
     }                                                                                                           \
                                                                                                                 \
-    /* tasks [t0, t1) of the product: task t is batch item t / chunks, its columns' chunk t % chunks (whole  \
-     * panels of NV * W columns, `chunks` near-equal runs of them) */                                        \
-    static int run_##S(const Gemm *g, Py_ssize_t chunks, Py_ssize_t t0, Py_ssize_t t1)                          \
+    /* tasks [t0, t1) of the product: task t is batch item t / (chunks * rows), then its rows' chunk and        \
+     * its columns' chunk (`rows` near-equal runs of whole row groups, `chunks` of whole panels of NV * W       \
+     * columns); a job packs A's rows of its tasks only */                                                      \
+    static int run_##S(const Gemm *g, Py_ssize_t chunks, Py_ssize_t rows, Py_ssize_t t0, Py_ssize_t t1)         \
     {                                                                                                           \
         int rg = row_group(g->m), small = gemm_small(g, sizeof(T)); /* small: A read in place, not packed */    \
         Py_ssize_t mp = (g->m + rg - 1) / rg * rg, panels = (g->n + NV * W - 1) / (NV * W);                     \
@@ -562,24 +563,26 @@ static int gemm_small(const Gemm *g, size_t item)
         const T *a = (const T *)g->a, *b = (const T *)g->b;                                                     \
         T *c = (T *)g->c;                                                                                       \
         const T *packed = NULL; /* A's batch item packed last: a broadcast A is packed once */                  \
+        Py_ssize_t groups = (g->m + rg - 1) / rg;                                                               \
         for (Py_ssize_t t = t0; t < t1; t++) {                                                                  \
-            Py_ssize_t item = t / chunks, part = t % chunks, i = item / g->b2, j = item % g->b2;                \
+            Py_ssize_t item = t / (chunks * rows), rpart = t % (chunks * rows) / chunks, part = t % chunks;     \
+            Py_ssize_t i = item / g->b2, j = item % g->b2;                                                      \
             Py_ssize_t j0 = panels * part / chunks * NV * W, j1 = panels * (part + 1) / chunks * NV * W;        \
-            if (j1 > g->n)                                                                                      \
-                j1 = g->n;                                                                                      \
-            if (j1 <= j0)                                                                                       \
+            Py_ssize_t r0 = groups * rpart / rows * rg, r1 = groups * (rpart + 1) / rows * rg;                  \
+            j1 = j1 > g->n ? g->n : j1, r1 = r1 > g->m ? g->m : r1;                                             \
+            if (j1 <= j0 || r1 <= r0)                                                                           \
                 continue;                                                                                       \
-            const T *ai = a + i * g->as[0] + j * g->as[1];                                                      \
+            const T *ai = a + i * g->as[0] + j * g->as[1] + r0 * g->as[2];                                      \
             const T *bi = b + i * g->bs[0] + j * g->bs[1] + j0 * g->bs[3];                                      \
-            T *ci = c + i * g->cs[0] + j * g->cs[1] + j0;                                                       \
+            T *ci = c + i * g->cs[0] + j * g->cs[1] + r0 * g->cs[2] + j0;                                       \
             if (small) {                                                                                        \
-                matrix_##S(g->m, j1 - j0, g->k, ai, rg, g->as[2], g->as[3], bi, g->bs[2], g->bs[3], ci,         \
+                matrix_##S(r1 - r0, j1 - j0, g->k, ai, rg, g->as[2], g->as[3], bi, g->bs[2], g->bs[3], ci,      \
                            g->cs[2], bbuf);                                                                     \
                 continue;                                                                                       \
             }                                                                                                   \
             if (ai != packed)                                                                                   \
-                pack_a_##S(ai, g->as[2], g->as[3], g->m, g->k, rg, ap), packed = ai;                            \
-            matrix_##S(g->m, j1 - j0, g->k, ap, rg, 0, 0, bi, g->bs[2], g->bs[3], ci, g->cs[2], bbuf);          \
+                pack_a_##S(ai, g->as[2], g->as[3], r1 - r0, g->k, rg, ap), packed = ai;                         \
+            matrix_##S(r1 - r0, j1 - j0, g->k, ap, rg, 0, 0, bi, g->bs[2], g->bs[3], ci, g->cs[2], bbuf);       \
         }                                                                                                       \
         scratch_free(ap), scratch_free(bbuf);                                                                   \
         return 0;                                                                                               \
@@ -630,7 +633,7 @@ static int jobs_for(const PoolAPI *pool, double macs)
 
 typedef struct {
     const Gemm *g;
-    Py_ssize_t chunks, tasks;
+    Py_ssize_t chunks, rows, tasks;
     int jobs, failed;
 } GemmJobs;
 
@@ -638,19 +641,28 @@ static void gemm_job(int i, void *arg)
 {
     GemmJobs *w = arg;
     Py_ssize_t t0 = w->tasks * i / w->jobs, t1 = w->tasks * (i + 1) / w->jobs;
-    if ((w->g->kind == 'f' ? run_f(w->g, w->chunks, t0, t1) : run_d(w->g, w->chunks, t0, t1)) < 0)
+    if ((w->g->kind == 'f' ? run_f(w->g, w->chunks, w->rows, t0, t1) : run_d(w->g, w->chunks, w->rows, t0, t1))
+        < 0)
         __atomic_store_n(&w->failed, 1, __ATOMIC_RELAXED);
 }
 
+/* Where items do not share out, a product splits by runs of its column panels, each job packing all
+ * of A's rows; one with more rows than columns (a transformer's (1024 x 128) @ (128 x 384), on the
+ * kernel as given) splits by runs of its rows instead, each job packing its own rows and B whole,
+ * the smaller of the two: packing A twice had made it lose to OpenBLAS on two threads. */
 static int gemm_split(const Gemm *g, const PoolAPI *pool)
 {
     Py_ssize_t items = g->b1 * g->b2, lanes = g->kind == 'f' ? 16 : 8;
-    Py_ssize_t panels = (g->n + NV * lanes - 1) / (NV * lanes);
+    Py_ssize_t panels = (g->n + NV * lanes - 1) / (NV * lanes), groups = (g->m + MR - 1) / MR;
     int jobs = jobs_for(pool, (double)items * (double)g->m * (double)g->n * (double)g->k);
-    Py_ssize_t chunks = 1;
-    if (jobs > 1 && items % jobs != 0 && items < 8 * jobs)
-        chunks = Py_MIN(panels, (8 * jobs + items - 1) / items);
-    GemmJobs w = {g, chunks, items * chunks, (int)Py_MIN(jobs, items * chunks), 0};
+    Py_ssize_t chunks = 1, rows = 1;
+    if (jobs > 1 && items % jobs != 0 && items < 8 * jobs) {
+        if (g->m > g->n && g->m > DIRECT && !gemm_small(g, g->kind == 'f' ? 4 : 8))
+            rows = Py_MIN(groups, jobs); /* items x jobs tasks: each job as many */
+        else
+            chunks = Py_MIN(panels, (8 * jobs + items - 1) / items);
+    }
+    GemmJobs w = {g, chunks, rows, items * chunks * rows, (int)Py_MIN(jobs, items * chunks * rows), 0};
     kernels_pool_run(pool, w.jobs, gemm_job, &w);
     return w.failed ? -1 : 0;
 }

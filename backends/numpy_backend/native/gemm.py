@@ -52,10 +52,10 @@ MIN_MACS = 1 << 20
 SMALL_BATCH_ROWS, SMALL_BATCH_INNER = 256, 256  # a batch of small products (_small_batch)
 # A product (not a convolution) of up to 1024 rows, at most 128 deep, into 256 columns or more,
 # which wins' rule sends to the kernel transposed: a transformer's projections from d = 128
-# (minGPT's (1024 x 128) @ (128 x 384) and (128 x 512)) (_projection). On one thread the kernel
-# as given took 0.81-0.92x the time (caches cold), and it spares the transpose back; on two,
-# where each job packs all of A, it lost (minGPT's step 1.05x), so there the rule stands. The
-# kernel computes either way, so the bits are the same on any number of threads.
+# (minGPT's (1024 x 128) @ (128 x 384) and (128 x 512)) (_projection). As given, the kernel took
+# 0.81-0.92x the time on one thread (caches cold) and spares the transpose back; on two threads,
+# split by runs of rows (gemm.c's gemm_split), 0.65-0.86x. The kernel computes either way, so
+# the bits are the same.
 PROJ_INNER, PROJ_WIDE = 128, 256
 
 
@@ -118,9 +118,8 @@ def _small_batch(b, m: int, k: int, n: int) -> bool:
 
 def _projection(m: int, k: int, n: int) -> bool:
     """Whether a product (m x k) @ (k x n) is a short projection the kernel takes as given rather
-    than transposed (see PROJ_INNER): on one thread only."""
-    return (MIN_INNER <= k <= PROJ_INNER and m <= MAX_SHORT_ROWS and n >= PROJ_WIDE and wins(n, k, m)
-            and _pool_follows_blas() and _kernels.pool_info()[0] == 1)
+    than transposed (see PROJ_INNER)."""
+    return MIN_INNER <= k <= PROJ_INNER and m <= MAX_SHORT_ROWS and n >= PROJ_WIDE and wins(n, k, m)
 
 
 def _native(a, b, out):
