@@ -196,7 +196,7 @@ static void FN(erf)(const T *restrict x, T *restrict out, Py_ssize_t n)
 
 /* x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), or with `tanh_form` torch's approximation
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): one pass where the decomposition makes five. */
-static void FN(gelu)(const T *restrict x, T *restrict out, Py_ssize_t n, int tanh_form)
+VECTOR_CLONES static void FN(gelu)(const T *restrict x, T *restrict out, Py_ssize_t n, int tanh_form)
 {
     T b[GELU_BLOCK];
     for (Py_ssize_t s = 0; s < n; s += GELU_BLOCK) {
@@ -218,7 +218,8 @@ static void FN(gelu)(const T *restrict x, T *restrict out, Py_ssize_t n, int tan
 
 /* grad * gelu'(x): Phi(x) + x phi(x), or the tanh form's derivative
  * 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
-static void FN(gelu_bwd)(const T *restrict g, const T *restrict x, T *restrict out, Py_ssize_t n, int tanh_form)
+VECTOR_CLONES static void FN(gelu_bwd)(const T *restrict g, const T *restrict x, T *restrict out, Py_ssize_t n,
+                                       int tanh_form)
 {
     T b[GELU_BLOCK], e[GELU_BLOCK];
     for (Py_ssize_t s = 0; s < n; s += GELU_BLOCK) {
