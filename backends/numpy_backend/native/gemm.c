@@ -553,7 +553,8 @@ static int gemm_small(const Gemm *g, size_t item)
     static int run_##S(const Gemm *g, Py_ssize_t chunks, Py_ssize_t rows, Py_ssize_t t0, Py_ssize_t t1)         \
     {                                                                                                           \
         int rg = row_group(g->m), small = gemm_small(g, sizeof(T)); /* small: A read in place, not packed */    \
-        Py_ssize_t mp = (g->m + rg - 1) / rg * rg, panels = (g->n + NV * W - 1) / (NV * W);                     \
+        Py_ssize_t groups = (g->m + rg - 1) / rg, panels = (g->n + NV * W - 1) / (NV * W);                      \
+        Py_ssize_t mp = (groups + rows - 1) / rows * rg; /* a task's rows at most: the A this job packs */      \
         T *ap = small ? NULL : scratch((size_t)(mp * g->k) * sizeof(T));                                        \
         T *bbuf = scratch((size_t)(KC * NC) * sizeof(T));                                                       \
         if ((ap == NULL && !small) || bbuf == NULL) {                                                           \
@@ -563,7 +564,6 @@ static int gemm_small(const Gemm *g, size_t item)
         const T *a = (const T *)g->a, *b = (const T *)g->b;                                                     \
         T *c = (T *)g->c;                                                                                       \
         const T *packed = NULL; /* A's batch item packed last: a broadcast A is packed once */                  \
-        Py_ssize_t groups = (g->m + rg - 1) / rg;                                                               \
         for (Py_ssize_t t = t0; t < t1; t++) {                                                                  \
             Py_ssize_t item = t / (chunks * rows), rpart = t % (chunks * rows) / chunks, part = t % chunks;     \
             Py_ssize_t i = item / g->b2, j = item % g->b2;                                                      \
@@ -624,10 +624,11 @@ TRANSPOSE(d, double, 8, transpose8)
 #define MIN_JOB_MACS (1 << 19)
 #endif
 
-static int jobs_for(const PoolAPI *pool, double macs)
+/* jobs for `work` units, at least `per_job` each (one below two jobs' worth), at most the pool's width */
+static int jobs_for(const PoolAPI *pool, double work, double per_job)
 {
     int width = pool != NULL ? pool->width() : 1;
-    double by_work = macs / MIN_JOB_MACS;
+    double by_work = work / per_job;
     return by_work < 2 || width < 2 ? 1 : (int)(by_work < width ? by_work : width);
 }
 
@@ -653,8 +654,8 @@ static void gemm_job(int i, void *arg)
 static int gemm_split(const Gemm *g, const PoolAPI *pool)
 {
     Py_ssize_t items = g->b1 * g->b2, lanes = g->kind == 'f' ? 16 : 8;
-    Py_ssize_t panels = (g->n + NV * lanes - 1) / (NV * lanes), groups = (g->m + MR - 1) / MR;
-    int jobs = jobs_for(pool, (double)items * (double)g->m * (double)g->n * (double)g->k);
+    Py_ssize_t panels = (g->n + NV * lanes - 1) / (NV * lanes), rg = row_group(g->m), groups = (g->m + rg - 1) / rg;
+    int jobs = jobs_for(pool, (double)items * (double)g->m * (double)g->n * (double)g->k, MIN_JOB_MACS);
     Py_ssize_t chunks = 1, rows = 1;
     if (jobs > 1 && items % jobs != 0 && items < 8 * jobs) {
         if (g->m > g->n && g->m > DIRECT && !gemm_small(g, g->kind == 'f' ? 4 : 8))
@@ -702,8 +703,8 @@ static void transpose_split(char kind, const void *src, Py_ssize_t m, Py_ssize_t
                             Py_ssize_t ds, const PoolAPI *pool)
 {
     Py_ssize_t w = kind == 'f' ? 16 : 8, tiles = (m + w - 1) / w;
-    Py_ssize_t by_work = m * n / MIN_JOB_ENTRIES, width = pool != NULL ? pool->width() : 1;
-    Transpose t = {kind, src, dst, m, n, ss, ds, tiles, (int)Py_MAX(1, Py_MIN(Py_MIN(width, by_work), tiles))};
+    int jobs = jobs_for(pool, (double)m * (double)n, MIN_JOB_ENTRIES);
+    Transpose t = {kind, src, dst, m, n, ss, ds, tiles, (int)Py_MAX(1, Py_MIN(jobs, tiles))}; /* (m may be 0) */
     kernels_pool_run(pool, t.jobs, transpose_job, &t);
 }
 
@@ -733,7 +734,7 @@ static int conv_split(const Conv *cv, char kind, const PoolAPI *pool)
         pack_a_f((const float *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, MR, ap);
     else
         pack_a_d((const double *)cv->w, cv->ws[0], cv->ws[1], cv->o, k, MR, ap);
-    int jobs = jobs_for(pool, (double)cv->n * (double)cv->o * (double)k * (double)(cv->oh * cv->ow));
+    int jobs = jobs_for(pool, (double)cv->n * (double)cv->o * (double)k * (double)(cv->oh * cv->ow), MIN_JOB_MACS);
     ConvJobs w = {cv, ap, kind, (int)Py_MIN(jobs, cv->n), 0};
     kernels_pool_run(pool, w.jobs, conv_job, &w);
     scratch_free(ap);
