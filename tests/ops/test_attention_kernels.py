@@ -144,6 +144,48 @@ def test_the_c_softmax_rows_equal_torchs(dtype, L, S):
         np.testing.assert_allclose(got_g, want_g.numpy(), **_tol(dtype))
 
 
+def _lane_tree_sum(terms):
+    """The C rows' double sum of ``terms``: 16 lanes (lane l takes terms l, l + 16, ...), the lanes
+    combined l with l + 8, then l + 4, 2, 1, and the terms past the last whole 16 added apart."""
+    whole = len(terms) // 16 * 16
+    lanes = [0.0] * 16
+    for j in range(whole):
+        lanes[j % 16] += float(terms[j])
+    for half in (8, 4, 2, 1):
+        for lane in range(half):
+            lanes[lane] += lanes[lane + half]
+    tail = 0.0
+    for t in terms[whole:]:
+        tail += float(t)
+    return tail + lanes[0]
+
+
+@_NO_C
+def test_the_c_softmax_rows_sum_in_their_documented_order():
+    # The gradient's dot product of each row follows the lanes' order exactly: the same bits on
+    # every machine and clone, whatever the vectors the tree runs on.
+    from plugtorch_backends.numpy_backend.native import _kernels
+    rng = np.random.default_rng(11)
+    n = 40  # two whole blocks of 16 and a tail of 8
+    y = (rng.random((64, n)) * 10.0 ** rng.integers(-6, 3, (64, n))).astype(np.float32)
+    g = rng.standard_normal((64, n)).astype(np.float32)
+    y[:, 3] = y[:, 20] = 1e30  # two products that cancel, in different lanes: whatever the other
+    g[:, 20] = -g[:, 3]        # terms add before they meet is lost, so each order has its own sum
+    got = np.empty_like(g)
+    _kernels.softmax_backward_rows(g, y, 64, False, 0.5, got)
+    reordered = 0
+    for r in range(64):
+        products = y[r] * g[r]  # each rounded to float32, as the C rows round them
+        dot = np.float32(_lane_tree_sum(products))
+        want = (y[r] * (g[r] - dot)) * np.float32(0.5)
+        assert got[r].tobytes() == want.tobytes(), r
+        in_turn = 0.0
+        for t in products:
+            in_turn += float(t)
+        reordered += np.float32(in_turn) != dot
+    assert reordered, "the data should tell the lanes' order from a sum taken in turn"
+
+
 @_NO_C
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_c_softmax_kernel_equals_torchs(dtype):
