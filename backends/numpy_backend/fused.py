@@ -134,6 +134,15 @@ def layer_norm_weight_grad(grad_output, input, *, normalized_shape, eps):
     return np.asarray(out, dtype=input.dtype)
 
 
+def layer_norm_gradients(grad_output, input, weight, *, normalized_shape, eps):
+    """layer_norm's input, weight and bias gradients, flattened and joined (the op's layout)."""
+    lead = tuple(range(input.ndim - len(normalized_shape)))
+    parts = (layer_norm_backward(grad_output, input, weight, normalized_shape=normalized_shape, eps=eps),
+             layer_norm_weight_grad(grad_output, input, normalized_shape=normalized_shape, eps=eps),
+             grad_output.sum(lead) if lead else grad_output)
+    return np.concatenate([np.asarray(p, dtype=input.dtype).reshape(-1) for p in parts])
+
+
 def _channel_shape(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2), (0,) + tuple(range(2, x.ndim))
 
@@ -469,7 +478,8 @@ def fold(cols, *, shape, window, strides, dilation):
 FUSED_KERNELS = {"fold": fold, "linear": linear, "relu": relu, "threshold_backward": threshold_backward,
                  "sigmoid": sigmoid, "gelu": gelu,
                  "gelu_backward": gelu_backward, "layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
-                 "layer_norm_weight_grad": layer_norm_weight_grad, "batch_norm": batch_norm,
+                 "layer_norm_weight_grad": layer_norm_weight_grad, "layer_norm_gradients": layer_norm_gradients,
+                 "batch_norm": batch_norm,
                  "batch_norm_backward": batch_norm_backward, "batch_norm_weight_grad": batch_norm_weight_grad,
                  "tanh_backward": tanh_backward, "sigmoid_backward": sigmoid_backward, "softmax": softmax,
                  "softmax_backward": softmax_backward,

@@ -10,7 +10,7 @@ from plugtorch_backends.numpy_backend import fused, native
 
 import plugtorch as pt
 
-NAMES = ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad")
+NAMES = ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "layer_norm_gradients")
 DECOMPOSITIONS = {name: pt.get_registry().ops[name].decompose for name in NAMES}
 NATIVE = native.kernels()
 KERNELS = [pytest.param(getattr(fused, name), name, id=f"numpy-{name}") for name in NAMES] + [
@@ -44,7 +44,12 @@ def test_the_kernel_is_the_decomposition(kernel, name, dtype, affine):
         b = rng.standard_normal(shape).astype(dtype) if affine else None
         g = rng.standard_normal(x.shape).astype(dtype)
         attrs = {"normalized_shape": shape, "eps": 1e-5}
-        if name == "layer_norm":
+        if name == "layer_norm_gradients":
+            if not affine:
+                continue  # the op is the backward of a layer with a weight
+            got = kernel(g, x, w, **attrs)
+            want = DECOMPOSITIONS[name](pt.tensor(g), pt.tensor(x), _tensor(w), **attrs).numpy()
+        elif name == "layer_norm":
             got = kernel(x, w, b, **attrs)
             want = DECOMPOSITIONS[name](pt.tensor(x), _tensor(w), _tensor(b), **attrs).numpy()
         elif name == "layer_norm_backward":
@@ -64,11 +69,44 @@ def test_a_layer_norm_backward_runs_the_kernels_and_matches_torch(numpy_kernel_c
     x, w, b, g = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6, 32), (32,), (32,), (4, 6, 32)))
     ours = [pt.tensor(a, requires_grad=True) for a in (x, w, b)]
     pt.nn.functional.layer_norm(ours[0], (32,), ours[1], ours[2]).backward(pt.tensor(g))
-    assert sorted(calls) == sorted(NAMES)
+    assert sorted(calls) == ["layer_norm", "layer_norm_gradients"]  # the backward: one op for all three
     theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
     torch.nn.functional.layer_norm(theirs[0], (32,), theirs[1], theirs[2]).backward(torch.tensor(g))
     for o, t in zip(ours, theirs):
         np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_gradients_are_the_separate_kernels_in_one_pass(dtype, two_threads):
+    # the input's gradient is layer_norm_backward's kernel's, bit for bit; the weight's is
+    # layer_norm_weight_grad's, bit for bit within one chunk of rows (summed in the same order),
+    # to rounding over several; any number of threads gives the same bits
+    from threadpoolctl import threadpool_limits
+    if not NATIVE:
+        pytest.skip(native.status())
+    rng = np.random.default_rng(7)
+    attrs = {"normalized_shape": (96,), "eps": 1e-5}
+    for rows in (100, 1000):  # one chunk of 128 rows, several
+        x = (rng.standard_normal((rows, 96)) * 2 + 0.5).astype(dtype)
+        g, w = rng.standard_normal((rows, 96)).astype(dtype), rng.standard_normal(96).astype(dtype)
+        with threadpool_limits(limits=1, user_api="blas"):
+            one = NATIVE["layer_norm_gradients"](g, x, w, **attrs)
+        with two_threads():
+            two = NATIVE["layer_norm_gradients"](g, x, w, **attrs)
+        np.testing.assert_array_equal(one, two)
+        gx, gw, gb = one[:x.size].reshape(x.shape), one[x.size:x.size + 96], one[x.size + 96:]
+        np.testing.assert_array_equal(gx, NATIVE["layer_norm_backward"](g, x, w, **attrs))
+        want_w = NATIVE["layer_norm_weight_grad"](g, x, **attrs)
+        if rows <= 128:
+            np.testing.assert_array_equal(gw, want_w)
+        np.testing.assert_allclose(gw, want_w, rtol=1e-5 if dtype == np.float32 else 1e-12)
+        np.testing.assert_allclose(gb, g.astype(np.float64).sum(0), rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_layer_norm_gradients_refuse_a_missing_weight_with_the_ops_name():
+    with pytest.raises(RuntimeError, match="layer_norm_gradients"):
+        from plugtorch.core.ops import normalization
+        normalization.layer_norm_gradients(pt.ones(2, 3), pt.ones(2, 3), None, (3,), 1e-5)
 
 
 BN_NAMES = ("batch_norm", "batch_norm_backward", "batch_norm_weight_grad")

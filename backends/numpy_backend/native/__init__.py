@@ -33,7 +33,7 @@ import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the C loops take
 
-ABI = 8  # _kernels.c's interface version (its ABI constant); they change together
+ABI = 9  # _kernels.c's interface version (its ABI constant); they change together
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -129,5 +129,5 @@ def kernels() -> dict:
             "softmax_backward": activation.softmax_backward, "log_softmax": activation.log_softmax,
             "log_softmax_backward": activation.log_softmax_backward,
             **{name: functools.partial(getattr(norm, name), fallback=getattr(fused, name))
-               for name in ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "batch_norm",
-                            "batch_norm_backward", "batch_norm_weight_grad")}}
+               for name in ("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "layer_norm_gradients",
+                            "batch_norm", "batch_norm_backward", "batch_norm_weight_grad")}}

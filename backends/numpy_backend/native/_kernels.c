@@ -1056,6 +1056,93 @@ static PyObject *layer_norm_weight_grad(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* layer_norm_gradients' rows go in chunks of this many, each summing its own share of the weight's
+ * and bias's gradients; the chunks' sums are then added in chunk order: the same bits whatever
+ * the number of threads */
+#define LN_CHUNK 128
+
+typedef struct {
+    const void *g, *x, *w;
+    void *gx;
+    double *acc; /* the chunks' sums: chunk c's weight terms at acc + 2 * c * n, its bias's after them */
+    Py_ssize_t rows, n;
+    double eps;
+    char kind;
+} NormGradients;
+
+static void norm_gradient_chunks(Py_ssize_t lo, Py_ssize_t hi, int job, void *p)
+{
+    NormGradients *c = p;
+    (void)job;
+    for (Py_ssize_t ch = lo; ch < hi; ch++) {
+        Py_ssize_t r0 = ch * LN_CHUNK, r1 = r0 + LN_CHUNK < c->rows ? r0 + LN_CHUNK : c->rows;
+        double *accw = c->acc + 2 * ch * c->n, *accb = accw + c->n;
+        if (c->kind == 'f')
+            ln_bwd_all_f(c->g, c->x, c->w, c->gx, accw, accb, r0, r1, c->n, c->eps);
+        else
+            ln_bwd_all_d(c->g, c->x, c->w, c->gx, accw, accb, r0, r1, c->n, c->eps);
+    }
+}
+
+/* layer_norm_gradients(grad_output, x, weight, eps, gx, gw, gb): the input's gradient into gx (rows,
+ * n) and the weight's and bias's into gw and gb (n,), from one pass over grad_output and x */
+static PyObject *layer_norm_gradients(PyObject *self, PyObject *args)
+{
+    PyObject *objs[3], *params[1], *sums[2];
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOdOOO:layer_norm_gradients", &objs[0], &objs[1], &params[0], &eps, &objs[2],
+                          &sums[0], &sums[1]))
+        return NULL;
+    if (params[0] == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "layer_norm_gradients: weight must be an array");
+        return NULL;
+    }
+    Buf bufs[3] = {0}, pbufs[3] = {0}; /* pbufs: weight, gw, gb */
+    char kind;
+    Py_ssize_t n;
+    int bad = norm_buffers(objs, 3, params, 1, bufs, pbufs, "layer_norm_gradients", &kind, &n) < 0;
+    for (int i = 0; i < 2 && !bad; i++) {
+        bad = get_buf(sums[i], &pbufs[1 + i], 1, 1, i ? "gb" : "gw") < 0;
+        if (!bad && (kind_of(&pbufs[1 + i].view) != kind || !PyBuffer_IsContiguous(&pbufs[1 + i].view, 'C') ||
+                     pbufs[1 + i].view.shape[0] != n)) {
+            PyErr_Format(PyExc_ValueError, "layer_norm_gradients: gw and gb must be C-contiguous (%zd,) arrays "
+                         "of the input's dtype", n);
+            bad = 1;
+        }
+    }
+    if (bad) {
+        release(bufs, 3);
+        release(pbufs, 3);
+        return NULL;
+    }
+    Py_ssize_t rows = bufs[0].view.shape[0], chunks = (rows + LN_CHUNK - 1) / LN_CHUNK;
+    double *acc = PyMem_Calloc((size_t)(chunks * 2 * n > 0 ? chunks * 2 * n : 1), sizeof(double));
+    if (acc == NULL) {
+        release(bufs, 3);
+        release(pbufs, 3);
+        return PyErr_NoMemory();
+    }
+    NormGradients call = {bufs[0].view.buf, bufs[1].view.buf, pbufs[0].view.buf, bufs[2].view.buf, acc, rows, n,
+                          eps, kind};
+    int width = pool_width();
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(width, chunks, 4 * rows * n, norm_gradient_chunks, &call);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double sw = 0, sb = 0;
+        for (Py_ssize_t ch = 0; ch < chunks; ch++)
+            sw += acc[2 * ch * n + j], sb += acc[(2 * ch + 1) * n + j];
+        if (kind == 'f')
+            ((float *)pbufs[1].view.buf)[j] = (float)sw, ((float *)pbufs[2].view.buf)[j] = (float)sb;
+        else
+            ((double *)pbufs[1].view.buf)[j] = sw, ((double *)pbufs[2].view.buf)[j] = sb;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(acc);
+    release(bufs, 3);
+    release(pbufs, 3);
+    Py_RETURN_NONE;
+}
+
 /* -- batch_norm -------------------------------------------------------------------------------- */
 
 /* an optional (C,) vector of the kind given (`kind` 'f' or 'd'; 'D' for a writable float64 one):
@@ -1862,6 +1949,8 @@ static PyMethodDef methods[] = {
      "layer_norm_backward(grad_output, x, weight, eps, out): the input gradient"},
     {"layer_norm_weight_grad", layer_norm_weight_grad, METH_VARARGS,
      "layer_norm_weight_grad(grad_output, x, eps, out): sum over rows of grad_output * xhat"},
+    {"layer_norm_gradients", layer_norm_gradients, METH_VARARGS,
+     "layer_norm_gradients(grad_output, x, weight, eps, gx, gw, gb): the three gradients in one pass"},
     {"gelu", gelu_kernel, METH_VARARGS, "gelu(input, tanh_form, out)"},
     {"gelu_backward", gelu_backward_kernel, METH_VARARGS, "gelu_backward(grad_output, input, tanh_form, out)"},
     {"threshold_backward", threshold_backward, METH_VARARGS, "threshold_backward(grad_output, input, threshold, out)"},
@@ -1888,7 +1977,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "The NumP
 /* The interface version native/__init__.py expects: bump it with any change to a function's
  * name or arguments, so that a checkout whose extension was built from older sources (an
  * editable install is not rebuilt by a pull) runs the NumPy kernels instead of failing. */
-#define ABI 8
+#define ABI 9
 
 PyMODINIT_FUNC PyInit__kernels(void)
 {

@@ -1,6 +1,7 @@
-"""layer_norm, its input gradient and its weight gradient, one C pass over the rows each (each
-row's mean and variance in double, from the centred values): the decompositions make six to
-ten NumPy passes and as many temporaries over the activation. Inputs are viewed as (rows, n),
+"""layer_norm, its input gradient and its weight gradient, one C pass over the rows each, and its
+three gradients together in one pass (layer_norm_gradients; each row's mean and variance in
+double, from the centred values): the decompositions make six to ten NumPy passes and as many
+temporaries over the activation. Inputs are viewed as (rows, n),
 n the product of normalized_shape, and copied C-contiguous where they are not; results are
 C-contiguous, as torch's are."""
 from __future__ import annotations
@@ -52,6 +53,23 @@ def layer_norm_weight_grad(grad_output, input, *, normalized_shape, eps, fallbac
     out = np.zeros(normalized_shape, input.dtype)
     if input.size:
         _kernels.layer_norm_weight_grad(_rows(grad_output, n), _rows(input, n), eps, out.reshape(n))
+    return out
+
+
+def layer_norm_gradients(grad_output, input, weight, *, normalized_shape, eps, fallback):
+    """The three gradients from one C pass (typed.h's ln_bwd_all): the input's rows as
+    layer_norm_backward's kernel gives them, the weight's and bias's summed in double over chunks
+    of rows, the chunks' sums added in order (the same bits on any number of threads)."""
+    if input.dtype not in FLOATS or grad_output.dtype != input.dtype or weight.dtype != input.dtype:
+        return fallback(grad_output, input, weight, normalized_shape=normalized_shape, eps=eps)
+    n = math.prod(normalized_shape)
+    out = np.empty(input.size + 2 * n, input.dtype)
+    gx, gw, gb = out[:input.size], out[input.size:input.size + n], out[input.size + n:]
+    if input.size:
+        _kernels.layer_norm_gradients(_rows(grad_output, n), _rows(input, n), _param(weight, n), eps,
+                                      gx.reshape(-1, n), gw, gb)
+    else:
+        out[input.size:] = 0
     return out
 
 

@@ -399,56 +399,100 @@ VECTOR_CLONES static void FN(ln_fwd)(const T *x, const T *w, const T *b, T *out,
     }
 }
 
-/* rows [lo, hi) of the input gradient: with gy = g * w (or g), xc = x - mean,
+/* one row's input gradient into o: with gy = g * w (or g), xc = x - mean,
  * rstd * gy - xc * (rstd^3 * mean(gy * xc)) - rstd * mean(gy); float32 takes the statistics and
  * both sums from ln_moments' one pass, float64 from ln_stats and two more loops, eight partial sums
- * each (a running sum is a chain of dependent adds, 1.4x the time) */
+ * each (a running sum is a chain of dependent adds, 1.4x the time). The row's mean and rstd go to
+ * *mean and *rstd. Always inlined into the clones that call it. */
+static inline __attribute__((always_inline)) void FN(ln_bwd_row)(const T *gr, const T *xr, const T *w, T *o,
+                                                                 Py_ssize_t n, double eps, double *mean,
+                                                                 double *rstd)
+{
+    double m, rs, a = 0, bsum = 0, a8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Py_ssize_t j;
+    if (LN_ONE_PASS)
+        FN(ln_moments)(xr, gr, w, n, eps, &m, &rs, &a, &bsum);
+    else {
+        FN(ln_stats)(xr, n, eps, &m, &rs);
+        Py_ssize_t whole = n - n % 8;
+        j = 0;
+        /* one loop per sum: GCC vectorises each (two sums in one loop stayed scalar) */
+        if (w) {
+            for (j = 0; j < whole; j += 8)
+                for (int k = 0; k < 8; k++)
+                    a8[k] += (double)gr[j + k] * (double)w[j + k];
+            for (j = 0; j < whole; j += 8)
+                for (int k = 0; k < 8; k++)
+                    b8[k] += (double)gr[j + k] * (double)w[j + k] * ((double)xr[j + k] - m);
+        } else {
+            for (j = 0; j < whole; j += 8)
+                for (int k = 0; k < 8; k++)
+                    a8[k] += (double)gr[j + k];
+            for (j = 0; j < whole; j += 8)
+                for (int k = 0; k < 8; k++)
+                    b8[k] += (double)gr[j + k] * ((double)xr[j + k] - m);
+        }
+        for (; j < n; j++) {
+            double gy = w ? (double)gr[j] * (double)w[j] : (double)gr[j];
+            a += gy;
+            bsum += gy * ((double)xr[j] - m);
+        }
+        for (int k = 0; k < 8; k++)
+            a += a8[k], bsum += b8[k];
+    }
+    T tr = (T)rs, tm = (T)m;
+    T cb = (T)(bsum / (double)n * rs * rs * rs), cc = (T)(a / (double)n * rs);
+    if (w)
+        for (j = 0; j < n; j++)
+            o[j] = gr[j] * w[j] * tr - (xr[j] - tm) * cb - cc;
+    else
+        for (j = 0; j < n; j++)
+            o[j] = gr[j] * tr - (xr[j] - tm) * cb - cc;
+    *mean = m, *rstd = rs;
+}
+
+/* rows [lo, hi) of the input gradient (ln_bwd_row) */
 VECTOR_CLONES static void FN(ln_bwd)(const T *g, const T *x, const T *w, T *gx, Py_ssize_t lo, Py_ssize_t hi,
                                      Py_ssize_t n, double eps)
 {
     for (Py_ssize_t r = lo; r < hi; r++) {
-        const T *xr = x + r * n, *gr = g + r * n;
-        T *o = gx + r * n;
-        double m, rs, a = 0, bsum = 0, a8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        Py_ssize_t j;
-        if (LN_ONE_PASS)
-            FN(ln_moments)(xr, gr, w, n, eps, &m, &rs, &a, &bsum);
-        else {
-            FN(ln_stats)(xr, n, eps, &m, &rs);
-            Py_ssize_t whole = n - n % 8;
-            j = 0;
-            /* one loop per sum: GCC vectorises each (two sums in one loop stayed scalar) */
-            if (w) {
-                for (j = 0; j < whole; j += 8)
-                    for (int k = 0; k < 8; k++)
-                        a8[k] += (double)gr[j + k] * (double)w[j + k];
-                for (j = 0; j < whole; j += 8)
-                    for (int k = 0; k < 8; k++)
-                        b8[k] += (double)gr[j + k] * (double)w[j + k] * ((double)xr[j + k] - m);
-            } else {
-                for (j = 0; j < whole; j += 8)
-                    for (int k = 0; k < 8; k++)
-                        a8[k] += (double)gr[j + k];
-                for (j = 0; j < whole; j += 8)
-                    for (int k = 0; k < 8; k++)
-                        b8[k] += (double)gr[j + k] * ((double)xr[j + k] - m);
-            }
-            for (; j < n; j++) {
-                double gy = w ? (double)gr[j] * (double)w[j] : (double)gr[j];
-                a += gy;
-                bsum += gy * ((double)xr[j] - m);
-            }
-            for (int k = 0; k < 8; k++)
-                a += a8[k], bsum += b8[k];
+        double m, rs;
+        FN(ln_bwd_row)(g + r * n, x + r * n, w, gx + r * n, n, eps, &m, &rs);
+    }
+}
+
+/* rows [lo, hi) of all three gradients in one pass over g and x: the input's rows (ln_bwd_row), and
+ * the rows' terms of the weight's, g * (x - mean) * rstd, and of the bias's, g, added in row order
+ * into accw and accb (n doubles each; the weight's terms as ln_wgrad's). Four rows at a time add
+ * their terms to each column's sums in registers: loading and storing the sums for every row took
+ * as long as the rows' arithmetic. */
+VECTOR_CLONES static void FN(ln_bwd_all)(const T *g, const T *x, const T *w, T *gx, double *accw, double *accb,
+                                         Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n, double eps)
+{
+    Py_ssize_t r = lo;
+    for (; r + 4 <= hi; r += 4) {
+        const T *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        const T *g0 = g + r * n, *g1 = g0 + n, *g2 = g1 + n, *g3 = g2 + n;
+        double m[4], rs[4];
+        for (int q = 0; q < 4; q++)
+            FN(ln_bwd_row)(g0 + q * n, x0 + q * n, w, gx + (r + q) * n, n, eps, &m[q], &rs[q]);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            double aw = accw[j], ab = accb[j];
+            aw += (double)g0[j] * (((double)x0[j] - m[0]) * rs[0]), ab += (double)g0[j];
+            aw += (double)g1[j] * (((double)x1[j] - m[1]) * rs[1]), ab += (double)g1[j];
+            aw += (double)g2[j] * (((double)x2[j] - m[2]) * rs[2]), ab += (double)g2[j];
+            aw += (double)g3[j] * (((double)x3[j] - m[3]) * rs[3]), ab += (double)g3[j];
+            accw[j] = aw, accb[j] = ab;
         }
-        T tr = (T)rs, tm = (T)m;
-        T cb = (T)(bsum / (double)n * rs * rs * rs), cc = (T)(a / (double)n * rs);
-        if (w)
-            for (j = 0; j < n; j++)
-                o[j] = gr[j] * w[j] * tr - (xr[j] - tm) * cb - cc;
-        else
-            for (j = 0; j < n; j++)
-                o[j] = gr[j] * tr - (xr[j] - tm) * cb - cc;
+    }
+    for (; r < hi; r++) {
+        const T *xr = x + r * n, *gr = g + r * n;
+        double m, rs;
+        FN(ln_bwd_row)(gr, xr, w, gx + r * n, n, eps, &m, &rs);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            accw[j] += (double)gr[j] * (((double)xr[j] - m) * rs);
+            accb[j] += (double)gr[j];
+        }
     }
 }
 

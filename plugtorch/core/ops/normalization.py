@@ -22,6 +22,7 @@ from ..grad_mode import no_grad
 from ..optable import Done, op, public
 from ..tensor import Tensor
 from . import elementwise as ew
+from .shape import cat
 
 _F = ("nn.functional",)
 _PROMOTED = "floating; input, weight and bias promoted to one dtype"
@@ -101,6 +102,10 @@ def _layer_norm_rule(ctx, g):
     x, w, _ = ctx.saved
     a = ctx.attrs
     need = ctx.needs_input_grad
+    if need[0] and need[1]:  # a layer's usual backward: all three from one op, one pass
+        flat = layer_norm_gradients(g, x, w, **a)
+        n, k = x.numel(), w.numel()
+        return flat[:n].view(x.shape), flat[n:n + k].view(w.shape), flat[n + k:].view(w.shape) if need[2] else None
     k = len(a["normalized_shape"])
     lead = tuple(range(x.ndim - k))
     gx = layer_norm_backward(g, x, w, **a) if need[0] else None
@@ -202,6 +207,31 @@ def layer_norm_weight_grad(grad_output, input, *, normalized_shape, eps):
     """
     axes = _trailing(input.ndim, len(normalized_shape))
     return _summed(grad_output * _standardized(input, axes, eps)[0], tuple(range(input.ndim - len(axes))))
+
+
+def _layer_norm_gradients_args(grad_output, input, weight, normalized_shape, eps):
+    shape = tuple(normalized_shape)
+    _check_backward("layer_norm_gradients", input.ndim >= len(shape) and input.shape[input.ndim - len(shape):] == shape
+                    and grad_output.shape == input.shape and isinstance(weight, Tensor) and weight.shape == shape,
+                    f"grad_output and input of one shape [*, {', '.join(map(str, shape))}], weight {list(shape)}",
+                    grad_output=grad_output, input=input, weight=weight)
+    return (grad_output, input, weight), {"normalized_shape": shape, "eps": eps}
+
+
+@op(bind=_layer_norm_gradients_args, dtypes="as layer_norm's")
+def layer_norm_gradients(grad_output, input, weight, *, normalized_shape, eps):
+    """The gradients of layer_norm's input, weight and bias for ``grad_output``, flattened and joined
+    into one 1-D tensor in that order (ops return one tensor; layer_norm's rule takes views of it):
+    one op, so that a backend computes all three in one pass over grad_output and input, as torch's
+    native_layer_norm_backward does.
+
+    A kernel receives grad_output and input of one shape, weight (normalized_shape), and
+    normalized_shape and eps by name; it returns a 1-D array of input's size plus twice weight's.
+    """
+    gx = layer_norm_backward(grad_output, input, weight, normalized_shape, eps)
+    gw = layer_norm_weight_grad(grad_output, input, normalized_shape, eps)
+    gb = _summed(grad_output, tuple(range(input.ndim - len(normalized_shape))))
+    return cat([gx.reshape(-1), gw.reshape(-1), gb.reshape(-1)])
 
 
 @public("plugtorch", name="layer_norm")

@@ -337,6 +337,30 @@ def _layer_norm_weight_grad(g):
     ]
 
 
+def _layer_norm_gradients(g):
+    def call(shape, eps=1e-5):
+        def f(m, grad_output, x, w):
+            if is_torch(m):
+                x = x if x.requires_grad else x.detach().requires_grad_(True)
+                w = w if w.requires_grad else w.detach().requires_grad_(True)
+                b = m.zeros(shape, dtype=x.dtype, requires_grad=True)
+                out = m.nn.functional.layer_norm(x, shape, w, b, eps)
+                grads = m.autograd.grad(out, (x, w, b), grad_output, create_graph=True)
+                return m.cat([t.reshape(-1) for t in grads])
+            from plugtorch.core.ops import normalization
+            return normalization.layer_norm_gradients(grad_output, x, w, shape, eps)
+        return f
+    return [
+        Sample((g.randn(3, 4), g.randn(3, 4), g.randn(4)), call=call((4,))),
+        Sample((g.randn(2, 2, 3), g.randn(2, 2, 3), g.randn(2, 3)), call=call((2, 3), 1e-3), desc="2-D shape"),
+        Sample((g.randn(5, 4), g.randn(5, 4), g.randn(5, 4)), call=call((5, 4)),
+               desc="the whole tensor: no leading dims"),
+        Sample((empty(0, 4), empty(0, 4), g.randn(4)), call=call((4,))),
+        Sample((g.randn(3, 4), g.randn(4, 3), g.randn(4)), call=call((4,)), raises=RuntimeError, desc="shapes differ"),
+        Waiver("zero_dim", "layer_norm normalises over at least one dim: its input is never 0-d"),
+    ]
+
+
 def _group_norm(g):
     def gn(groups, **kw):
         return lambda m, x, w=None, b=None: F(m).group_norm(x, groups, w, b, **kw)
@@ -435,6 +459,7 @@ SAMPLES.update(
     binary_cross_entropy=_binary_cross_entropy, binary_cross_entropy_with_logits=_bce_with_logits,
     mse_loss=_regression("mse_loss"), l1_loss=_regression("l1_loss"),
     layer_norm=_layer_norm, layer_norm_backward=_layer_norm_backward, layer_norm_weight_grad=_layer_norm_weight_grad,
+    layer_norm_gradients=_layer_norm_gradients,
     group_norm=_group_norm,
     batch_norm=_batch_norm, batch_norm_backward=_batch_norm_backward, batch_norm_weight_grad=_batch_norm_weight_grad,
     smooth_l1_loss=_robust("smooth_l1_loss", "beta"), huber_loss=_robust("huber_loss", "delta"),
