@@ -854,49 +854,29 @@ typedef double sm_d4 __attribute__((vector_size(32)));
 typedef int32_t sm_i4 __attribute__((vector_size(16)));
 typedef int64_t sm_l4 __attribute__((vector_size(32)));
 
-/* lane 0 of the tree over 16 lanes: pieces (vectors) of e lanes, piece i combined with piece
- * i + half down to one piece, then within it by shuffles (`last`) */
-#define SM_TREE(lane, piece, e, combine, last)                                                        \
-    do {                                                                                              \
-        piece p_[SM_LANES / (e)];                                                                     \
-        memcpy(p_, lane, sizeof p_);                                                                  \
-        for (int half = SM_LANES / (e) / 2; half; half /= 2)                                          \
-            for (int i = 0; i < half; i++)                                                            \
-                p_[i] = combine(p_[i], p_[i + half]);                                                 \
-        last(p_[0], combine);                                                                         \
-        memcpy(lane, p_, sizeof(piece));                                                              \
-    } while (0)
-/* the last two steps, in one piece of four lanes: lane l with lane l + 2, then l + 1 */
-#define SM_LAST_TWO(v, combine) \
-    (v = combine(v, __builtin_shufflevector(v, v, 2, 3, 0, 1)), v = combine(v, __builtin_shufflevector(v, v, 1, 0, 3, 2)))
 #define SM_ADD(a, b) ((a) + (b))
 /* lane by lane, b where b > a, else a (the scalar `b > a ? b : a`: a where either is NaN) */
 #define SM_LARGER_F4(a, b) ((sm_f4)(((sm_i4)(b) & ((b) > (a))) | ((sm_i4)(a) & ~((b) > (a)))))
 #define SM_LARGER_D4(a, b) ((sm_d4)(((sm_l4)(b) & ((b) > (a))) | ((sm_l4)(a) & ~((b) > (a)))))
 
-static inline float sm_sum_f(float *lane)
-{
-    SM_TREE(lane, sm_f4, 4, SM_ADD, SM_LAST_TWO);
-    return lane[0];
-}
-
-static inline double sm_sum_d(double *lane)
-{
-    SM_TREE(lane, sm_d4, 4, SM_ADD, SM_LAST_TWO);
-    return lane[0];
-}
-
-static inline float sm_max_f(float *lane)
-{
-    SM_TREE(lane, sm_f4, 4, SM_LARGER_F4, SM_LAST_TWO);
-    return lane[0];
-}
-
-static inline double sm_max_d(double *lane)
-{
-    SM_TREE(lane, sm_d4, 4, SM_LARGER_D4, SM_LAST_TWO);
-    return lane[0];
-}
+/* name(lane): the tree over 16 lanes, as pieces (vectors) of four lanes: piece i combined with
+ * piece i + half down to one piece, then within it lane l with lane l + 2 and l + 1 by shuffles */
+#define SM_TREE(name, T, piece, combine)                                                              \
+    static inline T name(const T *lane)                                                               \
+    {                                                                                                 \
+        piece p[SM_LANES / 4];                                                                        \
+        memcpy(p, lane, sizeof p);                                                                    \
+        for (int half = SM_LANES / 8; half; half /= 2)                                                \
+            for (int i = 0; i < half; i++)                                                            \
+                p[i] = combine(p[i], p[i + half]);                                                    \
+        p[0] = combine(p[0], __builtin_shufflevector(p[0], p[0], 2, 3, 0, 1));                        \
+        p[0] = combine(p[0], __builtin_shufflevector(p[0], p[0], 1, 0, 3, 2));                        \
+        return p[0][0];                                                                               \
+    }
+SM_TREE(sm_sum_f, float, sm_f4, SM_ADD)
+SM_TREE(sm_sum_d, double, sm_d4, SM_ADD)
+SM_TREE(sm_max_f, float, sm_f4, SM_LARGER_F4)
+SM_TREE(sm_max_d, double, sm_d4, SM_LARGER_D4)
 #endif
 
 /* the largest of x[0..n) * scale, NaN ignored (the softmax looks for NaN itself) */
