@@ -1,9 +1,9 @@
 """layer_norm, its input gradient and its weight gradient, one C pass over the rows each, and its
-three gradients together in one pass (layer_norm_gradients; each row's mean and variance in
-double, from the centred values): the decompositions make six to ten NumPy passes and as many
-temporaries over the activation. Inputs are viewed as (rows, n),
-n the product of normalized_shape, and copied C-contiguous where they are not; results are
-C-contiguous, as torch's are."""
+three gradients together in one pass (layer_norm_gradients); each row's mean and variance in
+double, from the centred values. The decompositions make six to ten NumPy passes and as many
+temporaries over the activation. Inputs are viewed as (rows, n), n the product of
+normalized_shape, and copied C-contiguous where they are not; results are C-contiguous, as
+torch's are."""
 from __future__ import annotations
 
 import math
