@@ -954,6 +954,20 @@ static int norm_buffers(PyObject **objs, int count, PyObject **params, int npara
     return 0;
 }
 
+/* `obj` as a writable C-contiguous (n,) array of the kind given: a norm's gradient summed over
+ * the rows (`name` in the error) */
+static int norm_sum_out(PyObject *obj, Buf *b, char kind, Py_ssize_t n, const char *what, const char *name)
+{
+    if (get_buf(obj, b, 1, 1, name) < 0)
+        return -1;
+    if (kind_of(&b->view) != kind || !PyBuffer_IsContiguous(&b->view, 'C') || b->view.shape[0] != n) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must be a C-contiguous (%zd,) array of the input's dtype", what,
+                     name, n);
+        return -1;
+    }
+    return 0;
+}
+
 /* layer_norm(x, weight, bias, eps, out): x and out (rows, n); weight and bias (n,) or None */
 static PyObject *layer_norm(PyObject *self, PyObject *args)
 {
@@ -1020,19 +1034,13 @@ static PyObject *layer_norm_weight_grad(PyObject *self, PyObject *args)
     if (get_buf(objs[0], &bufs[0], 2, 0, "layer_norm_weight_grad") < 0 ||
         get_buf(objs[1], &bufs[1], 2, 0, "layer_norm_weight_grad") < 0 ||
         same_kind(bufs, 2, "layer_norm_weight_grad", &kind) < 0 ||
-        contiguous_like(bufs, 2, "layer_norm_weight_grad") < 0 || get_buf(out, &o, 1, 1, "out") < 0) {
+        contiguous_like(bufs, 2, "layer_norm_weight_grad") < 0 ||
+        norm_sum_out(out, &o, kind, bufs[0].view.shape[1], "layer_norm_weight_grad", "out") < 0) {
         release(bufs, 2);
         release(&o, 1);
         return NULL;
     }
     Py_ssize_t rows = bufs[0].view.shape[0], n = bufs[0].view.shape[1];
-    if (kind_of(&o.view) != kind || !PyBuffer_IsContiguous(&o.view, 'C') || o.view.shape[0] != n) {
-        PyErr_Format(PyExc_ValueError, "layer_norm_weight_grad: out must be a C-contiguous (%zd,) array of the "
-                     "input's dtype", n);
-        release(bufs, 2);
-        release(&o, 1);
-        return NULL;
-    }
     double *acc = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     if (acc == NULL) {
         release(bufs, 2);
@@ -1100,17 +1108,9 @@ static PyObject *layer_norm_gradients(PyObject *self, PyObject *args)
     Buf bufs[3] = {0}, pbufs[3] = {0}; /* pbufs: weight, gw, gb */
     char kind;
     Py_ssize_t n;
-    int bad = norm_buffers(objs, 3, params, 1, bufs, pbufs, "layer_norm_gradients", &kind, &n) < 0;
-    for (int i = 0; i < 2 && !bad; i++) {
-        bad = get_buf(sums[i], &pbufs[1 + i], 1, 1, i ? "gb" : "gw") < 0;
-        if (!bad && (kind_of(&pbufs[1 + i].view) != kind || !PyBuffer_IsContiguous(&pbufs[1 + i].view, 'C') ||
-                     pbufs[1 + i].view.shape[0] != n)) {
-            PyErr_Format(PyExc_ValueError, "layer_norm_gradients: gw and gb must be C-contiguous (%zd,) arrays "
-                         "of the input's dtype", n);
-            bad = 1;
-        }
-    }
-    if (bad) {
+    if (norm_buffers(objs, 3, params, 1, bufs, pbufs, "layer_norm_gradients", &kind, &n) < 0 ||
+        norm_sum_out(sums[0], &pbufs[1], kind, n, "layer_norm_gradients", "gw") < 0 ||
+        norm_sum_out(sums[1], &pbufs[2], kind, n, "layer_norm_gradients", "gb") < 0) {
         release(bufs, 3);
         release(pbufs, 3);
         return NULL;

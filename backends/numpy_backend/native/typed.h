@@ -964,22 +964,24 @@ VECTOR_CLONES static void FN(softmax_rows)(const T *x, T *out, Py_ssize_t lo, Py
         int rows = hi - r0 < SM_GROUP ? (int)(hi - r0) : SM_GROUP;
         T m[SM_GROUP], check[SM_GROUP];
         Py_ssize_t vis[SM_GROUP], w[SM_GROUP];
+        int filled[SM_GROUP]; /* rows of NaN or zeros throughout: nothing to exponentiate or scale */
         for (int g = 0; g < rows; g++) {
             vis[g] = VISIBLE(r0 + g), w[g] = PADDED(vis[g]);
             m[g] = FN(scaled_max)(x + (r0 + g) * n, vis[g], scale);
         }
         for (int g = 0; g < rows; g++)
-            check[g] = m[g] == (T)-INFINITY ? 0 : FN(shifted)(x + (r0 + g) * n, out + (r0 + g) * n, vis[g], scale, m[g]);
+            check[g] = m[g] == (T)-INFINITY ? 0
+                       : FN(shifted)(x + (r0 + g) * n, out + (r0 + g) * n, vis[g], scale, m[g]);
         for (int g = 0; g < rows; g++) {
             const T *row = x + (r0 + g) * n;
             T *o = out + (r0 + g) * n;
-            if (check[g] != check[g] || m[g] == (T)-INFINITY) { /* a NaN: NaN; every entry -inf: dead_zero ? 0 : NaN */
+            filled[g] = check[g] != check[g] || m[g] == (T)-INFINITY;
+            if (filled[g]) { /* a NaN: NaN; every entry -inf: dead_zero ? 0 : NaN */
                 int nan = !dead_zero; /* (a conditional `fill = NAN` in this loop came out 0 for doubles at -O3) */
                 for (Py_ssize_t j = 0; j < vis[g]; j++)
                     nan |= row[j] != row[j];
                 for (Py_ssize_t j = 0; j < n; j++)  /* the whole row, as torch's softmax of the masked row */
                     o[j] = nan ? (T)NAN : 0;
-                w[g] = 0; /* done */
             } else {
                 for (Py_ssize_t j = vis[g]; j < w[g]; j++)  /* exp(-inf) = 0 */
                     o[j] = (T)-INFINITY;
@@ -987,7 +989,7 @@ VECTOR_CLONES static void FN(softmax_rows)(const T *x, T *out, Py_ssize_t lo, Py
             }
         }
         for (int g = 0; g < rows; g++) {
-            if (w[g] == 0)
+            if (filled[g])
                 continue;
             T *o = out + (r0 + g) * n;
             T inv = (T)(1.0 / FN(row_sum)(o, w[g])); /* a multiply a key: a divide costs ten */
