@@ -23,10 +23,16 @@ HERE = pathlib.Path(__file__).resolve().parent
 LIBS = ("plugtorch", "torch", "numpy")
 
 
-def run(lib: str | None, threads: int, bench: str = "bench_steps.py") -> dict:
-    """name[param] -> (median seconds, peak RSS MiB) from one pytest-benchmark process."""
+def thread_env(threads: int) -> dict:
+    """This process's environment for a measured child: ``threads`` BLAS/OpenMP threads, no BENCH_LIB."""
     env = {k: v for k, v in os.environ.items() if k != "BENCH_LIB"}
     env.update({v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    return env
+
+
+def run(lib: str | None, threads: int, bench: str = "bench_steps.py") -> dict:
+    """name[param] -> (median seconds, peak RSS MiB) from one pytest-benchmark process."""
+    env = thread_env(threads)
     if lib:
         env["BENCH_LIB"] = lib
     with tempfile.TemporaryDirectory() as tmp:

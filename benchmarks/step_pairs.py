@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from compare_steps import thread_env
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -46,8 +48,7 @@ def _worker(lib: str, model: str, steps: int, compiled: bool) -> None:
 
 
 def _median_ms(lib: str, args) -> float:
-    env = dict(os.environ)
-    env.update({v: str(args.threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    env = thread_env(args.threads)
     cmd = [sys.executable, str(Path(__file__).resolve()), args.model, "--worker", lib, "--steps", str(args.steps)]
     if args.compiled and lib == "plugtorch":
         cmd.append("--compiled")
