@@ -70,7 +70,7 @@ _CUDA_SOURCES = {
     "attention": (("scaled_dot_product_attention",), "tests/cupy_backend/test_kernels_attention.py"),
     "binary": (("add", "sub", "mul", "div"), "tests/cupy_backend/test_kernels_binary.py"),
     "gelu": (("gelu", "gelu_backward"), "tests/cupy_backend/test_kernels_gelu_layer_norm.py"),
-    "layer_norm": (("layer_norm", "layer_norm_backward", "layer_norm_weight_grad"),
+    "layer_norm": (("layer_norm", "layer_norm_backward", "layer_norm_weight_grad", "layer_norm_gradients"),
                    "tests/cupy_backend/test_kernels_gelu_layer_norm.py"),
     "cross_entropy": (("cross_entropy", "cross_entropy_backward"), "tests/cupy_backend/test_kernels_loss_optim.py"),
     "im2col": (("conv2d", "conv2d_input_grad", "conv2d_weight_grad"), "tests/cupy_backend/test_kernels_conv_pool.py"),

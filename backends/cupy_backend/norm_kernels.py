@@ -1,8 +1,11 @@
-"""layer_norm, layer_norm_backward and layer_norm_weight_grad as CUDA kernels
-(``kernels/layer_norm.cu``): one block per row for the forward and the input gradient, where
-the decompositions make six to ten passes and as many temporaries; the weight gradient is
+"""layer_norm, layer_norm_backward, layer_norm_weight_grad and layer_norm_gradients as CUDA
+kernels (``kernels/layer_norm.cu``): one block per row for the forward and the input gradient,
+where the decompositions make six to ten passes and as many temporaries; the weight gradient is
 the rows' statistics (one block per row), then one thread per (chunk of 64 rows, column)
-summing down its chunk, and the chunks' sum.
+summing down its chunk, and the chunks' sum. layer_norm_gradients, the backward of a layer norm
+with a weight, is the input gradient's pass writing the rows' statistics, then one column pass
+for the weight's and the bias's partial sums: two kernels and one sum, where its decomposition
+(the three ops and a cat) takes three kernels, two sums and a copy.
 
 ``make_kernels(xp, load)`` gives the registered-op kernels with the NumPy backend's signatures
 (``backends/numpy_backend/fused.py``). Inputs are viewed as (rows, n), n the product of
@@ -88,5 +91,26 @@ def make_kernels(xp, load: Callable) -> dict[str, Callable]:
             out = partial.sum(0).reshape(tuple(normalized_shape))
         return done(out, input.dtype)
 
+    def layer_norm_gradients(grad_output, input, weight, *, normalized_shape, eps):
+        work = _work_dtype("layer_norm_gradients", input.dtype)
+        n, size = math.prod(normalized_shape), input.size
+        out = xp.empty(size + 2 * n, dtype=work)  # dx, then the weight's and the bias's gradients
+        if not size:
+            out[:] = 0  # no rows: the sums of nothing
+            return done(out, input.dtype)
+        x, g = rows_of(input, n, work), rows_of(grad_output, n, work)
+        rows = x.shape[0]
+        mean, rstd = xp.empty(rows, dtype=work), xp.empty(rows, dtype=work)
+        find("layer_norm", "ln_gradients_rows", work)((blocks(rows, 1),), (_row_threads(n),), (
+            g, x, as_operand(weight, work).reshape(n), out[:size], mean, rstd, numpy.int64(rows), numpy.int64(n),
+            work.type(eps)))
+        chunks = -(-rows // _ROWS_PER_CHUNK)
+        partial = xp.empty((2, chunks, n), dtype=work)
+        find("layer_norm", "ln_gradients_cols", work)((blocks(chunks * n),), (THREADS,), (
+            g, x, mean, rstd, partial[0], partial[1], numpy.int64(rows), numpy.int64(n),
+            numpy.int64(_ROWS_PER_CHUNK)))
+        partial.sum(1, out=out[size:].reshape(2, n))
+        return done(out, input.dtype)
+
     return {"layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
-            "layer_norm_weight_grad": layer_norm_weight_grad}
+            "layer_norm_weight_grad": layer_norm_weight_grad, "layer_norm_gradients": layer_norm_gradients}

@@ -1,5 +1,5 @@
-"""The CuPy backend's gelu, gelu_backward, layer_norm, layer_norm_backward and
-layer_norm_weight_grad kernels, run on the CPU from the same CUDA source (``cpu_load``),
+"""The CuPy backend's gelu, gelu_backward, layer_norm, layer_norm_backward,
+layer_norm_weight_grad and layer_norm_gradients kernels, run on the CPU from the same CUDA source (``cpu_load``),
 against the NumPy backend's kernels for the ops (the native C ones where built): float32 and
 float64 within rounding (the kernels reduce in another order and call CUDA's erf/tanh/exp),
 ragged shapes (rows not a multiple of a block, odd widths, widths past one block), strided
@@ -114,6 +114,49 @@ def test_layer_norm_and_its_gradients_equal_the_numpy_backend(kernels, dtype):
                                    err_msg=f"layer_norm_weight_grad {shape}")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_gradients_are_the_separate_kernels_in_two_passes(kernels, dtype):
+    """The input and weight gradients are the separate kernels' bit for bit (the same arithmetic,
+    the same chunks summed the same way); the bias gradient is the rows' sum, in chunks; all three
+    equal the NumPy backend's layer_norm_gradients within rounding."""
+    rng = np.random.default_rng(4)
+    for shape, ns in LN_CASES + [((300, 16), (16,))]:  # 300 rows: five chunks of the column pass
+        x, g, w, _ = _ln_operands(rng, shape, ns, dtype)
+        attrs = dict(normalized_shape=ns, eps=1e-5)
+        flat = kernels["layer_norm_gradients"](g, x, w, **attrs)
+        size, n = x.size, w.size
+        assert flat.dtype == dtype and flat.shape == (size + 2 * n,)
+        np.testing.assert_array_equal(flat[:size].reshape(shape), kernels["layer_norm_backward"](g, x, w, **attrs))
+        np.testing.assert_array_equal(flat[size:size + n].reshape(ns), kernels["layer_norm_weight_grad"](g, x, **attrs))
+        lead = tuple(range(x.ndim - len(ns)))
+        np.testing.assert_allclose(flat[size + n:].reshape(ns), g.astype(np.float64).sum(lead),
+                                   rtol=TOL[dtype]["rtol"] * 10, atol=TOL[dtype]["atol"] * 10, err_msg=f"bias {shape}")
+        want = NUMPY["layer_norm_gradients"](g, x, w, **attrs)
+        scale = _rstd(x, len(ns), 1e-5) * float(np.abs(g).max()) * float(np.abs(w).max())
+        _close(flat[:size], want[:size], dtype, f"layer_norm_gradients dx {shape}", scale=scale)
+        np.testing.assert_allclose(flat[size:], want[size:], rtol=TOL[dtype]["rtol"] * 10,
+                                   atol=TOL[dtype]["atol"] * 10, err_msg=f"layer_norm_gradients dw, db {shape}")
+
+
+def test_layer_norm_gradients_of_strided_empty_and_float16_operands(kernels):
+    rng = np.random.default_rng(5)
+    x, g, w, _ = _ln_operands(rng, (6, 10), (6,), np.float64)
+    attrs = dict(normalized_shape=(6,), eps=1e-3)
+    xt, gt = x.T, g.T  # (10, 6) views, not C-contiguous
+    np.testing.assert_allclose(kernels["layer_norm_gradients"](gt, xt, w[::-1], **attrs),
+                               NUMPY["layer_norm_gradients"](gt, xt, w[::-1], **attrs), rtol=1e-12, atol=1e-12)
+    empty = np.zeros((0, 6))
+    np.testing.assert_array_equal(kernels["layer_norm_gradients"](empty, empty, w, **attrs), np.zeros(12))
+    h, gh, wh = x.T.astype(np.float16), g.T.astype(np.float16), w.astype(np.float16)
+    got = kernels["layer_norm_gradients"](gh, h, wh, **attrs)
+    assert got.dtype == np.float16  # computed in float32, rounded once
+    want = NUMPY["layer_norm_gradients"](gh.astype(np.float32), h.astype(np.float32), wh.astype(np.float32), **attrs)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=2e-2)
+    with pytest.raises(TypeError, match="layer_norm_gradients: no CUDA kernel for int64"):
+        kernels["layer_norm_gradients"](np.zeros((2, 3), np.int64), np.zeros((2, 3), np.int64), np.ones(3, np.int64),
+                                        normalized_shape=(3,), eps=1e-5)
+
+
 def test_layer_norm_of_strided_empty_and_float16_operands(kernels):
     rng = np.random.default_rng(3)
     x, g, w, b = _ln_operands(rng, (6, 10), (6,), np.float64)
@@ -144,13 +187,16 @@ def test_a_constant_row_normalises_to_the_bias(kernels):
 
 def test_the_ops_run_on_these_kernels_as_registered(kernels, monkeypatch):
     """A transformer-style block's training step through plugtorch's ops and autograd (keyword
-    attrs as dispatch passes them) on these kernels gives what the NumPy kernels give."""
+    attrs as dispatch passes them) on these kernels gives what the NumPy kernels give. Its three
+    layer norms take the three backward routes: on the input (only the weight needs a gradient),
+    inside (input and weight: layer_norm_gradients) and without parameters (only the input)."""
     backend = pt.get_registry().backends["numpy"]
 
     def step():
         pt.manual_seed(0)
-        model = pt.nn.Sequential(pt.nn.Linear(6, 9), pt.nn.LayerNorm(9), pt.nn.GELU(), pt.nn.Linear(9, 5),
-                                 pt.nn.LayerNorm(5, bias=False), pt.nn.GELU(approximate="tanh"))
+        model = pt.nn.Sequential(pt.nn.LayerNorm(6), pt.nn.Linear(6, 9), pt.nn.LayerNorm(9), pt.nn.GELU(),
+                                 pt.nn.Linear(9, 5), pt.nn.LayerNorm(5, elementwise_affine=False),
+                                 pt.nn.GELU(approximate="tanh"))
         out = model(pt.randn(4, 3, 6))
         (out * out).sum().backward()
         return [out.detach().numpy()] + [p.grad.numpy().copy() for p in model.parameters()]
@@ -160,10 +206,8 @@ def test_the_ops_run_on_these_kernels_as_registered(kernels, monkeypatch):
     for name, fn in kernels.items():
         if name.startswith(("gelu", "layer_norm")):
             monkeypatch.setitem(backend.kernels, name, lambda *a, _f=fn, _n=name, **k: called.add(_n) or _f(*a, **k))
-    # the CuPy backend has no kernel of its own for layer_norm_gradients: its decomposition runs
-    # these kernels there, so it runs them here too
-    monkeypatch.delitem(backend.kernels, "layer_norm_gradients", raising=False)
     got = step()
-    assert called == {"gelu", "gelu_backward", "layer_norm", "layer_norm_backward", "layer_norm_weight_grad"}
+    assert called == {"gelu", "gelu_backward", "layer_norm", "layer_norm_backward", "layer_norm_weight_grad",
+                      "layer_norm_gradients"}
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -65,6 +65,8 @@ FUSED_CASES = {
                                        r.standard_normal(65)), dict(normalized_shape=(65,), eps=1e-5)),
     "layer_norm_weight_grad": lambda r: ((r.standard_normal((1000, 33)), r.standard_normal((1000, 33))),
                                          dict(normalized_shape=(33,), eps=1e-5)),
+    "layer_norm_gradients": lambda r: ((r.standard_normal((1000, 65)), r.standard_normal((1000, 65)) + 3,
+                                        r.standard_normal(65)), dict(normalized_shape=(65,), eps=1e-5)),
     "lstm_layer": lambda r: ((r.standard_normal((7, 5, 4 * 33)), r.standard_normal((5, 33)),
                               r.standard_normal((5, 33)), r.standard_normal((4 * 33, 33)) / 6,
                               r.standard_normal(4 * 33)), dict(reverse=True)),
