@@ -308,8 +308,9 @@ def cross_entropy_backward(grad_output, input, target, weight=None, *, ignore_in
     dx *= wt[:, None]
     if ls:
         dx = dx * (1 - ls) + uniform * (v[:, None] * (ls / c))
-    scale = per_sample / wt.sum() if reduction == "mean" else per_sample
-    dx *= scale
+    # an ignored target's row scaled by exactly 0, whatever the upstream gradient (mean over no
+    # targets: 1/0), as torch's masked gradient (the decomposition's _kept_upstream)
+    dx *= np.where(v != 0, grad_output / wt.sum() if reduction == "mean" else grad_output, 0)[:, None]
     return dx
 
 

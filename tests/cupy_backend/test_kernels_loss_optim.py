@@ -164,14 +164,19 @@ def test_cross_entropy_of_an_empty_batch(kernels, reduction, kind, shape):
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("ls", [0.0, 0.3])
-def test_cross_entropy_with_every_target_ignored_is_nan_for_mean(kernels, reduction, ls):
+def test_cross_entropy_with_every_target_ignored_is_nan_for_mean_with_zero_gradients(kernels, reduction, ls):
+    """torch's: the mean over no targets is 0/0, and every row's gradient is exactly 0 (not the
+    NaN of 0 * 1/0), so such a batch leaves the parameters alone."""
     x, _, w = _ce_inputs(np.float64, (4, 5), "index", np.random.default_rng(6))
     t = np.full(4, 2)
+    attrs = dict(ignore_index=2, reduction=reduction, label_smoothing=ls)
     for weight in (None, w):
-        _check_ce(kernels, x, t, weight, np.float64, ignore_index=2, reduction=reduction, label_smoothing=ls)
+        _check_ce(kernels, x, t, weight, np.float64, **attrs)
+        g = np.full((4,) if reduction == "none" else (), np.inf)  # an infinite upstream reaches no row either
+        dx = kernels["cross_entropy_backward"](_device(g), _device(x), _device(t), _device(weight), **attrs)
+        np.testing.assert_array_equal(_host(dx), np.zeros((4, 5)))
     if reduction == "mean":
-        assert np.isnan(_host(kernels["cross_entropy"](_device(x), _device(t), None, ignore_index=2,
-                                                       reduction="mean", label_smoothing=ls)))
+        assert np.isnan(_host(kernels["cross_entropy"](_device(x), _device(t), None, **attrs)))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -75,7 +75,7 @@ def test_native_kernels_on_awkward_rows(case, reduction):
         x = np.ascontiguousarray(x.T).T[:, ::-1]
     elif case == "large logits":   # exp of these overflows without the row maximum taken out
         x *= 3000
-    elif case == "all ignored":    # mean over no targets: 0/0 = nan, as torch
+    elif case == "all ignored":    # mean over no targets: 0/0 = nan, as torch; every gradient 0
         t[:] = -100
     else:
         x[2, 3] = np.nan
@@ -83,7 +83,7 @@ def test_native_kernels_on_awkward_rows(case, reduction):
     out = NATIVE_KERNELS["cross_entropy"](x, t, None, **attrs)
     g = np.asarray(rng.standard_normal(out.shape), dtype=np.float32)
     grad = NATIVE_KERNELS["cross_entropy_backward"](g, x, t, None, **attrs)
-    with np.errstate(invalid="ignore"):  # the decomposition's 0 * nan when all are ignored
+    with np.errstate(invalid="ignore", divide="ignore"):  # the decomposition's 0/0 when all are ignored
         want = _cross_entropy(pt.tensor(x.copy()), pt.tensor(t), None, **attrs).numpy()
         want_grad = _cross_entropy_backward(pt.tensor(g), pt.tensor(x.copy()), pt.tensor(t), None, **attrs).numpy()
     np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-6)
@@ -93,7 +93,8 @@ def test_native_kernels_on_awkward_rows(case, reduction):
 @NATIVE
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("c", [10, 37, 2000])  # the scalar pass; 16-lane blocks and a tail; a vocabulary
-@pytest.mark.parametrize("case", ["plain", "strided", "-inf entries", "+inf", "all -inf", "nan ignored"])
+@pytest.mark.parametrize("case", ["plain", "strided", "-inf entries", "+inf", "all -inf", "nan ignored",
+                                  "all ignored"])
 def test_native_kernels_match_torch(case, c, dtype):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(5)
@@ -110,6 +111,8 @@ def test_native_kernels_match_torch(case, c, dtype):
         x[1, 4] = x[3, 0] = np.inf
     elif case == "all -inf":
         x[2] = -np.inf
+    elif case == "all ignored":     # mean: a nan loss, and zero gradients
+        t[:] = -100
     else:                           # NaN in an ignored row still gives a NaN gradient row, as torch's
         x[0, 7] = np.nan
     for reduction in ("mean", "sum", "none"):
@@ -159,3 +162,55 @@ def test_native_rows_split_over_two_threads_give_the_same_bits(dtype, two_thread
     np.testing.assert_array_equal(one[0], two[0])
     assert one[1] == two[1] == 300 - len(t[::7])
     np.testing.assert_array_equal(one[2], two[2])
+
+
+ROUTES = [pytest.param(lambda *a, **k: _cross_entropy_backward(*[None if v is None else pt.tensor(v) for v in a],
+                                                               **k).numpy(), id="decomposition"),
+          pytest.param(fused.cross_entropy_backward, id="numpy"),
+          pytest.param(NATIVE_KERNELS.get("cross_entropy_backward"), id="native", marks=NATIVE)]
+
+
+@pytest.mark.parametrize("backward", ROUTES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("case, weighted, ls", [("all ignored", False, 0.0), ("all ignored", True, 0.0),
+                                               ("all ignored", False, 0.1), ("all ignored", True, 0.1),
+                                               ("zero total weight", True, 0.0), ("zero total weight", True, 0.1)])
+def test_ignored_targets_get_zero_gradients_as_in_torch(backward, reduction, case, weighted, ls):
+    """An ignored target's row of the gradient is exactly 0 whatever reaches it: torch's masked
+    gradient. 'mean' over no targets (or over targets of weight 0) divides by 0 and a 'none'
+    gradient may be inf where the loss was 0; multiplied by the ignored rows' zero weights, those
+    had made every row NaN, and one all-padding batch then turned every parameter into NaN."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 5)) * 2
+    w = rng.random(5) + 0.5 if weighted else None
+    if case == "all ignored":
+        t = np.full(4, -100)
+    else:  # the counted targets' class has weight 0: their rows are 0 * (1/0), NaN as in torch
+        t = np.array([0, -100, 0, -100])
+        w[0] = 0.0
+    g = np.where(t == -100, np.inf, rng.standard_normal(4)) if reduction == "none" else np.asarray(1.5)
+    attrs = dict(ignore_index=-100, reduction=reduction, label_smoothing=ls)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        got = backward(g, x, t, w, **attrs)
+    tx = torch.tensor(x, requires_grad=True)
+    out = torch.nn.functional.cross_entropy(tx, torch.tensor(t), None if w is None else torch.tensor(w), **attrs)
+    out.backward(torch.tensor(g))
+    np.testing.assert_array_equal(got[t == -100], 0.0)
+    if case == "zero total weight" and ls and reduction == "mean":
+        # the counted rows: the smoothing term (not 0) times 1/0, inf here and NaN in torch's
+        # order of operations; both not finite, as the loss is
+        assert not np.isfinite(got[t != -100]).any() and not np.isfinite(tx.grad.numpy()[t != -100]).any()
+        return
+    np.testing.assert_allclose(got, tx.grad.numpy(), rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+def test_nll_loss_of_ignored_targets_has_zero_gradients_as_in_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(12).standard_normal((3, 4))
+    for t, reduction in [(np.full(3, -100), "mean"), (np.array([1, -100, 2]), "none")]:
+        g = np.where(t == -100, np.inf, 2.0) if reduction == "none" else np.asarray(1.0)
+        px, tx = pt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        pt.nn.functional.nll_loss(px, pt.tensor(t), reduction=reduction).backward(pt.tensor(g))
+        torch.nn.functional.nll_loss(tx, torch.tensor(t), reduction=reduction).backward(torch.tensor(g))
+        np.testing.assert_array_equal(px.grad.numpy(), tx.grad.numpy())

@@ -135,7 +135,8 @@ __device__ void weighted_mean(const T* __restrict__ values, long long n, const l
 
 // dx = ((p - onehot) * wt * keep + uniform * (v * each)) * scale, uniform = p * C - 1 or
 // p * sum(w) - w_c; without smoothing dx = (p - onehot) * wt * scale. scale[r * scale_stride]:
-// grad_output per row ('none'), or one value ('sum'; 'mean' after weighted_mean).
+// grad_output per row ('none'), or one value ('sum'; 'mean' after weighted_mean); 0 for an
+// ignored target's row.
 template <class T>
 __device__ void index_backward(const T* __restrict__ x, const long long* __restrict__ target, const T* weight,
                                const T* __restrict__ scale, long long scale_stride, T* __restrict__ dx,
@@ -156,7 +157,8 @@ __device__ void index_backward(const T* __restrict__ x, const long long* __restr
         T v, wt;
         long long safe;
         target_terms(target[r], weight, c, ignore_index, has_weight, v, wt, safe);
-        const T sc = scale[r * scale_stride];
+        // an ignored target's row: 0 whatever the scale (mean over no targets: 1/0), as torch's
+        const T sc = v != T(0) ? scale[r * scale_stride] : T(0);
         const T share = v * each;
         for (long long j = threadIdx.x; j < c; j += blockDim.x) {
             const T p = fexp(xr[j * s] - m) / sum;

@@ -734,8 +734,8 @@ static PyObject *cross_entropy_backward(PyObject *self, PyObject *args)
     }
     CeCall e = {.x = bufs[0].view.buf, .scale = bufs[2].view.buf, .t = t, .out = bufs[1].view.buf, .xs0 = xs[0],
                 .xs1 = xs[1], .c = c, .ts = ts, .per_row = per_row, .ignore = ignore, .kind = kind, .backward = 1};
-    /* every row's scale: scale[0], divided by the count of targets not ignored for the mean, in the
-     * tensor's dtype (no targets: 0/0 = nan, as torch) */
+    /* every kept row's scale: scale[0], divided by the count of targets not ignored for the mean, in
+     * the tensor's dtype (no targets: 0/0, which no row uses) */
     Py_ssize_t count = 0;
     for (Py_ssize_t i = 0; mean && i < n; i++)
         count += t[i * ts] != ignore;

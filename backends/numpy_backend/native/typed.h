@@ -1130,12 +1130,12 @@ VECTOR_CLONES static Py_ssize_t FN(ce_fwd)(const T *x, Py_ssize_t xs0, Py_ssize_
     return count;
 }
 
-/* Rows [lo, hi) of the gradient: (softmax(x) - onehot(t)) * w * k per row, w 1 or 0 (an ignored
- * target), and k scale[i] (reduction 'none', per_row) or `k` (sum: scale[0]; mean: scale[0] / the
- * count of targets not ignored); dx (N, C) C-contiguous, holding each row's exponentials until
- * they are scaled by the reciprocal of their sum, in double. A row whose softmax is NaN is NaN
- * throughout, ignored or not (0 * NaN, as torch's). Returns 0, or -1 - i for the first row i
- * whose target is out of range. */
+/* Rows [lo, hi) of the gradient: (softmax(x) - onehot(t)) * k per row, k scale[i] (reduction
+ * 'none', per_row) or `k` (sum: scale[0]; mean: scale[0] / the count of targets not ignored); an
+ * ignored target's row 0, whatever k (mean over no targets: 1/0, an inf upstream), as torch's
+ * masked gradient. dx (N, C) C-contiguous, holding each row's exponentials until they are scaled by
+ * the reciprocal of their sum, in double. A row whose softmax is NaN is NaN throughout, ignored or
+ * not (0 * NaN, as torch's). Returns 0, or -1 - i for the first row i whose target is out of range. */
 VECTOR_CLONES static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_t xs1, Py_ssize_t lo,
                                            Py_ssize_t hi, Py_ssize_t c, const long long *t, Py_ssize_t ts,
                                            long long ignore, const T *scale, Py_ssize_t per_row, T k, T *dx)
@@ -1144,7 +1144,7 @@ VECTOR_CLONES static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_
         T *out = dx + i * c;
         long long target = t[i * ts];
         int kept = target != ignore;
-        T w = kept ? 1 : 0, ki = per_row ? scale[i] : k, shift_t = 0;
+        T ki = per_row ? scale[i] : k, shift_t = 0;
         if (kept && (target < 0 || target >= c))
             return -1 - i;
         double s = FN(ce_row)(x + i * xs0, xs1, c, target, out, &shift_t);
@@ -1153,12 +1153,16 @@ VECTOR_CLONES static Py_ssize_t FN(ce_bwd)(const T *x, Py_ssize_t xs0, Py_ssize_
                 out[j] = (T)NAN;
             continue;
         }
+        if (!kept) { /* 0 whatever the scale (mean over no targets: 1/0), as torch's masked gradient */
+            for (Py_ssize_t j = 0; j < c; j++)
+                out[j] = 0;
+            continue;
+        }
         double inv = 1.0 / s;  /* each probability rounded once, from double, as a divide by s would */
-        T p_t = kept ? (T)(out[target] * inv) : 0;
+        T p_t = (T)(out[target] * inv);
         for (Py_ssize_t j = 0; j < c; j++)
-            out[j] = ((T)(out[j] * inv) * w) * ki;
-        if (kept)
-            out[target] = ((p_t - 1) * w) * ki;
+            out[j] = (T)(out[j] * inv) * ki;
+        out[target] = (p_t - 1) * ki;
     }
     return 0;
 }

@@ -43,6 +43,15 @@ def _index_weights(target, weight, ignore_index, dtype):
     return (v if weight is None else weight[safe] * v), v, safe
 
 
+def _kept_upstream(g, reduction, total, v):
+    """The gradient reaching each target's loss, (N, *d): upstream's (``total``: 'mean''s divisor),
+    and exactly 0 at an ignored target whatever that is, as torch's masked gradient is. 'mean'
+    over no counted targets divides by 0, and a 'none' gradient may be inf where the loss was 0:
+    multiplied by the ignored targets' zero weights, those made their rows NaN, and an all-ignored
+    batch then poisoned every parameter (torch leaves zero gradients there)."""
+    return ew.where(v != 0, upstream(g, reduction, total), 0.0)
+
+
 def _smoothed(target, weight, label_smoothing, ndim):
     """Class probabilities mixed with the uniform distribution, times the class weights."""
     if label_smoothing:
@@ -157,7 +166,7 @@ def _cross_entropy_rule(ctx, g):
     wt, v, safe = _index_weights(t, w, a["ignore_index"], x.dtype)
     onehot = _one_hot(safe, x.shape[1], x)
     per = onehot * (1 - ls) + ls / x.shape[1]
-    s = upstream(g, red, wt.sum())
+    s = _kept_upstream(g, red, wt.sum(), v)
     term = -(per * logp)
     if red == "mean":  # the loss itself, recomputed: saving the output would fail `loss += ...`
         term = term - onehot * call_op("cross_entropy", (x, t, w), a)
@@ -239,7 +248,7 @@ def cross_entropy_backward(grad_output, input, target, weight, *, ignore_index, 
         else:
             uniform = p * weight.sum() - per_class(weight, input.ndim)
         dx = dx * (1 - ls) + uniform * (v.unsqueeze(1) * (ls / c))
-    return dx * per_sample(upstream(grad_output, reduction, wt.sum()), reduction)
+    return dx * _kept_upstream(grad_output, reduction, wt.sum(), v).unsqueeze(1)
 
 
 # -- nll_loss --------------------------------------------------------------------------------
@@ -251,7 +260,7 @@ def _nll_loss_rule(ctx, g):
     red, need = a["reduction"], ctx.needs_input_grad
     wt, v, safe = _index_weights(t, w, a["ignore_index"], x.dtype)
     onehot = _one_hot(safe, x.shape[1], x)
-    s = upstream(g, red, wt.sum())
+    s = _kept_upstream(g, red, wt.sum(), v)
     gx = -(onehot * (s * wt).unsqueeze(1)) if need[0] else None
     gw = None
     if need[2]:  # d/dw_c of -sum_i w[t_i] x[i, t_i], and for 'mean' of its divisor sum_i w[t_i]
