@@ -86,6 +86,22 @@ def test_kl_div_mean_warns_as_torch_does():
         F.kl_div(x, t, reduction="batchmean")
 
 
+def test_kl_div_at_zero_and_negative_targets_is_torchs(torch):
+    """target log(target) is torch's xlogy: 0 at a zero target, nan for a negative one, and the
+    gradient in a zero target nan (log 0 + 1), where masking the term to 0 had given a finite
+    value and a number for a negative target."""
+    x, t = np.log(_probs(2, 3)), np.array([[0.0, 0.4, 0.6], [-0.1, 0.5, 0.6]])
+    got, want = [], []
+    for lib, out in ((plugtorch, got), (torch, want)):
+        a, b = lib.tensor(x, requires_grad=True), lib.tensor(t, requires_grad=True)
+        loss = lib.nn.functional.kl_div(a, b, reduction="none")
+        loss.sum().backward()
+        out += [loss.detach().numpy(), a.grad.numpy(), b.grad.numpy()]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15, equal_nan=True)
+    assert got[0][0, 0] == 0 and np.isnan(got[0][1, 0]) and np.isnan(got[2][0, 0])
+
+
 def test_legacy_reduction_arguments_reach_the_new_losses(torch):
     x, t = rand(3, 4), rand(3, 4, seed=1)
     with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):

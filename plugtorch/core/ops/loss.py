@@ -29,6 +29,7 @@ from ..tensor import Tensor
 from . import elementwise as ew
 from ._args import broadcast_shapes
 from .activation import sigmoid, softplus
+from .special import xlogy
 
 FUNCTIONAL = ("nn.functional",)
 REDUCTIONS = ("none", "mean", "sum")
@@ -422,9 +423,9 @@ def kl_div(input, target, *, reduction, log_target):
     """
     if log_target:
         loss = ew.exp(target) * (target - input)
-    else:  # target * log(target), 0 where target is 0 (torch's xlogy)
-        safe = ew.where(ew.gt(target, 0), target, 1.0)
-        loss = ew.where(ew.eq(target, 0), 0.0, target * ew.log(safe)) - target * input
+    else:  # torch's xlogy: 0 where target is 0, nan where it is negative, and at 0 a gradient in
+        # target of nan (log 0 + 1), not the finite one of a term masked to 0
+        loss = xlogy(target, target) - target * input
     if reduction == "batchmean":
         return loss.sum() / input.shape[0] if input.ndim else loss.sum()
     return reduced(loss, reduction)
