@@ -243,3 +243,51 @@ def test_losses_accept_uint8_targets_as_torch(torch):
     ours = F.nll_loss(plugtorch.tensor(x), plugtorch.tensor(target, dtype=plugtorch.uint8))
     theirs = torch.nn.functional.nll_loss(torch.tensor(x), torch.tensor(target, dtype=torch.uint8))
     assert np.isclose(ours.item(), theirs.item())
+
+
+# -- gradients at the edges of their ops ----------------------------------------------------
+
+def _grads(lib, fn, *arrays):
+    ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+    fn(lib, *ts).sum().backward()
+    return [t.grad.numpy() for t in ts]
+
+
+def test_clamp_with_tensor_bounds_gives_each_output_one_gradient_as_torch(torch):
+    """torch's rule: x's where min <= x <= max, min's where x < min < max, max's where x > max and
+    wherever max < min (the output is max there). The gradient went to min where x < min even
+    when min > max, and to both bounds for x between them: wrong, and counted twice."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x, lo, hi = np.round(rng.standard_normal((3, 7)), 0)  # rounded: ties with the bounds
+        x[0] = np.nan
+        for fn in (lambda L, x, lo, hi: L.clamp(x, lo, hi), lambda L, x, lo, hi: L.clamp(x, min=lo) + 0 * hi,
+                   lambda L, x, lo, hi: L.clamp(x, max=hi) + 0 * lo):
+            for a, b in zip(_grads(plugtorch, fn, x, lo, hi), _grads(torch, fn, x, lo, hi)):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_std_of_a_constant_slice_has_zero_gradient_as_torch(torch):
+    """d std / dx = (x - mean) / ((n - 1) std) is 0/0 where every value is equal: torch's 0, not NaN
+    (a normalisation layer written out with std meets it on a constant channel)."""
+    x = np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]])
+    for fn in (lambda L, x: L.std(x, 1), lambda L, x: L.std(x, 1, keepdim=True, correction=0),
+               lambda L, x: L.std(x[:1])):
+        got, want = _grads(plugtorch, fn, x)[0], _grads(torch, fn, x)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+        assert np.isfinite(got).all()
+
+
+def test_a_norm_below_one_has_zero_gradient_at_zero_entries_as_torch(torch):
+    """|x|^(p - 1) is inf at x = 0 for p < 1: torch's subgradient there is 0, where sign(0) * inf
+    had made it NaN."""
+    x = np.array([1.0, 0.0, -3.0, 0.0])
+    for p in (0.5, 0.3):
+        fn = lambda L, x, p=p: L.linalg.vector_norm(x, p)
+        got, want = _grads(plugtorch, fn, x)[0], _grads(torch, fn, x)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+        assert got[1] == 0 and got[3] == 0
+    a = plugtorch.tensor(x, requires_grad=True)
+    (g,) = plugtorch.autograd.grad(plugtorch.linalg.vector_norm(a, 0.5), a, create_graph=True)
+    g.sum().backward()  # the second derivative stays finite too
+    assert np.isfinite(a.grad.numpy()).all()

@@ -748,17 +748,23 @@ def where(condition, input, other):
 
 
 def _clamp_rule(ctx, g):
-    # torch's: the input's gradient passes where min <= x <= max; a tensor bound's where x is
-    # beyond it (both bounds' where min > max and x is beyond both)
+    # torch's (clamp_backward_min_max): the input's gradient passes where min <= x <= max; min's
+    # where x < min < max; max's where x > max, and everywhere max < min, where the output is max
+    # (and where x < min == max, nobody's). NaN x: nobody's.
     x, lo, hi = ctx.saved
     need = ctx.needs_input_grad
     above_min = ge(x, lo) if lo is not None else None
     below_max = le(x, hi) if hi is not None else None
     inside = (above_min if below_max is None else below_max if above_min is None
               else logical_and(above_min, below_max))
+    takes_min = takes_max = None
+    if need[1]:
+        takes_min = lt(x, lo) if hi is None else logical_and(lt(x, lo), lt(lo, hi))
+    if need[2]:
+        takes_max = gt(x, hi) if lo is None else logical_or(gt(x, hi), lt(hi, lo))
     return (where(inside, g, 0.0) if need[0] else None,
-            where(above_min, 0.0, g) if need[1] else None,
-            where(below_max, 0.0, g) if need[2] else None)
+            where(takes_min, g, 0.0) if need[1] else None,
+            where(takes_max, g, 0.0) if need[2] else None)
 
 
 def _clamp_args(input, min=None, max=None):

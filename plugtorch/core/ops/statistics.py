@@ -146,9 +146,12 @@ def var(input, *, axes, correction, keepdims):
 
 
 def _std_rule(ctx, g):
+    # torch's: 0 where the deviation is 0 (a constant slice), not its 0/0; the safe denominator
+    # keeps double backward finite there
     spread, axes = _centred_grad(ctx, g)
     out = ctx.output if ctx.attrs["keepdims"] else ctx.output.reshape(kept_shape(ctx.meta[0][0], axes))
-    return spread / out
+    zero = ew.eq(out, 0)
+    return ew.where(zero, 0.0, spread / ew.where(zero, 1.0, out))
 
 
 @op(bind=_var_args("std"), derivative=_std_rule, save=("inputs", "output"), exposed=_EVERYWHERE)
@@ -237,6 +240,9 @@ def _norm_rule(ctx, g):
     if p == 2:
         return ew.where(zero, 0.0, g * x / safe)
     a = ew.abs(x)
+    if p < 1:  # |x|^(p - 1) is inf at x = 0, where torch's subgradient is 0 (not sign(0) * inf)
+        zero = ew.logical_or(zero, ew.eq(x, 0))
+        a = ew.where(zero, 1.0, a)
     return ew.where(zero, 0.0, g * ew.sign(x) * ew.pow(a / safe, p - 1))
 
 
