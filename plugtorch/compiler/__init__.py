@@ -42,7 +42,13 @@ otherwise the call is captured again (up to 8 traces per argument structure are 
 * each optimizer stepped: its param groups, their parameters, its state dicts and their
   tensors are the same objects (``load_state_dict``, ``add_param_group``), and SGD's
   momentum is on or off as it was;
-* no autograd hook has been registered on a tensor since the capture.
+* no autograd hook has been registered on a tensor since the capture;
+* the Python state the function reads besides its arguments (``python_state.py``): the
+  globals its code names and its closure cells, and through them the user functions it
+  reaches and the contents of plain dicts, lists, tuples and namespaces (``argparse``'s, a
+  user class's instance), three levels and 64 entries deep; numbers and strings by type and
+  exact value, anything else by identity (``SCALE = 3.0``, ``cfg["clip"] = 0.5``,
+  ``args.lr = 0.01``).
 
 What cannot be replayed runs eagerly instead, with a one-time warning naming the reason
 (``fullgraph=True`` raises it instead), as ``torch.compile`` does on a graph break:
@@ -50,7 +56,8 @@ What cannot be replayed runs eagerly instead, with a one-time warning naming the
 * tensor values read on the host mid-function (``.item()``, ``bool(t)``, value checks);
 * Python-side state changed inside the function that the kernels depend on: an LR scheduler
   stepped, a generator made or reseeded, a module's attribute, parameter, buffer or hook
-  assigned (step, seed or assign outside the compiled function);
+  assigned, a guarded global or closed-over value (a counter, a list appended to) changed
+  (step, seed or assign outside the compiled function);
 * modules with forward hooks, and autograd hooks that run (a replay would not run their Python);
 * an optimizer whose update is computed from Python state a replay would not see (every
   optimizer but Adam, AdamW and SGD, today);
@@ -65,9 +72,10 @@ are left out of captured code, as they are on device backends outside debug mode
 cannot repeat a host read. Debug mode (part of the guard) keeps them, and so runs eagerly.
 
 A replay returns tensors without autograd history (a loss it returns has had its backward).
-**Not guarded**: Python state the function reads besides its arguments, modules and
-optimizers (a global, a tensor rebound in a closure, a list mutated in place on a module): as
-with CUDA graphs, a captured function must compute the same kernel sequence for the same guard.
+**Not guarded**: Python state reached only through an argument's attributes or a module's
+own containers (a list mutated in place on a module), a library object's internals, and
+what lies past the depth and size limits above: as with CUDA graphs, a captured function must
+compute the same kernel sequence for the same guard.
 ``tests/compile/test_compile_fuzz.py`` checks replays against eager execution under the changes
 a training script makes between steps.
 """
@@ -82,6 +90,7 @@ from ..core.grad_mode import _state as _grad_state
 from ..core.tensor import Tensor
 from .fusion import fuse_elementwise
 from .guards import MODULE_VERSION, Guards, arguments_key, flatten, guarded_modules
+from .python_state import changed_inside, python_state_guards
 from .recording import CaptureError, Installed, ModuleCalls, capturing, dynamic_attrs, guard, not_capturable, rec
 from .reuse import reuse_dead_buffers
 from .trace import Build, Trace
@@ -186,6 +195,7 @@ class CompiledFunction:
         # held until the trace is built, so that no array the capture frees lends its id to a new one
         keep = [o._data for o in alive] + [o.grad._data for o in alive if o.grad is not None]
         backward_runs, module_version = engine.RUNS[0], MODULE_VERSION[0]
+        state_guards = python_state_guards(self._fn)  # the globals and closures it reads, as they are now
         rec.calls, rec.reason, rec.retry, rec.depth, rec.dynamic, rec.guards = [], None, False, 0, None, []
         rec.modules = {} if self._module is None else {id(self._module): self._module}
         with Installed(), ModuleCalls():
@@ -196,6 +206,9 @@ class CompiledFunction:
                 rec.active = debug.capture.active = False
         calls, reason, python_guards, called = rec.calls, rec.reason, rec.guards, list(rec.modules.values())
         rec.calls = rec.guards = rec.modules = None
+        if reason is not None:
+            return out, None, reason
+        reason = changed_inside(state_guards)
         if reason is not None:
             return out, None, reason
         if MODULE_VERSION[0] != module_version:
@@ -226,7 +239,8 @@ class CompiledFunction:
         pinned = _state_arrays(modules, optimizers)
         pins = [(i, t._data) for i, t in enumerate(tensors) if id(t._data) in pinned]
         guards = Guards(pins, consts, grad_guards,
-                        guarded_modules(called, [owner for owner, _, _ in consts], modules), python_guards)
+                        guarded_modules(called, [owner for owner, _, _ in consts], modules),
+                        python_guards + state_guards)
         moved = _moved_versions(versions, tensors)
         del keep
         return out, Trace(steps, outputs, structure, [t._backend for t in out_tensors], writebacks, guards, names,

@@ -1,0 +1,221 @@
+"""The Python state a compiled function reads besides its arguments, guarded.
+
+A trace bakes in what the function's Python computed while capturing: ``x * SCALE`` replays
+with the SCALE of the capture, ``clip_grad_norm_(ps, cfg.clip)`` with that clip. So a replay
+also checks, as torch.compile's guards on globals do, that this state is still what it was:
+
+* the globals the function's code names and its closure cells;
+* through them, the user functions it reaches (their globals and cells too), and the contents
+  of the plain containers and objects it reaches (dicts, lists, tuples, namespaces such as
+  argparse's, instances of user classes), a few levels and entries deep;
+* numbers and strings by type and value; everything else (tensors, modules, optimizers,
+  functions, classes) by identity: the other guards cover a tensor's array and a module's
+  members, and a module's own state, such as a module-level constant of a library, is not
+  read as user state.
+
+Without bytecode analysis this is an over-approximation: a name the code uses as an attribute
+may also be a global, which then is guarded too (a change there captures again, needlessly
+but correctly). A function that changes such state itself runs eagerly (``changed_inside``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_NAMESPACES = (argparse.Namespace, types.SimpleNamespace)
+_LIBRARIES = ("plugtorch", "plugtorch_backends", "numpy", "torch", "builtins")
+_DEPTH = 3     # containers and functions followed from the compiled function
+_ENTRIES = 64  # a larger container is guarded by identity alone
+_MISSING = object()
+
+
+def _scalar_key(value) -> Any:
+    """A number or string as a replay must see it again: its type (``2`` and ``2.0`` give other
+    dtypes) and value (a float by its bits: ``0.0`` and ``-0.0``, one NaN and another)."""
+    kind = type(value)
+    if kind is float:
+        return kind, value.hex()
+    if kind is complex:
+        return kind, value.real.hex(), value.imag.hex()
+    if isinstance(value, numpy.generic):
+        return kind, value.tobytes()
+    return kind, value
+
+
+def _is_scalar(value) -> bool:
+    return type(value) in _SCALARS or isinstance(value, numpy.generic)
+
+
+def _library(obj) -> bool:
+    """Whether ``obj`` (a class or function) is library code, whose state is not the user's:
+    plugtorch, NumPy, the standard library, or any package installed in site-packages (a
+    progress bar's counters, a logger's buffers)."""
+    module = getattr(obj, "__module__", None) or ""
+    if module.split(".")[0] in _LIBRARIES or module.split(".")[0] in sys.stdlib_module_names:
+        return True
+    path = getattr(sys.modules.get(module), "__file__", None) or ""
+    return "site-packages" in path or "dist-packages" in path
+
+
+# What a guard reads again before each replay: closures over the container (whose identity
+# an earlier guard has checked) and the key.
+Getter = Callable[[], Any]
+
+
+def _constant(value) -> Getter:
+    return lambda: value
+
+
+def _entry(table: dict, key) -> Getter:
+    return lambda: table.get(key, _MISSING)
+
+
+def _item(seq, i: int) -> Getter:
+    return lambda: seq[i] if i < len(seq) else _MISSING
+
+
+def _keys(table: dict) -> Getter:
+    return lambda: tuple(table)
+
+
+def _length(seq) -> Getter:
+    return lambda: len(seq)
+
+
+def _cell(cell) -> Getter:
+    def get():
+        try:
+            return cell.cell_contents
+        except ValueError:  # emptied since
+            return _MISSING
+    return get
+
+
+def _keyed(get: Getter) -> Getter:
+    return lambda: _scalar_key(get())
+
+
+def _boxed(get: Getter) -> Getter:
+    return lambda: (get(),)
+
+
+class _Walk:
+    """Collects (value(), value at capture, by identity) guards, the form ``Guards`` checks."""
+
+    def __init__(self) -> None:
+        self.guards: list[tuple[Getter, Any, bool]] = []
+        self.seen: set[int] = set()
+
+    def watch(self, get: Getter, value, depth: int) -> None:
+        """Guard what ``get()`` returns (the parent it reads from is guarded before it)."""
+        if isinstance(value, types.ModuleType):
+            return  # a module's namespace is library state (np, F, plugtorch)
+        if _is_scalar(value):
+            self.guards.append((_keyed(get), _scalar_key(value), False))
+            return
+        self.guards.append((_boxed(get), (value,), True))
+        if depth >= _DEPTH or id(value) in self.seen:
+            return
+        self.seen.add(id(value))
+        kind = type(value)
+        if kind is types.FunctionType:
+            self.function(value, depth + 1)
+        elif kind is types.MethodType:
+            self.watch(_constant(value.__self__), value.__self__, depth + 1)
+            self.function(value.__func__, depth + 1)
+        elif kind is dict:
+            self.entries(value, depth + 1)
+        elif kind in (list, tuple):
+            self.items(value, depth + 1)
+        elif isinstance(value, _NAMESPACES) or (hasattr(value, "__dict__") and not isinstance(value, type)
+                                                and not _library(kind) and not _has_guards(value)):
+            self.entries(value.__dict__, depth + 1)
+
+    def entries(self, table: dict, depth: int) -> None:
+        if len(table) > _ENTRIES:
+            return
+        self.guards.append((_keys(table), tuple(table), False))  # the same keys, in order
+        for key, item in table.items():
+            self.watch(_entry(table, key), item, depth)
+
+    def items(self, seq, depth: int) -> None:
+        if len(seq) > _ENTRIES:
+            return
+        self.guards.append((_length(seq), len(seq), False))
+        for i, item in enumerate(seq):
+            self.watch(_item(seq, i), item, depth)
+
+    def function(self, fn: types.FunctionType, depth: int) -> None:
+        """A user function's globals (those its code names) and closure cells."""
+        if _library(fn):
+            return
+        code = fn.__code__
+        space = fn.__globals__
+        for name in sorted(_names(code)):
+            if name in space:
+                self.watch(_entry(space, name), space[name], depth)
+        for cell in fn.__closure__ or ():
+            try:
+                content = cell.cell_contents
+            except ValueError:  # a cell not yet filled
+                continue
+            self.watch(_cell(cell), content, depth)
+
+
+def _has_guards(obj) -> bool:
+    """Tensors, modules and optimizers (user subclasses too): their state has guards of its own."""
+    from ..core.tensor import Tensor
+    from ..nn.modules.module import Module
+    from ..optim.optimizer import Optimizer
+    return isinstance(obj, (Tensor, Module, Optimizer))
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The names a code object and the code objects it makes (lambdas, comprehensions) load."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+
+
+def python_state_guards(fn: Callable) -> list[tuple[Getter, Any, bool]]:
+    """The guards on the Python state ``fn`` reads (see the module docstring); for a module's
+    ``__call__``, its class's ``forward``."""
+    walk = _Walk()
+    target: Any = fn
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and _has_guards(owner):
+        if getattr(fn, "__name__", "") == "__call__":
+            target = getattr(type(owner), "forward", None)  # compile(model): its forward's globals
+    elif owner is not None:  # a method of a plain object: what it reads through self
+        walk.watch(_constant(owner), owner, 0)
+    elif not isinstance(fn, (types.FunctionType, types.MethodType)) and callable(fn):
+        walk.watch(_constant(fn), fn, 0)  # a callable object: its attributes, then its __call__'s globals
+        target = next((k.__dict__["__call__"] for k in type(fn).__mro__ if "__call__" in k.__dict__), None)
+    if isinstance(target, types.MethodType):
+        target = target.__func__
+    if isinstance(target, types.FunctionType):
+        walk.function(target, 0)
+    return walk.guards
+
+
+def changed_inside(guards) -> str | None:
+    """The first guard that no longer holds right after the capture, as words, or None: the
+    function changed state it reads (a counter, a list it appends to), which a replay would not."""
+    for value, captured, identity in guards:
+        now = value()
+        same = (len(now) == len(captured) and all(a is b for a, b in zip(now, captured))) if identity \
+            else now == captured
+        if not same:
+            return ("it changes Python state it reads (a global, a closed-over value or their contents) "
+                    "inside the function, which a replay would not repeat")
+    return None
