@@ -43,12 +43,12 @@ otherwise the call is captured again (up to 8 traces per argument structure are 
   tensors are the same objects (``load_state_dict``, ``add_param_group``), and SGD's
   momentum is on or off as it was;
 * no autograd hook has been registered on a tensor since the capture;
-* the Python state the function reads besides its arguments (``python_state.py``): the
-  globals its code names and its closure cells, and through them the user functions it
-  reaches and the contents of plain dicts, lists, tuples and namespaces (``argparse``'s, a
-  user class's instance), three levels and 64 entries deep; numbers and strings by type and
-  exact value, anything else by identity (``SCALE = 3.0``, ``cfg["clip"] = 0.5``,
-  ``args.lr = 0.01``).
+* the Python state the function reads besides its tensors (``python_state.py``): the
+  globals its code names, its closure cells and the objects passed to it, and through them
+  the user functions it reaches and the contents of plain dicts, lists, tuples and
+  namespaces (``argparse``'s, a user class's instance), three levels and 64 entries deep;
+  numbers and strings by type and exact value, anything else by identity (``SCALE = 3.0``,
+  ``cfg["clip"] = 0.5``, ``args.lr = 0.01``).
 
 What cannot be replayed runs eagerly instead, with a one-time warning naming the reason
 (``fullgraph=True`` raises it instead), as ``torch.compile`` does on a graph break:
@@ -72,10 +72,10 @@ are left out of captured code, as they are on device backends outside debug mode
 cannot repeat a host read. Debug mode (part of the guard) keeps them, and so runs eagerly.
 
 A replay returns tensors without autograd history (a loss it returns has had its backward).
-**Not guarded**: Python state reached only through an argument's attributes or a module's
-own containers (a list mutated in place on a module), a library object's internals, and
-what lies past the depth and size limits above: as with CUDA graphs, a captured function must
-compute the same kernel sequence for the same guard.
+**Not guarded**: Python state reached only through a module's own containers (a list
+mutated in place on a module), a library object's internals, and what lies past the depth
+and size limits above: as with CUDA graphs, a captured function must compute the same kernel
+sequence for the same guard.
 ``tests/compile/test_compile_fuzz.py`` checks replays against eager execution under the changes
 a training script makes between steps.
 """
@@ -195,7 +195,7 @@ class CompiledFunction:
         # held until the trace is built, so that no array the capture frees lends its id to a new one
         keep = [o._data for o in alive] + [o.grad._data for o in alive if o.grad is not None]
         backward_runs, module_version = engine.RUNS[0], MODULE_VERSION[0]
-        state_guards = python_state_guards(self._fn)  # the globals and closures it reads, as they are now
+        state_guards = python_state_guards(self._fn, args, kwargs)  # the Python state it reads, as it is now
         rec.calls, rec.reason, rec.retry, rec.depth, rec.dynamic, rec.guards = [], None, False, 0, None, []
         rec.modules = {} if self._module is None else {id(self._module): self._module}
         with Installed(), ModuleCalls():

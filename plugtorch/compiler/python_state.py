@@ -1,10 +1,11 @@
-"""The Python state a compiled function reads besides its arguments, guarded.
+"""The Python state a compiled function reads besides its tensors, guarded.
 
 A trace bakes in what the function's Python computed while capturing: ``x * SCALE`` replays
 with the SCALE of the capture, ``clip_grad_norm_(ps, cfg.clip)`` with that clip. So a replay
 also checks, as torch.compile's guards on globals do, that this state is still what it was:
 
-* the globals the function's code names and its closure cells;
+* the globals the function's code names and its closure cells, and the objects among its
+  arguments that the cache key holds by identity (a config object passed in);
 * through them, the user functions it reaches (their globals and cells too), and the contents
   of the plain containers and objects it reaches (dicts, lists, tuples, namespaces such as
   argparse's, instances of user classes), a few levels and entries deep;
@@ -187,10 +188,27 @@ def _names(code: types.CodeType) -> set[str]:
 
 
 
-def python_state_guards(fn: Callable) -> list[tuple[Getter, Any, bool]]:
+def _argument_objects(obj):
+    """The objects among arguments that the cache key holds by identity: leaves that are not
+    numbers, strings or tensors (containers are keyed by their contents)."""
+    from ..core.tensor import Tensor
+    if type(obj) in (tuple, list):
+        for item in obj:
+            yield from _argument_objects(item)
+    elif type(obj) is dict:
+        for item in obj.values():
+            yield from _argument_objects(item)
+    elif not _is_scalar(obj) and not isinstance(obj, Tensor):
+        yield obj
+
+
+def python_state_guards(fn: Callable, args=(), kwargs=None) -> list[tuple[Getter, Any, bool]]:
     """The guards on the Python state ``fn`` reads (see the module docstring); for a module's
-    ``__call__``, its class's ``forward``."""
+    ``__call__``, its class's ``forward``. ``args`` and ``kwargs``: the call's, whose objects
+    (a config passed in) the cache key holds by identity: their contents are guarded here."""
     walk = _Walk()
+    for obj in _argument_objects((args, kwargs or {})):
+        walk.watch(_constant(obj), obj, 1)
     target: Any = fn
     owner = getattr(fn, "__self__", None)
     if owner is not None and _has_guards(owner):

@@ -186,3 +186,21 @@ def test_unchanged_state_keeps_replaying():
         for _ in range(6):
             assert f(x).item() == 2.0
     assert f.captures == 1 and f.replays == 4
+
+
+def test_the_attributes_of_an_object_passed_in_are_read_again():
+    """A plain object argument is keyed by identity: its contents are guarded too (a config)."""
+    class Config:
+        def __init__(self):
+            self.scale = 2.0
+
+    def f(x, cfg):
+        return x * cfg.scale
+
+    cfg, x = Config(), plugtorch.tensor([1.0])
+    g = plugtorch.compile(f)
+    for _ in range(3):
+        g(x, cfg)
+    assert g.replays == 1
+    cfg.scale = 5.0
+    assert g(x, cfg).item() == 5.0
