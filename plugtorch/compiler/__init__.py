@@ -54,6 +54,9 @@ What cannot be replayed runs eagerly instead, with a one-time warning naming the
 (``fullgraph=True`` raises it instead), as ``torch.compile`` does on a graph break:
 
 * tensor values read on the host mid-function (``.item()``, ``bool(t)``, value checks);
+* a call under a dispatch mode that changes what ops compute (an ``autocast`` region, forward
+  AD's dual level, ``vmap``), which a replay would skip (under a profiler, which only watches,
+  it replays);
 * Python-side state changed inside the function that the kernels depend on: an LR scheduler
   stepped, a generator made or reseeded, a module's attribute, parameter, buffer or hook
   assigned, a guarded global or closed-over value (a counter, a list appended to) changed
@@ -87,6 +90,7 @@ from collections.abc import Callable
 
 from ..core import debug, engine
 from ..core.grad_mode import _state as _grad_state
+from ..core.optable import MODES
 from ..core.tensor import Tensor
 from .fusion import fuse_elementwise
 from .guards import MODULE_VERSION, Guards, arguments_key, flatten, guarded_modules
@@ -137,6 +141,10 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         if rec.active:  # called inside another capture: run eagerly, so that one records the kernels
+            return self._fn(*args, **kwargs)
+        if MODES.on and any(not mode.observes_only for mode in MODES.here() or ()):
+            self._fallback("a dispatch mode that changes what ops compute is in force (autocast, forward AD, "
+                           "vmap), and a replay would skip it")
             return self._fn(*args, **kwargs)
         tensors: list[Tensor] = []
         try:

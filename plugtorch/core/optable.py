@@ -67,6 +67,11 @@ class DispatchMode:
     back for code it should see again (a decomposition run op by op).
     """
 
+    observes_only = False
+    """True for a mode that only watches (the profiler): what the ops compute is the same with it
+    in force. A ``plugtorch.compile``d function called under any other mode (autocast's casts,
+    forward AD's tangents, vmap's batching) runs eagerly, since a replay skips the modes."""
+
     keeps_outputs = False
     """True for a mode that keeps something per tensor object (forward AD's tangents): while one
     is in force, a graph node keeps the output its rule reads itself, not an alias of it

@@ -61,6 +61,8 @@ class Event:
 class ProfilingMode(DispatchMode):
     """Records what runs while it is in force: ``events`` in the order they began."""
 
+    observes_only = True  # a compiled function replays under it (and shows as no op events)
+
     def __init__(self, record_shapes: bool = False, profile_memory: bool = False, with_stack: bool = False,
                  device_timing: bool = False) -> None:
         self.record_shapes = record_shapes

@@ -364,3 +364,36 @@ def _adam_closure_run(compiled: bool) -> list[bytes]:
 
 def test_optimizer_state_replaced_between_argumentless_steps():
     assert _adam_closure_run(False) == _adam_closure_run(True)
+
+
+def test_a_call_under_a_mode_that_changes_results_runs_eagerly():
+    """autocast's casts, forward AD's tangents and vmap's batching happen at dispatch, which a
+    replay skips: a compiled function replayed under them returned float32 where eager gave
+    bfloat16, and lost the tangent. A profiler only watches: under it the function replays."""
+    import plugtorch.autograd.forward_ad as fwAD
+    lin = nn.Linear(4, 4)
+    f = plugtorch.compile(lambda x: lin(x))
+    x = plugtorch.randn(2, 4)
+    with plugtorch.no_grad():
+        for _ in range(3):
+            f(x)
+        with pytest.warns(UserWarning, match="dispatch mode that changes what ops compute"), \
+                plugtorch.autocast("cpu", dtype=plugtorch.bfloat16):
+            got, want = f(x), lin(x)
+        assert got.dtype == want.dtype == plugtorch.bfloat16 and got.float().tolist() == want.float().tolist()
+        assert f(x).dtype == plugtorch.float32 and f.replays == 2  # and replays again after
+    g = plugtorch.compile(lambda x: (x * x).sum())
+    v = plugtorch.randn(4)
+    for _ in range(3):
+        g(v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(v, plugtorch.ones(4))
+            assert fwAD.unpack_dual(g(dual)).tangent.item() == pytest.approx(2 * v.sum().item())
+        batch = plugtorch.randn(3, 4)
+        np.testing.assert_array_equal(plugtorch.func.vmap(g)(batch).numpy(), (batch * batch).sum(1).numpy())
+    replays = g.replays
+    with plugtorch.profiler.profile():
+        g(v)
+    assert g.replays == replays + 1
