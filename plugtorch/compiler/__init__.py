@@ -29,7 +29,7 @@ otherwise the call is captured again (up to 8 traces per argument structure are 
 
 * the arguments: tensors' shapes, strides, dtypes, backends and ``requires_grad``; which
   tensor arguments are the same array; every other argument by type and exact value; grad
-  mode and debug mode;
+  mode, debug mode and the default dtype;
 * an argument whose array is a parameter's, a buffer's or optimizer state's must be that
   array again (the function may read it through the module as well);
 * every tensor the trace reads as a constant (parameters, buffers, optimizer state,
@@ -89,6 +89,7 @@ import warnings
 from collections.abc import Callable
 
 from ..core import debug, engine
+from ..core.dtypes import get_default_dtype
 from ..core.grad_mode import _state as _grad_state
 from ..core.optable import MODES
 from ..core.tensor import Tensor
@@ -148,7 +149,7 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         tensors: list[Tensor] = []
         try:
-            key = (_grad_state.enabled, debug.is_debug(), arguments_key(args, kwargs, tensors))
+            key = (_grad_state.enabled, debug.is_debug(), get_default_dtype(), arguments_key(args, kwargs, tensors))
         except TypeError as e:
             self._fallback(f"an argument cannot be guarded ({e})")
             return self._fn(*args, **kwargs)

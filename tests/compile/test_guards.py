@@ -397,3 +397,18 @@ def test_a_call_under_a_mode_that_changes_results_runs_eagerly():
     with plugtorch.profiler.profile():
         g(v)
     assert g.replays == replays + 1
+
+
+def test_the_default_dtype_is_part_of_the_guard():
+    """Tensors a function makes (zeros, a literal, arange * 0.1) take the default dtype: after
+    set_default_dtype(float64) the replay still made float32 ones, a value a float32 rounding off."""
+    f = plugtorch.compile(lambda x: x + plugtorch.tensor([0.1, 0.7]) + plugtorch.arange(2) * 0.1)
+    x = plugtorch.ones(2, dtype=plugtorch.float64)
+    for _ in range(3):
+        f(x)
+    try:
+        plugtorch.set_default_dtype(plugtorch.float64)
+        got, want = f(x), x + plugtorch.tensor([0.1, 0.7]) + plugtorch.arange(2) * 0.1
+    finally:
+        plugtorch.set_default_dtype(plugtorch.float32)
+    assert _bits(got) == _bits(want)
