@@ -186,8 +186,6 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
-
-
 def _argument_objects(obj):
     """The objects among arguments that the cache key holds by identity: leaves that are not
     numbers, strings or tensors (containers are keyed by their contents)."""
