@@ -8,7 +8,9 @@ also checks, as torch.compile's guards on globals do, that this state is still w
   arguments that the cache key holds by identity (a config object passed in);
 * through them, the user functions it reaches (their globals and cells too), and the contents
   of the plain containers and objects it reaches (dicts, lists, tuples, namespaces such as
-  argparse's, instances of user classes), a few levels and entries deep;
+  argparse's, instances of user classes), a few levels and entries deep; a dict's or an
+  object's entries only under the names and constants that code uses (``self.k``,
+  ``cfg["clip"]``), so that a counter the code never reads does not make each call capture;
 * numbers and strings by type and value; everything else (tensors, modules, optimizers,
   functions, classes) by identity: the other guards cover a tensor's array and a module's
   members, and a module's own state, such as a module-level constant of a library, is not
@@ -81,8 +83,8 @@ def _item(seq, i: int) -> Getter:
     return lambda: seq[i] if i < len(seq) else _MISSING
 
 
-def _keys(table: dict) -> Getter:
-    return lambda: tuple(table)
+def _keys_in(table: dict, names: set) -> Getter:
+    return lambda: tuple(k for k in table if k in names)
 
 
 def _length(seq) -> Getter:
@@ -107,11 +109,18 @@ def _boxed(get: Getter) -> Getter:
 
 
 class _Walk:
-    """Collects (value(), value at capture, by identity) guards, the form ``Guards`` checks."""
+    """Collects (value(), value at capture, by identity) guards, the form ``Guards`` checks.
 
-    def __init__(self) -> None:
+    ``names``: the names and constants the reachable code uses; a dict's or an object's entries
+    are guarded only under those keys (``cfg["clip"]``, ``self.k``), so that a trainer's step
+    counter that the compiled code never reads does not make every call capture again. None:
+    a first walk that only collects them (``used``)."""
+
+    def __init__(self, names: set | None = None) -> None:
         self.guards: list[tuple[Getter, Any, bool]] = []
         self.seen: set[int] = set()
+        self.names = names
+        self.used: set = set()
 
     def watch(self, get: Getter, value, depth: int) -> None:
         """Guard what ``get()`` returns (the parent it reads from is guarded before it)."""
@@ -141,9 +150,15 @@ class _Walk:
     def entries(self, table: dict, depth: int) -> None:
         if len(table) > _ENTRIES:
             return
-        self.guards.append((_keys(table), tuple(table), False))  # the same keys, in order
-        for key, item in table.items():
-            self.watch(_entry(table, key), item, depth)
+        names = self.names
+        if names is None:  # collecting: every entry may lead to code
+            for key, item in list(table.items()):
+                self.watch(_entry(table, key), item, depth)
+            return
+        read = tuple(k for k in table if k in names)
+        self.guards.append((_keys_in(table, names), read, False))  # the keys the code may use, present
+        for key in read:
+            self.watch(_entry(table, key), table[key], depth)
 
     def items(self, seq, depth: int) -> None:
         if len(seq) > _ENTRIES:
@@ -158,7 +173,8 @@ class _Walk:
             return
         code = fn.__code__
         space = fn.__globals__
-        for name in sorted(_names(code)):
+        self.used |= _names(code)
+        for name in sorted(n for n in _names(code) if isinstance(n, str)):
             if name in space:
                 self.watch(_entry(space, name), space[name], depth)
         for cell in fn.__closure__ or ():
@@ -177,13 +193,17 @@ def _has_guards(obj) -> bool:
     return isinstance(obj, (Tensor, Module, Optimizer))
 
 
-def _names(code: types.CodeType) -> set[str]:
-    """The names a code object and the code objects it makes (lambdas, comprehensions) load."""
-    names = set(code.co_names)
+def _names(code: types.CodeType) -> set:
+    """The names a code object and the code objects it makes (lambdas, comprehensions) load, and
+    the string and integer constants it holds (``cfg["clip"]``'s key)."""
+    names: set = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _names(const)
+        elif type(const) in (str, int):
+            names.add(const)
     return names
+
 
 
 def _argument_objects(obj):
@@ -204,7 +224,15 @@ def python_state_guards(fn: Callable, args=(), kwargs=None) -> list[tuple[Getter
     """The guards on the Python state ``fn`` reads (see the module docstring); for a module's
     ``__call__``, its class's ``forward``. ``args`` and ``kwargs``: the call's, whose objects
     (a config passed in) the cache key holds by identity: their contents are guarded here."""
-    walk = _Walk()
+    collect = _Walk()
+    _start(collect, fn, args, kwargs)
+    walk = _Walk(collect.used)
+    _start(walk, fn, args, kwargs)
+    return walk.guards
+
+
+def _start(walk: _Walk, fn: Callable, args, kwargs) -> None:
+    """Walk from what ``fn`` reads: its arguments' objects, its owner, its code."""
     for obj in _argument_objects((args, kwargs or {})):
         walk.watch(_constant(obj), obj, 1)
     target: Any = fn
@@ -221,7 +249,6 @@ def python_state_guards(fn: Callable, args=(), kwargs=None) -> list[tuple[Getter
         target = target.__func__
     if isinstance(target, types.FunctionType):
         walk.function(target, 0)
-    return walk.guards
 
 
 def changed_inside(guards) -> str | None:

@@ -204,3 +204,31 @@ def test_the_attributes_of_an_object_passed_in_are_read_again():
     assert g.replays == 1
     cfg.scale = 5.0
     assert g(x, cfg).item() == 5.0
+
+
+def test_state_the_code_never_reads_does_not_make_each_call_capture():
+    """A trainer that counts its steps beside the compiled one: the count is an attribute the
+    step's code never names, so the step keeps replaying; an attribute it reads is guarded."""
+    class Trainer:
+        def __init__(self):
+            self.model = plugtorch.nn.Linear(4, 4)
+            self.opt = plugtorch.optim.SGD(self.model.parameters(), lr=0.1)
+            self.global_step, self.scale = 0, 1.0
+            self.step = plugtorch.compile(self._step)
+
+        def _step(self, x):
+            self.opt.zero_grad()
+            loss = self.model(x).sum() * self.scale
+            loss.backward()
+            self.opt.step()
+            return loss
+
+    t, x = Trainer(), plugtorch.randn(8, 4)
+    for _ in range(10):
+        t.step(x)
+        t.global_step += 1
+    assert t.step.captures == 1 and t.step.replays == 8
+    t.scale = 0.0  # read by the step: no update from here
+    before = t.model.weight.detach().clone()
+    t.step(x)
+    np.testing.assert_array_equal(t.model.weight.detach().numpy(), before.numpy())
