@@ -46,9 +46,9 @@ otherwise the call is captured again (up to 8 traces per argument structure are 
 * the Python state the function reads besides its tensors (``python_state.py``): the
   globals its code names, its closure cells and the objects passed to it, and through them
   the user functions it reaches and the contents of plain dicts, lists, tuples and
-  namespaces (``argparse``'s, a user class's instance), three levels and 64 entries deep;
-  numbers and strings by type and exact value, anything else by identity (``SCALE = 3.0``,
-  ``cfg["clip"] = 0.5``, ``args.lr = 0.01``).
+  namespaces (``argparse``'s, a user class's instance), three levels and 64 entries deep,
+  under the names and constants that code uses; numbers and strings by type and exact value,
+  anything else by identity (``SCALE = 3.0``, ``cfg["clip"] = 0.5``, ``args.lr = 0.01``).
 
 What cannot be replayed runs eagerly instead, with a one-time warning naming the reason
 (``fullgraph=True`` raises it instead), as ``torch.compile`` does on a graph break:
