@@ -30,17 +30,19 @@ from typing import Any
 
 import numpy
 
+from .guards import _MISSING, _same_objects
+
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _NAMESPACES = (argparse.Namespace, types.SimpleNamespace)
 _LIBRARIES = ("plugtorch", "plugtorch_backends", "numpy", "torch", "builtins")
 _DEPTH = 3     # containers and functions followed from the compiled function
 _ENTRIES = 64  # a larger container is guarded by identity alone
-_MISSING = object()
 
 
 def _scalar_key(value) -> Any:
     """A number or string as a replay must see it again: its type (``2`` and ``2.0`` give other
-    dtypes) and value (a float by its bits: ``0.0`` and ``-0.0``, one NaN and another)."""
+    dtypes) and value (a float by its bits: ``0.0`` and ``-0.0``, one NaN and another). Any other
+    value (what a guarded name holds now may be anything) keys by type and itself."""
     kind = type(value)
     if kind is float:
         return kind, value.hex()
@@ -256,9 +258,7 @@ def changed_inside(guards) -> str | None:
     function changed state it reads (a counter, a list it appends to), which a replay would not."""
     for value, captured, identity in guards:
         now = value()
-        same = (len(now) == len(captured) and all(a is b for a, b in zip(now, captured))) if identity \
-            else now == captured
-        if not same:
+        if not (_same_objects(now, captured) if identity else now == captured):
             return ("it changes Python state it reads (a global, a closed-over value or their contents) "
                     "inside the function, which a replay would not repeat")
     return None
